@@ -1,0 +1,55 @@
+//! The CPU backend: straightforward, multithreaded (rayon) implementations of every op.
+//! It is the oracle for every GPU test, so it favours obviousness over speed; all numerics go
+//! through `crate::scaling` and `crate::format`, the single written-down rule.
+
+use half::bf16;
+use rayon::prelude::*;
+
+use crate::format::Fp8Format;
+use crate::scaling::{amax_combine, amax_to_scale};
+
+/// A high-precision element type the reference accepts.
+pub trait Hp: Copy + Send + Sync + 'static {
+    fn to_f32(self) -> f32;
+}
+impl Hp for f32 {
+    #[inline]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+impl Hp for bf16 {
+    #[inline]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+}
+
+/// amax of a row (NaN-propagating).
+#[inline]
+pub fn amax_of<T: Hp>(xs: &[T]) -> f32 {
+    xs.iter().fold(0.0f32, |a, &x| amax_combine(a, x.to_f32()))
+}
+
+/// See [`crate::Context::rowwise_2d`].
+pub fn rowwise_2d<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    out[..m * k]
+        .par_chunks_mut(k)
+        .zip(scales[..m].par_iter_mut())
+        .zip(x[..m * k].par_chunks(k))
+        .for_each(|((o, s), row)| {
+            let sc = amax_to_scale(amax_of(row), fmt, pow2);
+            *s = sc;
+            for (o, &v) in o.iter_mut().zip(row) {
+                *o = fmt.encode(v.to_f32() * sc);
+            }
+        });
+}
