@@ -1,0 +1,114 @@
+// port.h -- the ONLY vendor-aware file of hipfp8.
+//
+// Every kernel and launcher is written in HIP. On AMD (hipcc, __HIP_PLATFORM_AMD__) this header
+// includes the HIP runtime. On NVIDIA (nvcc) it maps the HIP names we use onto CUDA.
+// It also says, per compilation target, which hardware FP8 conversions exist and the
+// wavefront size. Kernels never test vendor macros themselves: they test HIPFP8_* macros.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+// ----------------------------------------------------------------------------- AMD / ROCm
+#define HIPFP8_VENDOR_AMD 1
+#include <hip/hip_runtime.h>
+#include <hip/hip_bf16.h>
+
+typedef __hip_bfloat16 hipfp8_bf16;
+
+// Wavefront size: 64 on CDNA (gfx9xx); known at compile time per device pass.
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define HIPFP8_WAVE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define HIPFP8_WAVE 64
+#endif
+
+// Hardware FP8 conversions (v_cvt_pk_fp8_f32 / v_cvt_pk_bf8_f32). Same opcode, different
+// flavour: FNUZ on gfx940/941/942, OCP on gfx950.
+#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+#define HIPFP8_HW_FP8_FNUZ 1
+#elif defined(__gfx950__)
+#define HIPFP8_HW_FP8_OCP 1
+#endif
+
+#define HIPFP8_LDG(p) (*(p))
+static inline __device__ float hipfp8_bf16_to_f32(hipfp8_bf16 v) { return __bfloat162float(v); }
+static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __float2bfloat16(v); }
+
+#else
+// ----------------------------------------------------------------------------- NVIDIA / CUDA
+#define HIPFP8_VENDOR_NVIDIA 1
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+typedef __nv_bfloat16 hipfp8_bf16;
+
+#define HIPFP8_WAVE 32
+
+// sm_89+ converts f32x2 -> e4m3x2 / e5m2x2 (OCP, RNE, satfinite) in one instruction.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define HIPFP8_HW_FP8_OCP 1
+#endif
+
+// HIP runtime names used by hipfp8, mapped onto CUDA.
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaEvent_t hipEvent_t;
+typedef cudaDeviceProp hipDeviceProp_t;
+#define hipSuccess cudaSuccess
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+#define hipGetErrorString cudaGetErrorString
+#define hipGetErrorName cudaGetErrorName
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define hipMemcpyDefault cudaMemcpyDefault
+#define hipSetDevice cudaSetDevice
+#define hipGetDevice cudaGetDevice
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+#define hipPointerGetAttributes cudaPointerGetAttributes
+#define hipPointerAttribute_t cudaPointerAttributes
+#define hipMemoryTypeDevice cudaMemoryTypeDevice
+#define hipDriverGetVersion cudaDriverGetVersion
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+
+#define HIPFP8_LDG(p) __ldg(p)
+static inline __device__ float hipfp8_bf16_to_f32(hipfp8_bf16 v) { return __bfloat162float(v); }
+static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __float2bfloat16_rn(v); }
+#endif
+
+// ----------------------------------------------------------------------------- common
+// Launchers are extern "C", noexcept, and return a hipfp8_kernel_status: 0 = success,
+// otherwise the runtime's error code (hipError_t / cudaError_t value).
+#define HIPFP8_EXTERN extern "C"
+
+// Check the launch error right after a kernel launch; returns the code from the launcher.
+#define HIPFP8_RETURN_LAUNCH_STATUS()                \
+  do {                                               \
+    hipError_t hipfp8_e__ = hipGetLastError();       \
+    return (int)hipfp8_e__;                          \
+  } while (0)
