@@ -2,8 +2,10 @@
 //! Instinct GPUs, with a CPU backend that is both a usable fallback and the oracle for every
 //! GPU test.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
+pub mod cast_transpose;
 pub mod error;
 pub mod format;
+pub mod mx;
 pub mod ops;
 pub mod quant;
 pub mod reference;
@@ -13,3 +15,5 @@ pub use error::{Error, Result};
 pub use format::Fp8Format;
 pub use half::{bf16, f16};
 pub use ops::*;
+pub use cast_transpose::Scaling;
+pub use mx::{MxParams, MxRounding};

@@ -2,6 +2,8 @@
 //! It is the oracle for every GPU test, so it favours obviousness over speed; all numerics go
 //! through `crate::scaling` and `crate::format`, the single written-down rule.
 
+pub mod cast_transpose;
+pub mod mx;
 pub mod quant;
 
 use half::bf16;

@@ -25,7 +25,7 @@ pub(crate) fn group_ranges(offs: &[i32]) -> impl Iterator<Item = (usize, usize)>
 
 /// Column amax over rows `r0..r1` of a row-major matrix with `ld` columns, for the `cn`
 /// columns starting at `c0`, into `acc` (reset first).
-fn column_amax<T: Hp>(
+pub(crate) fn column_amax<T: Hp>(
     x: &[T],
     ld: usize,
     c0: usize,
@@ -45,7 +45,7 @@ fn column_amax<T: Hp>(
 
 /// Transposing cast of a column block: for rows `r0..r1` and columns `c0..c0+cn` of the
 /// row-major `x` (`ld` columns), `out[(c - c0) * out_ld + r] = encode(x[r, c] * scale[c - c0])`.
-fn transposed_cast<T: Hp>(
+pub(crate) fn transposed_cast<T: Hp>(
     fmt: Fp8Format,
     x: &[T],
     ld: usize,
@@ -130,7 +130,23 @@ pub fn per_group_colwise<T: Hp>(
     out: &mut [u8],
     scales: &mut [f32],
 ) {
-    let g = offs.len();
+    let ranges: Vec<(usize, usize)> = group_ranges(offs).collect();
+    colwise_over_ranges(fmt, pow2, m, k, x, &ranges, out, scales)
+}
+
+/// Column-scaled transposing cast over explicit row ranges (the groups): the engine of
+/// `per_group_colwise` and of cast-transpose's transposed output (one range, all rows).
+pub(crate) fn colwise_over_ranges<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    ranges: &[(usize, usize)],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let g = ranges.len();
     if k == 0 || g == 0 {
         return;
     }
@@ -149,7 +165,7 @@ pub fn per_group_colwise<T: Hp>(
             let cn = ob.len() / m;
             let mut sc = vec![0.0f32; g * cn];
             let mut acc = [0.0f32; COL_BLOCK];
-            for (gi, (r0, r1)) in group_ranges(offs).enumerate() {
+            for (gi, &(r0, r1)) in ranges.iter().enumerate() {
                 column_amax(x, k, c0, cn, r0, r1, &mut acc);
                 let s = &mut sc[gi * cn..(gi + 1) * cn];
                 for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
