@@ -5,6 +5,7 @@
 pub mod cast_transpose;
 pub mod error;
 pub mod format;
+pub mod grouped_gemm;
 pub mod mx;
 pub mod ops;
 pub mod quant;
@@ -17,3 +18,4 @@ pub use half::{bf16, f16};
 pub use ops::*;
 pub use cast_transpose::Scaling;
 pub use mx::{MxParams, MxRounding};
+pub use grouped_gemm::GemmParams;

@@ -3,6 +3,7 @@
 //! through `crate::scaling` and `crate::format`, the single written-down rule.
 
 pub mod cast_transpose;
+pub mod grouped_gemm;
 pub mod mx;
 pub mod quant;
 
