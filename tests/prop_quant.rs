@@ -4,6 +4,9 @@
 //! (3D transpose == 2D on the transposed tensor, dual == two singles, padded == pad then
 //! cast, cast_transpose == rowwise + colwise). Honors PROPTEST_CASES.
 
+// Index loops spell out each op's layout formula; that is the point of the oracle.
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use common::*;
