@@ -382,68 +382,88 @@ static int dispatch_colwise(uint32_t fmt, const ColWork& w, hipStream_t st) {
 }
 
 static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_t st) {
-  if (x_dtype == 0) return dispatch_colwise<Bf16In>(fmt, w, st);
-  if (x_dtype == 1) return dispatch_colwise<F32In>(fmt, w, st);
-  return kLaunchBadArg;
+  if (x_dtype == HIPFP8_DTYPE_BF16) return dispatch_colwise<Bf16In>(fmt, w, st);
+  if (x_dtype == HIPFP8_DTYPE_F32) return dispatch_colwise<F32In>(fmt, w, st);
+  return kLaunchBadEnum;
 }
 
 }  // namespace hipfp8
 
 using namespace hipfp8;
 
-// Workspace for per_group_colwise(_dual) / rowwise_3d_transpose_rhs: zero-initialised by the
-// caller once, left zero by every launch. Not shareable between launches that may run
-// concurrently (different streams).
-HIPFP8_EXTERN size_t hipfp8_colwise_workspace_bytes(int32_t groups, int64_t k1, int64_t k2) noexcept {
-  // f32 tiles are 16 columns wide, so size for them (bf16 needs half).
-  const int64_t t1 = (k1 + 15) / 16, t2 = (k2 + 15) / 16;
-  return sizeof(ColWsHeader) + sizeof(ColSlabWs) * (size_t)(groups > 0 ? groups : 0) * (size_t)(t1 + t2);
+// Workspace bytes of per_group_colwise(_dual) / rowwise_3d_transpose_rhs for `groups` groups
+// (experts) and row lengths k1, k2 (k2 = 0 for single-tensor ops). The workspace must be zero
+// before its first use; every launch leaves it zero. It must not be shared by launches that can
+// run concurrently (different streams without ordering).
+HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int64_t k2, uint64_t* bytes) noexcept {
+  if (!bytes) return kLaunchNull;
+  if (groups < 0 || k1 < 0 || k2 < 0) return kLaunchBadShape;
+  // f32 tiles are 16 columns wide, bf16 ones 32: size for the narrower.
+  const uint64_t tiles = (uint64_t)((k1 + 15) / 16) + (uint64_t)((k2 + 15) / 16);
+  *bytes = sizeof(ColWsHeader) + sizeof(ColSlabWs) * (uint64_t)groups * tiles;
+  return kLaunchOk;
 }
 
-HIPFP8_EXTERN int hipfp8_launch_per_group_colwise(const void* x, int x_dtype, uint32_t fmt, int pow2, int64_t m,
-                                                  int64_t k, const int32_t* offs, int32_t groups, uint8_t* out,
-                                                  float* scales, void* workspace, hipStream_t stream) noexcept {
-  if (groups <= 0) return kLaunchOk;
-  if (k <= 0 || m < 0 || !offs || !workspace) return kLaunchBadArg;
+// x (m, k) row-major, groups of rows by END offsets offs[groups] (device memory, clamped) ->
+// out[j*m + i] (column-major) for rows inside a group, scales[g*k + j].
+HIPFP8_EXTERN int hipfp8_per_group_colwise_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
+                                                  int64_t m, int64_t k, int64_t groups, int format, int pow2,
+                                                  int in_dtype, void* workspace, hipStream_t stream) noexcept {
+  if (m < 0 || k < 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0 || k == 0) return kLaunchOk;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!offs || !scales || !workspace || (m > 0 && (!x || !out))) return kLaunchNull;
   ColWork w{};
   w.t[0] = ColTensor{x, out, scales, k, m, 0, 0, 0};
   w.ntensors = 1;
   w.offs = offs;
-  w.G = groups;
+  w.G = (int)groups;
   w.M = m;
   w.pow2 = pow2;
   w.ws = workspace;
-  return colwise_entry(x_dtype, fmt, w, stream);
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
 }
 
-HIPFP8_EXTERN int hipfp8_launch_per_group_colwise_dual(const void* x1, const void* x2, int x_dtype, uint32_t fmt,
-                                                       int pow2, int64_t m, int64_t k1, int64_t k2,
-                                                       const int32_t* offs, int32_t groups, uint8_t* out1,
-                                                       float* scales1, uint8_t* out2, float* scales2,
-                                                       void* workspace, hipStream_t stream) noexcept {
-  if (groups <= 0) return kLaunchOk;
-  if (k1 <= 0 || k2 <= 0 || m < 0 || !offs || !workspace) return kLaunchBadArg;
+// Two per_group_colwise casts sharing m and the offsets, in one launch. Both inputs have the
+// same dtype (in_dtype).
+HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_launch(const void* x1, const void* x2, const int32_t* offs,
+                                                       uint8_t* out1, float* scales1, uint8_t* out2, float* scales2,
+                                                       int64_t m, int64_t k1, int64_t k2, int64_t groups, int format,
+                                                       int pow2, int in_dtype, void* workspace,
+                                                       hipStream_t stream) noexcept {
+  if (m < 0 || k1 < 0 || k2 < 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0 || (k1 == 0 && k2 == 0)) return kLaunchOk;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!offs || !workspace) return kLaunchNull;
   ColWork w{};
-  w.t[0] = ColTensor{x1, out1, scales1, k1, m, 0, 0, 0};
-  w.t[1] = ColTensor{x2, out2, scales2, k2, m, 0, 0, 0};
-  w.ntensors = 2;
+  int nt = 0;
+  if (k1 > 0) {
+    if (!scales1 || (m > 0 && (!x1 || !out1))) return kLaunchNull;
+    w.t[nt++] = ColTensor{x1, out1, scales1, k1, m, 0, 0, 0};
+  }
+  if (k2 > 0) {
+    if (!scales2 || (m > 0 && (!x2 || !out2))) return kLaunchNull;
+    w.t[nt++] = ColTensor{x2, out2, scales2, k2, m, 0, 0, 0};
+  }
+  w.ntensors = nt;
   w.offs = offs;
-  w.G = groups;
+  w.G = (int)groups;
   w.M = m;
   w.pow2 = pow2;
   w.ws = workspace;
-  return colwise_entry(x_dtype, fmt, w, stream);
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
 }
 
-// x (E,K,N) column-major [e*K*N + n*K + k] -> out (E,N,K) column-major [e*N*K + k*N + n],
-// scales[e*K + k] (amax over n).
-HIPFP8_EXTERN int hipfp8_launch_rowwise_3d_transpose_rhs(const void* x, int x_dtype, uint32_t fmt, int pow2,
-                                                         int64_t e, int64_t k, int64_t n, uint8_t* out,
-                                                         float* scales, void* workspace,
-                                                         hipStream_t stream) noexcept {
-  if (e <= 0 || k <= 0) return kLaunchOk;
-  if (n < 0 || !workspace) return kLaunchBadArg;
+// x (e, k, n) column-major [e*k*n + j*k + i] -> out (e, n, k) column-major [e*n*k + i*n + j],
+// scales[e*k + i] (amax over j < n).
+HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t* out, float* scales, int64_t e,
+                                                         int64_t k, int64_t n, int format, int pow2, int in_dtype,
+                                                         void* workspace, hipStream_t stream) noexcept {
+  if (e < 0 || k < 0 || n < 0) return kLaunchBadShape;
+  if (e == 0 || k == 0) return kLaunchOk;
+  if (n == 0) return kLaunchBadShape;
   if (e > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!x || !out || !scales || !workspace) return kLaunchNull;
   ColWork w{};
   w.t[0] = ColTensor{x, out, scales, k, n, 0, 0, 0};
   w.ntensors = 1;
@@ -453,5 +473,5 @@ HIPFP8_EXTERN int hipfp8_launch_rowwise_3d_transpose_rhs(const void* x, int x_dt
   w.M = e * n;
   w.pow2 = pow2;
   w.ws = workspace;
-  return colwise_entry(x_dtype, fmt, w, stream);
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
 }

@@ -3,11 +3,18 @@
 #pragma once
 
 #include "../fp8_codec.h"
+#include "../kernel_abi.h"
 
 namespace hipfp8 {
 
-// Launcher status values besides the runtime's own error codes (which are >= 0).
-enum : int { kLaunchOk = 0, kLaunchBadArg = -1, kLaunchUnsupported = -2 };
+// Launcher status values (docs/KERNEL_ABI.md): 0, the runtime's own code (> 0), or these.
+enum : int {
+  kLaunchOk = HIPFP8_KSTATUS_OK,
+  kLaunchBadEnum = HIPFP8_KSTATUS_INVALID_ENUM,
+  kLaunchBadShape = HIPFP8_KSTATUS_INVALID_SHAPE,
+  kLaunchUnsupported = HIPFP8_KSTATUS_UNSUPPORTED,
+  kLaunchNull = HIPFP8_KSTATUS_NULL_POINTER,
+};
 
 // Input element types. A 16-byte vector (uint4) holds EPV elements; amax/cast work in f32.
 struct Bf16In {
@@ -149,7 +156,7 @@ int device_sm_count();
     case hipfp8::kE5M2: { constexpr uint32_t FMT = hipfp8::kE5M2; return FN; }     \
     case hipfp8::kE4M3FnUz: { constexpr uint32_t FMT = hipfp8::kE4M3FnUz; return FN; } \
     case hipfp8::kE5M2FnUz: { constexpr uint32_t FMT = hipfp8::kE5M2FnUz; return FN; } \
-    default: return hipfp8::kLaunchBadArg;                    \
+    default: return hipfp8::kLaunchBadEnum;                    \
   }
 
 // Launcher preamble/epilogue: launchers are noexcept and never let an exception escape.

@@ -58,10 +58,10 @@ template <uint32_t F>
 __global__ void codec_has_hw_kernel(int* r) { *r = has_hw_encode<F>() ? 1 : 0; }
 
 // mismatches: 2 device u64 (total, recorded); first_bad: 24 device u32 (input, hw, sw) x 8.
-HIPFP8_EXTERN int hipfp8_codec_selftest(uint32_t fmt, unsigned long long* mismatches, uint32_t* first_bad,
+HIPFP8_EXTERN int hipfp8_codec_selftest_launch(int format, unsigned long long* mismatches, uint32_t* first_bad,
                                         int* has_hw, hipStream_t stream) noexcept {
   const int grid = device_sm_count() * 8;
-  switch (fmt) {
+  switch ((uint32_t)format) {
 #define HIPFP8_SELFTEST_CASE(FV)                                                        \
   case FV:                                                                              \
     codec_selftest_kernel<FV><<<grid, 256, 0, stream>>>(mismatches, first_bad);         \
@@ -73,7 +73,7 @@ HIPFP8_EXTERN int hipfp8_codec_selftest(uint32_t fmt, unsigned long long* mismat
     HIPFP8_SELFTEST_CASE(kE5M2FnUz)
 #undef HIPFP8_SELFTEST_CASE
     default:
-      return kLaunchBadArg;
+      return kLaunchBadEnum;
   }
   HIPFP8_LAUNCH_CHECK();
 }

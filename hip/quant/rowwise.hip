@@ -243,23 +243,33 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
 
 using namespace hipfp8;
 
-// x_dtype: 0 = bf16, 1 = f32. fmt: Fp8Format discriminant. Returns 0, a runtime error code (> 0),
-// or kLaunchBadArg / kLaunchUnsupported (< 0). Shapes are validated by the Rust caller.
-HIPFP8_EXTERN int hipfp8_launch_rowwise_2d(const void* x, int x_dtype, uint32_t fmt, int pow2, int64_t m, int64_t k,
-                                           uint8_t* out, float* scales, hipStream_t stream) noexcept {
-  if (m <= 0) return kLaunchOk;
-  if (k <= 0) return kLaunchBadArg;
-  if (x_dtype == 0) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<Bf16In, FMT>(x, m, k, out, scales, pow2, stream))); }
-  if (x_dtype == 1) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<F32In, FMT>(x, m, k, out, scales, pow2, stream))); }
-  return kLaunchBadArg;
+// x (m, k) row-major bf16/f32 -> out[i*k + j], scales[i] (docs/KERNEL_ABI.md). Any alignment:
+// misaligned views or k not a multiple of the 16-byte vector take the element-wise path.
+HIPFP8_EXTERN int hipfp8_rowwise_2d_launch(const void* x, uint8_t* out, float* scales, int64_t m, int64_t k,
+                                           int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+  if (m < 0 || k < 0) return kLaunchBadShape;
+  if (m == 0) return kLaunchOk;
+  if (k == 0) return kLaunchBadShape;
+  if (!x || !out || !scales) return kLaunchNull;
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<Bf16In, FMT>(x, m, k, out, scales, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<F32In, FMT>(x, m, k, out, scales, pow2, stream))); }
+  return kLaunchBadEnum;
 }
 
-HIPFP8_EXTERN int hipfp8_launch_per_group_rowwise(const void* x, int x_dtype, uint32_t fmt, int pow2, int64_t m,
-                                                  int64_t k, const int32_t* offs, int32_t groups, uint8_t* out,
-                                                  float* scales, hipStream_t stream) noexcept {
-  if (m <= 0 || groups <= 0) return kLaunchOk;
-  if (k <= 0) return kLaunchBadArg;
-  if (x_dtype == 0) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<Bf16In, FMT>(x, offs, groups, m, k, out, scales, pow2, stream))); }
-  if (x_dtype == 1) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<F32In, FMT>(x, offs, groups, m, k, out, scales, pow2, stream))); }
-  return kLaunchBadArg;
+// x (m, k) row-major; groups of columns by END offsets offs[groups] (device memory, clamped);
+// out[i*k + j] for columns inside a group, scales[g*m + i]. k == 0: every group is empty and
+// only the scales are written.
+HIPFP8_EXTERN int hipfp8_per_group_rowwise_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
+                                                  int64_t m, int64_t k, int64_t groups, int format, int pow2,
+                                                  int in_dtype, hipStream_t stream) noexcept {
+  if (m < 0 || k < 0 || groups < 0) return kLaunchBadShape;
+  if (m == 0 || groups == 0) return kLaunchOk;
+  if (groups > kRowwiseMaxGroups) return kLaunchUnsupported;
+  if (!offs || !scales || (k > 0 && (!x || !out))) return kLaunchNull;
+  const uint32_t fmt = (uint32_t)format;
+  const int G = (int)groups;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<Bf16In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<F32In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
+  return kLaunchBadEnum;
 }
