@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use hipfp8::bf16;
 use hipfp8::format::Fp8Format;
 use hipfp8::scaling::{amax_combine, amax_to_scale};
-use hipfp8::{CastParams, Context, HpSrc, StreamRef};
+use hipfp8::{CastParams, Context, HpSrc, MxParams, MxRounding, Scaling, StreamRef};
 
 const FIXTURE: &[u8] = include_bytes!("fixtures/torchao_fixture.bin");
 
@@ -418,19 +418,10 @@ enum Discrepancy {
     /// then exceed the format's max before saturation). hipfp8 rounds down exactly from the
     /// exponent bits: 2^(j-1).
     Pow2Log2RoundsUp,
-    /// MXFP8 FLOOR, block scale byte 0 (2^-127, tiny or zero amax): torchao clamps the f32
-    /// scale to the smallest normal 2^-126 before dividing, so its data is half ours.
-    MxFloorScaleByteZeroUsesMinNormal,
-    /// MXFP8 RCEIL, block scale byte 0: torchao's eager fallback multiplies by 1.0 instead of
-    /// 2^127, so tiny nonzero blocks become zeros.
-    MxRceilScaleByteZeroUsesOne,
-    /// MXFP8 FLOOR, NaN amax: torchao writes scale 0xFF and divides by its f32 value (+Inf), so
-    /// finite elements become +-0 and only NaN elements are NaN; hipfp8's rule makes the whole
-    /// block NaN (as RCEIL does in torchao).
-    MxFloorNanBlockFiniteToZero,
-    /// MXFP8 RCEIL: torchao takes ceil(log2(amax / max)) with an f32 log2, which rounds to the
-    /// exact integer j when amax / max is a few ulp above 2^j: its exponent is one lower than
-    /// the exact ceil, and the block's largest elements saturate.
+    /// MXFP8 RCEIL: torchao takes ceil(log2(d)), d = amax / max, with an f32 log2, which rounds
+    /// to the exact integer j when d is a few ulp above 2^j: its exponent is one lower than the
+    /// exact ceil (docs/OPS.md: "computed exactly from d's bits"), and the block's largest
+    /// elements saturate.
     MxRceilLog2RoundsDown,
 }
 
@@ -674,37 +665,37 @@ fn emax_elem(fmt: Fp8Format) -> i32 {
     }
 }
 
-/// Our rule's E8M0 byte for a block amax.
+/// Our rule's E8M0 byte for a block amax (docs/OPS.md "MXFP8").
 fn mx_rule_scale(fmt: Fp8Format, rceil: bool, amax: f32) -> u8 {
     if amax.is_nan() {
         return 0xFF;
     }
-    let e: i64 = if rceil {
-        // Smallest e with amax <= max * 2^e, exactly (f64 holds max * 2^e exactly).
-        if amax == 0.0 {
-            -127
-        } else if amax.is_infinite() {
-            127
-        } else {
-            let mut e = -160i64;
-            while (amax as f64) > fmt.max_finite() as f64 * 2f64.powi(e as i32) {
-                e += 1;
-            }
-            e
+    let e: i32 = if rceil {
+        if amax.is_infinite() {
+            return 0xFE;
         }
+        // ceil(log2(d)) of the f32 quotient, exactly from its bits.
+        let d = amax / fmt.max_finite();
+        let (ef, mf) = (((d.to_bits() >> 23) & 0xFF) as i32, d.to_bits() & 0x7F_FFFF);
+        if d == 0.0 {
+            -127
+        } else if ef == 0 {
+            // subnormal: d = mf * 2^-149
+            (32 - (mf - 1).leading_zeros()) as i32 - 149
+        } else {
+            ef - 127 + i32::from(mf != 0)
+        }
+        .clamp(-127, 127)
     } else {
-        // floor(log2(amax)) from the f32 exponent field (subnormals and 0 read as -127).
-        ((amax.to_bits() >> 23) & 0xFF) as i64 - 127 - emax_elem(fmt) as i64
+        // exponent field of amax (0 and subnormals read as -127), minus emax of the element.
+        (((amax.to_bits() >> 23) & 0xFF) as i32 - 127 - emax_elem(fmt)).clamp(-127, 128)
     };
-    (e.clamp(-127, 127) + 127) as u8
+    (e + 127) as u8
 }
 
-/// Our rule's element encoding under a block scale byte.
-fn mx_rule_data(fmt: Fp8Format, byte: u8, x: f32) -> u8 {
-    if byte == 0xFF {
-        return fmt.nan_code();
-    }
-    fmt.encode((x as f64 * 2f64.powi(127 - byte as i32)) as f32)
+/// Our rule's element encoding under a block scale byte: the same multiplier as torchao's.
+fn mx_rule_data(fmt: Fp8Format, rceil: bool, byte: u8, x: f32) -> u8 {
+    fmt.encode(x * torchao_mx_multiplier(rceil, byte))
 }
 
 /// What torchao 0.18's eager `to_mx` multiplies the block by, given its scale byte.
@@ -784,11 +775,11 @@ fn check_mx(fx: &Fixture, c: &Case, ours: Option<(&[u8], &[u8])>, t: &mut Tally)
             }
             let ob = ours
                 .map(|(d, _)| d[i])
-                .unwrap_or_else(|| mx_rule_data(fmt, our_b, x));
-            if ob != mx_rule_data(fmt, our_b, x) {
+                .unwrap_or_else(|| mx_rule_data(fmt, rceil, our_b, x));
+            if ob != mx_rule_data(fmt, rceil, our_b, x) {
                 t.fail(format!(
                     "{label}block {si} [{i}] x={x:e}: our op {ob:#04x} != rule {:#04x}",
-                    mx_rule_data(fmt, our_b, x)
+                    mx_rule_data(fmt, rceil, our_b, x)
                 ));
             }
             if !byte_ok(fmt, ob, td) {
@@ -798,13 +789,7 @@ fn check_mx(fx: &Fixture, c: &Case, ours: Option<(&[u8], &[u8])>, t: &mut Tally)
         if our_b == tb && !data_differs {
             continue;
         }
-        let kind = if our_b == tb && tb == 0 && !rceil {
-            Some(Discrepancy::MxFloorScaleByteZeroUsesMinNormal)
-        } else if our_b == tb && tb == 0 && rceil {
-            Some(Discrepancy::MxRceilScaleByteZeroUsesOne)
-        } else if our_b == tb && tb == 0xFF && !rceil {
-            Some(Discrepancy::MxFloorNanBlockFiniteToZero)
-        } else if rceil && tb < 0xFE && our_b == tb + 1 && {
+        let kind = if rceil && tb < 0xFE && our_b == tb + 1 && {
             // amax / max is within a few f32 ulp above 2^(tb - 127).
             let r = amax as f64 / fmt.max_finite() as f64 / 2f64.powi(tb as i32 - 127);
             r > 1.0 && r < 1.0 + 1e-6
@@ -826,34 +811,373 @@ fn ctx() -> Context {
     Context::cpu()
 }
 
-#[test]
-fn rowwise_2d_matches_torchao() {
+/// Our op's outputs for one case: FP8 outputs in plan order and scales in plan group order
+/// (MXFP8: data, E8M0 scale bytes). Also checks outputs the plan does not cover (amax,
+/// padded offsets) into `t`.
+enum Ours {
+    Scalar(Vec<Vec<u8>>, Vec<f32>),
+    Mx(Vec<u8>, Vec<u8>),
+}
+
+fn run_op(ctx: &Context, fx: &Fixture, c: &Case, t: &mut Tally) -> Ours {
+    let s = StreamRef::DEFAULT;
+    let cp = || CastParams::new(c.fmt(), c.pow2());
+    let m = if c.has("m") { c.usize("m") } else { 0 };
+    let k = if c.has("k") { c.usize("k") } else { 0 };
+    let label = c.label();
+    match c.op() {
+        "rowwise_2d" => {
+            let (mut o, mut sc) = (vec![0u8; m * k], vec![0f32; m]);
+            ctx.rowwise_2d(
+                &cp(),
+                m,
+                k,
+                fx.hp(c, "x"),
+                (&mut o).into(),
+                (&mut sc).into(),
+                s,
+            )
+            .unwrap();
+            Ours::Scalar(vec![o], sc)
+        }
+        "tensorwise" => {
+            let (mut o, mut sc, mut am) = (vec![0u8; m * k], vec![0f32; 1], vec![0f32; 1]);
+            ctx.tensorwise(
+                &cp(),
+                m * k,
+                fx.hp(c, "x"),
+                (&mut o).into(),
+                (&mut sc).into(),
+                (&mut am).into(),
+                s,
+            )
+            .unwrap();
+            let theirs = fx.f32s(c, "amax")[0];
+            if !same_f32(am[0], theirs) {
+                t.fail(format!(
+                    "{label}amax ours {:e} != torchao {theirs:e}",
+                    am[0]
+                ));
+            }
+            Ours::Scalar(vec![o], sc)
+        }
+        "cast_transpose_rowwise" | "cast_transpose_tensorwise" => {
+            let tw = c.op().ends_with("tensorwise");
+            let scaling = if tw {
+                Scaling::Tensorwise
+            } else {
+                Scaling::Rowwise
+            };
+            let (mut o, mut ot) = (vec![0u8; m * k], vec![0u8; m * k]);
+            let (mut sc, mut st) = if tw {
+                (vec![0f32; 1], vec![0f32; 1])
+            } else {
+                (vec![0f32; m], vec![0f32; k])
+            };
+            ctx.cast_transpose(
+                &cp(),
+                scaling,
+                m,
+                k,
+                fx.hp(c, "x"),
+                (&mut o).into(),
+                (&mut ot).into(),
+                (&mut sc).into(),
+                (&mut st).into(),
+                s,
+            )
+            .unwrap();
+            sc.extend_from_slice(&st);
+            Ours::Scalar(vec![o, ot], sc)
+        }
+        "per_group_colwise" => {
+            let offs = fx.i32s(c, "offs");
+            let (mut o, mut sc) = (vec![0u8; m * k], vec![0f32; offs.len() * k]);
+            ctx.per_group_colwise(
+                &cp(),
+                m,
+                k,
+                fx.hp(c, "x"),
+                offs.into(),
+                (&mut o).into(),
+                (&mut sc).into(),
+                s,
+            )
+            .unwrap();
+            Ours::Scalar(vec![o], sc)
+        }
+        "per_group_colwise_dual" => {
+            let offs = fx.i32s(c, "offs");
+            let (k1, k2) = (c.usize("k1"), c.usize("k2"));
+            let (mut o1, mut s1) = (vec![0u8; m * k1], vec![0f32; offs.len() * k1]);
+            let (mut o2, mut s2) = (vec![0u8; m * k2], vec![0f32; offs.len() * k2]);
+            ctx.per_group_colwise_dual(
+                &cp(),
+                m,
+                k1,
+                k2,
+                fx.hp(c, "x1"),
+                fx.hp(c, "x2"),
+                offs.into(),
+                (&mut o1).into(),
+                (&mut s1).into(),
+                (&mut o2).into(),
+                (&mut s2).into(),
+                s,
+            )
+            .unwrap();
+            s1.extend_from_slice(&s2);
+            Ours::Scalar(vec![o1, o2], s1)
+        }
+        "per_group_rowwise" => {
+            let offs = fx.i32s(c, "offs");
+            let (mut o, mut sc) = (vec![0u8; m * k], vec![0f32; offs.len() * m]);
+            ctx.per_group_rowwise(
+                &cp(),
+                m,
+                k,
+                fx.hp(c, "x"),
+                offs.into(),
+                (&mut o).into(),
+                (&mut sc).into(),
+                s,
+            )
+            .unwrap();
+            Ours::Scalar(vec![o], sc)
+        }
+        "colwise_3d" | "rowwise_3d_transpose_rhs" => {
+            let (e, k, n) = (c.usize("e"), c.usize("k"), c.usize("n"));
+            let mut o = vec![0u8; e * k * n];
+            if c.op() == "colwise_3d" {
+                let mut sc = vec![0f32; e * n];
+                ctx.colwise_3d(
+                    &cp(),
+                    e,
+                    k,
+                    n,
+                    fx.hp(c, "x"),
+                    (&mut o).into(),
+                    (&mut sc).into(),
+                    s,
+                )
+                .unwrap();
+                Ours::Scalar(vec![o], sc)
+            } else {
+                let mut sc = vec![0f32; e * k];
+                ctx.rowwise_3d_transpose_rhs(
+                    &cp(),
+                    e,
+                    k,
+                    n,
+                    fx.hp(c, "x"),
+                    (&mut o).into(),
+                    (&mut sc).into(),
+                    s,
+                )
+                .unwrap();
+                Ours::Scalar(vec![o], sc)
+            }
+        }
+        "blockwise_1x128" => {
+            let (mut o, mut sc) = (vec![0u8; m * k], vec![0f32; m * k.div_ceil(128)]);
+            ctx.blockwise_1x128(
+                &cp(),
+                m,
+                k,
+                fx.hp(c, "x"),
+                (&mut o).into(),
+                (&mut sc).into(),
+                s,
+            )
+            .unwrap();
+            Ours::Scalar(vec![o], sc)
+        }
+        "blockwise_128x128" => {
+            let (mut o, mut sc) = (
+                vec![0u8; m * k],
+                vec![0f32; m.div_ceil(128) * k.div_ceil(128)],
+            );
+            ctx.blockwise_128x128(
+                &cp(),
+                m,
+                k,
+                fx.hp(c, "x"),
+                (&mut o).into(),
+                (&mut sc).into(),
+                s,
+            )
+            .unwrap();
+            Ours::Scalar(vec![o], sc)
+        }
+        "rowwise_2d_padded" => {
+            let offs = fx.i32s(c, "offs");
+            let m_cap = m + 15 * offs.len();
+            let (mut o, mut sc, mut po) = (
+                vec![0u8; m_cap * k],
+                vec![0f32; m_cap],
+                vec![0i32; offs.len()],
+            );
+            ctx.rowwise_2d_padded(
+                &cp(),
+                m,
+                k,
+                m_cap,
+                fx.hp(c, "x"),
+                offs.into(),
+                (&mut o).into(),
+                (&mut sc).into(),
+                (&mut po).into(),
+                s,
+            )
+            .unwrap();
+            let theirs = fx.i32s(c, "padded_offs");
+            if po != theirs {
+                t.fail(format!(
+                    "{label}padded_offs ours {po:?} != torchao {theirs:?}"
+                ));
+            }
+            let rows = *theirs.last().unwrap_or(&0) as usize;
+            sc.truncate(rows);
+            Ours::Scalar(vec![o], sc)
+        }
+        "mxfp8_dim0" | "mxfp8_dim1" => {
+            let rounding = if c.get("mode") == "rceil" {
+                MxRounding::Rceil
+            } else {
+                MxRounding::Floor
+            };
+            let p = MxParams::new(c.fmt(), rounding);
+            let mut o = vec![0u8; m * k];
+            if c.op() == "mxfp8_dim0" {
+                let mut sc = vec![0u8; m * k.div_ceil(32)];
+                ctx.mxfp8_dim0(
+                    &p,
+                    m,
+                    k,
+                    fx.hp(c, "x"),
+                    (&mut o).into(),
+                    (&mut sc).into(),
+                    s,
+                )
+                .unwrap();
+                Ours::Mx(o, sc)
+            } else {
+                let mut sc = vec![0u8; k * m.div_ceil(32)];
+                ctx.mxfp8_dim1(
+                    &p,
+                    m,
+                    k,
+                    fx.hp(c, "x"),
+                    (&mut o).into(),
+                    (&mut sc).into(),
+                    s,
+                )
+                .unwrap();
+                Ours::Mx(o, sc)
+            }
+        }
+        other => panic!("fixture op {other} has no hipfp8 op mapping"),
+    }
+}
+
+/// Run every fixture case of the given ops through the CPU backend and compare.
+fn check_ops(ops: &[&str], min_cases: usize) {
     let fx = load();
     let ctx = ctx();
     let mut t = Tally::default();
-    for c in fx.cases.iter().filter(|c| c.op() == "rowwise_2d") {
-        let (m, k) = (c.usize("m"), c.usize("k"));
-        let mut out = vec![0u8; m * k];
-        let mut scales = vec![0f32; m];
-        let p = CastParams::new(c.fmt(), c.pow2());
-        ctx.rowwise_2d(
-            &p,
-            m,
-            k,
-            fx.hp(c, "x"),
-            (&mut out).into(),
-            (&mut scales).into(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        let plan = plan(&fx, c).unwrap();
-        check_case(&fx, c, &plan, Some((&[out], &scales)), &mut t);
+    for c in fx.cases.iter().filter(|c| ops.contains(&c.op())) {
+        match run_op(&ctx, &fx, c, &mut t) {
+            Ours::Scalar(outs, scales) => {
+                let p = plan(&fx, c).expect("plan");
+                check_case(&fx, c, &p, Some((&outs, &scales)), &mut t);
+            }
+            Ours::Mx(data, scales) => check_mx(&fx, c, Some((&data, &scales)), &mut t),
+        }
     }
-    report("rowwise_2d", &fx, &t);
-    assert!(t.cases >= 16, "only {} rowwise_2d cases", t.cases);
+    report(&ops.join("+"), &fx, &t);
+    assert!(t.cases >= min_cases, "only {} cases of {ops:?}", t.cases);
     assert!(
         t.failures.is_empty(),
-        "{} mismatches (see stderr)",
+        "{} mismatches vs torchao (see stderr)",
         t.failures.len()
     );
+}
+
+#[test]
+fn rowwise_2d_matches_torchao() {
+    check_ops(&["rowwise_2d"], 16);
+}
+
+#[test]
+fn tensorwise_matches_torchao() {
+    check_ops(&["tensorwise"], 100);
+}
+
+#[test]
+fn cast_transpose_matches_torchao() {
+    check_ops(
+        &["cast_transpose_rowwise", "cast_transpose_tensorwise"],
+        100,
+    );
+}
+
+#[test]
+fn per_group_ops_match_torchao() {
+    check_ops(
+        &[
+            "per_group_colwise",
+            "per_group_colwise_dual",
+            "per_group_rowwise",
+        ],
+        48,
+    );
+}
+
+#[test]
+fn expert_3d_ops_match_torchao() {
+    check_ops(&["colwise_3d", "rowwise_3d_transpose_rhs"], 32);
+}
+
+#[test]
+fn blockwise_ops_match_torchao() {
+    check_ops(&["blockwise_1x128", "blockwise_128x128"], 10);
+}
+
+#[test]
+fn rowwise_2d_padded_matches_torchao() {
+    check_ops(&["rowwise_2d_padded"], 16);
+}
+
+#[test]
+fn mxfp8_matches_torchao() {
+    check_ops(&["mxfp8_dim0", "mxfp8_dim1"], 16);
+}
+
+/// Every case in the fixture is covered by one of the op tests above.
+#[test]
+fn every_fixture_op_is_tested() {
+    let fx = load();
+    let tested = [
+        "rowwise_2d",
+        "tensorwise",
+        "cast_transpose_rowwise",
+        "cast_transpose_tensorwise",
+        "per_group_colwise",
+        "per_group_colwise_dual",
+        "per_group_rowwise",
+        "colwise_3d",
+        "rowwise_3d_transpose_rhs",
+        "blockwise_1x128",
+        "blockwise_128x128",
+        "rowwise_2d_padded",
+        "mxfp8_dim0",
+        "mxfp8_dim1",
+    ];
+    for c in &fx.cases {
+        assert!(
+            tested.contains(&c.op()),
+            "fixture op {} is not tested",
+            c.op()
+        );
+    }
 }
