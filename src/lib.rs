@@ -12,10 +12,10 @@ pub mod quant;
 pub mod reference;
 pub mod scaling;
 
+pub use cast_transpose::Scaling;
 pub use error::{Error, Result};
 pub use format::Fp8Format;
-pub use half::{bf16, f16};
-pub use ops::*;
-pub use cast_transpose::Scaling;
-pub use mx::{MxParams, MxRounding};
 pub use grouped_gemm::GemmParams;
+pub use half::{bf16, f16};
+pub use mx::{MxParams, MxRounding};
+pub use ops::*;
