@@ -295,6 +295,13 @@ impl Context {
         }
     }
 
+    /// The best backend present. No GPU backend is built yet, so this is the CPU one; the
+    /// GPU backend (issue 4) makes this return a device context when a GPU build and a
+    /// device are present.
+    pub fn best() -> Context {
+        Context::cpu()
+    }
+
     /// The CPU backend pretending to be a device whose native FP8 is FNUZ (for testing
     /// and for preparing data for an MI300 on the host).
     pub fn cpu_with_fnuz_native(fnuz: bool) -> Context {
