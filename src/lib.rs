@@ -2,6 +2,7 @@
 //! Instinct GPUs, with a CPU backend that is both a usable fallback and the oracle for every
 //! GPU test.
 pub mod error;
+pub mod ffi;
 pub mod format;
 pub mod ops;
 pub mod reference;
