@@ -72,16 +72,24 @@ fn gpu_context(device: i32) -> Result<Context, Error> {
     )))
 }
 
+/// GPU `device`, or BackendUnavailable for a negative ordinal.
+fn gpu(device: i32) -> Result<Context, Error> {
+    if device < 0 {
+        return Err(Error::BackendUnavailable(format!("GPU {device}: no such device")));
+    }
+    gpu_context(device)
+}
+
 fn create(backend: u32, device: i32) -> Result<Context, FfiError> {
     const AUTO: u32 = hipfp8_backend::HIPFP8_BACKEND_AUTO as u32;
     const CPU: u32 = hipfp8_backend::HIPFP8_BACKEND_CPU as u32;
     const GPU: u32 = hipfp8_backend::HIPFP8_BACKEND_GPU as u32;
     match backend {
         CPU => Ok(Context::cpu()),
-        GPU => Ok(gpu_context(device)?),
+        GPU => Ok(gpu(device)?),
         // AUTO falls back to the CPU only when the GPU is *unavailable*; a GPU that is
         // present but fails (a runtime error) is reported, not papered over.
-        AUTO => match gpu_context(device) {
+        AUTO => match gpu(device) {
             Err(Error::BackendUnavailable(_)) => Ok(Context::cpu()),
             r => Ok(r?),
         },
