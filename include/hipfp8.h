@@ -270,11 +270,192 @@ typedef uint32_t hipfp8_flag;
 #endif // __cplusplus
 
 /**
+ * Scaling granularity of `hipfp8_cast_transpose`.
+ */
+enum hipfp8_scaling
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * One scale for the whole tensor: scales[0] == scales_t[0].
+   */
+  HIPFP8_SCALING_TENSORWISE = 0,
+  /**
+   * scales[m] per row of x for out, scales_t[k] per column of x for out_t.
+   */
+  HIPFP8_SCALING_ROWWISE = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum hipfp8_scaling hipfp8_scaling;
+#else
+typedef uint32_t hipfp8_scaling;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * How an MX block's E8M0 scale exponent is chosen from its amax.
+ */
+enum hipfp8_mx_rounding
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * `e = floor(log2(amax)) - emax_elem` (the OCP MX spec; torchao's default).
+   */
+  HIPFP8_MX_ROUNDING_FLOOR = 0,
+  /**
+   * `e = ceil(log2(amax / max_elem))` (never saturates; NVIDIA's recipe).
+   */
+  HIPFP8_MX_ROUNDING_RCEIL = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum hipfp8_mx_rounding hipfp8_mx_rounding;
+#else
+typedef uint32_t hipfp8_mx_rounding;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Opaque library context: backend (CPU or GPU n), device properties, native FP8 format,
  * workspace. Create with `hipfp8_context_create`, release with `hipfp8_context_destroy`.
  * A context may be used from several threads at once.
  */
 typedef struct hipfp8_context hipfp8_context;
+
+/**
+ * A cast-transpose problem: x is (m, k) row-major.
+ */
+typedef struct hipfp8_cast_transpose_desc {
+  /**
+   * `sizeof(hipfp8_cast_transpose_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of both outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_scaling`.
+   */
+  uint32_t scaling;
+  /**
+   * Rows of x.
+   */
+  size_t m;
+  /**
+   * Columns of x.
+   */
+  size_t k;
+} hipfp8_cast_transpose_desc;
+
+/**
+ * 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
+ * b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
+ */
+typedef struct hipfp8_grouped_gemm_2d3d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_2d3d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * Rows of a and out (all groups).
+   */
+  size_t m;
+  /**
+   * Reduced dimension.
+   */
+  size_t k;
+  /**
+   * Columns of b and out.
+   */
+  size_t n;
+  /**
+   * Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+   */
+  size_t e;
+} hipfp8_grouped_gemm_2d3d_desc;
+
+/**
+ * 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
+ * b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
+ */
+typedef struct hipfp8_grouped_gemm_2d2d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_2d2d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * Rows of a.
+   */
+  size_t n;
+  /**
+   * The grouped, reduced dimension (tokens).
+   */
+  size_t mt;
+  /**
+   * Columns of b.
+   */
+  size_t k;
+} hipfp8_grouped_gemm_2d2d_desc;
+
+/**
+ * An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
+ * (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
+ */
+typedef struct hipfp8_mxfp8_desc {
+  /**
+   * `sizeof(hipfp8_mxfp8_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the elements.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_mx_rounding`.
+   */
+  uint32_t rounding;
+  /**
+   * Rows of x.
+   */
+  size_t m;
+  /**
+   * Columns of x.
+   */
+  size_t k;
+} hipfp8_mxfp8_desc;
 
 /**
  * A 2D scale-and-cast problem: x is (m, k) row-major.
@@ -309,6 +490,142 @@ typedef struct hipfp8_cast_2d_desc {
   size_t k;
 } hipfp8_cast_2d_desc;
 
+/**
+ * A 3D expert-weight problem: x is (e, k, n) column-major, `x[e*k*n + n_i*k + k_i]`.
+ * Used by `hipfp8_colwise_3d` and `hipfp8_rowwise_3d_transpose_rhs`.
+ */
+typedef struct hipfp8_cast_3d_desc {
+  /**
+   * `sizeof(hipfp8_cast_3d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the output.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * Experts.
+   */
+  size_t e;
+  /**
+   * Rows of each expert matrix (contiguous: column-major).
+   */
+  size_t k;
+  /**
+   * Columns of each expert matrix.
+   */
+  size_t n;
+} hipfp8_cast_3d_desc;
+
+/**
+ * Two per-group colwise casts sharing m and the offsets (`hipfp8_per_group_colwise_dual`):
+ * x1 is (m, k1), x2 is (m, k2), both row-major.
+ */
+typedef struct hipfp8_cast_dual_desc {
+  /**
+   * `sizeof(hipfp8_cast_dual_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x1.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of both outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_dtype` of x2.
+   */
+  uint32_t input_dtype2;
+  /**
+   * Rows of both inputs (the grouped dimension).
+   */
+  size_t m;
+  /**
+   * Columns of x1.
+   */
+  size_t k1;
+  /**
+   * Columns of x2.
+   */
+  size_t k2;
+} hipfp8_cast_dual_desc;
+
+/**
+ * A tensorwise cast of n elements (`hipfp8_tensorwise`).
+ */
+typedef struct hipfp8_tensorwise_desc {
+  /**
+   * `sizeof(hipfp8_tensorwise_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the output.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * Elements.
+   */
+  size_t n;
+} hipfp8_tensorwise_desc;
+
+/**
+ * A rowwise cast that pads token groups to multiples of 16 rows
+ * (`hipfp8_rowwise_2d_padded`): x is (m, k) row-major, the output has m_cap rows.
+ */
+typedef struct hipfp8_padded_desc {
+  /**
+   * `sizeof(hipfp8_padded_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the output.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * Rows of x.
+   */
+  size_t m;
+  /**
+   * Columns.
+   */
+  size_t k;
+  /**
+   * Rows of the output; must be >= m + 15 * num_groups (the worst case, so a GPU caller
+   * can size it without reading the offsets).
+   */
+  size_t m_cap;
+} hipfp8_padded_desc;
+
 
 
 #ifdef __cplusplus
@@ -325,6 +642,26 @@ uint32_t hipfp8_abi_version(void);
  * The version of the library actually linked, as `MAJOR * 10000 + MINOR * 100 + PATCH`.
  */
 uint32_t hipfp8_version(void);
+
+/**
+ * Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
+ * row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
+ * tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
+ * x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
+ */
+hipfp8_status hipfp8_cast_transpose(const struct hipfp8_context *ctx,
+                                    const struct hipfp8_cast_transpose_desc *desc,
+                                    const void *x,
+                                    size_t x_len,
+                                    uint8_t *out,
+                                    size_t out_len,
+                                    uint8_t *out_t,
+                                    size_t out_t_len,
+                                    float *scales,
+                                    size_t scales_len,
+                                    float *scales_t,
+                                    size_t scales_t_len,
+                                    hipStream_t stream);
 
 /**
  * Create a context. `backend` is a `hipfp8_backend`: AUTO (GPU `device` if this build and
@@ -392,9 +729,82 @@ hipfp8_status hipfp8_context_arch(const struct hipfp8_context *ctx,
                                   size_t *len);
 
 /**
- * Rowwise scale-and-cast (docs/OPS.md `rowwise_2d`): `out[i*k + j] = encode(x[i*k + j] *
- * scales[i])` with `scales[i]` from the amax of row i. Needs k > 0; m may be 0.
- * x: m*k elements of `input_dtype`; out: m*k bytes; scales: m floats.
+ * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
+ * a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
+ * a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
+ * scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned).
+ */
+hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_grouped_gemm_2d3d_desc *desc,
+                                       const uint8_t *a,
+                                       size_t a_len,
+                                       const uint8_t *b,
+                                       size_t b_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       const float *scale_a,
+                                       size_t scale_a_len,
+                                       const float *scale_b,
+                                       size_t scale_b_len,
+                                       uint16_t *out,
+                                       size_t out_len,
+                                       hipStream_t stream);
+
+/**
+ * out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
+ * rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
+ * empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
+ * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16.
+ */
+hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_grouped_gemm_2d2d_desc *desc,
+                                       const uint8_t *a,
+                                       size_t a_len,
+                                       const uint8_t *b,
+                                       size_t b_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       const float *scale_a,
+                                       size_t scale_a_len,
+                                       const float *scale_b,
+                                       size_t scale_b_len,
+                                       uint16_t *out,
+                                       size_t out_len,
+                                       hipStream_t stream);
+
+/**
+ * MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
+ * E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
+ */
+hipfp8_status hipfp8_mxfp8_dim0(const struct hipfp8_context *ctx,
+                                const struct hipfp8_mxfp8_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                uint8_t *scales,
+                                size_t scales_len,
+                                hipStream_t stream);
+
+/**
+ * MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
+ * (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
+ * scales: k*ceil(m/32) bytes.
+ */
+hipfp8_status hipfp8_mxfp8_dim1(const struct hipfp8_context *ctx,
+                                const struct hipfp8_mxfp8_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                uint8_t *scales,
+                                size_t scales_len,
+                                hipStream_t stream);
+
+/**
+ * Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
+ * from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
+ * x: m*k elements of `input_dtype`; out: m*k bytes; scales: m.
  */
 hipfp8_status hipfp8_rowwise_2d(const struct hipfp8_context *ctx,
                                 const struct hipfp8_cast_2d_desc *desc,
@@ -405,6 +815,162 @@ hipfp8_status hipfp8_rowwise_2d(const struct hipfp8_context *ctx,
                                 float *scales,
                                 size_t scales_len,
                                 hipStream_t stream);
+
+/**
+ * Colwise cast of 3D expert weights (forward B operand): out has x's layout,
+ * `scales[e_i*n + n_i]` from the amax over k. Needs k > 0.
+ * x: e*k*n elements; out: e*k*n bytes; scales: e*n.
+ */
+hipfp8_status hipfp8_colwise_3d(const struct hipfp8_context *ctx,
+                                const struct hipfp8_cast_3d_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                float *scales,
+                                size_t scales_len,
+                                hipStream_t stream);
+
+/**
+ * Transpose-rowwise cast of 3D expert weights (dgrad B operand): out is (e, n, k)
+ * column-major, `out[e_i*n*k + k_i*n + n_i]`; `scales[e_i*k + k_i]` from the amax over n.
+ * Needs n > 0. x: e*k*n elements; out: e*k*n bytes; scales: e*k.
+ */
+hipfp8_status hipfp8_rowwise_3d_transpose_rhs(const struct hipfp8_context *ctx,
+                                              const struct hipfp8_cast_3d_desc *desc,
+                                              const void *x,
+                                              size_t x_len,
+                                              uint8_t *out,
+                                              size_t out_len,
+                                              float *scales,
+                                              size_t scales_len,
+                                              hipStream_t stream);
+
+/**
+ * Per-group colwise cast (wgrad operands), groups along m: out is column-major
+ * `out[k_i*m + m_i]`; `scales[g*k + k_i]` from the amax over group g's rows of column k_i.
+ * x: m*k elements; offs: num_groups END offsets along m; out: m*k bytes; scales:
+ * num_groups*k.
+ */
+hipfp8_status hipfp8_per_group_colwise(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_cast_2d_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *scales,
+                                       size_t scales_len,
+                                       hipStream_t stream);
+
+/**
+ * Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
+ * grad_out and the activations together). x1: m*k1, x2: m*k2 elements; out1: m*k1 and
+ * out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2.
+ */
+hipfp8_status hipfp8_per_group_colwise_dual(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_cast_dual_desc *desc,
+                                            const void *x1,
+                                            size_t x1_len,
+                                            const void *x2,
+                                            size_t x2_len,
+                                            const int32_t *offs,
+                                            size_t num_groups,
+                                            uint8_t *out1,
+                                            size_t out1_len,
+                                            float *scales1,
+                                            size_t scales1_len,
+                                            uint8_t *out2,
+                                            size_t out2_len,
+                                            float *scales2,
+                                            size_t scales2_len,
+                                            hipStream_t stream);
+
+/**
+ * Per-group rowwise cast, groups along k (columns): out row-major; `scales[g*m + m_i]` from
+ * the amax over row m_i within group g's columns. x: m*k elements; offs: num_groups END
+ * offsets along k; out: m*k bytes; scales: num_groups*m.
+ */
+hipfp8_status hipfp8_per_group_rowwise(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_cast_2d_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *scales,
+                                       size_t scales_len,
+                                       hipStream_t stream);
+
+/**
+ * Tensorwise cast: `amax[0]` over all n elements, `scale[0]` from it, `out[i] =
+ * encode(x[i] * scale[0])`. Two phases on a GPU, no host sync. x: n elements; out: n
+ * bytes; scale: 1; amax: 1.
+ */
+hipfp8_status hipfp8_tensorwise(const struct hipfp8_context *ctx,
+                                const struct hipfp8_tensorwise_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                float *scale,
+                                size_t scale_len,
+                                float *amax,
+                                size_t amax_len,
+                                hipStream_t stream);
+
+/**
+ * Blockwise 1x128 cast (DeepSeek-V3 activations): scales (m, ceil(k/128)) row-major; a
+ * row's last block reduces over the columns that exist. x: m*k; out: m*k bytes; scales:
+ * m*ceil(k/128).
+ */
+hipfp8_status hipfp8_blockwise_1x128(const struct hipfp8_context *ctx,
+                                     const struct hipfp8_cast_2d_desc *desc,
+                                     const void *x,
+                                     size_t x_len,
+                                     uint8_t *out,
+                                     size_t out_len,
+                                     float *scales,
+                                     size_t scales_len,
+                                     hipStream_t stream);
+
+/**
+ * Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(m/128), ceil(k/128))
+ * row-major; edge tiles reduce over what exists. x: m*k; out: m*k bytes; scales:
+ * ceil(m/128)*ceil(k/128).
+ */
+hipfp8_status hipfp8_blockwise_128x128(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_cast_2d_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *scales,
+                                       size_t scales_len,
+                                       hipStream_t stream);
+
+/**
+ * Rowwise cast that pads every token group to a multiple of 16 rows in one pass (for
+ * grouped GEMMs that need aligned groups): group g's rows land at `padded_offs[g-1]...` in
+ * out (m_cap, k); padding rows are zeros with the scale of an all-zero row; `padded_offs`
+ * receives the padded END offsets; rows past the padded end are untouched.
+ * x: m*k; offs: num_groups; out: m_cap*k bytes; scales: m_cap; padded_offs: num_groups.
+ */
+hipfp8_status hipfp8_rowwise_2d_padded(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_padded_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *scales,
+                                       size_t scales_len,
+                                       int32_t *padded_offs,
+                                       size_t padded_offs_len,
+                                       hipStream_t stream);
 
 /**
  * A static, NUL-terminated English description of a status value (never NULL; unknown

@@ -192,11 +192,16 @@ impl Views {
         Views { loc: ctx.loc() }
     }
 
-    /// NULL becomes an empty view, so a NULL pointer with a non-zero count is never turned
-    /// into a slice; the op then reports NULL_POINTER if it needs elements from it.
+    /// NULL is only accepted with a count of 0 (a buffer the call needs nothing from): a
+    /// NULL pointer with a non-zero count is a caller bug, and for offsets (whose count is
+    /// the group count) silently reading it as "no groups" would hide it.
     fn checked_len<T>(what: &'static str, p: *const T, len: usize) -> Result<usize, FfiError> {
         if p.is_null() {
-            return Ok(0);
+            return if len == 0 {
+                Ok(0)
+            } else {
+                Err(Error::NullPointer(what).into())
+            };
         }
         check_aligned(what, p)?;
         match len.checked_mul(size_of::<T>()) {

@@ -75,7 +75,9 @@ fn gpu_context(device: i32) -> Result<Context, Error> {
 /// GPU `device`, or BackendUnavailable for a negative ordinal.
 fn gpu(device: i32) -> Result<Context, Error> {
     if device < 0 {
-        return Err(Error::BackendUnavailable(format!("GPU {device}: no such device")));
+        return Err(Error::BackendUnavailable(format!(
+            "GPU {device}: no such device"
+        )));
     }
     gpu_context(device)
 }

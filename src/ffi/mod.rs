@@ -22,8 +22,8 @@
 //!   may exceed what the op writes but not fall short (`*_TOO_SMALL`). Pointers are host
 //!   pointers on a CPU context and device pointers on a GPU one; each must be aligned to its
 //!   element type (2 bytes for bf16, 4 for f32 and int32; `HIPFP8_STATUS_MISALIGNED`
-//!   otherwise); a buffer that the op does not need (0 elements) may be NULL. Buffers must
-//!   not overlap each other.
+//!   otherwise); NULL is accepted only with a count of 0 (NULL_POINTER otherwise), and a
+//!   buffer the op needs elements from must have them. Buffers must not overlap each other.
 //! * The stream (`hipStream_t`, or a `cudaStream_t` cast to it on NVIDIA) is the last
 //!   argument; NULL is the default stream; the CPU backend ignores it.
 //!
@@ -40,12 +40,18 @@
 #![allow(clippy::too_many_arguments)]
 
 pub mod args;
+pub mod cast_transpose;
 pub mod context;
+pub mod grouped_gemm;
+pub mod mx;
 pub mod quant;
 pub mod status;
 pub mod types;
 
+pub use cast_transpose::*;
 pub use context::*;
+pub use grouped_gemm::*;
+pub use mx::*;
 pub use quant::*;
 pub use status::*;
 pub use types::*;
