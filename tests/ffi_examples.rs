@@ -8,7 +8,7 @@
 //! `cargo test` does for these tests also leaves `libhipfp8.a` and `libhipfp8.so` in
 //! `target/<profile>/deps`, next to this test binary: nothing else needs building. If they
 //! are missing (an unusual build layout), `cargo build --lib` builds them into a private
-//! target directory.
+//! target directory. `HIPFP8_LIB_DIR` points the tests at other copies (a test bundle).
 
 mod support;
 
@@ -34,6 +34,15 @@ fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let has_both = |d: &Path| exists(&d.join("libhipfp8.a")) && exists(&d.join("libhipfp8.so"));
+        // An explicit location (e.g. a test bundle run where no cargo exists) wins.
+        if let Some(d) = std::env::var_os("HIPFP8_LIB_DIR").map(PathBuf::from) {
+            assert!(
+                has_both(&d),
+                "HIPFP8_LIB_DIR={} has no libhipfp8.a and libhipfp8.so",
+                d.display()
+            );
+            return d;
+        }
         // deps/ first: it is rewritten by every library build of this test run.
         for d in [deps_dir(), profile_dir()] {
             if has_both(&d) {
