@@ -155,17 +155,18 @@ fn groups_of(offs: &[i32]) -> Vec<(usize, usize)> {
 // ---------------------------------------------------------------------------- timing
 
 /// Median wall time of `f` after one warm-up call: at least 3 runs, more while under budget.
-fn time_it(mut f: impl FnMut(), budget_s: f64) -> f64 {
-    f();
+/// An op error (e.g. a context that wants device memory) ends the measurement.
+fn time_it(mut f: impl FnMut() -> hipfp8::Result<()>, budget_s: f64) -> Result<f64, String> {
+    f().map_err(|e| e.to_string())?;
     let start = Instant::now();
     let mut ts = Vec::new();
     while ts.len() < 3 || (start.elapsed().as_secs_f64() < budget_s && ts.len() < 50) {
         let t = Instant::now();
-        f();
+        f().map_err(|e| e.to_string())?;
         ts.push(t.elapsed().as_secs_f64());
     }
     ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    ts[ts.len() / 2]
+    Ok(ts[ts.len() / 2])
 }
 
 // ---------------------------------------------------------------------------- oracle
@@ -268,6 +269,8 @@ struct Bench<'c> {
     budget: f64,
     rows: Vec<Row>,
     json: bool,
+    /// The op being run (for error rows).
+    current: String,
 }
 
 impl Bench<'_> {
@@ -294,8 +297,15 @@ impl Bench<'_> {
         });
     }
 
-    fn progress(&self, op: &str, shape: &str) {
+    fn progress(&mut self, op: &str, shape: &str) {
         eprintln!("running {op} {shape} ...");
+        self.current = op.to_string();
+    }
+
+    /// The op returned an error: a failed row saying which.
+    fn failed(&mut self, shape: String, e: String) {
+        let op = self.current.clone();
+        self.push(&op, shape, None, 0.0, 0.0, (format!("error: {e}"), false));
     }
 
     fn rowwise_2d(&mut self, m: usize, k: usize) {
@@ -305,20 +315,22 @@ impl Bench<'_> {
         let (mut o, mut s) = (vec![0u8; m * k], vec![0f32; m]);
         let t = time_it(
             || {
-                self.ctx
-                    .rowwise_2d(
-                        &self.p,
-                        m,
-                        k,
-                        (&x).into(),
-                        (&mut o).into(),
-                        (&mut s).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.rowwise_2d(
+                    &self.p,
+                    m,
+                    k,
+                    (&x).into(),
+                    (&mut o).into(),
+                    (&mut s).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for i in 0..m {
                 for j in 0..k {
@@ -344,20 +356,22 @@ impl Bench<'_> {
         let (mut o, mut s, mut a) = (vec![0u8; n], vec![0f32; 1], vec![0f32; 1]);
         let t = time_it(
             || {
-                self.ctx
-                    .tensorwise(
-                        &self.p,
-                        n,
-                        (&x).into(),
-                        (&mut o).into(),
-                        (&mut s).into(),
-                        (&mut a).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.tensorwise(
+                    &self.p,
+                    n,
+                    (&x).into(),
+                    (&mut o).into(),
+                    (&mut s).into(),
+                    (&mut a).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let (bb, mut bs) = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for i in 0..n {
                 v(0, i, 0, i, 0);
@@ -393,23 +407,25 @@ impl Bench<'_> {
         };
         let t = time_it(
             || {
-                self.ctx
-                    .cast_transpose(
-                        &self.p,
-                        scaling,
-                        m,
-                        k,
-                        (&x).into(),
-                        (&mut o).into(),
-                        (&mut ot).into(),
-                        (&mut s).into(),
-                        (&mut st).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.cast_transpose(
+                    &self.p,
+                    scaling,
+                    m,
+                    k,
+                    (&x).into(),
+                    (&mut o).into(),
+                    (&mut ot).into(),
+                    (&mut s).into(),
+                    (&mut st).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let base = s.len();
         let all: Vec<f32> = s.iter().chain(&st).copied().collect();
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o, &ot], &all, &|v: Visit| {
@@ -432,21 +448,23 @@ impl Bench<'_> {
         let (mut o, mut s) = (vec![0u8; m * k], vec![0f32; g * k]);
         let t = time_it(
             || {
-                self.ctx
-                    .per_group_colwise(
-                        &self.p,
-                        m,
-                        k,
-                        (&x).into(),
-                        (&offs).into(),
-                        (&mut o).into(),
-                        (&mut s).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.per_group_colwise(
+                    &self.p,
+                    m,
+                    k,
+                    (&x).into(),
+                    (&offs).into(),
+                    (&mut o).into(),
+                    (&mut s).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for (gi, (a, b)) in groups_of(&offs).into_iter().enumerate() {
                 for r in a..b {
@@ -475,25 +493,27 @@ impl Bench<'_> {
         let (mut o2, mut s2) = (vec![0u8; m * k2], vec![0f32; g * k2]);
         let t = time_it(
             || {
-                self.ctx
-                    .per_group_colwise_dual(
-                        &self.p,
-                        m,
-                        k1,
-                        k2,
-                        (&x1).into(),
-                        (&x2).into(),
-                        (&offs).into(),
-                        (&mut o1).into(),
-                        (&mut s1).into(),
-                        (&mut o2).into(),
-                        (&mut s2).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.per_group_colwise_dual(
+                    &self.p,
+                    m,
+                    k1,
+                    k2,
+                    (&x1).into(),
+                    (&x2).into(),
+                    (&offs).into(),
+                    (&mut o1).into(),
+                    (&mut s1).into(),
+                    (&mut o2).into(),
+                    (&mut s2).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let all: Vec<f32> = s1.iter().chain(&s2).copied().collect();
         let r = oracle_scalar(
             self.fmt,
@@ -533,21 +553,23 @@ impl Bench<'_> {
         let (mut o, mut s) = (vec![0u8; m * k], vec![0f32; g * m]);
         let t = time_it(
             || {
-                self.ctx
-                    .per_group_rowwise(
-                        &self.p,
-                        m,
-                        k,
-                        (&x).into(),
-                        (&offs).into(),
-                        (&mut o).into(),
-                        (&mut s).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.per_group_rowwise(
+                    &self.p,
+                    m,
+                    k,
+                    (&x).into(),
+                    (&offs).into(),
+                    (&mut o).into(),
+                    (&mut s).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for (gi, (a, b)) in groups_of(&offs).into_iter().enumerate() {
                 for r in 0..m {
@@ -603,10 +625,13 @@ impl Bench<'_> {
                         S,
                     )
                 }
-                .unwrap()
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for ei in 0..e {
                 for nn in 0..n {
@@ -666,10 +691,13 @@ impl Bench<'_> {
                         S,
                     )
                 }
-                .unwrap()
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
             for i in 0..m {
                 for j in 0..k {
@@ -701,23 +729,25 @@ impl Bench<'_> {
         let (mut o, mut s, mut po) = (vec![0u8; m_cap * k], vec![0f32; m_cap], vec![0i32; g]);
         let t = time_it(
             || {
-                self.ctx
-                    .rowwise_2d_padded(
-                        &self.p,
-                        m,
-                        k,
-                        m_cap,
-                        (&x).into(),
-                        (&offs).into(),
-                        (&mut o).into(),
-                        (&mut s).into(),
-                        (&mut po).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.rowwise_2d_padded(
+                    &self.p,
+                    m,
+                    k,
+                    m_cap,
+                    (&x).into(),
+                    (&offs).into(),
+                    (&mut o).into(),
+                    (&mut s).into(),
+                    (&mut po).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         // Padded END offsets: every group rounded up to a multiple of 16 rows.
         let mut want_po = Vec::new();
         let mut acc = 0;
@@ -801,10 +831,13 @@ impl Bench<'_> {
                     self.ctx
                         .mxfp8_dim0(&p, m, k, (&x).into(), (&mut o).into(), (&mut s).into(), S)
                 }
-                .unwrap()
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         // Oracle: blocks of 32 along k (dim0) or along m (dim1, output (k, m)).
         let (mut bad, mut bad_s) = (0usize, 0usize);
         let (outer, inner) = if dim1 { (k, m) } else { (m, k) };
@@ -861,25 +894,27 @@ impl Bench<'_> {
         let gp = GemmParams::new(self.fmt, self.fmt);
         let t = time_it(
             || {
-                self.ctx
-                    .grouped_gemm_2d3d(
-                        &gp,
-                        m,
-                        k,
-                        n,
-                        e,
-                        (&a).into(),
-                        (&b).into(),
-                        (&offs).into(),
-                        (&sa).into(),
-                        (&sb).into(),
-                        (&mut out).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.grouped_gemm_2d3d(
+                    &gp,
+                    m,
+                    k,
+                    n,
+                    e,
+                    (&a).into(),
+                    (&b).into(),
+                    (&offs).into(),
+                    (&sa).into(),
+                    (&sb).into(),
+                    (&mut out).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         // f64 reference on the dequantized operands.
         let dec: Vec<f64> = (0..=255u8).map(|c| self.fmt.decode(c) as f64).collect();
         let mut rows_of = vec![0usize; m];
@@ -934,24 +969,26 @@ impl Bench<'_> {
         let gp = GemmParams::new(self.fmt, self.fmt);
         let t = time_it(
             || {
-                self.ctx
-                    .grouped_gemm_2d2d(
-                        &gp,
-                        n,
-                        mt,
-                        k,
-                        (&a).into(),
-                        (&b).into(),
-                        (&offs).into(),
-                        (&sa).into(),
-                        (&sb).into(),
-                        (&mut out).into(),
-                        S,
-                    )
-                    .unwrap()
+                self.ctx.grouped_gemm_2d2d(
+                    &gp,
+                    n,
+                    mt,
+                    k,
+                    (&a).into(),
+                    (&b).into(),
+                    (&offs).into(),
+                    (&sa).into(),
+                    (&sb).into(),
+                    (&mut out).into(),
+                    S,
+                )
             },
             self.budget,
         );
+        let t = match t {
+            Ok(t) => t,
+            Err(e) => return self.failed(shape, e),
+        };
         let dec: Vec<f64> = (0..=255u8).map(|c| self.fmt.decode(c) as f64).collect();
         let groups = groups_of(&offs);
         let (err, mag) = (0..g * n)
@@ -1011,6 +1048,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The buffers below are host memory, which is what the CPU backend takes. A GPU context
+    // takes device memory: when issue 4 makes `best()` return one, this CLI must stage its
+    // inputs and outputs on the device (until then, such a context reports errors per op).
     let ctx = Context::best();
     let fmt = ctx.resolve(args.format);
     let header = format!(
@@ -1042,6 +1082,7 @@ fn main() -> ExitCode {
         },
         rows: Vec::new(),
         json: args.json,
+        current: String::new(),
     };
     let small = args.shapes == Shapes::Small;
     // Small: awkward sizes (partial 32/128 blocks), Zipf-skewed groups with empty ones.
