@@ -39,14 +39,23 @@
 // C signatures carry one (pointer, count) pair per buffer.
 #![allow(clippy::too_many_arguments)]
 
-pub mod args;
-pub mod cast_transpose;
-pub mod context;
-pub mod grouped_gemm;
-pub mod mx;
-pub mod quant;
+// cbindgen emits items in module order, so this order is the header's: status and errors,
+// shared enums, the context, then the op families as docs/OPS.md lists them (the blank lines
+// keep rustfmt from sorting the declarations).
 pub mod status;
 pub mod types;
+
+pub mod context;
+
+pub mod quant;
+
+pub mod cast_transpose;
+
+pub mod mx;
+
+pub mod grouped_gemm;
+
+pub mod args;
 
 pub use cast_transpose::*;
 pub use context::*;
