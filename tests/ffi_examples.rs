@@ -18,15 +18,32 @@ use std::sync::OnceLock;
 
 use support::*;
 
-/// What a static link of the Rust staticlib needs from the system (rustc's
-/// `--print native-static-libs` for x86_64-unknown-linux-gnu). A GPU build adds its runtime
-/// libraries: set HIPFP8_NATIVE_STATIC_LIBS then.
+/// What a static link of the Rust staticlib needs from the system: rustc's
+/// `--print native-static-libs` for x86_64-unknown-linux-gnu, plus the C++ runtime of the
+/// kernel launchers in a GPU build and libamdhip64 in a ROCm one (cudart is bundled in the
+/// archive). HIPFP8_NATIVE_STATIC_LIBS replaces the list.
 fn native_static_libs() -> Vec<String> {
-    std::env::var("HIPFP8_NATIVE_STATIC_LIBS")
-        .unwrap_or_else(|_| "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc".into())
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    if let Ok(v) = std::env::var("HIPFP8_NATIVE_STATIC_LIBS") {
+        return v.split_whitespace().map(String::from).collect();
+    }
+    let mut libs: Vec<String> = Vec::new();
+    match hipfp8::device::built_backend() {
+        "cuda" => libs.push("-lstdc++".into()),
+        "rocm" => {
+            if let Ok(d) = std::env::var("HIPFP8_ROCM_LIB_DIR") {
+                libs.push(format!("-L{d}"));
+                libs.push(format!("-Wl,-rpath,{d}"));
+            }
+            libs.extend(["-lamdhip64".into(), "-lstdc++".into()]);
+        }
+        _ => {}
+    }
+    libs.extend(
+        "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+            .split(' ')
+            .map(String::from),
+    );
+    libs
 }
 
 /// Directory holding libhipfp8.a and libhipfp8.so, or None (after printing why) when this
