@@ -6,9 +6,10 @@
  *  - returns a hipfp8_status; on failure NOTHING is written (outputs, out-parameters) and
  *    hipfp8_last_error_message() says which argument is wrong and why;
  *  - buffers are (pointer, element count) pairs: host pointers on a CPU context, device
- *    pointers on a GPU one; counts are capacities (may exceed, not fall short of, what the op
- *    writes); pointers are aligned to their element type (bf16: 2, float/int32_t: 4); a
- *    buffer the op needs no element of may be NULL; buffers of one call must not overlap;
+ *    pointers of the context's GPU on a GPU one (checked: WRONG_LOCATION); counts are
+ *    capacities (may exceed, not fall short of, what the op writes); pointers are aligned
+ *    to their element type (bf16: 2, float/int32_t: 4, FP8/E8M0 bytes: any); NULL only with
+ *    a count of 0; buffers of one call must not overlap;
  *  - descriptors start with `size`, which must be sizeof(the descriptor);
  *  - enum-valued fields and parameters are uint32_t holding a value of the named enum;
  *  - the stream is the last argument (NULL = default stream; ignored on the CPU).
