@@ -48,7 +48,9 @@
 //! TU), `HIPFP8_OBJ_CACHE` (object cache keyed by a hash of compiler identity, arguments,
 //! source and every header under hip/: default `$XDG_CACHE_HOME/hipfp8/objects` or
 //! `~/.cache/hipfp8/objects`; `0` disables), `HIPFP8_EXPORT_OBJECTS=DIR` (copy every
-//! object plus `manifest.tsv` to `DIR/<backend>/`, read by `scripts/isa-report.sh`).
+//! object plus `manifest.tsv` to `DIR/<backend>/`, read by `scripts/isa-report.sh`),
+//! `HIPFP8_STRICT=1` (a file that cannot be built, e.g. CUTLASS not found, is an error
+//! instead of a warning: CI sets it so no translation unit escapes the compile checks).
 
 use std::collections::BTreeSet;
 use std::env;
@@ -71,6 +73,7 @@ const ENV_VARS: &[&str] = &[
     "HIPFP8_EXTRA_FLAGS",
     "HIPFP8_OBJ_CACHE",
     "HIPFP8_EXPORT_OBJECTS",
+    "HIPFP8_STRICT",
     "ROCM_PATH",
     "HIP_PATH",
     "CUDA_HOME",
@@ -395,6 +398,7 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
     }
     let header_digest = hdr.hex();
 
+    let strict = env::var("HIPFP8_STRICT").is_ok_and(|v| v == "1");
     let mut units = Vec::new();
     for path in sources {
         let rel = path
@@ -407,6 +411,7 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
         match plan_unit(tc, &rel, path, &text, &global_targets) {
             Ok(Some(u)) => units.push(u),
             Ok(None) => {}
+            Err(skip) if strict => panic!("HIPFP8_STRICT=1: hip/{rel} cannot be built: {skip}"),
             Err(skip) => warn(&format!("skipping hip/{rel}: {skip}")),
         }
     }

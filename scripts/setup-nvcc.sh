@@ -3,11 +3,13 @@
 # Idempotent: an existing working install at PREFIX is left alone (a few ms).
 #
 #   scripts/setup-nvcc.sh                 # installs into /opt/cudatc (root) or ~/.local/cudatc
-#   source "$PREFIX/env.sh"               # CUDA_HOME, PATH, NVCC_CCBIN
+#   source "$PREFIX/env.sh"               # CUDA_HOME, PATH, NVCC_CCBIN (+ HIPFP8_CUTLASS_DIR)
 #
 # Env: PREFIX (venv dir), PYTHON (python3), WITH_TOOLS=1 (cuobjdump + nvdisasm 13.2: no 13.0
-# wheels exist; they read 13.0 objects), HIPFP8_TOOLCHAIN_CACHE (pip download cache,
-# default ~/.cache/hipfp8-toolchains), FORCE=1 (reinstall), SKIP_CHECK=1 (no test compile).
+# wheels exist; they read 13.0 objects), WITH_CUTLASS=1 (CUTLASS headers from the
+# nvidia-cutlass wheel; env.sh then exports HIPFP8_CUTLASS_DIR for build.rs),
+# HIPFP8_TOOLCHAIN_CACHE (pip download cache, default ~/.cache/hipfp8-toolchains),
+# FORCE=1 (reinstall), SKIP_CHECK=1 (no test compile).
 set -euo pipefail
 
 if [ -z "${PREFIX:-}" ]; then
@@ -15,6 +17,7 @@ if [ -z "${PREFIX:-}" ]; then
 fi
 PYTHON=${PYTHON:-python3}
 WITH_TOOLS=${WITH_TOOLS:-1}
+WITH_CUTLASS=${WITH_CUTLASS:-0}
 CACHE=${HIPFP8_TOOLCHAIN_CACHE:-$HOME/.cache/hipfp8-toolchains}
 t0=$(date +%s)
 log() { echo "[setup-nvcc +$(( $(date +%s) - t0 ))s] $*" >&2; }
@@ -31,6 +34,7 @@ PKGS=(
   "nvidia-cuda-cccl==13.0.85"
 )
 TOOLS=("nvidia-cuda-cuobjdump==13.2.86" "nvidia-cuda-nvdisasm==13.2.86")
+CUTLASS_PKG="nvidia-cutlass==4.2.0.0"   # only its headers (cutlass_library/source) are used
 
 installed_ok() {
   [ -f "$PREFIX/env.sh" ] && [ -x "$PREFIX/cuda/bin/nvcc" ] || return 1
@@ -38,11 +42,6 @@ installed_ok() {
   "$PREFIX/cuda/bin/nvcc" --version 2>/dev/null | grep -q "release 13.0" || return 1
   if [ "$WITH_TOOLS" = 1 ]; then [ -x "$PREFIX/cuda/bin/cuobjdump" ] || return 1; fi
 }
-
-if [ "${FORCE:-0}" != 1 ] && installed_ok; then
-  log "nvcc 13.0 already installed at $PREFIX (FORCE=1 reinstalls): source $PREFIX/env.sh"
-  exit 0
-fi
 
 retry() {  # retry N cmd...: network steps fail now and then
   local n=$1 i; shift
@@ -54,7 +53,53 @@ retry() {  # retry N cmd...: network steps fail now and then
   return 1
 }
 
-mkdir -p "$CACHE/pip"
+pip_install() {
+  mkdir -p "$CACHE/pip"
+  retry 3 "$PREFIX/bin/python" -m pip install -q --disable-pip-version-check --retries 5 --timeout 60 \
+    --cache-dir "$CACHE/pip" "$@"
+}
+
+cutlass_dir() {  # the wheel's header tree, or nothing
+  "$PREFIX/bin/python" -c '
+import importlib.util, os
+s = importlib.util.find_spec("cutlass_library")
+d = os.path.join(os.path.dirname(s.origin), "source") if s else ""
+print(d if os.path.isfile(os.path.join(d, "include/cutlass/cutlass.h")) else "")' 2>/dev/null || true
+}
+
+add_cutlass() {
+  if [ "$WITH_CUTLASS" = 1 ] && [ -z "$(cutlass_dir)" ]; then
+    log "pip install $CUTLASS_PKG (headers; --no-deps: not the Python CUDA bindings it would pull)"
+    pip_install --no-deps "$CUTLASS_PKG"
+  fi
+}
+
+write_env() {  # rewritten only when the content changes, and atomically
+  local cdir="" tmp="$PREFIX/env.sh.tmp.$$"
+  if [ "$WITH_CUTLASS" = 1 ]; then cdir=$(cutlass_dir); fi
+  {
+    echo "# source me: CUDA 13.0 nvcc from PyPI wheels (hipfp8 scripts/setup-nvcc.sh)"
+    echo "export CUDA_HOME=\"$PREFIX/cuda\""
+    echo 'export CUDA_PATH="$CUDA_HOME"'
+    echo 'export CUDA_TOOLKIT_ROOT_DIR="$CUDA_HOME"'
+    echo 'export PATH="$CUDA_HOME/bin:$PATH"'
+    echo 'export NVCC_CCBIN="${NVCC_CCBIN:-g++}"   # nvcc reads it when no -ccbin is given'
+    if [ -n "$cdir" ]; then echo "export HIPFP8_CUTLASS_DIR=\"$cdir\""; fi
+  } > "$tmp"
+  if [ -f "$PREFIX/env.sh" ] && { cmp -s "$tmp" "$PREFIX/env.sh" || { [ -z "$cdir" ] && grep -q 'CUDA_HOME="'"$PREFIX"'/cuda"' "$PREFIX/env.sh"; }; }; then
+    rm -f "$tmp"   # same content, or an equivalent env.sh someone else wrote: keep it
+  else
+    mv "$tmp" "$PREFIX/env.sh"
+  fi
+}
+
+if [ "${FORCE:-0}" != 1 ] && installed_ok; then
+  add_cutlass
+  write_env
+  log "nvcc 13.0 already installed at $PREFIX (FORCE=1 reinstalls): source $PREFIX/env.sh"
+  exit 0
+fi
+
 if [ ! -x "$PREFIX/bin/python" ]; then
   log "creating venv $PREFIX"
   "$PYTHON" -m venv "$PREFIX"
@@ -62,8 +107,8 @@ fi
 pkgs=("${PKGS[@]}")
 [ "$WITH_TOOLS" = 1 ] && pkgs+=("${TOOLS[@]}")
 log "pip install ${pkgs[*]}"
-retry 3 "$PREFIX/bin/python" -m pip install -q --disable-pip-version-check --retries 5 --timeout 60 \
-  --cache-dir "$CACHE/pip" "${pkgs[@]}"
+pip_install "${pkgs[@]}"
+add_cutlass
 
 SP=$("$PREFIX/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 CU="$SP/nvidia/cu13"
@@ -79,16 +124,7 @@ ln -sfn ../../include "$CU/targets/x86_64-linux/include"
 ln -sfn ../../lib "$CU/targets/x86_64-linux/lib"
 ln -sfn libcudart.so.13 "$CU/lib/libcudart.so"
 ln -sfn "$CU" "$PREFIX/cuda"
-
-cat > "$PREFIX/env.sh.tmp" <<EOF
-# source me: CUDA 13.0 nvcc from PyPI wheels (scripts/setup-nvcc.sh)
-export CUDA_HOME="$PREFIX/cuda"
-export CUDA_PATH="\$CUDA_HOME"
-export CUDA_TOOLKIT_ROOT_DIR="\$CUDA_HOME"
-export PATH="\$CUDA_HOME/bin:\$PATH"
-export NVCC_CCBIN="\${NVCC_CCBIN:-g++}"
-EOF
-mv "$PREFIX/env.sh.tmp" "$PREFIX/env.sh"
+write_env
 
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
   tmp=$(mktemp -d)
@@ -107,8 +143,10 @@ EOF
   "$CU/bin/nvcc" -ccbin "${NVCC_CCBIN:-g++}" -std=c++17 -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
     "$tmp/t.cu" -o "$tmp/t"
   if [ -x "$CU/bin/cuobjdump" ]; then
-    n=$("$CU/bin/cuobjdump" -sass "$tmp/t" | grep -c 'F2FP.SATFINITE' || true)
+    "$CU/bin/cuobjdump" -sass "$tmp/t" > "$tmp/t.sass"
+    n=$(grep -c 'F2FP.SATFINITE' "$tmp/t.sass" || true)
     [ "$n" -ge 2 ] || { echo "expected F2FP.SATFINITE in SASS, found $n" >&2; exit 1; }
   fi
 fi
-log "$("$CU/bin/nvcc" --version | tail -1); source $PREFIX/env.sh"
+v=$("$CU/bin/nvcc" --version)
+log "${v##*$'\n'}; source $PREFIX/env.sh"
