@@ -14,6 +14,7 @@ pub mod quant;
 pub mod reference;
 pub mod scaling;
 pub mod sys;
+pub(crate) mod workspace;
 
 pub use cast_transpose::Scaling;
 pub use device::{Device, DeviceBuffer, Event, Stream};
