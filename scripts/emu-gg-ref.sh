@@ -11,5 +11,7 @@ cp "$ROOT/tests/emu/port_emu.h" "$W/gen/port.h"
 perl -0pe 's/(\w+)<<<\s*([^,]+),\s*([^,]+),\s*[^,]+,\s*[^>]+>>>\((.*?)\);/emu_launch($2, $3, [&]{ $1($4); });/gs' \
   "$ROOT/hip/grouped_gemm/reference.hip" > "$W/gen/grouped_gemm/reference.hip"
 cp "$ROOT/tests/emu/gg_ref_emu.cpp" "$W/"
-${CXX:-g++} -std=c++20 -O2 -pthread -I"$W" "$W/gg_ref_emu.cpp" -o "$W/emu"
-"$W/emu"
+for mb in 3 2048; do
+${CXX:-g++} -DHIPFP8_GG_REF_MAX_BLOCKS=$mb -std=c++20 -O2 -pthread -I"$W" "$W/gg_ref_emu.cpp" -o "$W/emu"
+echo "== max blocks $mb"; "$W/emu"
+done

@@ -71,7 +71,7 @@ struct Tile {
   const uint8_t* b;   // first row of B (= first output column) for this group
   int64_t lda, ldb;   // row strides (bytes) of A and B
   int64_t red;        // reduction length (0 allowed: the output is zero)
-  int64_t rows, cols; // output extent of this group
+  int64_t cols;       // output columns of this group
   const float* sa;    // per-row dequant scales (indexed by local row)
   const float* sb;    // per-column dequant scales (indexed by local column)
   hipfp8_bf16* out;   // output (local row 0, column 0)
@@ -166,11 +166,13 @@ __device__ inline void fill_luts(int fmt_a, int fmt_b, float* lut_a, float* lut_
   }
 }
 
-// 2D x 3D. grid.x enumerates M tiles of all groups: group g needs ceil(size_g / BM) tiles and
-// sum_g ceil(size_g / BM) <= ceil(M / BM) + E, so that many blocks always suffice; block x
-// finds its group by scanning the (clamped) offsets. grid.y = N tiles.
-// `skip` (optional, device) lets a caller restrict the kernel to some groups: a group g with
-// skip[g] != 0 is left to another backend.
+// Both kernels are grid-stride loops over all output tiles of all groups, in group order.
+// Every thread walks the offsets itself (the same addresses for the whole block: broadcast
+// loads), so the grid size never depends on the offsets, no block is launched for nothing,
+// and skewed groups spread over all blocks. `skip` (optional, device) restricts the kernel
+// to some groups: a group g with skip[g] != 0 is left alone (another backend owns it).
+
+// 2D x 3D: group g owns rows [o[g-1], o[g]) of a and out; tiles are BM rows x BN columns.
 __global__ void __launch_bounds__(THREADS)
 grouped_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
                     int fmt_b, const int32_t* __restrict__ offs, int groups,
@@ -181,54 +183,45 @@ grouped_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   __shared__ float lut_b[256];
   __shared__ float As[BK][BM + LDS_PAD];
   __shared__ float Bs[BK][BN + LDS_PAD];
-  __shared__ int64_t s_info[3];  // group, m0 (global row of the block's first row), m1
-
-  if (threadIdx.x == 0) {
-    int64_t prev = 0, tiles = 0, found = -1, m0 = 0, m1 = 0;
-    const int64_t want = blockIdx.x;
-    for (int g = 0; g < groups; ++g) {
-      const int64_t o = clamp_off(offs[g], prev, M);
-      const int64_t nt = (o - prev + BM - 1) / BM;
-      if (want < tiles + nt) {
-        found = g;
-        m0 = prev + (want - tiles) * BM;
-        m1 = o;
-        break;
-      }
-      tiles += nt;
-      prev = o;
-    }
-    if (found >= 0 && skip != nullptr && skip[found] != 0) found = -1;
-    s_info[0] = found;
-    s_info[1] = m0;
-    s_info[2] = m1;
-  }
-  __syncthreads();
-  const int64_t g = s_info[0];
-  if (g < 0) return;  // surplus block, or a group another backend handles
   fill_luts(fmt_a, fmt_b, lut_a, lut_b);
   __syncthreads();
 
-  const int64_t m0 = s_info[1];
-  Tile t;
-  t.a = a + m0 * K;
-  t.lda = K;
-  t.b = b + g * N * K;
-  t.ldb = K;
-  t.red = K;
-  t.rows = s_info[2] - m0;
-  t.cols = N;
-  t.sa = sa + m0;
-  t.sb = sb + g * N;
-  t.out = out + m0 * N;
-  t.ldo = N;
-  t.row0 = 0;
-  t.col0 = (int64_t)blockIdx.y * BN;
-  t.row_end = t.rows < BM ? t.rows : BM;
-  run_tile(t, lut_a, lut_b, As, Bs);
+  const int64_t ntiles_n = (N + BN - 1) / BN;
+  int64_t prev = 0, base = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t m0 = prev;
+    const int64_t m1 = clamp_off(offs[g], prev, M);
+    prev = m1;
+    const int64_t tiles = (m1 - m0 + BM - 1) / BM * ntiles_n;
+    const int64_t first = base;
+    base += tiles;
+    if (tiles == 0 || (skip != nullptr && skip[g] != 0)) continue;
+    // First tile index >= first that this block owns (t % gridDim.x == blockIdx.x).
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      const int64_t r0 = m0 + (local / ntiles_n) * BM;
+      Tile tl;
+      tl.a = a + r0 * K;
+      tl.lda = K;
+      tl.b = b + (int64_t)g * N * K;
+      tl.ldb = K;
+      tl.red = K;
+      tl.cols = N;
+      tl.sa = sa + r0;
+      tl.sb = sb + (int64_t)g * N;
+      tl.out = out + r0 * N;
+      tl.ldo = N;
+      tl.row0 = 0;
+      tl.col0 = (local % ntiles_n) * BN;
+      tl.row_end = (m1 - r0 < BM) ? m1 - r0 : BM;
+      run_tile(tl, lut_a, lut_b, As, Bs);
+    }
+  }
 }
 
-// 2D x 2D. grid = (N tiles, K tiles, groups); out is (G, N, K) row-major.
+// 2D x 2D: group g reduces over [o[g-1], o[g]) and owns out[g] (N x K); every group, empty
+// or not, has ceil(N/BM) * ceil(K/BN) tiles (empty ones are written as zeros).
 __global__ void __launch_bounds__(THREADS)
 grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
                     int fmt_b, const int32_t* __restrict__ offs, int groups,
@@ -239,40 +232,39 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   __shared__ float lut_b[256];
   __shared__ float As[BK][BM + LDS_PAD];
   __shared__ float Bs[BK][BN + LDS_PAD];
-  __shared__ int64_t s_range[2];
-
-  const int64_t g = blockIdx.z;
-  if (skip != nullptr && skip[g] != 0) return;
-  if (threadIdx.x == 0) {
-    // The clamped start of group g depends on every earlier offset.
-    int64_t prev = 0, t0 = 0;
-    for (int64_t h = 0; h <= g; ++h) {
-      t0 = prev;
-      prev = clamp_off(offs[h], prev, Mt);
-    }
-    s_range[0] = t0;
-    s_range[1] = prev;
-  }
   fill_luts(fmt_a, fmt_b, lut_a, lut_b);
   __syncthreads();
 
-  const int64_t t0 = s_range[0];
-  Tile t;
-  t.a = a + t0;
-  t.lda = Mt;
-  t.b = b + t0;
-  t.ldb = Mt;
-  t.red = s_range[1] - t0;
-  t.rows = N;
-  t.cols = K;
-  t.sa = sa + g * N;
-  t.sb = sb + g * K;
-  t.out = out + g * N * K;
-  t.ldo = K;
-  t.row0 = (int64_t)blockIdx.x * BM;
-  t.col0 = (int64_t)blockIdx.y * BN;
-  t.row_end = (t.row0 + BM < N) ? t.row0 + BM : N;
-  run_tile(t, lut_a, lut_b, As, Bs);
+  const int64_t ntiles_n = (N + BM - 1) / BM;
+  const int64_t ntiles_k = (K + BN - 1) / BN;
+  const int64_t tiles = ntiles_n * ntiles_k;
+  int64_t prev = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t t0 = prev;
+    const int64_t t1 = clamp_off(offs[g], prev, Mt);
+    prev = t1;
+    if (skip != nullptr && skip[g] != 0) continue;
+    const int64_t first = (int64_t)g * tiles;
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      Tile tl;
+      tl.a = a + t0;
+      tl.lda = Mt;
+      tl.b = b + t0;
+      tl.ldb = Mt;
+      tl.red = t1 - t0;
+      tl.cols = K;
+      tl.sa = sa + (int64_t)g * N;
+      tl.sb = sb + (int64_t)g * K;
+      tl.out = out + (int64_t)g * N * K;
+      tl.ldo = K;
+      tl.row0 = (local / ntiles_k) * BM;
+      tl.col0 = (local % ntiles_k) * BN;
+      tl.row_end = (tl.row0 + BM < N) ? tl.row0 + BM : N;
+      run_tile(tl, lut_a, lut_b, As, Bs);
+    }
+  }
 }
 
 inline bool valid_fmt(int f) { return f >= FMT_E4M3FN && f <= FMT_E5M2FNUZ; }
@@ -283,6 +275,17 @@ using namespace hipfp8_gg_ref;
 
 // Status values beyond the runtime's error codes (kept negative so they can't collide).
 #define HIPFP8_GG_EINVAL (-22)
+
+// Enough blocks to fill any current GPU several times over; the kernels loop over tiles.
+// (Overridable so the host emulation can exercise the grid-stride loops with few blocks.)
+#ifndef HIPFP8_GG_REF_MAX_BLOCKS
+#define HIPFP8_GG_REF_MAX_BLOCKS 2048
+#endif
+static constexpr int64_t REF_MAX_BLOCKS = HIPFP8_GG_REF_MAX_BLOCKS;
+
+static inline unsigned ref_grid(int64_t tiles) {
+  return (unsigned)(tiles < REF_MAX_BLOCKS ? (tiles > 0 ? tiles : 1) : REF_MAX_BLOCKS);
+}
 
 // 2D x 3D: a (M,K) row-major, b (E,K,N) column-major, offs[E] (device), sa[M], sb[E*N],
 // out (M,N) bf16 row-major. `skip` may be null. Returns 0 or a runtime error code, or
@@ -295,12 +298,11 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t*
   if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || M < 0 || N < 0 || K < 0)
     return HIPFP8_GG_EINVAL;
   if (groups == 0 || M == 0 || N == 0) return 0;
-  const int64_t mt = (M + BM - 1) / BM + groups;
-  const int64_t nt = (N + BN - 1) / BN;
-  if (mt > 0x7FFFFFFFll || nt > 65535) return HIPFP8_GG_EINVAL;
-  dim3 grid((unsigned)mt, (unsigned)nt, 1);
-  grouped_2d3d_kernel<<<grid, THREADS, 0, stream>>>(a, fmt_a, b, fmt_b, offs, groups, sa, sb,
-                                                    (hipfp8_bf16*)out, M, N, K, skip);
+  // Upper bound of the tile count whatever the offsets: each group adds at most one partial
+  // row tile.
+  const int64_t tiles = ((M + BM - 1) / BM + groups) * ((N + BN - 1) / BN);
+  grouped_2d3d_kernel<<<ref_grid(tiles), THREADS, 0, stream>>>(
+      a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, M, N, K, skip);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -314,11 +316,8 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t*
   if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || N < 0 || Mt < 0 || K < 0)
     return HIPFP8_GG_EINVAL;
   if (groups == 0 || N == 0 || K == 0) return 0;
-  const int64_t nt = (N + BM - 1) / BM;
-  const int64_t kt = (K + BN - 1) / BN;
-  if (nt > 0x7FFFFFFFll || kt > 65535 || groups > 65535) return HIPFP8_GG_EINVAL;
-  dim3 grid((unsigned)nt, (unsigned)kt, (unsigned)groups);
-  grouped_2d2d_kernel<<<grid, THREADS, 0, stream>>>(a, fmt_a, b, fmt_b, offs, groups, sa, sb,
-                                                    (hipfp8_bf16*)out, N, Mt, K, skip);
+  const int64_t tiles = (int64_t)groups * ((N + BM - 1) / BM) * ((K + BN - 1) / BN);
+  grouped_2d2d_kernel<<<ref_grid(tiles), THREADS, 0, stream>>>(
+      a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, N, Mt, K, skip);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
