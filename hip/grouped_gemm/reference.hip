@@ -183,8 +183,9 @@ grouped_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   __shared__ float lut_b[256];
   __shared__ float As[BK][BM + LDS_PAD];
   __shared__ float Bs[BK][BN + LDS_PAD];
-  fill_luts(fmt_a, fmt_b, lut_a, lut_b);
-  __syncthreads();
+  // The decode tables are filled before the block's first tile: a block with no work (all
+  // its groups skipped) then costs only the walk over the offsets.
+  bool luts_ready = false;
 
   const int64_t ntiles_n = (N + BN - 1) / BN;
   int64_t prev = 0, base = 0;
@@ -215,6 +216,11 @@ grouped_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
       tl.row0 = 0;
       tl.col0 = (local % ntiles_n) * BN;
       tl.row_end = (m1 - r0 < BM) ? m1 - r0 : BM;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
       run_tile(tl, lut_a, lut_b, As, Bs);
     }
   }
@@ -232,8 +238,9 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   __shared__ float lut_b[256];
   __shared__ float As[BK][BM + LDS_PAD];
   __shared__ float Bs[BK][BN + LDS_PAD];
-  fill_luts(fmt_a, fmt_b, lut_a, lut_b);
-  __syncthreads();
+  // The decode tables are filled before the block's first tile: a block with no work (all
+  // its groups skipped) then costs only the walk over the offsets.
+  bool luts_ready = false;
 
   const int64_t ntiles_n = (N + BM - 1) / BM;
   const int64_t ntiles_k = (K + BN - 1) / BN;
@@ -262,6 +269,11 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
       tl.row0 = (local / ntiles_k) * BM;
       tl.col0 = (local % ntiles_k) * BN;
       tl.row_end = (tl.row0 + BM < N) ? tl.row0 + BM : N;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
       run_tile(tl, lut_a, lut_b, As, Bs);
     }
   }
@@ -283,17 +295,19 @@ using namespace hipfp8_gg_ref;
 #endif
 static constexpr int64_t REF_MAX_BLOCKS = HIPFP8_GG_REF_MAX_BLOCKS;
 
-static inline unsigned ref_grid(int64_t tiles) {
-  return (unsigned)(tiles < REF_MAX_BLOCKS ? (tiles > 0 ? tiles : 1) : REF_MAX_BLOCKS);
+static inline unsigned ref_grid(int64_t tiles, int max_blocks) {
+  const int64_t cap = max_blocks > 0 ? (int64_t)max_blocks : REF_MAX_BLOCKS;
+  return (unsigned)(tiles < cap ? (tiles > 0 ? tiles : 1) : cap);
 }
 
 // 2D x 3D: a (M,K) row-major, b (E,K,N) column-major, offs[E] (device), sa[M], sb[E*N],
-// out (M,N) bf16 row-major. `skip` may be null. Returns 0 or a runtime error code, or
+// out (M,N) bf16 row-major. `skip` may be null; `max_blocks` caps the grid (0 = default).
+// Returns 0 or a runtime error code, or
 // HIPFP8_GG_EINVAL for arguments the Rust layer should have rejected.
 HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
                                      const int32_t* offs, int groups, const float* sa,
                                      const float* sb, void* out, int64_t M, int64_t N,
-                                     int64_t K, const int32_t* skip,
+                                     int64_t K, const int32_t* skip, int max_blocks,
                                      hipStream_t stream) noexcept {
   if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || M < 0 || N < 0 || K < 0)
     return HIPFP8_GG_EINVAL;
@@ -301,7 +315,8 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t*
   // Upper bound of the tile count whatever the offsets: each group adds at most one partial
   // row tile.
   const int64_t tiles = ((M + BM - 1) / BM + groups) * ((N + BN - 1) / BN);
-  grouped_2d3d_kernel<<<ref_grid(tiles), THREADS, 0, stream>>>(
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_2d3d_kernel<<<grid, THREADS, 0, stream>>>(
       a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, M, N, K, skip);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
@@ -311,13 +326,14 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t*
 HIPFP8_EXTERN int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
                                      const int32_t* offs, int groups, const float* sa,
                                      const float* sb, void* out, int64_t N, int64_t Mt,
-                                     int64_t K, const int32_t* skip,
+                                     int64_t K, const int32_t* skip, int max_blocks,
                                      hipStream_t stream) noexcept {
   if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || N < 0 || Mt < 0 || K < 0)
     return HIPFP8_GG_EINVAL;
   if (groups == 0 || N == 0 || K == 0) return 0;
   const int64_t tiles = (int64_t)groups * ((N + BM - 1) / BM) * ((K + BN - 1) / BN);
-  grouped_2d2d_kernel<<<ref_grid(tiles), THREADS, 0, stream>>>(
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_2d2d_kernel<<<grid, THREADS, 0, stream>>>(
       a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, N, Mt, K, skip);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }

@@ -78,7 +78,7 @@ int main() {
         prev = o;
       }
       int rc = hipfp8_gg_ref_2d3d(a.data(), fa, b.data(), fb, cs.offs.data(), E, sa.data(), sb.data(),
-                                  out.data(), M, N, K, use_skip ? skip.data() : nullptr, nullptr);
+                                  out.data(), M, N, K, use_skip ? skip.data() : nullptr, 0, nullptr);
       char name[128];
       snprintf(name, sizeof name, "2d3d M%lld N%lld K%lld E%d fmt %d x %d%s", (long long)M, (long long)N,
                (long long)K, E, fa, fb, use_skip ? " skip" : "");
@@ -128,7 +128,7 @@ int main() {
         prev = o;
       }
       int rc = hipfp8_gg_ref_2d2d(a.data(), fa, b.data(), fb, cs.offs.data(), G, sa.data(), sb.data(),
-                                  out.data(), N, Mt, K, use_skip ? skip.data() : nullptr, nullptr);
+                                  out.data(), N, Mt, K, use_skip ? skip.data() : nullptr, 0, nullptr);
       char name[128];
       snprintf(name, sizeof name, "2d2d N%lld Mt%lld K%lld G%d fmt %d x %d%s", (long long)N, (long long)Mt,
                (long long)K, G, fa, fb, use_skip ? " skip" : "");
