@@ -18,6 +18,7 @@
 // (o[g] = min(max(o[g], o[g-1]), extent)), so bad offsets can't make the kernel read or write
 // out of bounds; the host never sees them.
 #include "../port.h"
+#include "../kernel_abi.h"
 
 namespace hipfp8_gg_ref {
 
@@ -285,9 +286,6 @@ inline bool valid_fmt(int f) { return f >= FMT_E4M3FN && f <= FMT_E5M2FNUZ; }
 
 using namespace hipfp8_gg_ref;
 
-// Status values beyond the runtime's error codes (kept negative so they can't collide).
-#define HIPFP8_GG_EINVAL (-22)
-
 // Enough blocks to fill any current GPU several times over; the kernels loop over tiles.
 // (Overridable so the host emulation can exercise the grid-stride loops with few blocks.)
 #ifndef HIPFP8_GG_REF_MAX_BLOCKS
@@ -303,14 +301,14 @@ static inline unsigned ref_grid(int64_t tiles, int max_blocks) {
 // 2D x 3D: a (M,K) row-major, b (E,K,N) column-major, offs[E] (device), sa[M], sb[E*N],
 // out (M,N) bf16 row-major. `skip` may be null; `max_blocks` caps the grid (0 = default).
 // Returns 0 or a runtime error code, or
-// HIPFP8_GG_EINVAL for arguments the Rust layer should have rejected.
+// a HIPFP8_KSTATUS_* (hip/kernel_abi.h) for arguments the Rust layer should have rejected.
 HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
                                      const int32_t* offs, int groups, const float* sa,
                                      const float* sb, void* out, int64_t M, int64_t N,
                                      int64_t K, const int32_t* skip, int max_blocks,
                                      hipStream_t stream) noexcept {
-  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || M < 0 || N < 0 || K < 0)
-    return HIPFP8_GG_EINVAL;
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0 || M == 0 || N == 0) return 0;
   // Upper bound of the tile count whatever the offsets: each group adds at most one partial
   // row tile.
@@ -328,8 +326,8 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t*
                                      const float* sb, void* out, int64_t N, int64_t Mt,
                                      int64_t K, const int32_t* skip, int max_blocks,
                                      hipStream_t stream) noexcept {
-  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b) || groups < 0 || N < 0 || Mt < 0 || K < 0)
-    return HIPFP8_GG_EINVAL;
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0 || N == 0 || K == 0) return 0;
   const int64_t tiles = (int64_t)groups * ((N + BM - 1) / BM) * ((K + BN - 1) / BN);
   const unsigned grid = ref_grid(tiles, max_blocks);

@@ -1,6 +1,12 @@
 // FP8 grouped GEMM for NVIDIA sm_90 on CUTLASS 3.x/4.x (headers from the pinned
-// `nvidia-cutlass` wheel, scripts/fetch-cutlass.sh, or CUTLASS_DIR). CUDA only: compiled
-// with nvcc for sm_90a (wgmma needs the arch-specific target), never by hipcc.
+// `nvidia-cutlass` wheel, scripts/fetch-cutlass.sh, or CUTLASS_DIR).
+// hipfp8-build: backend=cuda
+// hipfp8-build: cuda-arch=90a
+// hipfp8-build: requires=cutlass
+// hipfp8-build: cuda-flags=--expt-relaxed-constexpr -DNDEBUG
+//
+// CUDA only: compiled with nvcc for sm_90a (wgmma needs the arch-specific target), never by
+// hipcc. One kernel instance (compile time: ~90 s and ~3.8 GB on one core).
 //
 // Semantics: docs/OPS.md `grouped_gemm_2d3d` and `grouped_gemm_2d2d`
 // (torch._scaled_grouped_mm). Per group both are K-major ("TN") products
@@ -24,9 +30,11 @@
 // aligned base addresses) or whose reduction is empty (CUTLASS would see K = 0) gets M = 0
 // in CUTLASS (no tiles) and is computed by the reference kernel, which skips every other
 // group. Whole-call requirements that the host can check (K % 16, N % 8, Mt % 16, pointer
-// alignment, formats E4M3 x E4M3) return HIPFP8_GG_UNSUPPORTED so the caller picks
+// alignment, formats E4M3 x E4M3) return HIPFP8_KSTATUS_UNSUPPORTED so the caller picks
 // another backend.
 #include "../../port.h"
+#include "../../kernel_abi.h"
+#include "../group_args.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -41,12 +49,6 @@
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/kernel_hardware_info.h"
-
-// Status values shared with reference.hip (negative: cannot collide with runtime codes).
-#define HIPFP8_GG_EINVAL (-22)
-#define HIPFP8_GG_UNSUPPORTED (-95)
-#define HIPFP8_GG_WORKSPACE (-12)
-#define HIPFP8_GG_LIBRARY (-5)
 
 // The reference kernel's launchers (hip/grouped_gemm/reference.hip), for the per-group
 // fallback of 2D x 2D.
@@ -176,60 +178,45 @@ inline Arrays carve(void* ws, int groups, size_t cutlass_bytes) {
   return r;
 }
 
-__device__ inline int64_t clamp_off(int32_t v, int64_t lo, int64_t hi) {
-  int64_t x = (int64_t)v;
-  x = x < lo ? lo : x;
-  return x > hi ? hi : x;
+// One thread per group: the per-group problem from the device offsets (group_args.h, the
+// arithmetic shared with the CK backend and tested on the host), written in CUTLASS's form.
+// A group CUTLASS must not take gets M = 0 (no tiles) and cutlass_owns = 0.
+__device__ inline void write_group(const Arrays& r, int g, const hipfp8_gg::Group& gr,
+                                   const uint8_t* a, const uint8_t* b, const float* sa,
+                                   const float* sb, hipfp8_bf16* out) {
+  r.shapes[g] = Shape3{gr.vendor_ok ? (int)gr.rows : 0, (int)gr.cols, (int)gr.red};
+  r.pa[g] = reinterpret_cast<const ElementA*>(a + gr.a_off);
+  r.pb[g] = reinterpret_cast<const ElementB*>(b + gr.b_off);
+  r.pd[g] = reinterpret_cast<ElementD*>(out + gr.out_off);
+  r.psa[g] = sa + gr.sa_off;
+  r.psb[g] = sb + gr.sb_off;
+  r.sta[g] = StrideA{gr.lda, _1{}, _0{}};
+  r.stb[g] = StrideB{gr.ldb, _1{}, _0{}};
+  r.std_[g] = StrideD{gr.ldo, _1{}, _0{}};
+  r.cutlass_owns[g] = gr.vendor_ok;
 }
 
-// One thread per group. Each thread walks the offsets up to its group (clamping as OPS.md
-// says); groups number in the tens, so the quadratic walk costs nothing next to the GEMM.
 __global__ void build_2d3d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
                            int groups, const float* sa, const float* sb, hipfp8_bf16* out,
                            int64_t M, int64_t N, int64_t K) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  int64_t m0 = 0, m1 = 0;
-  for (int h = 0; h <= g; ++h) {
-    m0 = m1;
-    m1 = clamp_off(offs[h], m0, M);
-  }
-  r.shapes[g] = Shape3{(int)(m1 - m0), (int)N, (int)K};
-  r.pa[g] = reinterpret_cast<const ElementA*>(a + m0 * K);
-  r.pb[g] = reinterpret_cast<const ElementB*>(b + (int64_t)g * N * K);
-  r.pd[g] = reinterpret_cast<ElementD*>(out + m0 * N);
-  r.psa[g] = sa + m0;
-  r.psb[g] = sb + (int64_t)g * N;
-  r.sta[g] = StrideA{K, _1{}, _0{}};
-  r.stb[g] = StrideB{K, _1{}, _0{}};
-  r.std_[g] = StrideD{N, _1{}, _0{}};
-  r.cutlass_owns[g] = 1;
+  int64_t lo, hi;
+  hipfp8_gg::clamped_range(offs, g, M, &lo, &hi);
+  write_group(r, g, hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
+// TMA needs a 16-byte aligned start per group (row strides Mt are checked on the host) and
+// zero-fills past the end of the range, so any length works; empty groups can't go to
+// CUTLASS (K = 0). Those go to the reference kernel.
 __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
                            int groups, const float* sa, const float* sb, hipfp8_bf16* out,
                            int64_t N, int64_t Mt, int64_t K) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  int64_t t0 = 0, t1 = 0;
-  for (int h = 0; h <= g; ++h) {
-    t0 = t1;
-    t1 = clamp_off(offs[h], t0, Mt);
-  }
-  const int64_t len = t1 - t0;
-  // TMA: the group's first byte must be 16-byte aligned (row strides Mt are, checked on the
-  // host); an empty reduction would give CUTLASS K = 0. Both go to the reference kernel.
-  const bool mine = len > 0 && (t0 % 16) == 0;
-  r.shapes[g] = Shape3{mine ? (int)N : 0, (int)K, (int)len};
-  r.pa[g] = reinterpret_cast<const ElementA*>(a + t0);
-  r.pb[g] = reinterpret_cast<const ElementB*>(b + t0);
-  r.pd[g] = reinterpret_cast<ElementD*>(out + (int64_t)g * N * K);
-  r.psa[g] = sa + (int64_t)g * N;
-  r.psb[g] = sb + (int64_t)g * K;
-  r.sta[g] = StrideA{Mt, _1{}, _0{}};
-  r.stb[g] = StrideB{Mt, _1{}, _0{}};
-  r.std_[g] = StrideD{K, _1{}, _0{}};
-  r.cutlass_owns[g] = mine ? 1 : 0;
+  int64_t lo, hi;
+  hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
+  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
 }
 
 inline int sm_count_of_current_device() {
@@ -272,13 +259,13 @@ int run_cutlass(const Arrays& r, int groups, int sm_count, hipStream_t stream) {
   using Gemm = typename C::Gemm;
   auto args = make_args<C>(r, groups, sm_count);
   Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_GG_UNSUPPORTED;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
-    return HIPFP8_GG_LIBRARY;
+    return HIPFP8_KSTATUS_UNSUPPORTED;
   const cutlass::Status st = gemm.run(stream);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  return st == cutlass::Status::kSuccess ? 0 : HIPFP8_GG_LIBRARY;
+  return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -288,50 +275,62 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 using namespace hipfp8_gg_cutlass;
 
 // Device workspace (bytes) the CUTLASS backend needs for `groups` groups on the current
-// device. 0 on error (no device).
-HIPFP8_EXTERN size_t hipfp8_gg_cutlass_workspace_size(int groups) noexcept {
-  if (groups < 0) return 0;
+// device (it depends on the SM count: CUTLASS keeps TMA descriptors per SM).
+HIPFP8_EXTERN int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) noexcept {
+  if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
   const int sms = sm_count_of_current_device();
-  if (sms <= 0) return 0;
+  if (sms <= 0) return (int)cudaErrorNoDevice;
   size_t off[11];
-  return layout(groups, cutlass_workspace_bytes<Cfg>(groups, sms), off);
+  *bytes = (uint64_t)layout(groups, cutlass_workspace_bytes<Cfg>(groups, sms), off);
+  return 0;
 }
 
-// 1 when this build carries the CUTLASS backend and the current device can run it (sm_90).
-HIPFP8_EXTERN int hipfp8_gg_cutlass_available() noexcept {
+static bool cutlass_runs_here() {
   int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return 0;
+    return false;
   // sm_90a code runs on compute capability 9.0 only.
-  return (major == 9 && minor == 0) ? 1 : 0;
+  return major == 9 && minor == 0;
 }
 
-static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, size_t ws_bytes) {
+// *available = 1 when the current device can run this backend (compute capability 9.0).
+HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
+  if (available == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
+  *available = cutlass_runs_here() ? 1 : 0;
+  return 0;
+}
+
+static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, uint64_t ws_bytes) {
+  if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
   // E4M3 (OCP) x E4M3 is the one instance compiled; other pairs use another backend.
-  if (fmt_a != 0 || fmt_b != 0) return HIPFP8_GG_UNSUPPORTED;
-  if (groups < 0) return HIPFP8_GG_EINVAL;
-  if (!hipfp8_gg_cutlass_available()) return HIPFP8_GG_UNSUPPORTED;
-  if (ws == nullptr || !aligned16(ws) || ws_bytes < hipfp8_gg_cutlass_workspace_size(groups))
-    return HIPFP8_GG_WORKSPACE;
+  if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (!cutlass_runs_here()) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (ws == nullptr && groups > 0) return HIPFP8_KSTATUS_NULL_POINTER;
+  if (!aligned16(ws)) return HIPFP8_KSTATUS_MISALIGNED;
+  uint64_t need = 0;
+  const int st = hipfp8_gg_cutlass_workspace_size(groups, &need);
+  if (st != 0) return st;
+  if (ws_bytes < need) return HIPFP8_KSTATUS_INVALID_SHAPE;
   return 0;
 }
 
 // 2D x 3D (OPS.md grouped_gemm_2d3d). Requires K % 16 == 0, N % 8 == 0, 16-byte aligned
-// a, b, out; otherwise HIPFP8_GG_UNSUPPORTED (nothing launched, nothing written).
+// a, b, out; otherwise HIPFP8_KSTATUS_UNSUPPORTED (nothing launched, nothing written).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t M,
                                          int64_t N, int64_t K, void* workspace,
-                                         size_t workspace_bytes, hipStream_t stream) noexcept {
-  if (M < 0 || N < 0 || K < 0) return HIPFP8_GG_EINVAL;
+                                         uint64_t workspace_bytes, hipStream_t stream) noexcept {
+  if (M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
   if (st != 0) return st;
   if (groups == 0 || M == 0 || N == 0) return 0;
   if (K == 0 || K % 16 != 0 || N % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
-    return HIPFP8_GG_UNSUPPORTED;
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_GG_UNSUPPORTED;
+    return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   const int sms = sm_count_of_current_device();
   Arrays r = carve(workspace, groups, cutlass_workspace_bytes<Cfg>(groups, sms));
   build_2d3d<<<(groups + 127) / 128, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb,
@@ -348,14 +347,14 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t N,
                                          int64_t Mt, int64_t K, void* workspace,
-                                         size_t workspace_bytes, hipStream_t stream) noexcept {
-  if (N < 0 || Mt < 0 || K < 0) return HIPFP8_GG_EINVAL;
+                                         uint64_t workspace_bytes, hipStream_t stream) noexcept {
+  if (N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
   if (st != 0) return st;
   if (groups == 0 || N == 0 || K == 0) return 0;
   if (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
-    return HIPFP8_GG_UNSUPPORTED;
-  if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_GG_UNSUPPORTED;
+    return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   const int sms = sm_count_of_current_device();
   Arrays r = carve(workspace, groups, cutlass_workspace_bytes<Cfg>(groups, sms));
   build_2d2d<<<(groups + 127) / 128, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb,
