@@ -20,9 +20,17 @@ pub enum Error {
     /// Format not usable by this op (e.g. FNUZ for MXFP8).
     UnsupportedFormat(String),
     /// An output buffer is shorter than the op writes.
-    OutputTooSmall { what: &'static str, needed: usize, got: usize },
+    OutputTooSmall {
+        what: &'static str,
+        needed: usize,
+        got: usize,
+    },
     /// An input buffer is shorter than the op reads.
-    InputTooSmall { what: &'static str, needed: usize, got: usize },
+    InputTooSmall {
+        what: &'static str,
+        needed: usize,
+        got: usize,
+    },
     /// A pointer is not aligned as the op requires.
     Misaligned(String),
     /// A null pointer where data is required.
@@ -51,10 +59,16 @@ impl fmt::Display for Error {
             }
             Error::UnsupportedFormat(s) => write!(f, "unsupported format: {s}"),
             Error::OutputTooSmall { what, needed, got } => {
-                write!(f, "output `{what}` too small: needs {needed} elements, got {got}")
+                write!(
+                    f,
+                    "output `{what}` too small: needs {needed} elements, got {got}"
+                )
             }
             Error::InputTooSmall { what, needed, got } => {
-                write!(f, "input `{what}` too small: needs {needed} elements, got {got}")
+                write!(
+                    f,
+                    "input `{what}` too small: needs {needed} elements, got {got}"
+                )
             }
             Error::Misaligned(s) => write!(f, "misaligned pointer: {s}"),
             Error::NullPointer(s) => write!(f, "null pointer: `{s}`"),

@@ -187,7 +187,11 @@ pub fn decode(fmt: Fp8Format, code: u8) -> f32 {
         return f32::NAN;
     }
     if fmt == Fp8Format::E5M2 && code & 0x7F == 0x7C {
-        return if code & 0x80 != 0 { f32::NEG_INFINITY } else { f32::INFINITY };
+        return if code & 0x80 != 0 {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
     }
     let mb = fmt.mantissa_bits();
     let bias = fmt.exponent_bias();

@@ -1,13 +1,21 @@
 //! hipfp8: FP8 training kernels (quantization, cast-transpose, MXFP8, grouped GEMM) for AMD
 //! Instinct GPUs, with a CPU backend that is both a usable fallback and the oracle for every
 //! GPU test.
+#![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
+pub mod cast_transpose;
 pub mod error;
 pub mod format;
+pub mod grouped_gemm;
+pub mod mx;
 pub mod ops;
+pub mod quant;
 pub mod reference;
 pub mod scaling;
 
+pub use cast_transpose::Scaling;
 pub use error::{Error, Result};
 pub use format::Fp8Format;
+pub use grouped_gemm::GemmParams;
 pub use half::{bf16, f16};
+pub use mx::{MxParams, MxRounding};
 pub use ops::*;

@@ -41,7 +41,12 @@ pub struct Dst<'a, T> {
 
 impl<'a, T> From<&'a [T]> for Src<'a, T> {
     fn from(s: &'a [T]) -> Self {
-        Src { ptr: s.as_ptr(), len: s.len(), loc: Loc::Host, _p: PhantomData }
+        Src {
+            ptr: s.as_ptr(),
+            len: s.len(),
+            loc: Loc::Host,
+            _p: PhantomData,
+        }
     }
 }
 impl<'a, T> From<&'a Vec<T>> for Src<'a, T> {
@@ -51,7 +56,12 @@ impl<'a, T> From<&'a Vec<T>> for Src<'a, T> {
 }
 impl<'a, T> From<&'a mut [T]> for Dst<'a, T> {
     fn from(s: &'a mut [T]) -> Self {
-        Dst { ptr: s.as_mut_ptr(), len: s.len(), loc: Loc::Host, _p: PhantomData }
+        Dst {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+            loc: Loc::Host,
+            _p: PhantomData,
+        }
     }
 }
 impl<'a, T> From<&'a mut Vec<T>> for Dst<'a, T> {
@@ -65,7 +75,12 @@ impl<'a, T> Src<'a, T> {
     /// `ptr` must be valid for reads of `len` elements in memory of kind `loc` for `'a`
     /// (device memory must belong to the context's device), or be null (rejected by ops).
     pub unsafe fn from_raw(ptr: *const T, len: usize, loc: Loc) -> Self {
-        Src { ptr, len, loc, _p: PhantomData }
+        Src {
+            ptr,
+            len,
+            loc,
+            _p: PhantomData,
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -96,7 +111,12 @@ impl<'a, T> Dst<'a, T> {
     /// `ptr` must be valid for writes of `len` elements in memory of kind `loc` for `'a`, not
     /// aliased by any other view used in the same call, or be null (rejected by ops).
     pub unsafe fn from_raw(ptr: *mut T, len: usize, loc: Loc) -> Self {
-        Dst { ptr, len, loc, _p: PhantomData }
+        Dst {
+            ptr,
+            len,
+            loc,
+            _p: PhantomData,
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -112,7 +132,12 @@ impl<'a, T> Dst<'a, T> {
     }
     /// Reborrow as a shorter-lived view.
     pub fn reborrow(&mut self) -> Dst<'_, T> {
-        Dst { ptr: self.ptr, len: self.len, loc: self.loc, _p: PhantomData }
+        Dst {
+            ptr: self.ptr,
+            len: self.len,
+            loc: self.loc,
+            _p: PhantomData,
+        }
     }
     pub(crate) fn host_slice_mut(&mut self) -> &'a mut [T] {
         debug_assert_eq!(self.loc, Loc::Host);
@@ -211,7 +236,10 @@ pub struct CastParams {
 
 impl CastParams {
     pub fn new(format: impl Into<FormatChoice>, pow2_scales: bool) -> Self {
-        CastParams { format: format.into(), pow2_scales }
+        CastParams {
+            format: format.into(),
+            pow2_scales,
+        }
     }
 }
 
@@ -270,7 +298,10 @@ impl Context {
     /// The CPU backend pretending to be a device whose native FP8 is FNUZ (for testing
     /// and for preparing data for an MI300 on the host).
     pub fn cpu_with_fnuz_native(fnuz: bool) -> Context {
-        Context { native_fnuz: fnuz, ..Context::cpu() }
+        Context {
+            native_fnuz: fnuz,
+            ..Context::cpu()
+        }
     }
 
     pub fn backend(&self) -> BackendKind {
@@ -285,7 +316,11 @@ impl Context {
 
     /// The device's native E4M3 flavour.
     pub fn native_format(&self) -> Fp8Format {
-        if self.native_fnuz { Fp8Format::E4M3FnUz } else { Fp8Format::E4M3Fn }
+        if self.native_fnuz {
+            Fp8Format::E4M3FnUz
+        } else {
+            Fp8Format::E4M3Fn
+        }
     }
 
     /// Resolve a [`FormatChoice`] for this context.
@@ -313,8 +348,21 @@ impl Context {
 
     // ---- validation helpers shared by all ops -------------------------------------------
 
-    pub(crate) fn check_src<T>(&self, what: &'static str, s: &Src<'_, T>, needed: usize) -> Result<()> {
-        check_view(self.loc(), what, s.as_ptr() as *const u8, s.loc(), s.len(), needed, false)
+    pub(crate) fn check_src<T>(
+        &self,
+        what: &'static str,
+        s: &Src<'_, T>,
+        needed: usize,
+    ) -> Result<()> {
+        check_view(
+            self.loc(),
+            what,
+            s.as_ptr() as *const u8,
+            s.loc(),
+            s.len(),
+            needed,
+            false,
+        )
     }
     pub(crate) fn check_hp(&self, what: &'static str, s: &HpSrc<'_>, needed: usize) -> Result<()> {
         match s {
@@ -322,10 +370,23 @@ impl Context {
             HpSrc::F32(v) => self.check_src(what, v, needed),
         }
     }
-    pub(crate) fn check_dst<T>(&self, what: &'static str, d: &mut Dst<'_, T>, needed: usize) -> Result<()> {
+    pub(crate) fn check_dst<T>(
+        &self,
+        what: &'static str,
+        d: &mut Dst<'_, T>,
+        needed: usize,
+    ) -> Result<()> {
         let loc = d.loc();
         let len = d.len();
-        check_view(self.loc(), what, d.as_mut_ptr() as *const u8, loc, len, needed, true)
+        check_view(
+            self.loc(),
+            what,
+            d.as_mut_ptr() as *const u8,
+            loc,
+            len,
+            needed,
+            true,
+        )
     }
 
     // ---- ops -----------------------------------------------------------------------------
@@ -353,8 +414,12 @@ impl Context {
             BackendKind::Cpu => {
                 let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
                 match x {
-                    HpSrc::Bf16(x) => reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s),
-                    HpSrc::F32(x) => reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s),
+                    HpSrc::Bf16(x) => {
+                        reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s)
+                    }
+                    HpSrc::F32(x) => {
+                        reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s)
+                    }
                 }
                 Ok(())
             }
@@ -365,7 +430,8 @@ impl Context {
 
 /// `a * b` or a SizeOverflow naming the product.
 pub fn checked_mul(what: &str, a: usize, b: usize) -> Result<usize> {
-    a.checked_mul(b).ok_or_else(|| Error::SizeOverflow(format!("{what} = {a} * {b} overflows")))
+    a.checked_mul(b)
+        .ok_or_else(|| Error::SizeOverflow(format!("{what} = {a} * {b} overflows")))
 }
 
 pub fn require_nonzero(what: &str, v: usize) -> Result<()> {
@@ -395,9 +461,17 @@ fn check_view(
     }
     if len < needed {
         return Err(if output {
-            Error::OutputTooSmall { what, needed, got: len }
+            Error::OutputTooSmall {
+                what,
+                needed,
+                got: len,
+            }
         } else {
-            Error::InputTooSmall { what, needed, got: len }
+            Error::InputTooSmall {
+                what,
+                needed,
+                got: len,
+            }
         });
     }
     Ok(())
@@ -411,7 +485,9 @@ pub fn validate_offsets(offs: &[i32], extent: usize) -> Result<()> {
     let mut prev: i64 = 0;
     for (g, &o) in offs.iter().enumerate() {
         if o < 0 {
-            return Err(Error::InvalidOffsets(format!("offs[{g}] = {o} is negative")));
+            return Err(Error::InvalidOffsets(format!(
+                "offs[{g}] = {o} is negative"
+            )));
         }
         if (o as i64) < prev {
             return Err(Error::InvalidOffsets(format!(
@@ -420,7 +496,9 @@ pub fn validate_offsets(offs: &[i32], extent: usize) -> Result<()> {
             )));
         }
         if o as usize > extent {
-            return Err(Error::InvalidOffsets(format!("offs[{g}] = {o} is past the extent {extent}")));
+            return Err(Error::InvalidOffsets(format!(
+                "offs[{g}] = {o} is past the extent {extent}"
+            )));
         }
         prev = o as i64;
     }

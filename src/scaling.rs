@@ -32,7 +32,8 @@ pub fn amax_combine(acc: f32, x: f32) -> f32 {
 
 /// amax over a slice of anything convertible to f32.
 pub fn amax<T: Copy + Into<f32>>(xs: impl IntoIterator<Item = T>) -> f32 {
-    xs.into_iter().fold(0.0f32, |acc, x| amax_combine(acc, x.into()))
+    xs.into_iter()
+        .fold(0.0f32, |acc, x| amax_combine(acc, x.into()))
 }
 
 /// Round a positive scale down to a power of two, exactly.

@@ -2,6 +2,11 @@
 //! It is the oracle for every GPU test, so it favours obviousness over speed; all numerics go
 //! through `crate::scaling` and `crate::format`, the single written-down rule.
 
+pub mod cast_transpose;
+pub mod grouped_gemm;
+pub mod mx;
+pub mod quant;
+
 use half::bf16;
 use rayon::prelude::*;
 

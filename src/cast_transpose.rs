@@ -1,0 +1,65 @@
+//! Cast-transpose on [`Context`]: the row-major FP8 copy and its transpose from one call
+//! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
+
+use crate::error::{Error, Result};
+use crate::ops::{
+    BackendKind, CastParams, Context, Dst, HpSrc, StreamRef, checked_mul, require_nonzero,
+};
+use crate::quant::with_hp;
+use crate::reference;
+
+/// How cast-transpose scales.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scaling {
+    /// One scale for the whole tensor; `scales[0] == scales_t[0]`, `out_t` is `out`
+    /// transposed code for code.
+    Tensorwise = 0,
+    /// Per row of x for `out` (`scales[M]`), per column of x (= per row of x^T) for
+    /// `out_t` (`scales_t[K]`).
+    Rowwise = 1,
+}
+
+impl Context {
+    /// Cast an (M,K) row-major matrix to FP8 in both layouts: `out` (M,K) row-major and
+    /// `out_t` (K,M) row-major (`out_t[k*M + m]`), scaled per [`Scaling`]. Tensorwise writes
+    /// one scale to each of `scales` and `scales_t`; rowwise writes M and K scales.
+    pub fn cast_transpose(
+        &self,
+        p: &CastParams,
+        scaling: Scaling,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut out_t: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        mut scales_t: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        require_nonzero("k", k)?;
+        let (ns, ns_t) = match scaling {
+            Scaling::Tensorwise => (1, 1),
+            Scaling::Rowwise => (m, k),
+        };
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("out_t", &mut out_t, mk)?;
+        self.check_dst("scales", &mut scales, ns)?;
+        self.check_dst("scales_t", &mut scales_t, ns_t)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, ot) = (out.host_slice_mut(), out_t.host_slice_mut());
+                let (s, st) = (scales.host_slice_mut(), scales_t.host_slice_mut());
+                let pw = p.pow2_scales;
+                with_hp!(x, |x| reference::cast_transpose::cast_transpose(
+                    fmt, pw, scaling, m, k, x, o, ot, s, st
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+}

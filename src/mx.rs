@@ -1,0 +1,111 @@
+//! MXFP8 casts on [`Context`]: 32-element blocks with E8M0 power-of-two scales (OCP MX v1.0),
+//! torchao `to_mx` semantics. The exact rule is written in [`crate::reference::mx`].
+
+use crate::error::{Error, Result};
+use crate::format::Fp8Format;
+use crate::ops::{BackendKind, Context, Dst, FormatChoice, HpSrc, StreamRef, checked_mul};
+use crate::quant::with_hp;
+use crate::reference;
+
+/// How a block's E8M0 exponent is derived from its amax.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MxRounding {
+    /// `floor(log2(amax)) - emax_elem` (OCP MX reference; torchao's default). Values near
+    /// the block max may saturate.
+    #[default]
+    Floor = 0,
+    /// `ceil(log2(amax / max_elem))` (cuBLAS / Blackwell `cvt.rp`): never saturates.
+    Rceil = 1,
+}
+
+/// Parameters of the MXFP8 casts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MxParams {
+    /// Element format; must resolve to E4M3FN or E5M2 (MX defines no FNUZ elements, so
+    /// `Auto` on an FNUZ-native context is rejected).
+    pub format: FormatChoice,
+    pub rounding: MxRounding,
+}
+
+impl MxParams {
+    pub fn new(format: impl Into<FormatChoice>, rounding: MxRounding) -> Self {
+        MxParams {
+            format: format.into(),
+            rounding,
+        }
+    }
+}
+
+impl Context {
+    fn mx_format(&self, p: &MxParams) -> Result<Fp8Format> {
+        let fmt = self.resolve(p.format);
+        if fmt.is_fnuz() {
+            return Err(Error::UnsupportedFormat(format!(
+                "MXFP8 elements must be e4m3fn or e5m2 (OCP); got {fmt}"
+            )));
+        }
+        Ok(fmt)
+    }
+
+    /// MXFP8 along dim 0's rows: blocks of 32 consecutive elements of a row of the (M,K)
+    /// row-major `x`; `out` (M,K) row-major, E8M0 `scales` (M, ceil(K/32)) row-major.
+    pub fn mxfp8_dim0(
+        &self,
+        p: &MxParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, u8>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let ns = checked_mul("m*ceil(k/32)", m, k.div_ceil(32))?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, ns)?;
+        let fmt = self.mx_format(p)?;
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::mx::mxfp8_dim0(
+                    fmt, p.rounding, m, k, x, o, s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// MXFP8 along dim 1: blocks of 32 consecutive rows of one column of the (M,K) row-major
+    /// `x`; `out` (K,M) row-major (= column-major (M,K)), E8M0 `scales` (K, ceil(M/32))
+    /// row-major.
+    pub fn mxfp8_dim1(
+        &self,
+        p: &MxParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, u8>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let ns = checked_mul("k*ceil(m/32)", k, m.div_ceil(32))?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, ns)?;
+        let fmt = self.mx_format(p)?;
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::mx::mxfp8_dim1(
+                    fmt, p.rounding, m, k, x, o, s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+}

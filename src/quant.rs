@@ -1,0 +1,430 @@
+//! The scale-and-cast op family on [`Context`] (rowwise_2d itself lives in `ops.rs`):
+//! 3D expert weights, per-group (jagged) rowwise/colwise, tensorwise, blockwise and the
+//! token-group-padding cast. Each method validates every argument first (so nothing is
+//! written on error), then dispatches to exactly one backend.
+
+use crate::error::{Error, Result};
+use crate::ops::{
+    BackendKind, CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_nonzero,
+};
+use crate::reference;
+
+/// Run `$body` with `$s` bound to the host slice of an [`HpSrc`] (bf16 or f32), so the
+/// generic reference function is instantiated for both element types.
+macro_rules! with_hp {
+    ($x:expr, |$s:ident| $body:expr) => {
+        match $x {
+            $crate::ops::HpSrc::Bf16(v) => {
+                let $s = v.host_slice();
+                $body
+            }
+            $crate::ops::HpSrc::F32(v) => {
+                let $s = v.host_slice();
+                $body
+            }
+        }
+    };
+}
+#[allow(unused_imports)] // used by the other op-family modules
+pub(crate) use with_hp;
+
+impl Context {
+    /// Host-side validation of int32 END offsets (CPU backend only: on the GPU they live on
+    /// the device, are never read back, and kernels clamp them).
+    pub(crate) fn check_offsets(&self, offs: &Src<'_, i32>, extent: usize) -> Result<()> {
+        self.check_src("offs", offs, offs.len())?;
+        if self.backend() == BackendKind::Cpu {
+            crate::ops::validate_offsets(offs.host_slice(), extent)?;
+        }
+        Ok(())
+    }
+
+    /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
+    /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
+    /// Forward B operand of the MoE grouped GEMM.
+    pub fn colwise_3d(
+        &self,
+        p: &CastParams,
+        e: usize,
+        k: usize,
+        n: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let en = checked_mul("e*n", e, n)?;
+        let ekn = checked_mul("e*n*k", en, k)?;
+        require_nonzero("k", k)?;
+        self.check_hp("x", &x, ekn)?;
+        self.check_dst("out", &mut out, ekn)?;
+        self.check_dst("scales", &mut scales, en)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::quant::colwise_3d(
+                    fmt,
+                    p.pow2_scales,
+                    e,
+                    k,
+                    n,
+                    x,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Transpose-rowwise cast of 3D expert weights (E,K,N) column-major: output (E,N,K)
+    /// column-major (`out[e*N*K + k*N + n]`), `scales[e*K + k]` over n. Dgrad B operand.
+    pub fn rowwise_3d_transpose_rhs(
+        &self,
+        p: &CastParams,
+        e: usize,
+        k: usize,
+        n: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let ek = checked_mul("e*k", e, k)?;
+        let ekn = checked_mul("e*k*n", ek, n)?;
+        require_nonzero("n", n)?;
+        self.check_hp("x", &x, ekn)?;
+        self.check_dst("out", &mut out, ekn)?;
+        self.check_dst("scales", &mut scales, ek)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::quant::rowwise_3d_transpose_rhs(
+                    fmt,
+                    p.pow2_scales,
+                    e,
+                    k,
+                    n,
+                    x,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Per-group colwise cast of an (M,K) row-major matrix with END offsets along M:
+    /// output column-major (`out[k*M + m]`), `scales[g*K + k]` over the group's rows of
+    /// column k. Empty groups get `amax_to_scale(0)`; rows past `offs[G-1]` are not written.
+    pub fn per_group_colwise(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let gk = checked_mul("g*k", offs.len(), k)?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, gk)?;
+        self.check_offsets(&offs, m)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s, offs) = (
+                    out.host_slice_mut(),
+                    scales.host_slice_mut(),
+                    offs.host_slice(),
+                );
+                with_hp!(x, |x| reference::quant::per_group_colwise(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    offs,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Two [`Context::per_group_colwise`] casts sharing M and the offsets, in one launch
+    /// (wgrad: grad_out (M,K1) and the activations (M,K2) together).
+    pub fn per_group_colwise_dual(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k1: usize,
+        k2: usize,
+        x1: HpSrc<'_>,
+        x2: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut out1: Dst<'_, u8>,
+        mut scales1: Dst<'_, f32>,
+        mut out2: Dst<'_, u8>,
+        mut scales2: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk1 = checked_mul("m*k1", m, k1)?;
+        let mk2 = checked_mul("m*k2", m, k2)?;
+        let gk1 = checked_mul("g*k1", offs.len(), k1)?;
+        let gk2 = checked_mul("g*k2", offs.len(), k2)?;
+        self.check_hp("x1", &x1, mk1)?;
+        self.check_hp("x2", &x2, mk2)?;
+        self.check_dst("out1", &mut out1, mk1)?;
+        self.check_dst("scales1", &mut scales1, gk1)?;
+        self.check_dst("out2", &mut out2, mk2)?;
+        self.check_dst("scales2", &mut scales2, gk2)?;
+        self.check_offsets(&offs, m)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o1, s1) = (out1.host_slice_mut(), scales1.host_slice_mut());
+                let (o2, s2) = (out2.host_slice_mut(), scales2.host_slice_mut());
+                let offs = offs.host_slice();
+                let pw = p.pow2_scales;
+                with_hp!(x1, |a| with_hp!(x2, |b| {
+                    reference::quant::per_group_colwise_dual(
+                        fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2,
+                    )
+                }));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Per-group rowwise cast of an (M,K) row-major matrix with END offsets along K:
+    /// output row-major, `scales[g*M + m]` over row m within the group's columns.
+    /// Columns past `offs[G-1]` are not written.
+    pub fn per_group_rowwise(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let gm = checked_mul("g*m", offs.len(), m)?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, gm)?;
+        self.check_offsets(&offs, k)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s, offs) = (
+                    out.host_slice_mut(),
+                    scales.host_slice_mut(),
+                    offs.host_slice(),
+                );
+                with_hp!(x, |x| reference::quant::per_group_rowwise(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    offs,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Tensorwise cast of `n` elements: `amax[0]` over all of them, `scale[0]` from it,
+    /// `out[i] = encode(x[i] * scale)`. On the GPU: two phases, no host sync.
+    pub fn tensorwise(
+        &self,
+        p: &CastParams,
+        n: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scale: Dst<'_, f32>,
+        mut amax: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        self.check_hp("x", &x, n)?;
+        self.check_dst("out", &mut out, n)?;
+        self.check_dst("scale", &mut scale, 1)?;
+        self.check_dst("amax", &mut amax, 1)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s, a) = (
+                    out.host_slice_mut(),
+                    scale.host_slice_mut(),
+                    amax.host_slice_mut(),
+                );
+                with_hp!(x, |x| reference::quant::tensorwise(
+                    fmt,
+                    p.pow2_scales,
+                    &x[..n],
+                    o,
+                    &mut s[0],
+                    &mut a[0]
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (M, ceil(K/128)) row-major;
+    /// a row's last block reduces over the columns that exist.
+    pub fn blockwise_1x128(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let ns = checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, ns)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::quant::blockwise_1x128(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
+    /// row-major; edge tiles reduce over what exists.
+    pub fn blockwise_128x128(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let ns = checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?;
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, mk)?;
+        self.check_dst("scales", &mut scales, ns)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
+                with_hp!(x, |x| reference::quant::blockwise_128x128(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    o,
+                    s
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+
+    /// Rowwise cast that pads every token group (END offsets along M) to a multiple of 16
+    /// rows, in one pass: group g's rows land at `[padded_offs[g-1], ...)` in `out`
+    /// (m_cap, K) and `scales[m_cap]`; padding rows are zeros with scale `amax_to_scale(0)`;
+    /// `padded_offs[g]` receives the padded END offsets. Needs `m_cap >= m + 15*G` (the
+    /// worst case, so a GPU caller can size buffers without reading offsets). Rows past the
+    /// padded end are untouched.
+    pub fn rowwise_2d_padded(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        m_cap: usize,
+        x: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut out: Dst<'_, u8>,
+        mut scales: Dst<'_, f32>,
+        mut padded_offs: Dst<'_, i32>,
+        _stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        let g = offs.len();
+        let worst = checked_mul("15*g", 15, g)?
+            .checked_add(m)
+            .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
+        let capk = checked_mul("m_cap*k", m_cap, k)?;
+        require_nonzero("k", k)?;
+        if m_cap < worst {
+            return Err(Error::InvalidShape(format!(
+                "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
+            )));
+        }
+        if m_cap > i32::MAX as usize {
+            return Err(Error::SizeOverflow(format!(
+                "m_cap = {m_cap} does not fit the int32 padded offsets"
+            )));
+        }
+        self.check_hp("x", &x, mk)?;
+        self.check_dst("out", &mut out, capk)?;
+        self.check_dst("scales", &mut scales, m_cap)?;
+        self.check_dst("padded_offs", &mut padded_offs, g)?;
+        self.check_offsets(&offs, m)?;
+        let fmt = self.resolve(p.format);
+        match self.backend() {
+            BackendKind::Cpu => {
+                let (o, s, po) = (
+                    out.host_slice_mut(),
+                    scales.host_slice_mut(),
+                    padded_offs.host_slice_mut(),
+                );
+                let offs = offs.host_slice();
+                with_hp!(x, |x| reference::quant::rowwise_2d_padded(
+                    fmt,
+                    p.pow2_scales,
+                    k,
+                    x,
+                    offs,
+                    o,
+                    s,
+                    po
+                ));
+                Ok(())
+            }
+            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+        }
+    }
+}

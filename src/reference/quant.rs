@@ -1,0 +1,409 @@
+//! CPU backend: the scale-and-cast family (everything except cast-transpose, MX and GEMM).
+//!
+//! Each function assumes its arguments were validated by the matching [`crate::Context`]
+//! method (lengths, offsets); it only indexes within the sizes it is given. Numerics go
+//! through [`amax_to_scale`] and [`Fp8Format::encode`] only, so every op shares one rule.
+
+use rayon::prelude::*;
+
+use super::{Hp, amax_of};
+use crate::format::Fp8Format;
+use crate::scaling::{amax_combine, amax_to_scale};
+
+/// Columns handled by one task in the column-reducing ops: wide enough that each row segment
+/// read is a few cache lines, narrow enough to give every thread work on modest K.
+pub(crate) const COL_BLOCK: usize = 32;
+
+/// Iterate the (start, end) row ranges of END offsets.
+pub(crate) fn group_ranges(offs: &[i32]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    offs.iter().scan(0usize, |prev, &o| {
+        let r = (*prev, o as usize);
+        *prev = o as usize;
+        Some(r)
+    })
+}
+
+/// Column amax over rows `r0..r1` of a row-major matrix with `ld` columns, for the `cn`
+/// columns starting at `c0`, into `acc` (reset first).
+pub(crate) fn column_amax<T: Hp>(
+    x: &[T],
+    ld: usize,
+    c0: usize,
+    cn: usize,
+    r0: usize,
+    r1: usize,
+    acc: &mut [f32],
+) {
+    acc[..cn].fill(0.0);
+    for r in r0..r1 {
+        let row = &x[r * ld + c0..r * ld + c0 + cn];
+        for (a, &v) in acc[..cn].iter_mut().zip(row) {
+            *a = amax_combine(*a, v.to_f32());
+        }
+    }
+}
+
+/// Transposing cast of a column block: for rows `r0..r1` and columns `c0..c0+cn` of the
+/// row-major `x` (`ld` columns), `out[(c - c0) * out_ld + r] = encode(x[r, c] * scale[c - c0])`.
+pub(crate) fn transposed_cast<T: Hp>(
+    fmt: Fp8Format,
+    x: &[T],
+    ld: usize,
+    c0: usize,
+    cn: usize,
+    r0: usize,
+    r1: usize,
+    scale: &[f32],
+    out: &mut [u8],
+    out_ld: usize,
+) {
+    for r in r0..r1 {
+        let row = &x[r * ld + c0..r * ld + c0 + cn];
+        for (j, (&v, &s)) in row.iter().zip(scale).enumerate() {
+            out[j * out_ld + r] = fmt.encode(v.to_f32() * s);
+        }
+    }
+}
+
+/// See [`crate::Context::colwise_3d`]. Column-major (E,K,N) is E*N contiguous columns of K,
+/// so this is rowwise over E*N rows.
+pub fn colwise_3d<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    e: usize,
+    k: usize,
+    n: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    super::rowwise_2d(fmt, pow2, e * n, k, x, out, scales)
+}
+
+/// See [`crate::Context::rowwise_3d_transpose_rhs`]. Expert e's input is an (N rows, K cols)
+/// row-major matrix; its output is the (K, N) row-major transpose, scaled per k over n.
+pub fn rowwise_3d_transpose_rhs<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    e: usize,
+    k: usize,
+    n: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let nk = n * k;
+    if nk == 0 || e == 0 {
+        return;
+    }
+    out[..e * nk]
+        .par_chunks_mut(nk)
+        .zip(scales[..e * k].par_chunks_mut(k))
+        .enumerate()
+        .for_each(|(ei, (oe, se))| {
+            let xe = &x[ei * nk..(ei + 1) * nk];
+            oe.par_chunks_mut(COL_BLOCK * n)
+                .zip(se.par_chunks_mut(COL_BLOCK))
+                .enumerate()
+                .for_each(|(b, (ob, sb))| {
+                    let c0 = b * COL_BLOCK;
+                    let cn = sb.len();
+                    let mut acc = [0.0f32; COL_BLOCK];
+                    column_amax(xe, k, c0, cn, 0, n, &mut acc);
+                    for (s, &a) in sb.iter_mut().zip(&acc[..cn]) {
+                        *s = amax_to_scale(a, fmt, pow2);
+                    }
+                    transposed_cast(fmt, xe, k, c0, cn, 0, n, sb, ob, n);
+                });
+        });
+}
+
+/// See [`crate::Context::per_group_colwise`]. `offs` must be validated (non-decreasing,
+/// `<= m`). Output column-major `[k*m + row]`; scales `[g*k + col]`.
+pub fn per_group_colwise<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    offs: &[i32],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let ranges: Vec<(usize, usize)> = group_ranges(offs).collect();
+    colwise_over_ranges(fmt, pow2, m, k, x, &ranges, out, scales)
+}
+
+/// Column-scaled transposing cast over explicit row ranges (the groups): the engine of
+/// `per_group_colwise` and of cast-transpose's transposed output (one range, all rows).
+pub(crate) fn colwise_over_ranges<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    ranges: &[(usize, usize)],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let g = ranges.len();
+    if k == 0 || g == 0 {
+        return;
+    }
+    if m == 0 {
+        // Every group is empty (validated offsets are all 0).
+        scales[..g * k].fill(amax_to_scale(0.0, fmt, pow2));
+        return;
+    }
+    // Each task owns COL_BLOCK output rows (= input columns) and returns its G x cn scales,
+    // scattered afterwards because the scale layout is group-major.
+    let blocks: Vec<Vec<f32>> = out[..k * m]
+        .par_chunks_mut(COL_BLOCK * m)
+        .enumerate()
+        .map(|(b, ob)| {
+            let c0 = b * COL_BLOCK;
+            let cn = ob.len() / m;
+            let mut sc = vec![0.0f32; g * cn];
+            let mut acc = [0.0f32; COL_BLOCK];
+            for (gi, &(r0, r1)) in ranges.iter().enumerate() {
+                column_amax(x, k, c0, cn, r0, r1, &mut acc);
+                let s = &mut sc[gi * cn..(gi + 1) * cn];
+                for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
+                    *s = amax_to_scale(a, fmt, pow2);
+                }
+                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, ob, m);
+            }
+            sc
+        })
+        .collect();
+    for (b, sc) in blocks.iter().enumerate() {
+        let c0 = b * COL_BLOCK;
+        let cn = sc.len() / g;
+        for gi in 0..g {
+            scales[gi * k + c0..gi * k + c0 + cn].copy_from_slice(&sc[gi * cn..(gi + 1) * cn]);
+        }
+    }
+}
+
+/// See [`crate::Context::per_group_colwise_dual`]: two independent single calls.
+pub fn per_group_colwise_dual<T: Hp, U: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k1: usize,
+    k2: usize,
+    x1: &[T],
+    x2: &[U],
+    offs: &[i32],
+    out1: &mut [u8],
+    scales1: &mut [f32],
+    out2: &mut [u8],
+    scales2: &mut [f32],
+) {
+    rayon::join(
+        || per_group_colwise(fmt, pow2, m, k1, x1, offs, out1, scales1),
+        || per_group_colwise(fmt, pow2, m, k2, x2, offs, out2, scales2),
+    );
+}
+
+/// See [`crate::Context::per_group_rowwise`]. Offsets run along K (columns); scales
+/// `[g*m + row]`; columns past the last offset are not written.
+pub fn per_group_rowwise<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    offs: &[i32],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let g = offs.len();
+    if g == 0 {
+        return;
+    }
+    if k == 0 {
+        scales[..g * m].fill(amax_to_scale(0.0, fmt, pow2));
+        return;
+    }
+    // Row-major scratch of per-row scales, transposed into the group-major output after.
+    let mut rs = vec![0.0f32; m * g];
+    out[..m * k]
+        .par_chunks_mut(k)
+        .zip(rs.par_chunks_mut(g))
+        .zip(x[..m * k].par_chunks(k))
+        .for_each(|((o, s), row)| {
+            for ((c0, c1), s) in group_ranges(offs).zip(s.iter_mut()) {
+                let sc = amax_to_scale(amax_of(&row[c0..c1]), fmt, pow2);
+                *s = sc;
+                for (o, &v) in o[c0..c1].iter_mut().zip(&row[c0..c1]) {
+                    *o = fmt.encode(v.to_f32() * sc);
+                }
+            }
+        });
+    for (i, s) in rs.chunks(g).enumerate() {
+        for (gi, &v) in s.iter().enumerate() {
+            scales[gi * m + i] = v;
+        }
+    }
+}
+
+/// NaN-propagating amax of a whole slice, in parallel (the combine is associative and
+/// commutative, so the result does not depend on the split).
+pub fn amax_par<T: Hp>(x: &[T]) -> f32 {
+    x.par_chunks(1 << 14)
+        .map(amax_of)
+        .reduce(|| 0.0f32, amax_combine)
+}
+
+/// Encode `x * scale` elementwise, in parallel.
+pub(crate) fn cast_with_scale<T: Hp>(fmt: Fp8Format, scale: f32, x: &[T], out: &mut [u8]) {
+    out.par_chunks_mut(1 << 14)
+        .zip(x.par_chunks(1 << 14))
+        .for_each(|(o, x)| {
+            for (o, &v) in o.iter_mut().zip(x) {
+                *o = fmt.encode(v.to_f32() * scale);
+            }
+        });
+}
+
+/// See [`crate::Context::tensorwise`]: one amax over all `n` elements, one scale.
+pub fn tensorwise<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    x: &[T],
+    out: &mut [u8],
+    scale: &mut f32,
+    amax: &mut f32,
+) {
+    let a = amax_par(x);
+    let s = amax_to_scale(a, fmt, pow2);
+    cast_with_scale(fmt, s, x, &mut out[..x.len()]);
+    *scale = s;
+    *amax = a;
+}
+
+/// See [`crate::Context::blockwise_1x128`]: scales (m, ceil(k/128)) row-major; the last block
+/// of a row reduces over the columns that exist.
+pub fn blockwise_1x128<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    const B: usize = 128;
+    let nb = k.div_ceil(B);
+    if m == 0 || k == 0 {
+        return;
+    }
+    out[..m * k]
+        .par_chunks_mut(k)
+        .zip(scales[..m * nb].par_chunks_mut(nb))
+        .zip(x[..m * k].par_chunks(k))
+        .for_each(|((o, s), row)| {
+            for ((ob, s), xb) in o.chunks_mut(B).zip(s.iter_mut()).zip(row.chunks(B)) {
+                let sc = amax_to_scale(amax_of(xb), fmt, pow2);
+                *s = sc;
+                for (o, &v) in ob.iter_mut().zip(xb) {
+                    *o = fmt.encode(v.to_f32() * sc);
+                }
+            }
+        });
+}
+
+/// See [`crate::Context::blockwise_128x128`]: scales (ceil(m/128), ceil(k/128)) row-major;
+/// edge tiles reduce over what exists.
+pub fn blockwise_128x128<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    const B: usize = 128;
+    let (nbm, nbk) = (m.div_ceil(B), k.div_ceil(B));
+    if m == 0 || k == 0 {
+        return;
+    }
+    out[..m * k]
+        .par_chunks_mut(B * k)
+        .zip(scales[..nbm * nbk].par_chunks_mut(nbk))
+        .enumerate()
+        .for_each(|(bi, (ob, sb))| {
+            let r0 = bi * B;
+            let rows = ob.len() / k;
+            let xt = &x[r0 * k..(r0 + rows) * k];
+            for (bj, s) in sb.iter_mut().enumerate() {
+                let c0 = bj * B;
+                let c1 = (c0 + B).min(k);
+                let a = xt
+                    .chunks(k)
+                    .fold(0.0f32, |a, row| amax_combine(a, amax_of(&row[c0..c1])));
+                let sc = amax_to_scale(a, fmt, pow2);
+                *s = sc;
+                for (orow, xrow) in ob.chunks_mut(k).zip(xt.chunks(k)) {
+                    for (o, &v) in orow[c0..c1].iter_mut().zip(&xrow[c0..c1]) {
+                        *o = fmt.encode(v.to_f32() * sc);
+                    }
+                }
+            }
+        });
+}
+
+/// Padded size of a group of `rows` rows.
+#[inline]
+pub fn pad16(rows: usize) -> usize {
+    rows.div_ceil(16) * 16
+}
+
+/// See [`crate::Context::rowwise_2d_padded`]. Requires `m_cap >= offs[G-1]` padded (the API
+/// checks the stronger, data-independent `m_cap >= m + 15*G`).
+pub fn rowwise_2d_padded<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    k: usize,
+    x: &[T],
+    offs: &[i32],
+    out: &mut [u8],
+    scales: &mut [f32],
+    padded_offs: &mut [i32],
+) {
+    let zero_scale = amax_to_scale(0.0, fmt, pow2);
+    let mut dst = 0usize;
+    // Per group: a disjoint (source rows, destination rows) pair, split off sequentially and
+    // then processed in parallel.
+    let mut out_rest: &mut [u8] = out;
+    let mut sc_rest: &mut [f32] = scales;
+    let mut jobs = Vec::with_capacity(offs.len());
+    for ((r0, r1), po) in group_ranges(offs).zip(padded_offs.iter_mut()) {
+        let rows = r1 - r0;
+        let prows = pad16(rows);
+        dst += prows;
+        *po = dst as i32;
+        let (o, orest) = std::mem::take(&mut out_rest).split_at_mut(prows * k);
+        let (s, srest) = std::mem::take(&mut sc_rest).split_at_mut(prows);
+        out_rest = orest;
+        sc_rest = srest;
+        jobs.push((r0, rows, o, s));
+    }
+    jobs.into_par_iter().for_each(|(r0, rows, o, s)| {
+        let (o_data, o_pad) = o.split_at_mut(rows * k);
+        let (s_data, s_pad) = s.split_at_mut(rows);
+        super::rowwise_2d(
+            fmt,
+            pow2,
+            rows,
+            k,
+            &x[r0 * k..(r0 + rows) * k],
+            o_data,
+            s_data,
+        );
+        o_pad.fill(fmt.encode(0.0));
+        s_pad.fill(zero_scale);
+    });
+}
