@@ -95,6 +95,22 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+// Used by hip/runtime.hip (the runtime shim).
+typedef cudaMemcpyKind hipMemcpyKind;
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorNotReady cudaErrorNotReady
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipMemset cudaMemset
+#define hipMemGetInfo cudaMemGetInfo
+#define hipStreamQuery cudaStreamQuery
+#define hipStreamWaitEvent cudaStreamWaitEvent
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDefault cudaEventDefault
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipEventQuery cudaEventQuery
+#define hipMemoryTypeHost cudaMemoryTypeHost
+#define hipMemoryTypeManaged cudaMemoryTypeManaged
 
 #define HIPFP8_LDG(p) __ldg(p)
 static inline __device__ float hipfp8_bf16_to_f32(hipfp8_bf16 v) { return __bfloat162float(v); }
@@ -112,3 +128,22 @@ static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __floa
     hipError_t hipfp8_e__ = hipGetLastError();       \
     return (int)hipfp8_e__;                          \
   } while (0)
+
+// ----------------------------------------------------------------------------- runtime helpers
+// Vendor facts the runtime shim (hip/runtime.hip) reports without testing vendor macros itself.
+#include <stdio.h>
+#if defined(HIPFP8_VENDOR_AMD)
+#define HIPFP8_VENDOR_ID 1
+#else
+#define HIPFP8_VENDOR_ID 2
+#endif
+
+// The architecture string hipfp8 derives the native FP8 flavour from: gcnArchName on AMD
+// ("gfx942:sramecc+:xnack-", features included), "sm_XY" from the compute capability on NVIDIA.
+static inline void hipfp8_arch_string(const hipDeviceProp_t* p, char* buf, size_t n) {
+#if defined(HIPFP8_VENDOR_AMD)
+  snprintf(buf, n, "%s", p->gcnArchName);
+#else
+  snprintf(buf, n, "sm_%d%d", p->major, p->minor);
+#endif
+}

@@ -3,7 +3,9 @@
 //! GPU test.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
+pub mod device;
 pub mod error;
+pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
 pub mod mx;
@@ -11,8 +13,10 @@ pub mod ops;
 pub mod quant;
 pub mod reference;
 pub mod scaling;
+pub mod sys;
 
 pub use cast_transpose::Scaling;
+pub use device::{Device, DeviceBuffer, Event, Stream};
 pub use error::{Error, Result};
 pub use format::Fp8Format;
 pub use grouped_gemm::GemmParams;

@@ -179,6 +179,13 @@ impl HpSrc<'_> {
             HpSrc::F32(s) => s.as_ptr().is_null(),
         }
     }
+    /// The untyped pointer and dtype id a kernel launcher takes (docs/KERNEL_ABI.md).
+    pub fn raw_parts(&self) -> (*const std::ffi::c_void, i32) {
+        match self {
+            HpSrc::Bf16(s) => (s.as_ptr() as *const std::ffi::c_void, crate::sys::DTYPE_BF16),
+            HpSrc::F32(s) => (s.as_ptr() as *const std::ffi::c_void, crate::sys::DTYPE_F32),
+        }
+    }
     pub fn dtype_name(&self) -> &'static str {
         match self {
             HpSrc::Bf16(_) => "bf16",
@@ -282,6 +289,8 @@ pub struct Context {
     device_name: String,
     /// Architecture string ("cpu", "gfx942", "sm_90", ...).
     arch: String,
+    /// GPU ordinal for the GPU backend (see `device.rs`), None for the CPU.
+    ordinal: Option<usize>,
 }
 
 impl Context {
@@ -292,7 +301,18 @@ impl Context {
             native_fnuz: false,
             device_name: format!("host CPU ({} threads)", rayon::current_num_threads()),
             arch: "cpu".into(),
+            ordinal: None,
         }
+    }
+
+    /// A GPU context; made by `Context::gpu` (src/device.rs) from the device's properties.
+    pub(crate) fn new_gpu(ordinal: usize, device_name: String, arch: String, native_fnuz: bool) -> Context {
+        Context { backend: BackendKind::Gpu, native_fnuz, device_name, arch, ordinal: Some(ordinal) }
+    }
+
+    /// The GPU ordinal of a GPU context.
+    pub fn ordinal(&self) -> Option<usize> {
+        self.ordinal
     }
 
     /// The CPU backend pretending to be a device whose native FP8 is FNUZ (for testing
@@ -402,7 +422,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         require_nonzero("k", k)?;
@@ -423,7 +443,32 @@ impl Context {
                 }
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if mk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[("x", xp), ("out", op as *const _), ("scales", sp as *const _)])?;
+                let _dev = self.activate()?;
+                // SAFETY: the views were validated above: device memory of this context's GPU
+                // holding m*k inputs, m*k output bytes and m scales; the launcher only queues
+                // work on `stream` (docs/KERNEL_ABI.md).
+                let st = unsafe {
+                    crate::sys::hipfp8_rowwise_2d_launch(
+                        xp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
+                crate::device::check_status("rowwise_2d", st)
+            }
         }
     }
 }

@@ -1,0 +1,980 @@
+//! The GPU runtime in safe Rust: devices and their properties, the native FP8 flavour of an
+//! architecture, streams (owned or borrowed from a framework), events, typed device buffers
+//! with RAII, and the GPU [`Context`] constructors.
+//!
+//! Every call goes through the runtime shim declared in [`crate::sys`]; in a build without a
+//! GPU backend those calls are stubs, so this module compiles everywhere: [`Device::count`]
+//! is 0 and [`Context::gpu`] returns [`Error::BackendUnavailable`].
+
+use std::ffi::{CStr, c_int, c_void};
+use std::marker::PhantomData;
+use std::ops::Range;
+
+use half::{bf16, f16};
+
+use crate::error::{Error, Result};
+use crate::format::Fp8Format;
+use crate::ops::{BackendKind, Context, Dst, HpSrc, Loc, Src, StreamRef};
+use crate::sys;
+
+// ---------------------------------------------------------------------------------- build facts
+
+/// The GPU backend this library was compiled with: `"rocm"`, `"cuda"` or `"cpu"` (none).
+pub fn built_backend() -> &'static str {
+    env!("HIPFP8_BUILD_BACKEND")
+}
+
+/// The GPU targets compiled in (`"gfx942;gfx950"`, `"sm_90"`, empty for CPU builds).
+pub fn built_targets() -> &'static str {
+    env!("HIPFP8_BUILD_TARGETS")
+}
+
+/// Names of the foreign functions (runtime shim and kernel launchers) compiled in.
+pub fn built_launchers() -> impl Iterator<Item = &'static str> {
+    env!("HIPFP8_BUILD_LAUNCHERS").split(',').filter(|s| !s.is_empty())
+}
+
+/// Whether the launcher `name` (e.g. `"hipfp8_rowwise_2d_launch"`) is compiled in.
+pub fn has_launcher(name: &str) -> bool {
+    built_launchers().any(|l| l == name)
+}
+
+/// Whether this build has a GPU backend at all.
+pub const fn gpu_built() -> bool {
+    cfg!(hipfp8_gpu)
+}
+
+// ---------------------------------------------------------------------------------- status codes
+
+/// The runtime's (or hipfp8's) name and description of a status code.
+pub fn status_string(code: i32) -> (String, String) {
+    let (mut name, mut desc) = (std::ptr::null(), std::ptr::null());
+    // SAFETY: both out-pointers are valid for one write; on success they point to static
+    // NUL-terminated strings owned by the runtime or the shim.
+    let st = unsafe { sys::hipfp8_rt_error_string(code, &mut name, &mut desc) };
+    if st != 0 || name.is_null() || desc.is_null() {
+        return (format!("status {code}"), String::from("(no GPU runtime in this build)"));
+    }
+    // SAFETY: non-null static C strings (see above).
+    unsafe { (CStr::from_ptr(name).to_string_lossy().into_owned(), CStr::from_ptr(desc).to_string_lossy().into_owned()) }
+}
+
+/// Turn a shim / launcher status into a `Result`. `what` names the call for the message.
+/// Used by every GPU arm of every op.
+pub fn check_status(what: &str, code: c_int) -> Result<()> {
+    match code {
+        sys::KSTATUS_OK => Ok(()),
+        sys::NOT_BUILT => Err(Error::BackendUnavailable(format!(
+            "{what}: not compiled into this build (backend {}, targets {:?})",
+            built_backend(),
+            built_targets()
+        ))),
+        sys::KSTATUS_INVALID_ENUM => Err(Error::InvalidEnum(format!("{what}: rejected by the kernel launcher"))),
+        sys::KSTATUS_INVALID_SHAPE => Err(Error::InvalidShape(format!("{what}: rejected by the kernel launcher"))),
+        sys::KSTATUS_MISALIGNED => Err(Error::Misaligned(format!("{what}: pointer alignment not supported"))),
+        sys::KSTATUS_UNSUPPORTED => Err(Error::NotSupported(format!("{what}: not implemented for this target"))),
+        sys::KSTATUS_NULL_POINTER => Err(Error::NullPointer("kernel argument")),
+        c => {
+            let (name, desc) = status_string(c);
+            Err(Error::Device { code: c, msg: format!("{what}: {name}: {desc}") })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------- arch -> format
+
+/// The base of an architecture string: `"gfx942:sramecc+:xnack-"` -> `"gfx942"`.
+pub fn base_arch(arch: &str) -> &str {
+    arch.trim().split(':').next().unwrap_or("")
+}
+
+/// True when the architecture's native FP8 is FNUZ: the MI300 family (gfx940, gfx941,
+/// gfx942, which includes MI300X/MI300A/MI325X). Everything else is OCP: gfx950 (MI355X)
+/// converts to OCP in hardware, NVIDIA (`sm_*`) is OCP, and other or unknown AMD targets
+/// (gfx90a and older have no FP8 hardware; RDNA4 gfx12 uses OCP) get OCP because that is
+/// what torch's `float8_e4m3fn` and every later AMD part use; "cpu" is OCP.
+pub fn arch_native_fnuz(arch: &str) -> bool {
+    matches!(base_arch(arch).to_ascii_lowercase().as_str(), "gfx940" | "gfx941" | "gfx942")
+}
+
+/// The native E4M3 flavour of an architecture string (see [`arch_native_fnuz`]).
+pub fn native_format_for_arch(arch: &str) -> Fp8Format {
+    if arch_native_fnuz(arch) { Fp8Format::E4M3FnUz } else { Fp8Format::E4M3Fn }
+}
+
+/// The native E5M2 flavour of an architecture string.
+pub fn native_e5m2_for_arch(arch: &str) -> Fp8Format {
+    if arch_native_fnuz(arch) { Fp8Format::E5M2FnUz } else { Fp8Format::E5M2 }
+}
+
+/// Whether the architecture converts f32 -> FP8 in hardware (informational: every target
+/// produces the same bits, software conversion where this is false). gfx940-942 (FNUZ),
+/// gfx950 (OCP), NVIDIA sm_89 and newer (OCP).
+pub fn arch_has_hw_fp8(arch: &str) -> bool {
+    let base = base_arch(arch).to_ascii_lowercase();
+    if let Some(sm) = base.strip_prefix("sm_") {
+        let digits: String = sm.chars().take_while(|c| c.is_ascii_digit()).collect();
+        return digits.parse::<u32>().is_ok_and(|v| v >= 89);
+    }
+    matches!(base.as_str(), "gfx940" | "gfx941" | "gfx942" | "gfx950")
+}
+
+// ---------------------------------------------------------------------------------- devices
+
+/// GPU vendor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Amd,
+    Nvidia,
+}
+
+/// Properties of one GPU, as reported by the runtime.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    pub ordinal: usize,
+    pub name: String,
+    /// `gcnArchName` on AMD (`"gfx942:sramecc+:xnack-"`), `"sm_XY"` on NVIDIA.
+    pub arch: String,
+    pub vendor: Vendor,
+    /// Compute units (AMD) / streaming multiprocessors (NVIDIA).
+    pub compute_units: u32,
+    /// 64 on CDNA, 32 on NVIDIA.
+    pub wavefront_size: u32,
+    /// (major, minor): the compute capability on NVIDIA, HIP's emulated value on AMD.
+    pub compute_capability: (u32, u32),
+    pub total_memory: u64,
+    pub l2_cache_bytes: u64,
+    pub shared_mem_per_block: u64,
+    pub shared_mem_per_block_optin: u64,
+    pub max_threads_per_block: u32,
+    pub pci_bus_id: u32,
+}
+
+impl Device {
+    /// Number of visible GPUs: 0 in a CPU-only build and on a machine without GPU or driver.
+    pub fn count() -> Result<usize> {
+        if !gpu_built() {
+            return Ok(0);
+        }
+        let mut n = 0i32;
+        // SAFETY: `n` is valid for one write.
+        check_status("device count", unsafe { sys::hipfp8_rt_device_count(&mut n) })?;
+        Ok(n.max(0) as usize)
+    }
+
+    /// Properties of GPU `ordinal`.
+    pub fn get(ordinal: usize) -> Result<Device> {
+        let n = Device::count()?;
+        if ordinal >= n {
+            return Err(Error::BackendUnavailable(format!(
+                "GPU {ordinal} not present ({n} visible; library built for {})",
+                built_backend()
+            )));
+        }
+        let mut size = 0u64;
+        // SAFETY: valid out-pointer.
+        check_status("props size", unsafe { sys::hipfp8_rt_props_size(&mut size) })?;
+        if size as usize != std::mem::size_of::<sys::hipfp8_device_props>() {
+            return Err(Error::Device {
+                code: -1,
+                msg: format!(
+                    "hipfp8_device_props is {size} bytes in C++ but {} in Rust: sys.rs and runtime.hip disagree",
+                    std::mem::size_of::<sys::hipfp8_device_props>()
+                ),
+            });
+        }
+        let mut p = sys::hipfp8_device_props::default();
+        // SAFETY: `p` has the layout the shim writes (size checked above).
+        check_status("device properties", unsafe { sys::hipfp8_rt_device_props(ordinal as i32, &mut p) })?;
+        Ok(Device {
+            ordinal,
+            name: c_chars(&p.name),
+            arch: c_chars(&p.arch),
+            vendor: if p.vendor == 1 { Vendor::Amd } else { Vendor::Nvidia },
+            compute_units: p.multiprocessor_count.max(0) as u32,
+            wavefront_size: p.wavefront_size.max(0) as u32,
+            compute_capability: (p.cc_major.max(0) as u32, p.cc_minor.max(0) as u32),
+            total_memory: p.total_global_mem.max(0) as u64,
+            l2_cache_bytes: p.l2_cache_bytes.max(0) as u64,
+            shared_mem_per_block: p.shared_mem_per_block.max(0) as u64,
+            shared_mem_per_block_optin: p.shared_mem_per_block_optin.max(0) as u64,
+            max_threads_per_block: p.max_threads_per_block.max(0) as u32,
+            pci_bus_id: p.pci_bus_id.max(0) as u32,
+        })
+    }
+
+    /// Every visible GPU.
+    pub fn all() -> Result<Vec<Device>> {
+        (0..Device::count()?).map(Device::get).collect()
+    }
+
+    /// The device's native E4M3 flavour.
+    pub fn native_format(&self) -> Fp8Format {
+        native_format_for_arch(&self.arch)
+    }
+
+    /// `"gfx942"` of `"gfx942:sramecc+:xnack-"`.
+    pub fn base_arch(&self) -> &str {
+        base_arch(&self.arch)
+    }
+}
+
+fn c_chars(buf: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Driver and runtime versions as the runtime reports them (e.g. 13000 for CUDA 13.0).
+pub fn runtime_versions() -> Result<(i32, i32)> {
+    let (mut d, mut r) = (0, 0);
+    // SAFETY: valid out-pointers.
+    check_status("versions", unsafe { sys::hipfp8_rt_versions(&mut d, &mut r) })?;
+    Ok((d, r))
+}
+
+/// Makes `ordinal` the current device for the guard's lifetime and restores the previous
+/// one afterwards, so hipfp8 calls do not change a framework's current device.
+pub(crate) struct DeviceGuard {
+    previous: Option<i32>,
+}
+
+impl DeviceGuard {
+    pub(crate) fn new(ordinal: usize) -> Result<DeviceGuard> {
+        let mut cur = -1;
+        // SAFETY: valid out-pointer.
+        check_status("get device", unsafe { sys::hipfp8_rt_get_device(&mut cur) })?;
+        if cur == ordinal as i32 {
+            return Ok(DeviceGuard { previous: None });
+        }
+        // SAFETY: plain call; an invalid ordinal is reported as a status.
+        check_status("set device", unsafe { sys::hipfp8_rt_set_device(ordinal as i32) })?;
+        Ok(DeviceGuard { previous: Some(cur) })
+    }
+}
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.previous {
+            // SAFETY: restores a device that was current before; failure leaves the new one.
+            unsafe { sys::hipfp8_rt_set_device(p) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------- contexts
+
+impl Context {
+    /// A context on GPU `ordinal`. Fails with [`Error::BackendUnavailable`] when the library
+    /// was built without a GPU backend or the device is not present. The native FP8 flavour
+    /// comes from the device's architecture ([`native_format_for_arch`]).
+    pub fn gpu(ordinal: usize) -> Result<Context> {
+        if !gpu_built() {
+            return Err(Error::BackendUnavailable(
+                "hipfp8 was built without a GPU backend (no hipcc/nvcc found, or HIPFP8_BACKEND=cpu)".into(),
+            ));
+        }
+        let d = Device::get(ordinal)?;
+        Ok(Context::new_gpu(ordinal, format!("{} ({})", d.name, d.arch), d.arch.clone(), arch_native_fnuz(&d.arch)))
+    }
+
+    /// GPU 0 when this build has a GPU backend and a GPU is present, else the CPU backend.
+    pub fn best() -> Context {
+        Context::gpu(0).unwrap_or_else(|_| Context::cpu())
+    }
+
+    /// The properties of this context's GPU (None for the CPU backend).
+    pub fn device(&self) -> Option<Result<Device>> {
+        self.ordinal().map(Device::get)
+    }
+
+    /// For GPU contexts: make this context's device current until the guard drops.
+    pub(crate) fn activate(&self) -> Result<Option<DeviceGuard>> {
+        match self.ordinal() {
+            Some(o) => DeviceGuard::new(o).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn require_gpu(&self, what: &str) -> Result<usize> {
+        match (self.backend(), self.ordinal()) {
+            (BackendKind::Gpu, Some(o)) => Ok(o),
+            _ => Err(Error::WrongLocation(format!("{what} needs a GPU context, this one runs on the CPU"))),
+        }
+    }
+
+    /// Check that raw pointers passed to a GPU op are device memory of this context's
+    /// device: host memory would fault inside the kernel (and on CUDA poison the context),
+    /// so it is refused here with [`Error::WrongLocation`]. Null pointers pass (the op's
+    /// own null check reports them).
+    pub fn check_device_pointers(&self, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
+        let Some(ordinal) = self.ordinal() else { return Ok(()) };
+        for &(what, p) in ptrs {
+            if p.is_null() {
+                continue;
+            }
+            let (mut is_dev, mut dev) = (0, -1);
+            // SAFETY: the shim only asks the runtime about the address; valid out-pointers.
+            check_status("pointer info", unsafe { sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev) })?;
+            if is_dev == 0 {
+                return Err(Error::WrongLocation(format!("`{what}` is not device memory")));
+            }
+            if dev != ordinal as i32 {
+                return Err(Error::WrongLocation(format!("`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------- streams
+
+/// A GPU stream: owned (created here, destroyed on drop) or borrowed (a framework's
+/// `hipStream_t`/`cudaStream_t`, never destroyed here).
+#[derive(Debug)]
+pub struct Stream {
+    raw: sys::hipStream_t,
+    owned: bool,
+}
+
+// SAFETY: a runtime stream handle may be used from any thread (the HIP and CUDA runtimes are
+// thread-safe); the handle is only an identifier.
+unsafe impl Send for Stream {}
+// SAFETY: see Send; every operation on the handle goes through the thread-safe runtime.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// A new stream on the context's GPU; it synchronises with the legacy default stream
+    /// like any stream created without flags.
+    pub fn new(ctx: &Context) -> Result<Stream> {
+        Self::create(ctx, false)
+    }
+
+    /// A new stream that does not synchronise with the legacy default stream.
+    pub fn new_non_blocking(ctx: &Context) -> Result<Stream> {
+        Self::create(ctx, true)
+    }
+
+    fn create(ctx: &Context, non_blocking: bool) -> Result<Stream> {
+        ctx.require_gpu("a stream")?;
+        let _g = ctx.activate()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the device is current.
+        check_status("stream create", unsafe { sys::hipfp8_rt_stream_create(&mut raw, non_blocking as i32) })?;
+        Ok(Stream { raw, owned: true })
+    }
+
+    /// Borrow a stream handle owned by someone else (e.g. `torch.cuda.current_stream().cuda_stream`).
+    ///
+    /// # Safety
+    /// `raw` must be null (the default stream) or a valid stream of the device it will be
+    /// used with, and stay valid for the life of the returned value.
+    pub unsafe fn borrowed(raw: *mut c_void) -> Stream {
+        Stream { raw, owned: false }
+    }
+
+    /// The default (null) stream.
+    pub fn default_stream() -> Stream {
+        Stream { raw: std::ptr::null_mut(), owned: false }
+    }
+
+    /// The handle, as the ops take it.
+    pub fn handle(&self) -> StreamRef {
+        StreamRef(self.raw)
+    }
+
+    pub fn raw(&self) -> *mut c_void {
+        self.raw
+    }
+
+    pub fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// Block until all work queued on the stream has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the handle is valid (constructor contracts).
+        check_status("stream synchronize", unsafe { sys::hipfp8_rt_stream_synchronize(self.raw) })
+    }
+
+    /// Whether all queued work has finished, without blocking.
+    pub fn is_idle(&self) -> Result<bool> {
+        let mut done = 0;
+        // SAFETY: valid handle and out-pointer.
+        check_status("stream query", unsafe { sys::hipfp8_rt_stream_query(self.raw, &mut done) })?;
+        Ok(done != 0)
+    }
+
+    /// Make later work on this stream wait for `event` (recorded on any stream).
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        // SAFETY: valid handles.
+        check_status("stream wait event", unsafe { sys::hipfp8_rt_stream_wait_event(self.raw, event.raw) })
+    }
+}
+
+impl From<&Stream> for StreamRef {
+    fn from(s: &Stream) -> StreamRef {
+        s.handle()
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.owned && !self.raw.is_null() {
+            // SAFETY: we created this stream and nobody else destroys it.
+            unsafe { sys::hipfp8_rt_stream_destroy(self.raw) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------- events
+
+/// A timing event.
+#[derive(Debug)]
+pub struct Event {
+    raw: sys::hipEvent_t,
+}
+
+// SAFETY: event handles are thread-safe runtime identifiers (as for Stream).
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// A timing-capable event on the context's GPU.
+    pub fn new(ctx: &Context) -> Result<Event> {
+        ctx.require_gpu("an event")?;
+        let _g = ctx.activate()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the device is current.
+        check_status("event create", unsafe { sys::hipfp8_rt_event_create(&mut raw, 1) })?;
+        Ok(Event { raw })
+    }
+
+    /// Record the event at the current end of `stream`.
+    pub fn record(&self, stream: impl Into<StreamRef>) -> Result<()> {
+        // SAFETY: valid event; the stream handle's validity is the StreamRef's contract.
+        check_status("event record", unsafe { sys::hipfp8_rt_event_record(self.raw, stream.into().0) })
+    }
+
+    /// Block until the recorded work has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: valid event.
+        check_status("event synchronize", unsafe { sys::hipfp8_rt_event_synchronize(self.raw) })
+    }
+
+    /// Milliseconds from `self` (recorded first) to `end`; both must have completed.
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        let mut ms = 0f32;
+        // SAFETY: valid events and out-pointer.
+        check_status("event elapsed", unsafe { sys::hipfp8_rt_event_elapsed_ms(&mut ms, self.raw, end.raw) })?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: we created the event.
+        unsafe { sys::hipfp8_rt_event_destroy(self.raw) };
+    }
+}
+
+// ---------------------------------------------------------------------------------- buffers
+
+/// Element types a [`DeviceBuffer`] may hold.
+///
+/// # Safety
+/// Implementors must be plain data: every bit pattern is a valid value and there is no
+/// drop glue, so bytes copied from the device (or left uninitialised there) can be read
+/// as `Self`.
+pub unsafe trait DeviceCopy: Copy + Send + Sync + 'static {}
+
+macro_rules! device_copy {
+    ($($t:ty),*) => {$(
+        // SAFETY: a primitive numeric type: any bit pattern is valid.
+        unsafe impl DeviceCopy for $t {}
+    )*};
+}
+device_copy!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, bf16, f16);
+
+/// `len` elements of `T` in device memory of one GPU, freed on drop.
+pub struct DeviceBuffer<T: DeviceCopy> {
+    ptr: *mut T,
+    len: usize,
+    ordinal: usize,
+    _p: PhantomData<T>,
+}
+
+// SAFETY: the buffer owns its device memory exclusively (like a Vec); access from other
+// threads goes through &/&mut as usual and the runtime is thread-safe.
+unsafe impl<T: DeviceCopy> Send for DeviceBuffer<T> {}
+// SAFETY: as above; shared references only read or hand out read-only views.
+unsafe impl<T: DeviceCopy> Sync for DeviceBuffer<T> {}
+
+impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer<{}>({} elements on GPU {} at {:p})", std::any::type_name::<T>(), self.len, self.ordinal, self.ptr)
+    }
+}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// Allocate `len` elements; contents unspecified (any bit pattern is a valid `T`).
+    pub fn alloc(ctx: &Context, len: usize) -> Result<Self> {
+        let ordinal = ctx.require_gpu("a device buffer")?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::SizeOverflow(format!("{len} elements of {} bytes", std::mem::size_of::<T>())))?;
+        let _g = ctx.activate()?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; zero bytes gives null, which the buffer handles.
+        check_status("device malloc", unsafe { sys::hipfp8_rt_malloc(&mut p, bytes as u64) })?;
+        Ok(DeviceBuffer { ptr: p as *mut T, len, ordinal, _p: PhantomData })
+    }
+
+    /// Allocate `len` zeroed elements.
+    pub fn zeroed(ctx: &Context, len: usize) -> Result<Self> {
+        let mut b = Self::alloc(ctx, len)?;
+        b.fill_bytes(0)?;
+        Ok(b)
+    }
+
+    /// Allocate and copy `data` in (synchronous).
+    pub fn from_host(ctx: &Context, data: &[T]) -> Result<Self> {
+        let mut b = Self::alloc(ctx, data.len())?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn size_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+    /// The GPU this memory lives on.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr
+    }
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr
+    }
+
+    fn same_len(&self, other: usize, what: &str) -> Result<()> {
+        if other != self.len {
+            return Err(Error::InvalidShape(format!(
+                "{what}: {other} elements but the device buffer holds {}",
+                self.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copy `src` (exactly `len` elements) from the host into the buffer; returns when done.
+    pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
+        self.same_len(src.len(), "copy_from_host")?;
+        // SAFETY: both ranges hold size_bytes() bytes (lengths checked); synchronous copy.
+        check_status("memcpy H2D", unsafe {
+            sys::hipfp8_rt_memcpy(self.ptr as *mut c_void, src.as_ptr() as *const c_void, self.size_bytes() as u64, sys::COPY_H2D)
+        })
+    }
+
+    /// Copy the buffer into `dst` (exactly `len` elements); returns when done.
+    pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
+        self.same_len(dst.len(), "copy_to_host")?;
+        // SAFETY: as copy_from_host; `dst` is exclusively borrowed and T is plain data.
+        check_status("memcpy D2H", unsafe {
+            sys::hipfp8_rt_memcpy(dst.as_mut_ptr() as *mut c_void, self.ptr as *const c_void, self.size_bytes() as u64, sys::COPY_D2H)
+        })
+    }
+
+    /// The buffer's contents on the host.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = Vec::with_capacity(self.len);
+        // SAFETY: copy_to_host writes all `len` elements before we read any (it fails before
+        // writing only on a length mismatch, impossible here), and T is plain data.
+        unsafe {
+            let spare = std::slice::from_raw_parts_mut(v.as_mut_ptr(), self.len);
+            self.copy_to_host(spare)?;
+            v.set_len(self.len);
+        }
+        Ok(v)
+    }
+
+    /// Device-to-device copy of a buffer of the same length; returns when done.
+    pub fn copy_from(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
+        self.same_len(src.len, "copy_from")?;
+        // SAFETY: both are live device allocations of size_bytes().
+        check_status("memcpy D2D", unsafe {
+            sys::hipfp8_rt_memcpy(self.ptr as *mut c_void, src.ptr as *const c_void, self.size_bytes() as u64, sys::COPY_D2D)
+        })
+    }
+
+    /// Device-to-device copy queued on `stream`. (Dropping either buffer before the copy ran
+    /// is harmless: freeing device memory waits for the device.)
+    pub fn copy_from_async(&mut self, src: &DeviceBuffer<T>, stream: impl Into<StreamRef>) -> Result<()> {
+        self.same_len(src.len, "copy_from_async")?;
+        // SAFETY: both are live device allocations of size_bytes(); the stream handle is valid
+        // by StreamRef's contract.
+        check_status("memcpy D2D async", unsafe {
+            sys::hipfp8_rt_memcpy_async(
+                self.ptr as *mut c_void,
+                src.ptr as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_D2D,
+                stream.into().0,
+            )
+        })
+    }
+
+    /// Host-to-device copy queued on `stream`.
+    ///
+    /// # Safety
+    /// `src` must stay alive and unmodified until the copy has run (synchronise `stream` or
+    /// an event recorded after it before touching `src`).
+    pub unsafe fn copy_from_host_async(&mut self, src: &[T], stream: impl Into<StreamRef>) -> Result<()> {
+        self.same_len(src.len(), "copy_from_host_async")?;
+        // SAFETY: lengths checked; the caller keeps `src` alive until the copy ran.
+        check_status("memcpy H2D async", unsafe {
+            sys::hipfp8_rt_memcpy_async(
+                self.ptr as *mut c_void,
+                src.as_ptr() as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_H2D,
+                stream.into().0,
+            )
+        })
+    }
+
+    /// Device-to-host copy queued on `stream`.
+    ///
+    /// # Safety
+    /// `dst` must stay alive and must not be read or written until the copy has run.
+    pub unsafe fn copy_to_host_async(&self, dst: &mut [T], stream: impl Into<StreamRef>) -> Result<()> {
+        self.same_len(dst.len(), "copy_to_host_async")?;
+        // SAFETY: lengths checked; the caller keeps `dst` alive and untouched until it ran.
+        check_status("memcpy D2H async", unsafe {
+            sys::hipfp8_rt_memcpy_async(
+                dst.as_mut_ptr() as *mut c_void,
+                self.ptr as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_D2H,
+                stream.into().0,
+            )
+        })
+    }
+
+    /// Set every byte to `byte`; returns when done.
+    pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {
+        // SAFETY: a live allocation of size_bytes().
+        check_status("memset", unsafe {
+            sys::hipfp8_rt_memset(self.ptr as *mut c_void, byte as i32, self.size_bytes() as u64)
+        })
+    }
+
+    /// Set every byte to `byte`, queued on `stream`.
+    pub fn fill_bytes_async(&mut self, byte: u8, stream: impl Into<StreamRef>) -> Result<()> {
+        // SAFETY: a live allocation; freeing waits for the device.
+        check_status("memset async", unsafe {
+            sys::hipfp8_rt_memset_async(self.ptr as *mut c_void, byte as i32, self.size_bytes() as u64, stream.into().0)
+        })
+    }
+
+    /// Read-only view for an op input.
+    pub fn src(&self) -> Src<'_, T> {
+        // SAFETY: `len` device elements stay allocated while `self` is borrowed.
+        unsafe { Src::from_raw(self.ptr, self.len, Loc::Device) }
+    }
+
+    /// Writable view for an op output.
+    pub fn dst(&mut self) -> Dst<'_, T> {
+        // SAFETY: `len` device elements, exclusively borrowed for the view's life.
+        unsafe { Dst::from_raw(self.ptr, self.len, Loc::Device) }
+    }
+
+    /// Read-only view of `range`.
+    pub fn src_range(&self, range: Range<usize>) -> Result<Src<'_, T>> {
+        self.check_range(&range)?;
+        // SAFETY: the range lies inside the allocation (checked), borrowed with `self`.
+        Ok(unsafe { Src::from_raw(self.ptr.wrapping_add(range.start), range.len(), Loc::Device) })
+    }
+
+    /// Writable view of `range`.
+    pub fn dst_range(&mut self, range: Range<usize>) -> Result<Dst<'_, T>> {
+        self.check_range(&range)?;
+        // SAFETY: the range lies inside the allocation (checked), exclusively borrowed.
+        Ok(unsafe { Dst::from_raw(self.ptr.wrapping_add(range.start), range.len(), Loc::Device) })
+    }
+
+    fn check_range(&self, r: &Range<usize>) -> Result<()> {
+        if r.start > r.end || r.end > self.len {
+            return Err(Error::InvalidShape(format!("range {r:?} outside a buffer of {}", self.len)));
+        }
+        Ok(())
+    }
+}
+
+impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: we own this allocation; hipFree/cudaFree wait for pending work on it.
+            unsafe { sys::hipfp8_rt_free(self.ptr as *mut c_void) };
+        }
+    }
+}
+
+impl<'a> From<&'a DeviceBuffer<bf16>> for HpSrc<'a> {
+    fn from(b: &'a DeviceBuffer<bf16>) -> Self {
+        HpSrc::Bf16(b.src())
+    }
+}
+impl<'a> From<&'a DeviceBuffer<f32>> for HpSrc<'a> {
+    fn from(b: &'a DeviceBuffer<f32>) -> Self {
+        HpSrc::F32(b.src())
+    }
+}
+
+// ---------------------------------------------------------------------------------- self-test kernels
+
+/// The value `hipfp8_selftest_fill_launch` writes at index `i` (murmur3's finaliser of
+/// `i * 0x9E3779B9 + seed`, plus the input element).
+pub fn selftest_pattern(input: u32, i: u64, seed: u32) -> u32 {
+    let mut x = (i as u32).wrapping_mul(0x9E37_79B9).wrapping_add(seed);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x85EB_CA6B);
+    x ^= x >> 13;
+    x = x.wrapping_mul(0xC2B2_AE35);
+    x ^= x >> 16;
+    input.wrapping_add(x)
+}
+
+/// Run the fill self-test kernel: `out[i] = input[i] + pattern(i)` (input optional).
+pub fn selftest_fill(
+    ctx: &Context,
+    input: Option<&DeviceBuffer<u32>>,
+    out: &mut DeviceBuffer<u32>,
+    seed: u32,
+    stream: impl Into<StreamRef>,
+) -> Result<()> {
+    ctx.require_gpu("selftest_fill")?;
+    if let Some(i) = input {
+        out.same_len(i.len(), "selftest_fill input")?;
+    }
+    let _g = ctx.activate()?;
+    let inp = input.map_or(std::ptr::null(), |b| b.as_ptr());
+    // SAFETY: `inp` is null or `len` device elements, `out` holds `len` elements; both live
+    // until the launch has been queued and freeing waits for the device.
+    check_status("selftest_fill", unsafe {
+        sys::hipfp8_selftest_fill_launch(inp, out.as_mut_ptr(), out.len() as i64, seed, stream.into().0)
+    })
+}
+
+/// Run the wave self-test kernel: (HIPFP8_WAVE as compiled, the device's warpSize).
+pub fn selftest_wave(ctx: &Context) -> Result<(i32, i32)> {
+    let mut buf = DeviceBuffer::<i32>::zeroed(ctx, 2)?;
+    let _g = ctx.activate()?;
+    // SAFETY: `buf` holds the 2 elements the kernel writes; default stream, synchronous copy below.
+    check_status("selftest_wave", unsafe { sys::hipfp8_selftest_wave_launch(buf.as_mut_ptr(), std::ptr::null_mut()) })?;
+    let v = buf.to_vec()?;
+    Ok((v[0], v[1]))
+}
+
+// ---------------------------------------------------------------------------------- test support
+
+/// For tests: the GPU context to run on, or `None` after printing `HIPFP8_SKIP <test>: why`
+/// when this build or machine has no GPU. With `HIPFP8_REQUIRE_GPU=1` (set by
+/// scripts/run-gpu-bundle.sh on the GPU machine) a missing GPU panics: there a skip would
+/// hide a broken build. Prints `HIPFP8_GPU_TEST <test> on <device>` when it returns a context,
+/// so a runner can count the tests that really ran on a GPU.
+#[doc(hidden)]
+pub fn gpu_for_tests(test: &str) -> Option<Context> {
+    let require = std::env::var("HIPFP8_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    let why = if !gpu_built() {
+        "library built without a GPU backend".to_string()
+    } else {
+        match Device::count() {
+            Ok(0) => "no GPU visible".to_string(),
+            Ok(_) => match Context::gpu(0) {
+                Ok(ctx) => {
+                    println!("HIPFP8_GPU_TEST {test} on {}", ctx.device_name());
+                    return Some(ctx);
+                }
+                Err(e) => panic!("{test}: a GPU is visible but no context could be made: {e}"),
+            },
+            // A GPU build whose runtime fails to count devices is broken, not absent.
+            Err(e) => panic!("{test}: device discovery failed: {e}"),
+        }
+    };
+    if require {
+        panic!("{test}: HIPFP8_REQUIRE_GPU=1 but {why} (backend {})", built_backend());
+    }
+    println!("HIPFP8_SKIP {test}: {why}");
+    None
+}
+
+/// For tests: print a skip line (a kernel not in this build). Under HIPFP8_REQUIRE_GPU=1 this
+/// still skips, but scripts/run-gpu-bundle.sh lists and counts it; it is never a pass.
+#[doc(hidden)]
+pub fn skip_test(test: &str, why: &str) {
+    println!("HIPFP8_SKIP {test}: {why}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_format_of_arch_strings() {
+        use Fp8Format::*;
+        let cases: &[(&str, Fp8Format)] = &[
+            ("gfx940", E4M3FnUz),
+            ("gfx941", E4M3FnUz),
+            ("gfx942", E4M3FnUz),
+            ("gfx942:sramecc+:xnack-", E4M3FnUz),
+            ("gfx942:xnack+", E4M3FnUz),
+            (" gfx942 ", E4M3FnUz),
+            ("GFX942", E4M3FnUz),
+            ("gfx950", E4M3Fn),
+            ("gfx950:sramecc+:xnack-", E4M3Fn),
+            ("gfx90a:sramecc+:xnack-", E4M3Fn),
+            ("gfx908", E4M3Fn),
+            ("gfx1100", E4M3Fn),
+            ("gfx1201", E4M3Fn),
+            ("gfx9420", E4M3Fn), // not a prefix match
+            ("gfx94", E4M3Fn),
+            ("sm_90", E4M3Fn),
+            ("sm_89", E4M3Fn),
+            ("sm_100", E4M3Fn),
+            ("sm_80", E4M3Fn),
+            ("cpu", E4M3Fn),
+            ("", E4M3Fn),
+        ];
+        for &(arch, want) in cases {
+            assert_eq!(native_format_for_arch(arch), want, "{arch:?}");
+            assert_eq!(arch_native_fnuz(arch), want == E4M3FnUz, "{arch:?}");
+            let e5 = if want == E4M3FnUz { E5M2FnUz } else { E5M2 };
+            assert_eq!(native_e5m2_for_arch(arch), e5, "{arch:?}");
+        }
+    }
+
+    #[test]
+    fn hardware_fp8_of_arch_strings() {
+        for a in ["gfx940", "gfx942:sramecc+:xnack-", "gfx950", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"] {
+            assert!(arch_has_hw_fp8(a), "{a}");
+        }
+        for a in ["gfx90a", "gfx1100", "sm_80", "sm_86", "cpu", "", "sm_"] {
+            assert!(!arch_has_hw_fp8(a), "{a}");
+        }
+    }
+
+    #[test]
+    fn base_arch_strips_features() {
+        assert_eq!(base_arch("gfx942:sramecc+:xnack-"), "gfx942");
+        assert_eq!(base_arch("sm_90"), "sm_90");
+        assert_eq!(base_arch(""), "");
+    }
+
+    #[test]
+    fn selftest_pattern_matches_murmur3_finaliser() {
+        // Independent check of the constants: fmix32(0) = 0, and fmix32 of
+        // 0x9E3779B9 (i = 1, seed 0) computed step by step.
+        assert_eq!(selftest_pattern(0, 0, 0), 0);
+        let mut x: u32 = 0x9E37_79B9;
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x85EB_CA6B);
+        x ^= x >> 13;
+        x = x.wrapping_mul(0xC2B2_AE35);
+        x ^= x >> 16;
+        assert_eq!(selftest_pattern(0, 1, 0), x);
+        assert_eq!(selftest_pattern(5, 1, 0), x.wrapping_add(5));
+        // Different seeds give different streams.
+        assert_ne!(selftest_pattern(0, 7, 1), selftest_pattern(0, 7, 2));
+    }
+
+    #[test]
+    fn status_codes_map_to_errors() {
+        assert!(check_status("x", 0).is_ok());
+        assert!(matches!(check_status("x", sys::NOT_BUILT), Err(Error::BackendUnavailable(_))));
+        assert!(matches!(check_status("x", sys::KSTATUS_INVALID_ENUM), Err(Error::InvalidEnum(_))));
+        assert!(matches!(check_status("x", sys::KSTATUS_INVALID_SHAPE), Err(Error::InvalidShape(_))));
+        assert!(matches!(check_status("x", sys::KSTATUS_MISALIGNED), Err(Error::Misaligned(_))));
+        assert!(matches!(check_status("x", sys::KSTATUS_UNSUPPORTED), Err(Error::NotSupported(_))));
+        assert!(matches!(check_status("x", sys::KSTATUS_NULL_POINTER), Err(Error::NullPointer(_))));
+        match check_status("launch", 700) {
+            Err(Error::Device { code: 700, msg }) => assert!(msg.starts_with("launch: "), "{msg}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// hip/kernel_abi.h and sys.rs must agree on every number.
+    #[test]
+    fn kernel_abi_header_matches_sys() {
+        let h = include_str!("../hip/kernel_abi.h");
+        let val = |name: &str| -> i32 {
+            let line = h
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} missing from kernel_abi.h"));
+            let v = line[format!("#define {name} ").len()..].split("//").next().unwrap().trim();
+            v.trim_matches(|c| c == '(' || c == ')').parse().unwrap_or_else(|_| panic!("{name}: {v}"))
+        };
+        assert_eq!(val("HIPFP8_KSTATUS_OK"), sys::KSTATUS_OK);
+        assert_eq!(val("HIPFP8_KSTATUS_INVALID_ENUM"), sys::KSTATUS_INVALID_ENUM);
+        assert_eq!(val("HIPFP8_KSTATUS_INVALID_SHAPE"), sys::KSTATUS_INVALID_SHAPE);
+        assert_eq!(val("HIPFP8_KSTATUS_MISALIGNED"), sys::KSTATUS_MISALIGNED);
+        assert_eq!(val("HIPFP8_KSTATUS_UNSUPPORTED"), sys::KSTATUS_UNSUPPORTED);
+        assert_eq!(val("HIPFP8_KSTATUS_NULL_POINTER"), sys::KSTATUS_NULL_POINTER);
+        assert_eq!(val("HIPFP8_FMT_E4M3FN"), Fp8Format::E4M3Fn as i32);
+        assert_eq!(val("HIPFP8_FMT_E5M2"), Fp8Format::E5M2 as i32);
+        assert_eq!(val("HIPFP8_FMT_E4M3FNUZ"), Fp8Format::E4M3FnUz as i32);
+        assert_eq!(val("HIPFP8_FMT_E5M2FNUZ"), Fp8Format::E5M2FnUz as i32);
+        assert_eq!(val("HIPFP8_DTYPE_BF16"), sys::DTYPE_BF16);
+        assert_eq!(val("HIPFP8_DTYPE_F32"), sys::DTYPE_F32);
+        assert_eq!(val("HIPFP8_COPY_H2D"), sys::COPY_H2D);
+        assert_eq!(val("HIPFP8_COPY_D2H"), sys::COPY_D2H);
+        assert_eq!(val("HIPFP8_COPY_D2D"), sys::COPY_D2D);
+    }
+
+    #[test]
+    fn props_struct_layout() {
+        // 2 * 256 chars, 6 i32, 4 i64, 2 i32 -- the C++ struct in hip/runtime.hip.
+        assert_eq!(std::mem::size_of::<sys::hipfp8_device_props>(), 512 + 24 + 32 + 8);
+        assert_eq!(std::mem::offset_of!(sys::hipfp8_device_props, total_global_mem), 536);
+        assert_eq!(std::mem::offset_of!(sys::hipfp8_device_props, pci_bus_id), 568);
+    }
+
+    #[test]
+    fn cpu_context_refuses_device_objects() {
+        let cpu = Context::cpu();
+        assert!(matches!(DeviceBuffer::<u8>::alloc(&cpu, 4), Err(Error::WrongLocation(_))));
+        assert!(matches!(Stream::new(&cpu), Err(Error::WrongLocation(_))));
+        assert!(matches!(Event::new(&cpu), Err(Error::WrongLocation(_))));
+        assert!(cpu.device().is_none());
+    }
+
+    #[test]
+    fn build_facts_are_consistent() {
+        match built_backend() {
+            "cpu" => {
+                assert!(!gpu_built());
+                assert_eq!(built_launchers().count(), 0);
+                assert_eq!(Device::count().unwrap(), 0);
+                assert!(matches!(Context::gpu(0), Err(Error::BackendUnavailable(_))));
+                assert_eq!(Context::best().backend(), BackendKind::Cpu);
+            }
+            "rocm" | "cuda" => {
+                assert!(gpu_built());
+                // The runtime shim and the self-test kernels are always part of a GPU build.
+                for l in ["hipfp8_rt_device_count", "hipfp8_rt_malloc", "hipfp8_selftest_fill_launch"] {
+                    assert!(has_launcher(l), "{l} not built");
+                }
+                assert!(!built_targets().is_empty());
+            }
+            other => panic!("unknown backend {other}"),
+        }
+    }
+}
