@@ -12,7 +12,7 @@ cp "$ROOT/hip/kernel_abi.h" "$W/gen/kernel_abi.h"
 perl -0pe 's/(\w+)<<<\s*([^,]+),\s*([^,]+),\s*[^,]+,\s*[^>]+>>>\((.*?)\);/emu_launch($2, $3, [&]{ $1($4); });/gs' \
   "$ROOT/hip/grouped_gemm/reference.hip" > "$W/gen/grouped_gemm/reference.hip"
 cp "$ROOT/tests/emu/gg_ref_emu.cpp" "$W/"
-for mb in 3 2048; do
+for mb in ${EMU_MAX_BLOCKS:-3 2048}; do
 ${CXX:-g++} -DHIPFP8_GG_REF_MAX_BLOCKS=$mb -std=c++20 -O2 -pthread -I"$W" "$W/gg_ref_emu.cpp" -o "$W/emu"
 echo "== max blocks $mb"; "$W/emu"
 done
