@@ -48,7 +48,9 @@
 //! TU), `HIPFP8_OBJ_CACHE` (object cache keyed by a hash of compiler identity, arguments,
 //! source and every header under hip/: default `$XDG_CACHE_HOME/hipfp8/objects` or
 //! `~/.cache/hipfp8/objects`; `0` disables), `HIPFP8_EXPORT_OBJECTS=DIR` (copy every
-//! object plus `manifest.tsv` to `DIR/<backend>/`, read by `scripts/isa-report.sh`).
+//! object plus `manifest.tsv` to `DIR/<backend>/`, read by `scripts/isa-report.sh`),
+//! `HIPFP8_STRICT=1` (a file that cannot be built, e.g. CUTLASS not found, is an error
+//! instead of a warning: CI sets it so no translation unit escapes the compile checks).
 
 use std::collections::BTreeSet;
 use std::env;
@@ -71,6 +73,7 @@ const ENV_VARS: &[&str] = &[
     "HIPFP8_EXTRA_FLAGS",
     "HIPFP8_OBJ_CACHE",
     "HIPFP8_EXPORT_OBJECTS",
+    "HIPFP8_STRICT",
     "ROCM_PATH",
     "HIP_PATH",
     "CUDA_HOME",
@@ -144,15 +147,19 @@ fn main() {
         println!("cargo::rerun-if-changed={}", h.display());
     }
 
-    let requested = env::var("HIPFP8_BACKEND").unwrap_or_else(|_| "auto".into()).to_ascii_lowercase();
+    let requested = env::var("HIPFP8_BACKEND")
+        .unwrap_or_else(|_| "auto".into())
+        .to_ascii_lowercase();
     let toolchain = match requested.as_str() {
         "cpu" => None,
-        "rocm" => Some(find_rocm().unwrap_or_else(|why| {
-            panic!("HIPFP8_BACKEND=rocm but ROCm is not usable: {why}")
-        })),
-        "cuda" => Some(find_cuda().unwrap_or_else(|why| {
-            panic!("HIPFP8_BACKEND=cuda but CUDA is not usable: {why}")
-        })),
+        "rocm" => Some(
+            find_rocm()
+                .unwrap_or_else(|why| panic!("HIPFP8_BACKEND=rocm but ROCm is not usable: {why}")),
+        ),
+        "cuda" => Some(
+            find_cuda()
+                .unwrap_or_else(|why| panic!("HIPFP8_BACKEND=cuda but CUDA is not usable: {why}")),
+        ),
         "auto" | "" => match (find_rocm(), find_cuda()) {
             (Ok(t), _) => Some(t),
             (Err(rw), Ok(t)) => {
@@ -203,21 +210,33 @@ fn walk(dir: &Path, sources: &mut Vec<PathBuf>, headers: &mut Vec<PathBuf>) {
 
 fn list_env(var: &str, default: &str) -> Vec<String> {
     let v = env::var(var).unwrap_or_default();
-    let v = if v.trim().is_empty() { default.to_string() } else { v };
+    let v = if v.trim().is_empty() {
+        default.to_string()
+    } else {
+        v
+    };
     split_list(&v)
 }
 
 fn split_list(v: &str) -> Vec<String> {
-    v.split([';', ',', ' ']).map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+    v.split([';', ',', ' '])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
-    env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+    env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 fn which(name: &str) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
-    env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 fn run_capture(cmd: &Path, args: &[&str]) -> Option<String> {
@@ -243,13 +262,19 @@ fn find_rocm() -> Result<Toolchain, String> {
         // A hipcc beside hipconfig first: for wrapper installs (a chroot toolchain) the
         // path hipconfig reports only exists inside the chroot.
         if let Some(dir) = hipconfig.parent() {
-            cand.push((dir.join("hipcc"), root.clone().unwrap_or_else(|| dir.join(".."))));
+            cand.push((
+                dir.join("hipcc"),
+                root.clone().unwrap_or_else(|| dir.join("..")),
+            ));
         }
         if let Some(r) = root {
             cand.push((r.join("bin/hipcc"), r));
         }
     }
-    cand.push((PathBuf::from("/opt/rocm/bin/hipcc"), PathBuf::from("/opt/rocm")));
+    cand.push((
+        PathBuf::from("/opt/rocm/bin/hipcc"),
+        PathBuf::from("/opt/rocm"),
+    ));
 
     let Some((hipcc, root)) = cand.into_iter().find(|(h, _)| {
         tried.push(h.display().to_string());
@@ -274,7 +299,13 @@ fn find_rocm() -> Result<Toolchain, String> {
             lib_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })?;
-    Ok(Toolchain { backend: Backend::Rocm, compiler: hipcc, root, lib_dir, identity })
+    Ok(Toolchain {
+        backend: Backend::Rocm,
+        compiler: hipcc,
+        root,
+        lib_dir,
+        identity,
+    })
 }
 
 // ---------------------------------------------------------------------------------- CUDA
@@ -296,28 +327,44 @@ fn find_cuda() -> Result<Toolchain, String> {
         if cand.is_empty() {
             "nvcc not found (NVCC, CUDA_HOME, CUDA_PATH unset; not on PATH)".to_string()
         } else {
-            format!("nvcc not found (tried {})", cand.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))
+            format!(
+                "nvcc not found (tried {})",
+                cand.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         }
     })?;
     // root = the directory above bin/ (follow symlinks: PyPI wheels link cuda -> nvidia/cu13).
     let real = fs::canonicalize(&nvcc).unwrap_or_else(|_| nvcc.clone());
-    let root = real.parent().and_then(Path::parent).map(Path::to_path_buf).ok_or("nvcc has no parent dir")?;
+    let root = real
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or("nvcc has no parent dir")?;
     let lib_dir = ["lib64", "lib", "targets/x86_64-linux/lib"]
         .iter()
         .map(|s| root.join(s))
         .find(|d| d.join("libcudart_static.a").exists())
         .ok_or_else(|| format!("libcudart_static.a not found under {}", root.display()))?;
-    let mut identity =
-        run_capture(&nvcc, &["--version"]).ok_or_else(|| format!("{} --version failed", nvcc.display()))?;
+    let mut identity = run_capture(&nvcc, &["--version"])
+        .ok_or_else(|| format!("{} --version failed", nvcc.display()))?;
     // The host compiler is part of the object's identity too.
     let ccbin = env::var("NVCC_CCBIN").unwrap_or_else(|_| "c++".into());
-    if let Some(v) = run_capture(Path::new(&ccbin), &["--version"]).or_else(|| {
-        which(&ccbin).and_then(|p| run_capture(&p, &["--version"]))
-    }) {
+    if let Some(v) = run_capture(Path::new(&ccbin), &["--version"])
+        .or_else(|| which(&ccbin).and_then(|p| run_capture(&p, &["--version"])))
+    {
         identity.push('\n');
         identity.push_str(&v);
     }
-    Ok(Toolchain { backend: Backend::Cuda, compiler: nvcc, root, lib_dir, identity })
+    Ok(Toolchain {
+        backend: Backend::Cuda,
+        compiler: nvcc,
+        root,
+        lib_dir,
+        identity,
+    })
 }
 
 // ---------------------------------------------------------------------------------- build
@@ -351,13 +398,20 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
     }
     let header_digest = hdr.hex();
 
+    let strict = env::var("HIPFP8_STRICT").is_ok_and(|v| v == "1");
     let mut units = Vec::new();
     for path in sources {
-        let rel = path.strip_prefix(hip_dir).unwrap().to_string_lossy().replace('\\', "/");
-        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let rel = path
+            .strip_prefix(hip_dir)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text =
+            fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         match plan_unit(tc, &rel, path, &text, &global_targets) {
             Ok(Some(u)) => units.push(u),
             Ok(None) => {}
+            Err(skip) if strict => panic!("HIPFP8_STRICT=1: hip/{rel} cannot be built: {skip}"),
             Err(skip) => warn(&format!("skipping hip/{rel}: {skip}")),
         }
     }
@@ -367,7 +421,11 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
         .ok()
         .or_else(|| env::var("NUM_JOBS").ok())
         .and_then(|j| j.parse::<usize>().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        })
         .max(1);
 
     let next = AtomicUsize::new(0);
@@ -379,7 +437,15 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(u) = units.get(i) else { break };
-                    match compile_unit(tc, hip_dir, u, &obj_dir, &log_dir, cache_dir.as_deref(), &header_digest) {
+                    match compile_unit(
+                        tc,
+                        hip_dir,
+                        u,
+                        &obj_dir,
+                        &log_dir,
+                        cache_dir.as_deref(),
+                        &header_digest,
+                    ) {
                         Ok(hit) => {
                             if hit {
                                 hits.fetch_add(1, Ordering::Relaxed);
@@ -408,7 +474,10 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
     let lib = out_dir.join("libhipfp8_kernels.a");
     let _ = fs::remove_file(&lib);
     let ar = env::var("AR").unwrap_or_else(|_| "ar".into());
-    let objs: Vec<PathBuf> = units.iter().map(|u| obj_dir.join(obj_name(&u.rel))).collect();
+    let objs: Vec<PathBuf> = units
+        .iter()
+        .map(|u| obj_dir.join(obj_name(&u.rel)))
+        .collect();
     if !objs.is_empty() {
         let st = Command::new(&ar).arg("crs").arg(&lib).args(&objs).status();
         match st {
@@ -449,9 +518,16 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
     }
     let targets = match tc.backend {
         Backend::Rocm => global_targets.join(";"),
-        Backend::Cuda => global_targets.iter().map(|t| format!("sm_{t}")).collect::<Vec<_>>().join(";"),
+        Backend::Cuda => global_targets
+            .iter()
+            .map(|t| format!("sm_{t}"))
+            .collect::<Vec<_>>()
+            .join(";"),
     };
-    println!("cargo::rustc-env=HIPFP8_BUILD_BACKEND={}", tc.backend.name());
+    println!(
+        "cargo::rustc-env=HIPFP8_BUILD_BACKEND={}",
+        tc.backend.name()
+    );
     println!("cargo::rustc-env=HIPFP8_BUILD_TARGETS={targets}");
     println!(
         "cargo::rustc-env=HIPFP8_BUILD_LAUNCHERS={}",
@@ -474,13 +550,26 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
 fn is_system_lib_dir(d: &Path) -> bool {
     matches!(
         d.to_str(),
-        Some("/usr/lib" | "/usr/lib64" | "/usr/lib/x86_64-linux-gnu" | "/lib" | "/lib64" | "/lib/x86_64-linux-gnu")
+        Some(
+            "/usr/lib"
+                | "/usr/lib64"
+                | "/usr/lib/x86_64-linux-gnu"
+                | "/lib"
+                | "/lib64"
+                | "/lib/x86_64-linux-gnu"
+        )
     )
 }
 
 /// Decide whether and how a file is compiled for this backend. Ok(None) = not for this
 /// backend (silent); Err = wanted but cannot be built here (warned).
-fn plan_unit(tc: &Toolchain, rel: &str, path: &Path, text: &str, global: &[String]) -> Result<Option<Unit>, String> {
+fn plan_unit(
+    tc: &Toolchain,
+    rel: &str,
+    path: &Path,
+    text: &str,
+    global: &[String],
+) -> Result<Option<Unit>, String> {
     let comps: Vec<&str> = rel.split('/').collect();
     if comps.contains(&"rocm_only") && tc.backend != Backend::Rocm {
         return Ok(None);
@@ -539,7 +628,13 @@ fn plan_unit(tc: &Toolchain, rel: &str, path: &Path, text: &str, global: &[Strin
             other => return Err(format!("unknown directive key {other:?}")),
         }
     }
-    Ok(Some(Unit { rel: rel.to_string(), path: path.to_path_buf(), targets, extra_flags: extra, launchers: launchers(text) }))
+    Ok(Some(Unit {
+        rel: rel.to_string(),
+        path: path.to_path_buf(),
+        targets,
+        extra_flags: extra,
+        launchers: launchers(text),
+    }))
 }
 
 fn split_list_ws(v: &str) -> Vec<String> {
@@ -640,14 +735,21 @@ fn cutlass_includes() -> Result<Vec<String>, String> {
         }
     }
     if incs.is_empty() {
-        return Err(format!("no cutlass/ headers under {} (include/ or .)", dir.display()));
+        return Err(format!(
+            "no cutlass/ headers under {} (include/ or .)",
+            dir.display()
+        ));
     }
     Ok(incs)
 }
 
 fn ck_includes(tc: &Toolchain) -> Result<Vec<String>, String> {
     if let Some(d) = env_path("HIPFP8_CK_DIR") {
-        let inc = if d.join("include/ck/ck.hpp").exists() { d.join("include") } else { d };
+        let inc = if d.join("include/ck/ck.hpp").exists() {
+            d.join("include")
+        } else {
+            d
+        };
         if !inc.join("ck/ck.hpp").exists() {
             return Err(format!("HIPFP8_CK_DIR={} has no ck/ck.hpp", inc.display()));
         }
@@ -657,7 +759,10 @@ fn ck_includes(tc: &Toolchain) -> Result<Vec<String>, String> {
     if tc.root.join("include/ck/ck.hpp").exists() {
         Ok(Vec::new())
     } else {
-        Err(format!("needs Composable Kernel: no ck/ck.hpp under {}/include (set HIPFP8_CK_DIR)", tc.root.display()))
+        Err(format!(
+            "needs Composable Kernel: no ck/ck.hpp under {}/include (set HIPFP8_CK_DIR)",
+            tc.root.display()
+        ))
     }
 }
 
@@ -675,7 +780,19 @@ fn compile_args(tc: &Toolchain, hip_dir: &Path, u: &Unit) -> Vec<String> {
             }
         }
         Backend::Cuda => {
-            a.extend(["-c", "-x", "cu", "-std=c++17", "-O3", "-Xcompiler", "-fPIC,-Wall", "-lineinfo"].map(String::from));
+            a.extend(
+                [
+                    "-c",
+                    "-x",
+                    "cu",
+                    "-std=c++17",
+                    "-O3",
+                    "-Xcompiler",
+                    "-fPIC,-Wall",
+                    "-lineinfo",
+                ]
+                .map(String::from),
+            );
             for t in &u.targets {
                 a.push("-gencode".into());
                 a.push(format!("arch=compute_{t},code=[sm_{t},compute_{t}]"));
@@ -724,13 +841,20 @@ fn compile_unit(
     let mut cmd = Command::new(&tc.compiler);
     cmd.args(&args).arg(&u.path).arg("-o").arg(&obj);
     let t0 = std::time::Instant::now();
-    let out = cmd.output().map_err(|e| format!("hipfp8: cannot run {}: {e}", tc.compiler.display()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("hipfp8: cannot run {}: {e}", tc.compiler.display()))?;
     let secs = t0.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let log = log_dir.join(format!("{}.log", obj_name(&u.rel)));
     let _ = fs::write(
         &log,
-        format!("{:?}\n{}\n{}", cmd, String::from_utf8_lossy(&out.stdout), stderr),
+        format!(
+            "{:?}\n{}\n{}",
+            cmd,
+            String::from_utf8_lossy(&out.stdout),
+            stderr
+        ),
     );
     if !out.status.success() {
         return Err(format!(
@@ -744,7 +868,11 @@ fn compile_unit(
     }
     let warnings = stderr.lines().filter(|l| l.contains("warning")).count();
     if warnings > 0 {
-        let first: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).take(3).collect();
+        let first: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .take(3)
+            .collect();
         warn(&format!(
             "hip/{}: {warnings} compiler warning(s), first: {} (full log {})",
             u.rel,
@@ -752,7 +880,11 @@ fn compile_unit(
             log.display()
         ));
     }
-    eprintln!("hipfp8: compiled hip/{} for {} in {secs:.1}s", u.rel, u.targets.join(";"));
+    eprintln!(
+        "hipfp8: compiled hip/{} for {} in {secs:.1}s",
+        u.rel,
+        u.targets.join(";")
+    );
     if let Some(c) = cache {
         // Write-then-rename so concurrent builds never see a half-written object.
         let tmp = c.join(format!("{key}.o.tmp{}", std::process::id()));
@@ -784,7 +916,14 @@ fn export_objects(tc: &Toolchain, dir: &Path, units: &[Unit], obj_dir: &Path) {
     for u in units {
         let name = obj_name(&u.rel);
         fs::copy(obj_dir.join(&name), d.join(&name)).unwrap();
-        let _ = writeln!(manifest, "hip/{}\t{}\t{}\t{}", u.rel, name, u.targets.join(";"), u.launchers.join(","));
+        let _ = writeln!(
+            manifest,
+            "hip/{}\t{}\t{}\t{}",
+            u.rel,
+            name,
+            u.targets.join(";"),
+            u.launchers.join(",")
+        );
     }
     fs::write(d.join("manifest.tsv"), manifest).unwrap();
 }

@@ -31,7 +31,9 @@ pub fn built_targets() -> &'static str {
 
 /// Names of the foreign functions (runtime shim and kernel launchers) compiled in.
 pub fn built_launchers() -> impl Iterator<Item = &'static str> {
-    env!("HIPFP8_BUILD_LAUNCHERS").split(',').filter(|s| !s.is_empty())
+    env!("HIPFP8_BUILD_LAUNCHERS")
+        .split(',')
+        .filter(|s| !s.is_empty())
 }
 
 /// Whether the launcher `name` (e.g. `"hipfp8_rowwise_2d_launch"`) is compiled in.
@@ -53,10 +55,18 @@ pub fn status_string(code: i32) -> (String, String) {
     // NUL-terminated strings owned by the runtime or the shim.
     let st = unsafe { sys::hipfp8_rt_error_string(code, &mut name, &mut desc) };
     if st != 0 || name.is_null() || desc.is_null() {
-        return (format!("status {code}"), String::from("(no GPU runtime in this build)"));
+        return (
+            format!("status {code}"),
+            String::from("(no GPU runtime in this build)"),
+        );
     }
     // SAFETY: non-null static C strings (see above).
-    unsafe { (CStr::from_ptr(name).to_string_lossy().into_owned(), CStr::from_ptr(desc).to_string_lossy().into_owned()) }
+    unsafe {
+        (
+            CStr::from_ptr(name).to_string_lossy().into_owned(),
+            CStr::from_ptr(desc).to_string_lossy().into_owned(),
+        )
+    }
 }
 
 /// Turn a shim / launcher status into a `Result`. `what` names the call for the message.
@@ -69,14 +79,25 @@ pub fn check_status(what: &str, code: c_int) -> Result<()> {
             built_backend(),
             built_targets()
         ))),
-        sys::KSTATUS_INVALID_ENUM => Err(Error::InvalidEnum(format!("{what}: rejected by the kernel launcher"))),
-        sys::KSTATUS_INVALID_SHAPE => Err(Error::InvalidShape(format!("{what}: rejected by the kernel launcher"))),
-        sys::KSTATUS_MISALIGNED => Err(Error::Misaligned(format!("{what}: pointer alignment not supported"))),
-        sys::KSTATUS_UNSUPPORTED => Err(Error::NotSupported(format!("{what}: not implemented for this target"))),
+        sys::KSTATUS_INVALID_ENUM => Err(Error::InvalidEnum(format!(
+            "{what}: rejected by the kernel launcher"
+        ))),
+        sys::KSTATUS_INVALID_SHAPE => Err(Error::InvalidShape(format!(
+            "{what}: rejected by the kernel launcher"
+        ))),
+        sys::KSTATUS_MISALIGNED => Err(Error::Misaligned(format!(
+            "{what}: pointer alignment not supported"
+        ))),
+        sys::KSTATUS_UNSUPPORTED => Err(Error::NotSupported(format!(
+            "{what}: not implemented for this target"
+        ))),
         sys::KSTATUS_NULL_POINTER => Err(Error::NullPointer("kernel argument")),
         c => {
             let (name, desc) = status_string(c);
-            Err(Error::Device { code: c, msg: format!("{what}: {name}: {desc}") })
+            Err(Error::Device {
+                code: c,
+                msg: format!("{what}: {name}: {desc}"),
+            })
         }
     }
 }
@@ -94,17 +115,28 @@ pub fn base_arch(arch: &str) -> &str {
 /// (gfx90a and older have no FP8 hardware; RDNA4 gfx12 uses OCP) get OCP because that is
 /// what torch's `float8_e4m3fn` and every later AMD part use; "cpu" is OCP.
 pub fn arch_native_fnuz(arch: &str) -> bool {
-    matches!(base_arch(arch).to_ascii_lowercase().as_str(), "gfx940" | "gfx941" | "gfx942")
+    matches!(
+        base_arch(arch).to_ascii_lowercase().as_str(),
+        "gfx940" | "gfx941" | "gfx942"
+    )
 }
 
 /// The native E4M3 flavour of an architecture string (see [`arch_native_fnuz`]).
 pub fn native_format_for_arch(arch: &str) -> Fp8Format {
-    if arch_native_fnuz(arch) { Fp8Format::E4M3FnUz } else { Fp8Format::E4M3Fn }
+    if arch_native_fnuz(arch) {
+        Fp8Format::E4M3FnUz
+    } else {
+        Fp8Format::E4M3Fn
+    }
 }
 
 /// The native E5M2 flavour of an architecture string.
 pub fn native_e5m2_for_arch(arch: &str) -> Fp8Format {
-    if arch_native_fnuz(arch) { Fp8Format::E5M2FnUz } else { Fp8Format::E5M2 }
+    if arch_native_fnuz(arch) {
+        Fp8Format::E5M2FnUz
+    } else {
+        Fp8Format::E5M2
+    }
 }
 
 /// Whether the architecture converts f32 -> FP8 in hardware (informational: every target
@@ -158,7 +190,9 @@ impl Device {
         }
         let mut n = 0i32;
         // SAFETY: `n` is valid for one write.
-        check_status("device count", unsafe { sys::hipfp8_rt_device_count(&mut n) })?;
+        check_status("device count", unsafe {
+            sys::hipfp8_rt_device_count(&mut n)
+        })?;
         Ok(n.max(0) as usize)
     }
 
@@ -173,7 +207,9 @@ impl Device {
         }
         let mut size = 0u64;
         // SAFETY: valid out-pointer.
-        check_status("props size", unsafe { sys::hipfp8_rt_props_size(&mut size) })?;
+        check_status("props size", unsafe {
+            sys::hipfp8_rt_props_size(&mut size)
+        })?;
         if size as usize != std::mem::size_of::<sys::hipfp8_device_props>() {
             return Err(Error::Device {
                 code: -1,
@@ -185,12 +221,18 @@ impl Device {
         }
         let mut p = sys::hipfp8_device_props::default();
         // SAFETY: `p` has the layout the shim writes (size checked above).
-        check_status("device properties", unsafe { sys::hipfp8_rt_device_props(ordinal as i32, &mut p) })?;
+        check_status("device properties", unsafe {
+            sys::hipfp8_rt_device_props(ordinal as i32, &mut p)
+        })?;
         Ok(Device {
             ordinal,
             name: c_chars(&p.name),
             arch: c_chars(&p.arch),
-            vendor: if p.vendor == 1 { Vendor::Amd } else { Vendor::Nvidia },
+            vendor: if p.vendor == 1 {
+                Vendor::Amd
+            } else {
+                Vendor::Nvidia
+            },
             compute_units: p.multiprocessor_count.max(0) as u32,
             wavefront_size: p.wavefront_size.max(0) as u32,
             compute_capability: (p.cc_major.max(0) as u32, p.cc_minor.max(0) as u32),
@@ -220,7 +262,11 @@ impl Device {
 }
 
 fn c_chars(buf: &[std::ffi::c_char]) -> String {
-    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -228,7 +274,9 @@ fn c_chars(buf: &[std::ffi::c_char]) -> String {
 pub fn runtime_versions() -> Result<(i32, i32)> {
     let (mut d, mut r) = (0, 0);
     // SAFETY: valid out-pointers.
-    check_status("versions", unsafe { sys::hipfp8_rt_versions(&mut d, &mut r) })?;
+    check_status("versions", unsafe {
+        sys::hipfp8_rt_versions(&mut d, &mut r)
+    })?;
     Ok((d, r))
 }
 
@@ -247,8 +295,12 @@ impl DeviceGuard {
             return Ok(DeviceGuard { previous: None });
         }
         // SAFETY: plain call; an invalid ordinal is reported as a status.
-        check_status("set device", unsafe { sys::hipfp8_rt_set_device(ordinal as i32) })?;
-        Ok(DeviceGuard { previous: Some(cur) })
+        check_status("set device", unsafe {
+            sys::hipfp8_rt_set_device(ordinal as i32)
+        })?;
+        Ok(DeviceGuard {
+            previous: Some(cur),
+        })
     }
 }
 
@@ -274,7 +326,12 @@ impl Context {
             ));
         }
         let d = Device::get(ordinal)?;
-        Ok(Context::new_gpu(ordinal, format!("{} ({})", d.name, d.arch), d.arch.clone(), arch_native_fnuz(&d.arch)))
+        Ok(Context::new_gpu(
+            ordinal,
+            format!("{} ({})", d.name, d.arch),
+            d.arch.clone(),
+            arch_native_fnuz(&d.arch),
+        ))
     }
 
     /// GPU 0 when this build has a GPU backend and a GPU is present, else the CPU backend.
@@ -298,7 +355,9 @@ impl Context {
     fn require_gpu(&self, what: &str) -> Result<usize> {
         match (self.backend(), self.ordinal()) {
             (BackendKind::Gpu, Some(o)) => Ok(o),
-            _ => Err(Error::WrongLocation(format!("{what} needs a GPU context, this one runs on the CPU"))),
+            _ => Err(Error::WrongLocation(format!(
+                "{what} needs a GPU context, this one runs on the CPU"
+            ))),
         }
     }
 
@@ -307,19 +366,27 @@ impl Context {
     /// so it is refused here with [`Error::WrongLocation`]. Null pointers pass (the op's
     /// own null check reports them).
     pub fn check_device_pointers(&self, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
-        let Some(ordinal) = self.ordinal() else { return Ok(()) };
+        let Some(ordinal) = self.ordinal() else {
+            return Ok(());
+        };
         for &(what, p) in ptrs {
             if p.is_null() {
                 continue;
             }
             let (mut is_dev, mut dev) = (0, -1);
             // SAFETY: the shim only asks the runtime about the address; valid out-pointers.
-            check_status("pointer info", unsafe { sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev) })?;
+            check_status("pointer info", unsafe {
+                sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev)
+            })?;
             if is_dev == 0 {
-                return Err(Error::WrongLocation(format!("`{what}` is not device memory")));
+                return Err(Error::WrongLocation(format!(
+                    "`{what}` is not device memory"
+                )));
             }
             if dev != ordinal as i32 {
-                return Err(Error::WrongLocation(format!("`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}")));
+                return Err(Error::WrongLocation(format!(
+                    "`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}"
+                )));
             }
         }
         Ok(())
@@ -359,7 +426,9 @@ impl Stream {
         let _g = ctx.activate()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the device is current.
-        check_status("stream create", unsafe { sys::hipfp8_rt_stream_create(&mut raw, non_blocking as i32) })?;
+        check_status("stream create", unsafe {
+            sys::hipfp8_rt_stream_create(&mut raw, non_blocking as i32)
+        })?;
         Ok(Stream { raw, owned: true })
     }
 
@@ -374,7 +443,10 @@ impl Stream {
 
     /// The default (null) stream.
     pub fn default_stream() -> Stream {
-        Stream { raw: std::ptr::null_mut(), owned: false }
+        Stream {
+            raw: std::ptr::null_mut(),
+            owned: false,
+        }
     }
 
     /// The handle, as the ops take it.
@@ -393,21 +465,27 @@ impl Stream {
     /// Block until all work queued on the stream has finished.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: the handle is valid (constructor contracts).
-        check_status("stream synchronize", unsafe { sys::hipfp8_rt_stream_synchronize(self.raw) })
+        check_status("stream synchronize", unsafe {
+            sys::hipfp8_rt_stream_synchronize(self.raw)
+        })
     }
 
     /// Whether all queued work has finished, without blocking.
     pub fn is_idle(&self) -> Result<bool> {
         let mut done = 0;
         // SAFETY: valid handle and out-pointer.
-        check_status("stream query", unsafe { sys::hipfp8_rt_stream_query(self.raw, &mut done) })?;
+        check_status("stream query", unsafe {
+            sys::hipfp8_rt_stream_query(self.raw, &mut done)
+        })?;
         Ok(done != 0)
     }
 
     /// Make later work on this stream wait for `event` (recorded on any stream).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         // SAFETY: valid handles.
-        check_status("stream wait event", unsafe { sys::hipfp8_rt_stream_wait_event(self.raw, event.raw) })
+        check_status("stream wait event", unsafe {
+            sys::hipfp8_rt_stream_wait_event(self.raw, event.raw)
+        })
     }
 }
 
@@ -446,27 +524,35 @@ impl Event {
         let _g = ctx.activate()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the device is current.
-        check_status("event create", unsafe { sys::hipfp8_rt_event_create(&mut raw, 1) })?;
+        check_status("event create", unsafe {
+            sys::hipfp8_rt_event_create(&mut raw, 1)
+        })?;
         Ok(Event { raw })
     }
 
     /// Record the event at the current end of `stream`.
     pub fn record(&self, stream: impl Into<StreamRef>) -> Result<()> {
         // SAFETY: valid event; the stream handle's validity is the StreamRef's contract.
-        check_status("event record", unsafe { sys::hipfp8_rt_event_record(self.raw, stream.into().0) })
+        check_status("event record", unsafe {
+            sys::hipfp8_rt_event_record(self.raw, stream.into().0)
+        })
     }
 
     /// Block until the recorded work has finished.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: valid event.
-        check_status("event synchronize", unsafe { sys::hipfp8_rt_event_synchronize(self.raw) })
+        check_status("event synchronize", unsafe {
+            sys::hipfp8_rt_event_synchronize(self.raw)
+        })
     }
 
     /// Milliseconds from `self` (recorded first) to `end`; both must have completed.
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
         let mut ms = 0f32;
         // SAFETY: valid events and out-pointer.
-        check_status("event elapsed", unsafe { sys::hipfp8_rt_event_elapsed_ms(&mut ms, self.raw, end.raw) })?;
+        check_status("event elapsed", unsafe {
+            sys::hipfp8_rt_event_elapsed_ms(&mut ms, self.raw, end.raw)
+        })?;
         Ok(ms)
     }
 }
@@ -512,7 +598,14 @@ unsafe impl<T: DeviceCopy> Sync for DeviceBuffer<T> {}
 
 impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBuffer<{}>({} elements on GPU {} at {:p})", std::any::type_name::<T>(), self.len, self.ordinal, self.ptr)
+        write!(
+            f,
+            "DeviceBuffer<{}>({} elements on GPU {} at {:p})",
+            std::any::type_name::<T>(),
+            self.len,
+            self.ordinal,
+            self.ptr
+        )
     }
 }
 
@@ -520,14 +613,24 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Allocate `len` elements; contents unspecified (any bit pattern is a valid `T`).
     pub fn alloc(ctx: &Context, len: usize) -> Result<Self> {
         let ordinal = ctx.require_gpu("a device buffer")?;
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| Error::SizeOverflow(format!("{len} elements of {} bytes", std::mem::size_of::<T>())))?;
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::SizeOverflow(format!(
+                "{len} elements of {} bytes",
+                std::mem::size_of::<T>()
+            ))
+        })?;
         let _g = ctx.activate()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out-pointer; zero bytes gives null, which the buffer handles.
-        check_status("device malloc", unsafe { sys::hipfp8_rt_malloc(&mut p, bytes as u64) })?;
-        Ok(DeviceBuffer { ptr: p as *mut T, len, ordinal, _p: PhantomData })
+        check_status("device malloc", unsafe {
+            sys::hipfp8_rt_malloc(&mut p, bytes as u64)
+        })?;
+        Ok(DeviceBuffer {
+            ptr: p as *mut T,
+            len,
+            ordinal,
+            _p: PhantomData,
+        })
     }
 
     /// Allocate `len` zeroed elements.
@@ -579,7 +682,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.same_len(src.len(), "copy_from_host")?;
         // SAFETY: both ranges hold size_bytes() bytes (lengths checked); synchronous copy.
         check_status("memcpy H2D", unsafe {
-            sys::hipfp8_rt_memcpy(self.ptr as *mut c_void, src.as_ptr() as *const c_void, self.size_bytes() as u64, sys::COPY_H2D)
+            sys::hipfp8_rt_memcpy(
+                self.ptr as *mut c_void,
+                src.as_ptr() as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_H2D,
+            )
         })
     }
 
@@ -588,7 +696,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.same_len(dst.len(), "copy_to_host")?;
         // SAFETY: as copy_from_host; `dst` is exclusively borrowed and T is plain data.
         check_status("memcpy D2H", unsafe {
-            sys::hipfp8_rt_memcpy(dst.as_mut_ptr() as *mut c_void, self.ptr as *const c_void, self.size_bytes() as u64, sys::COPY_D2H)
+            sys::hipfp8_rt_memcpy(
+                dst.as_mut_ptr() as *mut c_void,
+                self.ptr as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_D2H,
+            )
         })
     }
 
@@ -610,13 +723,22 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.same_len(src.len, "copy_from")?;
         // SAFETY: both are live device allocations of size_bytes().
         check_status("memcpy D2D", unsafe {
-            sys::hipfp8_rt_memcpy(self.ptr as *mut c_void, src.ptr as *const c_void, self.size_bytes() as u64, sys::COPY_D2D)
+            sys::hipfp8_rt_memcpy(
+                self.ptr as *mut c_void,
+                src.ptr as *const c_void,
+                self.size_bytes() as u64,
+                sys::COPY_D2D,
+            )
         })
     }
 
     /// Device-to-device copy queued on `stream`. (Dropping either buffer before the copy ran
     /// is harmless: freeing device memory waits for the device.)
-    pub fn copy_from_async(&mut self, src: &DeviceBuffer<T>, stream: impl Into<StreamRef>) -> Result<()> {
+    pub fn copy_from_async(
+        &mut self,
+        src: &DeviceBuffer<T>,
+        stream: impl Into<StreamRef>,
+    ) -> Result<()> {
         self.same_len(src.len, "copy_from_async")?;
         // SAFETY: both are live device allocations of size_bytes(); the stream handle is valid
         // by StreamRef's contract.
@@ -636,7 +758,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// # Safety
     /// `src` must stay alive and unmodified until the copy has run (synchronise `stream` or
     /// an event recorded after it before touching `src`).
-    pub unsafe fn copy_from_host_async(&mut self, src: &[T], stream: impl Into<StreamRef>) -> Result<()> {
+    pub unsafe fn copy_from_host_async(
+        &mut self,
+        src: &[T],
+        stream: impl Into<StreamRef>,
+    ) -> Result<()> {
         self.same_len(src.len(), "copy_from_host_async")?;
         // SAFETY: lengths checked; the caller keeps `src` alive until the copy ran.
         check_status("memcpy H2D async", unsafe {
@@ -654,7 +780,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ///
     /// # Safety
     /// `dst` must stay alive and must not be read or written until the copy has run.
-    pub unsafe fn copy_to_host_async(&self, dst: &mut [T], stream: impl Into<StreamRef>) -> Result<()> {
+    pub unsafe fn copy_to_host_async(
+        &self,
+        dst: &mut [T],
+        stream: impl Into<StreamRef>,
+    ) -> Result<()> {
         self.same_len(dst.len(), "copy_to_host_async")?;
         // SAFETY: lengths checked; the caller keeps `dst` alive and untouched until it ran.
         check_status("memcpy D2H async", unsafe {
@@ -672,7 +802,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {
         // SAFETY: a live allocation of size_bytes().
         check_status("memset", unsafe {
-            sys::hipfp8_rt_memset(self.ptr as *mut c_void, byte as i32, self.size_bytes() as u64)
+            sys::hipfp8_rt_memset(
+                self.ptr as *mut c_void,
+                byte as i32,
+                self.size_bytes() as u64,
+            )
         })
     }
 
@@ -680,7 +814,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     pub fn fill_bytes_async(&mut self, byte: u8, stream: impl Into<StreamRef>) -> Result<()> {
         // SAFETY: a live allocation; freeing waits for the device.
         check_status("memset async", unsafe {
-            sys::hipfp8_rt_memset_async(self.ptr as *mut c_void, byte as i32, self.size_bytes() as u64, stream.into().0)
+            sys::hipfp8_rt_memset_async(
+                self.ptr as *mut c_void,
+                byte as i32,
+                self.size_bytes() as u64,
+                stream.into().0,
+            )
         })
     }
 
@@ -712,7 +851,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     fn check_range(&self, r: &Range<usize>) -> Result<()> {
         if r.start > r.end || r.end > self.len {
-            return Err(Error::InvalidShape(format!("range {r:?} outside a buffer of {}", self.len)));
+            return Err(Error::InvalidShape(format!(
+                "range {r:?} outside a buffer of {}",
+                self.len
+            )));
         }
         Ok(())
     }
@@ -769,7 +911,13 @@ pub fn selftest_fill(
     // SAFETY: `inp` is null or `len` device elements, `out` holds `len` elements; both live
     // until the launch has been queued and freeing waits for the device.
     check_status("selftest_fill", unsafe {
-        sys::hipfp8_selftest_fill_launch(inp, out.as_mut_ptr(), out.len() as i64, seed, stream.into().0)
+        sys::hipfp8_selftest_fill_launch(
+            inp,
+            out.as_mut_ptr(),
+            out.len() as i64,
+            seed,
+            stream.into().0,
+        )
     })
 }
 
@@ -778,7 +926,9 @@ pub fn selftest_wave(ctx: &Context) -> Result<(i32, i32)> {
     let mut buf = DeviceBuffer::<i32>::zeroed(ctx, 2)?;
     let _g = ctx.activate()?;
     // SAFETY: `buf` holds the 2 elements the kernel writes; default stream, synchronous copy below.
-    check_status("selftest_wave", unsafe { sys::hipfp8_selftest_wave_launch(buf.as_mut_ptr(), std::ptr::null_mut()) })?;
+    check_status("selftest_wave", unsafe {
+        sys::hipfp8_selftest_wave_launch(buf.as_mut_ptr(), std::ptr::null_mut())
+    })?;
     let v = buf.to_vec()?;
     Ok((v[0], v[1]))
 }
@@ -810,7 +960,10 @@ pub fn gpu_for_tests(test: &str) -> Option<Context> {
         }
     };
     if require {
-        panic!("{test}: HIPFP8_REQUIRE_GPU=1 but {why} (backend {})", built_backend());
+        panic!(
+            "{test}: HIPFP8_REQUIRE_GPU=1 but {why} (backend {})",
+            built_backend()
+        );
     }
     println!("HIPFP8_SKIP {test}: {why}");
     None
@@ -863,7 +1016,16 @@ mod tests {
 
     #[test]
     fn hardware_fp8_of_arch_strings() {
-        for a in ["gfx940", "gfx942:sramecc+:xnack-", "gfx950", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"] {
+        for a in [
+            "gfx940",
+            "gfx942:sramecc+:xnack-",
+            "gfx950",
+            "sm_89",
+            "sm_90",
+            "sm_90a",
+            "sm_100",
+            "sm_120",
+        ] {
             assert!(arch_has_hw_fp8(a), "{a}");
         }
         for a in ["gfx90a", "gfx1100", "sm_80", "sm_86", "cpu", "", "sm_"] {
@@ -898,12 +1060,30 @@ mod tests {
     #[test]
     fn status_codes_map_to_errors() {
         assert!(check_status("x", 0).is_ok());
-        assert!(matches!(check_status("x", sys::NOT_BUILT), Err(Error::BackendUnavailable(_))));
-        assert!(matches!(check_status("x", sys::KSTATUS_INVALID_ENUM), Err(Error::InvalidEnum(_))));
-        assert!(matches!(check_status("x", sys::KSTATUS_INVALID_SHAPE), Err(Error::InvalidShape(_))));
-        assert!(matches!(check_status("x", sys::KSTATUS_MISALIGNED), Err(Error::Misaligned(_))));
-        assert!(matches!(check_status("x", sys::KSTATUS_UNSUPPORTED), Err(Error::NotSupported(_))));
-        assert!(matches!(check_status("x", sys::KSTATUS_NULL_POINTER), Err(Error::NullPointer(_))));
+        assert!(matches!(
+            check_status("x", sys::NOT_BUILT),
+            Err(Error::BackendUnavailable(_))
+        ));
+        assert!(matches!(
+            check_status("x", sys::KSTATUS_INVALID_ENUM),
+            Err(Error::InvalidEnum(_))
+        ));
+        assert!(matches!(
+            check_status("x", sys::KSTATUS_INVALID_SHAPE),
+            Err(Error::InvalidShape(_))
+        ));
+        assert!(matches!(
+            check_status("x", sys::KSTATUS_MISALIGNED),
+            Err(Error::Misaligned(_))
+        ));
+        assert!(matches!(
+            check_status("x", sys::KSTATUS_UNSUPPORTED),
+            Err(Error::NotSupported(_))
+        ));
+        assert!(matches!(
+            check_status("x", sys::KSTATUS_NULL_POINTER),
+            Err(Error::NullPointer(_))
+        ));
         match check_status("launch", 700) {
             Err(Error::Device { code: 700, msg }) => assert!(msg.starts_with("launch: "), "{msg}"),
             other => panic!("{other:?}"),
@@ -919,15 +1099,30 @@ mod tests {
                 .lines()
                 .find(|l| l.starts_with(&format!("#define {name} ")))
                 .unwrap_or_else(|| panic!("{name} missing from kernel_abi.h"));
-            let v = line[format!("#define {name} ").len()..].split("//").next().unwrap().trim();
-            v.trim_matches(|c| c == '(' || c == ')').parse().unwrap_or_else(|_| panic!("{name}: {v}"))
+            let v = line[format!("#define {name} ").len()..]
+                .split("//")
+                .next()
+                .unwrap()
+                .trim();
+            v.trim_matches(|c| c == '(' || c == ')')
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: {v}"))
         };
         assert_eq!(val("HIPFP8_KSTATUS_OK"), sys::KSTATUS_OK);
-        assert_eq!(val("HIPFP8_KSTATUS_INVALID_ENUM"), sys::KSTATUS_INVALID_ENUM);
-        assert_eq!(val("HIPFP8_KSTATUS_INVALID_SHAPE"), sys::KSTATUS_INVALID_SHAPE);
+        assert_eq!(
+            val("HIPFP8_KSTATUS_INVALID_ENUM"),
+            sys::KSTATUS_INVALID_ENUM
+        );
+        assert_eq!(
+            val("HIPFP8_KSTATUS_INVALID_SHAPE"),
+            sys::KSTATUS_INVALID_SHAPE
+        );
         assert_eq!(val("HIPFP8_KSTATUS_MISALIGNED"), sys::KSTATUS_MISALIGNED);
         assert_eq!(val("HIPFP8_KSTATUS_UNSUPPORTED"), sys::KSTATUS_UNSUPPORTED);
-        assert_eq!(val("HIPFP8_KSTATUS_NULL_POINTER"), sys::KSTATUS_NULL_POINTER);
+        assert_eq!(
+            val("HIPFP8_KSTATUS_NULL_POINTER"),
+            sys::KSTATUS_NULL_POINTER
+        );
         assert_eq!(val("HIPFP8_FMT_E4M3FN"), Fp8Format::E4M3Fn as i32);
         assert_eq!(val("HIPFP8_FMT_E5M2"), Fp8Format::E5M2 as i32);
         assert_eq!(val("HIPFP8_FMT_E4M3FNUZ"), Fp8Format::E4M3FnUz as i32);
@@ -942,15 +1137,27 @@ mod tests {
     #[test]
     fn props_struct_layout() {
         // 2 * 256 chars, 6 i32, 4 i64, 2 i32 -- the C++ struct in hip/runtime.hip.
-        assert_eq!(std::mem::size_of::<sys::hipfp8_device_props>(), 512 + 24 + 32 + 8);
-        assert_eq!(std::mem::offset_of!(sys::hipfp8_device_props, total_global_mem), 536);
-        assert_eq!(std::mem::offset_of!(sys::hipfp8_device_props, pci_bus_id), 568);
+        assert_eq!(
+            std::mem::size_of::<sys::hipfp8_device_props>(),
+            512 + 24 + 32 + 8
+        );
+        assert_eq!(
+            std::mem::offset_of!(sys::hipfp8_device_props, total_global_mem),
+            536
+        );
+        assert_eq!(
+            std::mem::offset_of!(sys::hipfp8_device_props, pci_bus_id),
+            568
+        );
     }
 
     #[test]
     fn cpu_context_refuses_device_objects() {
         let cpu = Context::cpu();
-        assert!(matches!(DeviceBuffer::<u8>::alloc(&cpu, 4), Err(Error::WrongLocation(_))));
+        assert!(matches!(
+            DeviceBuffer::<u8>::alloc(&cpu, 4),
+            Err(Error::WrongLocation(_))
+        ));
         assert!(matches!(Stream::new(&cpu), Err(Error::WrongLocation(_))));
         assert!(matches!(Event::new(&cpu), Err(Error::WrongLocation(_))));
         assert!(cpu.device().is_none());
@@ -969,7 +1176,11 @@ mod tests {
             "rocm" | "cuda" => {
                 assert!(gpu_built());
                 // The runtime shim and the self-test kernels are always part of a GPU build.
-                for l in ["hipfp8_rt_device_count", "hipfp8_rt_malloc", "hipfp8_selftest_fill_launch"] {
+                for l in [
+                    "hipfp8_rt_device_count",
+                    "hipfp8_rt_malloc",
+                    "hipfp8_selftest_fill_launch",
+                ] {
                     assert!(has_launcher(l), "{l} not built");
                 }
                 assert!(!built_targets().is_empty());

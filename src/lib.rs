@@ -5,8 +5,10 @@
 pub mod cast_transpose;
 pub mod device;
 pub mod error;
+pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
+pub mod grouped_gemm_gpu;
 pub mod mx;
 pub mod ops;
 pub mod quant;
@@ -20,6 +22,7 @@ pub use device::{Device, DeviceBuffer, Event, Stream};
 pub use error::{Error, Result};
 pub use format::Fp8Format;
 pub use grouped_gemm::GemmParams;
+pub use grouped_gemm_gpu::{GemmBackend, GemmImpl, GemmWorkspace};
 pub use half::{bf16, f16};
 pub use mx::{MxParams, MxRounding};
 pub use ops::*;

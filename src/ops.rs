@@ -182,7 +182,10 @@ impl HpSrc<'_> {
     /// The untyped pointer and dtype id a kernel launcher takes (docs/KERNEL_ABI.md).
     pub fn raw_parts(&self) -> (*const std::ffi::c_void, i32) {
         match self {
-            HpSrc::Bf16(s) => (s.as_ptr() as *const std::ffi::c_void, crate::sys::DTYPE_BF16),
+            HpSrc::Bf16(s) => (
+                s.as_ptr() as *const std::ffi::c_void,
+                crate::sys::DTYPE_BF16,
+            ),
             HpSrc::F32(s) => (s.as_ptr() as *const std::ffi::c_void, crate::sys::DTYPE_F32),
         }
     }
@@ -453,7 +456,11 @@ impl Context {
                 }
                 let (xp, dtype) = x.raw_parts();
                 let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[("x", xp), ("out", op as *const _), ("scales", sp as *const _)])?;
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
                 let _dev = self.activate()?;
                 // SAFETY: the views were validated above: device memory of this context's GPU
                 // holding m*k inputs, m*k output bytes and m scales; the launcher only queues

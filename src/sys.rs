@@ -206,3 +206,47 @@ foreign! {
     "hipfp8_codec_selftest_launch" => pub fn hipfp8_codec_selftest_launch(
         format: i32, mismatches: *mut u64, first_bad: *mut u32, has_hw: *mut i32, stream: hipStream_t) -> c_int;
 }
+
+// Grouped GEMM (hip/grouped_gemm/, engineer "gemm"; semantics docs/OPS.md). Formats are
+// `Fp8Format as u32`; a, b, offs, scales, out and workspace are device pointers. Reference
+// kernel: `skip` (may be null) marks groups another backend owns; `max_blocks` caps the grid
+// (0 = default). Library launchers: `workspace` of at least the queried size; CUTLASS
+// `config` 0 = by op, 1 = cooperative 128x256, 2 = pingpong 128x128.
+foreign! {
+    "hipfp8_gg_ref_2d3d" => pub fn hipfp8_gg_ref_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        skip: *const i32, max_blocks: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ref_2d2d" => pub fn hipfp8_gg_ref_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        skip: *const i32, max_blocks: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(available: *mut i32) -> c_int;
+    "hipfp8_gg_cutlass_workspace_size" => pub fn hipfp8_gg_cutlass_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_cutlass_2d3d" => pub fn hipfp8_gg_cutlass_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, config: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_cutlass_2d2d" => pub fn hipfp8_gg_cutlass_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, config: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx942_workspace_size" => pub fn hipfp8_gg_ck_gfx942_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx942_2d3d" => pub fn hipfp8_gg_ck_gfx942_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx942_2d2d" => pub fn hipfp8_gg_ck_gfx942_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx950_workspace_size" => pub fn hipfp8_gg_ck_gfx950_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx950_2d3d" => pub fn hipfp8_gg_ck_gfx950_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx950_2d2d" => pub fn hipfp8_gg_ck_gfx950_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+}

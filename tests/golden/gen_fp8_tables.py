@@ -4,7 +4,7 @@
 The oracle is ml_dtypes (an independent C++ implementation of the FP8 types, used by JAX),
 pinned below. Run:
 
-    python3 -m pip install ml_dtypes==0.6.0 numpy
+    python3 -m pip install ml_dtypes==0.6.0 numpy==2.4.6
     python3 tests/golden/gen_fp8_tables.py > tests/golden/fp8_golden.txt
 
 Output (text, one record per line, '#' starts a comment):
@@ -25,9 +25,11 @@ import sys
 import ml_dtypes
 import numpy as np
 
-PINNED = "0.6.0"
-if ml_dtypes.__version__ != PINNED:
-    sys.exit(f"ml_dtypes {ml_dtypes.__version__} found, the tables are pinned to {PINNED}")
+PINNED = {"ml_dtypes": "0.6.0", "numpy": "2.4.6"}  # numpy: its PCG64 draws the random cases
+for _mod, _want in PINNED.items():
+    _have = sys.modules[_mod].__version__
+    if _have != _want:
+        sys.exit(f"{_mod} {_have} found, the tables are pinned to {_want}")
 
 FORMATS = {
     "e4m3fn": (ml_dtypes.float8_e4m3fn, 0x7F),

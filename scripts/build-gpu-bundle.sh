@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# build-gpu-bundle.sh -- build, with nvcc, everything a GPU machine without Rust runs:
+# every test binary (unit + integration), the release cdylib/staticlib, every binary and
+# bench target, plus the tracked sources the tests may read, into a git-ignored folder.
+#
+#   scripts/build-gpu-bundle.sh [BUNDLE_DIR]      # default .gpu/bundle
+#   # copy BUNDLE_DIR to the checkout the GPU run ships (e.g. /work/main/.gpu/<name>/),
+#   # name it in the run's `carry`, and run there:  bash .gpu/<name>/run-gpu-bundle.sh
+#
+# Env: HIPFP8_CUDA_ARCH (default 90), CARGO_TARGET_DIR (default target/gpu-cuda),
+#      BUNDLE_NO_STRIP=1 (keep debug info: bigger, better backtraces).
+# Binaries link cudart statically: on the GPU machine they need only the driver's libcuda.so.1.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+BUNDLE=$(mkdir -p "${1:-$ROOT/.gpu/bundle}" && cd "${1:-$ROOT/.gpu/bundle}" && pwd)
+t0=$(date +%s)
+log() { echo "[gpu-bundle +$(( $(date +%s) - t0 ))s] $*" >&2; }
+
+if ! command -v nvcc >/dev/null; then
+  prefix=${NVCC_PREFIX:-/opt/cudatc}
+  [ -f "$prefix/env.sh" ] || PREFIX="$prefix" "$ROOT/scripts/setup-nvcc.sh"
+  # shellcheck disable=SC1091
+  source "$prefix/env.sh"
+fi
+export HIPFP8_BACKEND=cuda HIPFP8_STRICT=1
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/gpu-cuda}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+# artifacts MODE < cargo JSON: "<dest>\t<name>\t<path>" per artifact. MODE tests: test
+# executables -> tests/; release: binaries -> bin/, cdylib/staticlib -> lib/; bench: -> bin/.
+artifacts() {
+  python3 -c '
+import json, sys
+mode = sys.argv[1]
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact":
+        continue
+    t = m["target"]
+    kinds = t["kind"]
+    exe = m.get("executable")
+    if mode == "tests" and exe and m["profile"]["test"]:
+        # unit tests of the lib are named lib<crate>, integration tests by their file
+        is_lib = bool(set(kinds) & {"lib", "rlib", "cdylib", "staticlib", "dylib"})
+        print("tests\t%s\t%s" % (("lib" + t["name"]) if is_lib else t["name"], exe))
+    elif mode in ("release", "bench") and exe:
+        print("bin\t%s\t%s" % (t["name"], exe))
+    elif mode == "release" and "cdylib" in kinds:
+        # the cdylib only: the staticlib (~25 MB) is not needed on the GPU machine
+        for f in m["filenames"]:
+            if f.endswith(".so"):
+                print("lib\t%s\t%s" % (t["name"], f))
+' "$1"
+}
+
+log "test binaries (HIPFP8_BACKEND=cuda, arch ${HIPFP8_CUDA_ARCH:-90})"
+# Benches are left out here on purpose: in test mode a harness=false bench runs its main().
+cargo test --no-run --lib --bins --tests --message-format=json-render-diagnostics > "$WORK/tests.json"
+log "release library and binaries"
+cargo build --release --lib --bins --message-format=json-render-diagnostics > "$WORK/release.json"
+if grep -qE '^\[\[bench\]\]' Cargo.toml || [ -d benches ]; then
+  cargo bench --no-run --message-format=json-render-diagnostics > "$WORK/bench.json"
+else
+  : > "$WORK/bench.json"
+fi
+
+rm -rf "$BUNDLE"/{tests,bin,lib,crate,MANIFEST,run-gpu-bundle.sh}
+mkdir -p "$BUNDLE"/{tests,bin,lib,crate}
+strip_copy() {  # strip debug info unless asked not to: test binaries are ~10 MB each with it
+  cp "$1" "$2"
+  [ "${BUNDLE_NO_STRIP:-0}" = 1 ] || strip --strip-debug "$2"
+}
+while IFS=$'\t' read -r kind name path; do
+  case $kind in
+    tests | bin) strip_copy "$path" "$BUNDLE/$kind/$name" ;;
+    lib) strip_copy "$path" "$BUNDLE/lib/$(basename "$path")" ;;
+  esac
+done < <(artifacts tests < "$WORK/tests.json"; artifacts release < "$WORK/release.json"; artifacts bench < "$WORK/bench.json")
+rmdir "$BUNDLE/bin" 2>/dev/null || true   # no binary targets yet
+
+# The tracked sources (test data, headers, examples): tests run with this as their cwd and
+# CARGO_MANIFEST_DIR, as under cargo.
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$BUNDLE/crate"
+cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
+
+{
+  echo "hipfp8 GPU bundle"
+  echo "built:   $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+  echo "commit:  $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)')"
+  echo "backend: cuda, arch ${HIPFP8_CUDA_ARCH:-90}; $(nvcc --version | tail -1)"
+  echo "rustc:   $(rustc --version)"
+  echo "files:"
+  (cd "$BUNDLE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 )); done)
+} > "$BUNDLE/MANIFEST"
+size=$(du -sm "$BUNDLE" | cut -f1)
+log "bundle in $BUNDLE: ${size} MiB"
+cat "$BUNDLE/MANIFEST"
+[ "$size" -lt 60 ] || log "WARNING: ${size} MiB is close to the 64 MiB a GPU run can carry"

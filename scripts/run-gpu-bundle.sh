@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# run-gpu-bundle.sh -- run a bundle made by scripts/build-gpu-bundle.sh on a GPU machine.
+# Needs no Rust and no network: bash, coreutils, the GPU driver (python3 only for the
+# cdylib load check).
+#
+#   bash run-gpu-bundle.sh [BUNDLE_DIR] [-- LIBTEST_ARGS...]     # BUNDLE_DIR defaults to this script's dir
+#
+# Every test binary runs with HIPFP8_REQUIRE_GPU=1: GPU tests that find no GPU FAIL instead of
+# skipping. A test that skips for another reason (a kernel not in the build) prints
+# `HIPFP8_SKIP`; those are listed and counted apart, never as passes. Tests that really
+# ran on the GPU print `HIPFP8_GPU_TEST` and are counted.
+# Full output goes to $OUT/gpu-tests.log (or BUNDLE_DIR/logs/); the console gets a summary.
+# Env: TEST_THREADS (default 4), TEST_TIMEOUT seconds per binary (default 480),
+#      ONLY (a regex of test binary names to run).
+set -uo pipefail
+B=${1:-$(dirname "$0")}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+B=$(cd "$B" && pwd)
+LOGDIR=${OUT:-$B/logs}
+mkdir -p "$LOGDIR"
+LOG="$LOGDIR/gpu-tests.log"
+: > "$LOG"
+export HIPFP8_REQUIRE_GPU=${HIPFP8_REQUIRE_GPU:-1}
+export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
+THREADS=${TEST_THREADS:-4}
+TMO=${TEST_TIMEOUT:-480}
+
+say() { echo "$*" | tee -a "$LOG"; }
+say "=== hipfp8 GPU bundle run: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+[ -f "$B/MANIFEST" ] && sed -n '1,5p' "$B/MANIFEST" | tee -a "$LOG"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/GPU: /' | tee -a "$LOG"
+elif command -v rocm-smi >/dev/null; then
+  rocm-smi --showproductname 2>&1 | tee -a "$LOG"
+fi
+
+tests=()
+for t in "$B"/tests/*; do
+  [ -x "$t" ] || continue
+  if [ -n "${ONLY:-}" ] && ! [[ $(basename "$t") =~ $ONLY ]]; then continue; fi
+  tests+=("$t")
+done
+[ ${#tests[@]} -gt 0 ] || { say "no test binaries in $B/tests"; exit 1; }
+missing=$(ldd "${tests[0]}" 2>&1 | grep "not found" || true)
+[ -z "$missing" ] || say "WARNING: missing libraries: $missing"
+
+tot_pass=0 tot_fail=0 tot_ign=0 tot_gpu=0 tot_skip=0 bad=0
+rows=()
+for t in "${tests[@]}"; do
+  name=$(basename "$t")
+  out="$LOGDIR/.run.$name"
+  s=$(date +%s.%N)
+  (cd "$B/crate" && CARGO_MANIFEST_DIR="$B/crate" timeout "$TMO" "$t" --test-threads="$THREADS" --show-output "$@") > "$out" 2>&1
+  rc=$?
+  secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $s}")
+  { echo; echo "=================== $name (rc=$rc, ${secs}s)"; cat "$out"; } >> "$LOG"
+  res=$(grep -E '^test result:' "$out" | tail -1)
+  p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<< "$res"); p=${p:-0}
+  f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<< "$res"); f=${f:-0}
+  i=$(sed -nE 's/.* ([0-9]+) ignored.*/\1/p' <<< "$res"); i=${i:-0}
+  g=$(grep -c '^HIPFP8_GPU_TEST ' "$out" || true)
+  k=$(grep -c '^HIPFP8_SKIP ' "$out" || true)
+  status=ok
+  if [ "$rc" = 124 ]; then status="TIMEOUT after ${TMO}s"; bad=1
+  elif [ "$rc" != 0 ] || [ "$f" != 0 ] || [ -z "$res" ]; then status="FAILED (rc=$rc)"; bad=1; fi
+  # A skipped test passes in libtest's count: move it to the skip column.
+  p=$((p - k))
+  tot_pass=$((tot_pass + p)); tot_fail=$((tot_fail + f)); tot_ign=$((tot_ign + i))
+  tot_gpu=$((tot_gpu + g)); tot_skip=$((tot_skip + k))
+  rows+=("$(printf '%-28s %6s %6s %6s %6s %6s %7ss  %s' "$name" "$p" "$f" "$i" "$k" "$g" "$secs" "$status")")
+  if [ "$status" != ok ]; then
+    say "--- $name: $status; failing tests and panics:"
+    grep -E '^test .* FAILED$|panicked at|^---- .* stdout ----$' "$out" | head -40 | tee -a "$LOG"
+    tail -n 15 "$out" | tee -a "$LOG"
+  fi
+  # What the GPU tests printed (device, timings, case counts), minus libtest's framing.
+  if [ "$g" != 0 ]; then
+    say "--- $name: output of GPU tests"
+    sed -n '/^successes:$/,/^successes:$/p' "$out" | grep -vE '^(successes:|---- .* stdout ----|HIPFP8_GPU_TEST .*)?$' | head -60 | tee -a "$LOG"
+  fi
+  grep '^HIPFP8_SKIP ' "$out" | sed "s/^/  [$name] /" | tee -a "$LOG"
+  rm -f "$out"
+done
+
+# The C ABI library must load with this machine's libc and driver.
+lib_status="no cdylib in bundle"
+so=$(ls "$B"/lib/*.so 2>/dev/null | head -1)
+if [ -n "$so" ]; then
+  if python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$so" >> "$LOG" 2>&1; then
+    lib_status="$(basename "$so") loads"
+  else
+    lib_status="$(basename "$so") FAILED to load"; bad=1
+  fi
+fi
+
+say ""
+say "=== summary ($LOG)"
+say "$(printf '%-28s %6s %6s %6s %6s %6s %8s  %s' binary passed failed ignored skipped on-gpu time status)"
+for r in "${rows[@]}"; do say "$r"; done
+say "cdylib: $lib_status"
+say "GPU tests that ran on the GPU: $tot_gpu; skipped (not counted as passed): $tot_skip"
+say "$tot_pass passed, $tot_fail failed, $tot_skip skipped"
+exit $bad

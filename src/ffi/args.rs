@@ -1,0 +1,278 @@
+//! The one place where C arguments become Rust values: descriptors, enums, out-parameters
+//! and the ops' [`Src`]/[`Dst`] views.
+//!
+//! The C caller's side of the contract (stated in the header): every non-NULL (pointer,
+//! count) pair names `count` elements that are valid for the access the op makes (read for
+//! inputs, write for outputs), live in the memory kind of the context (host for a CPU
+//! context, the context's device for a GPU one), stay valid until the call returns (CPU) or
+//! the stream work completes (GPU), and do not overlap another buffer of the same call;
+//! descriptors and out-parameters point to an object of their type. What the library checks
+//! before relying on that: NULL, alignment to the element type, and that the byte count fits
+//! `isize` (the `slice::from_raw_parts` precondition). Everything else about the views
+//! (lengths vs shapes, locations) is checked by the ops themselves before anything is written.
+
+use std::ffi::{c_char, c_void};
+use std::mem::{align_of, size_of};
+
+use half::bf16;
+
+use super::status::FfiError;
+use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
+use crate::error::Error;
+use crate::format::Fp8Format;
+use crate::ops::{CastParams, Context, Dst, FormatChoice, HpSrc, Loc, Src};
+
+/// A problem descriptor: `#[repr(C)]`, first field `size: usize` (set by the caller to
+/// `sizeof` the struct), every field an integer, so any bit pattern is a valid value.
+///
+/// # Safety
+/// Implementors must satisfy exactly that; [`read_desc`] relies on it. Use [`descriptor!`],
+/// which also checks the `size` offset at compile time.
+pub unsafe trait Descriptor: Copy {
+    const NAME: &'static str;
+}
+
+/// Implement [`Descriptor`] for `#[repr(C)]` structs whose first field is `size: usize` and
+/// whose other fields are integers.
+macro_rules! descriptor {
+    ($($t:ident),* $(,)?) => {$(
+        const _: () = assert!(std::mem::offset_of!($t, size) == 0);
+        // SAFETY: the struct is #[repr(C)], starts with `size: usize` (asserted above) and
+        // has only integer fields (reviewed where it is declared).
+        unsafe impl $crate::ffi::args::Descriptor for $t {
+            const NAME: &'static str = stringify!($t);
+        }
+    )*};
+}
+pub(crate) use descriptor;
+
+/// Read a descriptor: NULL, alignment and the `size` field are checked before the rest of
+/// the struct is read, so a caller that passes a smaller (or larger) struct is told so rather
+/// than read out of bounds.
+pub(crate) fn read_desc<D: Descriptor>(p: *const D) -> Result<D, FfiError> {
+    if p.is_null() {
+        return Err(Error::NullPointer("desc").into());
+    }
+    check_aligned("desc", p)?;
+    // SAFETY: non-null and aligned (checked); the caller passes a descriptor, whose first
+    // field is a usize, so at least the first size_of::<usize>() bytes are readable.
+    let size = unsafe { p.cast::<usize>().read() };
+    if size != size_of::<D>() {
+        return Err(FfiError::InvalidDescriptor {
+            what: D::NAME,
+            expected: size_of::<D>(),
+            got: size,
+        });
+    }
+    // SAFETY: `size` says the caller's object is a whole `D`; every field is an integer, so
+    // any bytes are a valid value (Descriptor's contract).
+    Ok(unsafe { p.read() })
+}
+
+/// A checked (non-null, aligned) out-parameter; written only on success.
+pub(crate) struct OutParam<T>(*mut T);
+
+impl<T> OutParam<T> {
+    pub(crate) fn write(self, v: T) {
+        // SAFETY: non-null and aligned (checked in out_param); the caller passes a pointer to
+        // an object of type T that it owns for the duration of the call.
+        unsafe { self.0.write(v) }
+    }
+}
+
+pub(crate) fn out_param<T>(what: &'static str, p: *mut T) -> Result<OutParam<T>, FfiError> {
+    if p.is_null() {
+        return Err(Error::NullPointer(what).into());
+    }
+    check_aligned(what, p)?;
+    Ok(OutParam(p))
+}
+
+/// Copy a string into a caller buffer with the two-call protocol of the query functions.
+pub(crate) fn copy_str_out(
+    s: &str,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> Result<(), FfiError> {
+    if buf.is_null() && len.is_null() {
+        return Err(Error::NullPointer("buf and len (at least one is required)").into());
+    }
+    let len = if len.is_null() {
+        None
+    } else {
+        Some(out_param("len", len)?)
+    };
+    if !buf.is_null() {
+        if buf_len <= s.len() {
+            return Err(Error::OutputTooSmall {
+                what: "buf",
+                needed: s.len() + 1,
+                got: buf_len,
+            }
+            .into());
+        }
+        // SAFETY: buf is non-null and the caller vouches for buf_len writable bytes;
+        // buf_len > s.len() (checked), so s and the NUL fit. `s` is a Rust string and cannot
+        // overlap a caller buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), s.len());
+            buf.add(s.len()).write(0);
+        }
+    }
+    if let Some(len) = len {
+        len.write(s.len());
+    }
+    Ok(())
+}
+
+fn check_aligned<T>(what: &'static str, p: *const T) -> Result<(), FfiError> {
+    if p.is_aligned() {
+        Ok(())
+    } else {
+        Err(Error::Misaligned(format!(
+            "`{what}` = {p:p} is not {}-byte aligned (required by its element type)",
+            align_of::<T>()
+        ))
+        .into())
+    }
+}
+
+// ---- enums -------------------------------------------------------------------------------
+
+/// `hipfp8_format` value -> [`FormatChoice`].
+pub(crate) fn format_choice(v: u32) -> Result<FormatChoice, FfiError> {
+    use hipfp8_format as F;
+    const AUTO: u32 = F::HIPFP8_FORMAT_AUTO as u32;
+    const AUTO_E5M2: u32 = F::HIPFP8_FORMAT_AUTO_E5M2 as u32;
+    const E4M3FN: u32 = F::HIPFP8_FORMAT_E4M3FN as u32;
+    const E5M2: u32 = F::HIPFP8_FORMAT_E5M2 as u32;
+    const E4M3FNUZ: u32 = F::HIPFP8_FORMAT_E4M3FNUZ as u32;
+    const E5M2FNUZ: u32 = F::HIPFP8_FORMAT_E5M2FNUZ as u32;
+    Ok(match v {
+        AUTO => FormatChoice::Auto,
+        AUTO_E5M2 => FormatChoice::AutoE5M2,
+        E4M3FN => Fp8Format::E4M3Fn.into(),
+        E5M2 => Fp8Format::E5M2.into(),
+        E4M3FNUZ => Fp8Format::E4M3FnUz.into(),
+        E5M2FNUZ => Fp8Format::E5M2FnUz.into(),
+        v => {
+            return Err(Error::InvalidEnum(format!(
+                "format = {v} is not a hipfp8_format (AUTO = 0 ... E5M2FNUZ = 5)"
+            ))
+            .into());
+        }
+    })
+}
+
+/// A descriptor's `format` and `flags` -> [`CastParams`].
+pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiError> {
+    const POW2: u32 = hipfp8_flag::HIPFP8_FLAG_POW2_SCALES as u32;
+    if flags & !POW2 != 0 {
+        return Err(Error::InvalidEnum(format!(
+            "flags = {flags:#x} has unknown bits {:#x} (known: HIPFP8_FLAG_POW2_SCALES = {POW2:#x})",
+            flags & !POW2
+        ))
+        .into());
+    }
+    Ok(CastParams::new(format_choice(format)?, flags & POW2 != 0))
+}
+
+// ---- views -------------------------------------------------------------------------------
+
+/// Builds op views for one call. A C pointer carries no location, so the context decides:
+/// views are Host memory on a CPU context and Device memory on a GPU one. On a GPU context
+/// every pointer is also asked of the runtime, so host memory is WRONG_LOCATION rather than
+/// a fault inside a kernel.
+pub(crate) struct Views<'c> {
+    ctx: &'c Context,
+    loc: Loc,
+}
+
+impl<'c> Views<'c> {
+    pub(crate) fn new(ctx: &'c Context) -> Views<'c> {
+        Views {
+            ctx,
+            loc: ctx.loc(),
+        }
+    }
+
+    /// On a GPU context, refuse host memory and other devices' memory (WRONG_LOCATION): a
+    /// kernel would fault on it. One runtime query per pointer, no synchronisation. (The CPU
+    /// backend cannot tell a device pointer from a host one; the caller's contract covers it.)
+    fn check_location<T>(&self, what: &'static str, p: *const T) -> Result<(), FfiError> {
+        if self.loc == Loc::Device && !p.is_null() {
+            self.ctx.check_device_pointers(&[(what, p.cast())])?;
+        }
+        Ok(())
+    }
+
+    /// NULL is only accepted with a count of 0 (a buffer the call needs nothing from): a
+    /// NULL pointer with a non-zero count is a caller bug, and for offsets (whose count is
+    /// the group count) silently reading it as "no groups" would hide it.
+    fn checked_len<T>(what: &'static str, p: *const T, len: usize) -> Result<usize, FfiError> {
+        if p.is_null() {
+            return if len == 0 {
+                Ok(0)
+            } else {
+                Err(Error::NullPointer(what).into())
+            };
+        }
+        check_aligned(what, p)?;
+        match len.checked_mul(size_of::<T>()) {
+            Some(bytes) if bytes <= isize::MAX as usize => Ok(len),
+            _ => Err(Error::SizeOverflow(format!(
+                "`{what}`: {len} elements of {} bytes exceed the address space",
+                size_of::<T>()
+            ))
+            .into()),
+        }
+    }
+
+    pub(crate) fn src<'a, T>(
+        &self,
+        what: &'static str,
+        p: *const T,
+        len: usize,
+    ) -> Result<Src<'a, T>, FfiError> {
+        let len = Self::checked_len(what, p, len)?;
+        self.check_location(what, p)?;
+        // SAFETY: the module-level contract: `p` is NULL (then len is 0) or valid for reads of
+        // `len` elements of memory of kind `self.loc` during the call; it is aligned and its
+        // byte size fits isize (checked above).
+        Ok(unsafe { Src::from_raw(p, len, self.loc) })
+    }
+
+    pub(crate) fn dst<'a, T>(
+        &self,
+        what: &'static str,
+        p: *mut T,
+        len: usize,
+    ) -> Result<Dst<'a, T>, FfiError> {
+        let len = Self::checked_len(what, p, len)?;
+        self.check_location(what, p.cast_const())?;
+        // SAFETY: as in `src`, for writes; the caller guarantees no other buffer of the call
+        // overlaps it.
+        Ok(unsafe { Dst::from_raw(p, len, self.loc) })
+    }
+
+    /// A high-precision input whose element type is a `hipfp8_dtype`.
+    pub(crate) fn hp<'a>(
+        &self,
+        what: &'static str,
+        dtype: u32,
+        p: *const c_void,
+        len: usize,
+    ) -> Result<HpSrc<'a>, FfiError> {
+        const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
+        const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
+        match dtype {
+            BF16 => Ok(HpSrc::Bf16(self.src(what, p.cast::<bf16>(), len)?)),
+            F32 => Ok(HpSrc::F32(self.src(what, p.cast::<f32>(), len)?)),
+            v => Err(Error::InvalidEnum(format!(
+                "input dtype = {v} is not a hipfp8_dtype (BF16 = 0, F32 = 1)"
+            ))
+            .into()),
+        }
+    }
+}

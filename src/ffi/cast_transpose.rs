@@ -1,0 +1,89 @@
+//! Cast-transpose export: both layouts from one read of x (dense forward + backward).
+
+use std::ffi::c_void;
+
+use super::args::{cast_params, descriptor};
+use super::status::{FfiError, hipfp8_status};
+use super::types::hipStream_t;
+use super::{hipfp8_context, op_entry};
+use crate::cast_transpose::Scaling;
+use crate::error::Error;
+use crate::ops::StreamRef;
+
+/// Scaling granularity of `hipfp8_cast_transpose`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_scaling {
+    /// One scale for the whole tensor: scales[0] == scales_t[0].
+    HIPFP8_SCALING_TENSORWISE = 0,
+    /// scales[m] per row of x for out, scales_t[k] per column of x for out_t.
+    HIPFP8_SCALING_ROWWISE = 1,
+}
+
+/// A cast-transpose problem: x is (m, k) row-major.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_cast_transpose_desc {
+    /// `sizeof(hipfp8_cast_transpose_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of both outputs.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// `hipfp8_scaling`.
+    pub scaling: u32,
+    /// Rows of x.
+    pub m: usize,
+    /// Columns of x.
+    pub k: usize,
+}
+
+descriptor!(hipfp8_cast_transpose_desc);
+
+fn scaling(v: u32) -> Result<Scaling, FfiError> {
+    const T: u32 = hipfp8_scaling::HIPFP8_SCALING_TENSORWISE as u32;
+    const R: u32 = hipfp8_scaling::HIPFP8_SCALING_ROWWISE as u32;
+    match v {
+        T => Ok(Scaling::Tensorwise),
+        R => Ok(Scaling::Rowwise),
+        v => Err(Error::InvalidEnum(format!(
+            "scaling = {v} is not a hipfp8_scaling (TENSORWISE = 0, ROWWISE = 1)"
+        ))
+        .into()),
+    }
+}
+
+/// Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
+/// row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
+/// tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
+/// x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_cast_transpose(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_transpose_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    out_t: *mut u8,
+    out_t_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    scales_t: *mut f32,
+    scales_t_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_cast_transpose", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let sc = scaling(d.scaling)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let out_t = v.dst("out_t", out_t, out_t_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        let scales_t = v.dst("scales_t", scales_t, scales_t_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.cast_transpose(&p, sc, d.m, d.k, x, out, out_t, scales, scales_t, s)?)
+    })
+}

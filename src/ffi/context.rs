@@ -1,0 +1,271 @@
+//! `hipfp8_context`: creation, destruction, queries, and the handle registry.
+//!
+//! A handle is an id in a process-wide registry, not the address of the context: ids are
+//! never reused, so using a destroyed handle (or any pointer that never came from
+//! `hipfp8_context_create*`) is detected and answered with `HIPFP8_STATUS_INVALID_HANDLE`
+//! instead of being dereferenced. Calls clone the context's `Arc` out of the registry, so
+//! destroying a context while another thread runs an op on it is safe (the op finishes on
+//! its own reference).
+
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::args::{self, format_choice};
+use super::status::{FfiError, guard, hipfp8_status};
+use super::types::{hipfp8_backend, hipfp8_format};
+use crate::error::Error;
+use crate::format::Fp8Format;
+use crate::ops::{BackendKind, Context};
+
+/// Opaque library context: backend (CPU or GPU n), device properties, native FP8 format,
+/// workspace. Create with `hipfp8_context_create`, release with `hipfp8_context_destroy`.
+/// A context may be used from several threads at once.
+pub struct hipfp8_context {
+    _opaque: [u8; 0],
+}
+
+struct Registry {
+    next_id: usize,
+    live: BTreeMap<usize, Arc<Context>>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    next_id: 1,
+    live: BTreeMap::new(),
+});
+
+fn registry() -> MutexGuard<'static, Registry> {
+    // Nothing panics while the lock is held, but a poisoned registry is still consistent:
+    // every mutation is a single map operation.
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn register(ctx: Context) -> *mut hipfp8_context {
+    let mut r = registry();
+    let id = r.next_id;
+    r.next_id += 1;
+    r.live.insert(id, Arc::new(ctx));
+    // The handle is the id dressed as a pointer: C code only stores and passes it back.
+    std::ptr::without_provenance_mut(id)
+}
+
+/// The context behind a handle, or INVALID_HANDLE.
+pub(crate) fn lookup(ctx: *const hipfp8_context) -> Result<Arc<Context>, FfiError> {
+    if ctx.is_null() {
+        return Err(FfiError::InvalidHandle("the context is NULL".into()));
+    }
+    registry().live.get(&ctx.addr()).cloned().ok_or_else(|| {
+        FfiError::InvalidHandle(format!(
+            "{ctx:p} is not a live context (destroyed, or never created by hipfp8_context_create)"
+        ))
+    })
+}
+
+/// The GPU context on device `device`: BackendUnavailable when the build has no GPU backend
+/// or there is no such device (negative ordinals included).
+fn gpu(device: i32) -> Result<Context, Error> {
+    let ordinal = usize::try_from(device)
+        .map_err(|_| Error::BackendUnavailable(format!("GPU {device}: no such device")))?;
+    Context::gpu(ordinal)
+}
+
+fn create(backend: u32, device: i32) -> Result<Context, FfiError> {
+    const AUTO: u32 = hipfp8_backend::HIPFP8_BACKEND_AUTO as u32;
+    const CPU: u32 = hipfp8_backend::HIPFP8_BACKEND_CPU as u32;
+    const GPU: u32 = hipfp8_backend::HIPFP8_BACKEND_GPU as u32;
+    match backend {
+        CPU => Ok(Context::cpu()),
+        GPU => Ok(gpu(device)?),
+        // AUTO falls back to the CPU only when the GPU is *unavailable*; a GPU that is
+        // present but fails (a runtime error) is reported, not papered over.
+        AUTO => match gpu(device) {
+            Err(Error::BackendUnavailable(_)) => Ok(Context::cpu()),
+            r => Ok(r?),
+        },
+        v => Err(Error::InvalidEnum(format!(
+            "backend = {v} is not a hipfp8_backend (AUTO = 0, CPU = 1, GPU = 2)"
+        ))
+        .into()),
+    }
+}
+
+/// Create a context. `backend` is a `hipfp8_backend`: AUTO (GPU `device` if this build and
+/// machine have one, else CPU), CPU (`device` is ignored) or GPU (`device` is the ordinal;
+/// BACKEND_UNAVAILABLE when there is no such device or the build has no GPU backend).
+/// On success `*out` receives the handle; on failure `*out` is not written.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_create(
+    backend: u32,
+    device: i32,
+    out: *mut *mut hipfp8_context,
+) -> hipfp8_status {
+    guard("hipfp8_context_create", || {
+        let out = args::out_param("out", out)?;
+        let ctx = create(backend, device)?;
+        out.write(register(ctx));
+        Ok(())
+    })
+}
+
+/// Create a CPU context whose AUTO formats are those of another device: `native_format`
+/// E4M3FNUZ or E5M2FNUZ emulates an MI300 (gfx942: AUTO = FNUZ), E4M3FN / E5M2 / AUTO give
+/// the plain CPU context (OCP). Useful to prepare data for a device on the host.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_create_cpu(
+    native_format: u32,
+    out: *mut *mut hipfp8_context,
+) -> hipfp8_status {
+    guard("hipfp8_context_create_cpu", || {
+        let out = args::out_param("out", out)?;
+        let fnuz = match format_choice(native_format)? {
+            crate::ops::FormatChoice::Exact(f) => f.is_fnuz(),
+            _ => false,
+        };
+        out.write(register(Context::cpu_with_fnuz_native(fnuz)));
+        Ok(())
+    })
+}
+
+/// Destroy a context. NULL is a no-op (like `free`); a handle that is not live (already
+/// destroyed) gives INVALID_HANDLE. Work already queued on a GPU stream is not waited for.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_destroy(ctx: *mut hipfp8_context) -> hipfp8_status {
+    guard("hipfp8_context_destroy", || {
+        if ctx.is_null() {
+            return Ok(());
+        }
+        match registry().live.remove(&ctx.addr()) {
+            Some(_) => Ok(()),
+            None => Err(FfiError::InvalidHandle(format!(
+                "{ctx:p} is not a live context (destroyed twice?)"
+            ))),
+        }
+    })
+}
+
+/// The backend of a context: `HIPFP8_BACKEND_CPU` or `HIPFP8_BACKEND_GPU`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_backend(
+    ctx: *const hipfp8_context,
+    out: *mut hipfp8_backend,
+) -> hipfp8_status {
+    guard("hipfp8_context_backend", || {
+        let c = lookup(ctx)?;
+        let out = args::out_param("out", out)?;
+        out.write(match c.backend() {
+            BackendKind::Cpu => hipfp8_backend::HIPFP8_BACKEND_CPU,
+            BackendKind::Gpu => hipfp8_backend::HIPFP8_BACKEND_GPU,
+        });
+        Ok(())
+    })
+}
+
+/// The native E4M3 format of the context's device (what `HIPFP8_FORMAT_AUTO` resolves to):
+/// E4M3FNUZ on gfx940/941/942, E4M3FN on gfx950, NVIDIA and the CPU.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_native_format(
+    ctx: *const hipfp8_context,
+    out: *mut hipfp8_format,
+) -> hipfp8_status {
+    guard("hipfp8_context_native_format", || {
+        let c = lookup(ctx)?;
+        let out = args::out_param("out", out)?;
+        out.write(exact_format(c.native_format()));
+        Ok(())
+    })
+}
+
+/// The exact format a `hipfp8_format` (AUTO, AUTO_E5M2, or an exact one) means on this
+/// context: what the ops will write.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_resolve_format(
+    ctx: *const hipfp8_context,
+    format: u32,
+    out: *mut hipfp8_format,
+) -> hipfp8_status {
+    guard("hipfp8_context_resolve_format", || {
+        let c = lookup(ctx)?;
+        let choice = format_choice(format)?;
+        let out = args::out_param("out", out)?;
+        out.write(exact_format(c.resolve(choice)));
+        Ok(())
+    })
+}
+
+/// Copy the device name ("host CPU (N threads)", "AMD Instinct MI300X", ...) into `buf`.
+/// `*len` (if `len` is not NULL) receives its length without the NUL. Call with `buf` NULL to
+/// ask the length only; otherwise `buf_len` must be at least length + 1 (OUTPUT_TOO_SMALL,
+/// nothing written, if not).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_device_name(
+    ctx: *const hipfp8_context,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> hipfp8_status {
+    guard("hipfp8_context_device_name", || {
+        let c = lookup(ctx)?;
+        args::copy_str_out(c.device_name(), buf, buf_len, len)
+    })
+}
+
+/// Copy the architecture string ("cpu", "gfx942", "gfx950", "sm_90", ...) into `buf`, with
+/// the same rules as `hipfp8_context_device_name`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_context_arch(
+    ctx: *const hipfp8_context,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> hipfp8_status {
+    guard("hipfp8_context_arch", || {
+        let c = lookup(ctx)?;
+        args::copy_str_out(c.arch(), buf, buf_len, len)
+    })
+}
+
+fn exact_format(f: Fp8Format) -> hipfp8_format {
+    match f {
+        Fp8Format::E4M3Fn => hipfp8_format::HIPFP8_FORMAT_E4M3FN,
+        Fp8Format::E5M2 => hipfp8_format::HIPFP8_FORMAT_E5M2,
+        Fp8Format::E4M3FnUz => hipfp8_format::HIPFP8_FORMAT_E4M3FNUZ,
+        Fp8Format::E5M2FnUz => hipfp8_format::HIPFP8_FORMAT_E5M2FNUZ,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_never_reused() {
+        let mut a = std::ptr::null_mut();
+        assert_eq!(
+            hipfp8_context_create(1, 0, &mut a),
+            hipfp8_status::HIPFP8_STATUS_SUCCESS
+        );
+        assert_eq!(
+            hipfp8_context_destroy(a),
+            hipfp8_status::HIPFP8_STATUS_SUCCESS
+        );
+        let mut b = std::ptr::null_mut();
+        assert_eq!(
+            hipfp8_context_create(1, 0, &mut b),
+            hipfp8_status::HIPFP8_STATUS_SUCCESS
+        );
+        assert_ne!(a, b);
+        assert!(lookup(a).is_err());
+        assert!(lookup(b).is_ok());
+        assert_eq!(
+            hipfp8_context_destroy(b),
+            hipfp8_status::HIPFP8_STATUS_SUCCESS
+        );
+    }
+
+    #[test]
+    fn context_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Context>();
+    }
+}

@@ -1,0 +1,126 @@
+//! The C ABI: `include/hipfp8.h` is generated from this module by cbindgen.
+//!
+//! # Conventions (the contract every export follows; DESIGN.md section 7)
+//! * Every function is a plain `#[unsafe(no_mangle)] pub extern "C" fn hipfp8_*`, so cbindgen
+//!   sees it without macro expansion.
+//! * Every function that can fail returns a [`hipfp8_status`] (stable explicit values) and
+//!   sets the calling thread's last-error message ([`hipfp8_last_error_message`]): a
+//!   sentence naming the function and the argument at fault, or "" after success.
+//! * Panics never cross the boundary: each entry point runs under `catch_unwind` and a panic
+//!   becomes `HIPFP8_STATUS_INTERNAL_ERROR`.
+//! * On failure NOTHING is written: neither the data outputs nor the out-parameters. Every
+//!   argument is validated before the first byte is written.
+//! * The context ([`hipfp8_context`]) is an opaque handle. Handles are registry ids, not
+//!   addresses, and are never reused: a destroyed or made-up handle is detected and answered
+//!   with `HIPFP8_STATUS_INVALID_HANDLE` instead of being dereferenced.
+//! * Problem descriptors are `#[repr(C)]` structs whose first field is `size`, which the
+//!   caller sets to `sizeof(struct)`; the library reads `size` first and rejects a value it
+//!   does not know (`HIPFP8_STATUS_INVALID_DESCRIPTOR`), so descriptors can grow in later
+//!   versions without silently misreading old callers. Enum-valued fields are plain
+//!   `uint32_t` on the Rust side, so an unknown value is an error, never undefined behaviour.
+//! * Buffers are passed as (pointer, element count). The count is the buffer's capacity: it
+//!   may exceed what the op writes but not fall short (`*_TOO_SMALL`). Pointers are host
+//!   pointers on a CPU context and device pointers on a GPU one (checked there:
+//!   `HIPFP8_STATUS_WRONG_LOCATION`); each must be aligned to its
+//!   element type (2 bytes for bf16, 4 for f32 and int32; `HIPFP8_STATUS_MISALIGNED`
+//!   otherwise); NULL is accepted only with a count of 0 (NULL_POINTER otherwise), and a
+//!   buffer the op needs elements from must have them. Buffers must not overlap each other.
+//! * The stream (`hipStream_t`, or a `cudaStream_t` cast to it on NVIDIA) is the last
+//!   argument; NULL is the default stream; the CPU backend ignores it.
+//!
+//! Layout: [`status`] (status enum, last error, panic guard), [`context`] (handle registry
+//! and queries), [`args`] (the one place that turns C pointers into op views), one module
+//! per op family.
+
+// Exported names follow the C conventions of the header (hipfp8_context, HIPFP8_STATUS_*).
+#![allow(non_camel_case_types)]
+// Entry points are safe `extern "C"` functions taking raw pointers: their safety contract is
+// the header's (the C caller vouches for each (pointer, count) pair), discharged in `args`.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// C signatures carry one (pointer, count) pair per buffer.
+#![allow(clippy::too_many_arguments)]
+
+// cbindgen emits items in module order, so this order is the header's: status and errors,
+// shared enums, the context, then the op families as docs/OPS.md lists them (the blank lines
+// keep rustfmt from sorting the declarations).
+pub mod status;
+pub mod types;
+
+pub mod context;
+
+pub mod quant;
+
+pub mod cast_transpose;
+
+pub mod mx;
+
+pub mod grouped_gemm;
+
+pub mod args;
+
+pub use cast_transpose::*;
+pub use context::*;
+pub use grouped_gemm::*;
+pub use mx::*;
+pub use quant::*;
+pub use status::*;
+pub use types::*;
+
+/// Major version of the library (the crate version in Cargo.toml; checked by tests).
+pub const HIPFP8_VERSION_MAJOR: u32 = 0;
+/// Minor version of the library.
+pub const HIPFP8_VERSION_MINOR: u32 = 1;
+/// Patch version of the library.
+pub const HIPFP8_VERSION_PATCH: u32 = 0;
+/// `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if` comparisons.
+pub const HIPFP8_VERSION: u32 = 100;
+/// Version of the C ABI this header describes. Bumped on any incompatible change to an
+/// existing function, descriptor or enum value; additions do not bump it.
+pub const HIPFP8_ABI_VERSION: u32 = 1;
+
+/// The ABI version of the library actually linked (compare with `HIPFP8_ABI_VERSION` from
+/// the header the program was compiled against).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_abi_version() -> u32 {
+    HIPFP8_ABI_VERSION
+}
+
+/// The version of the library actually linked, as `MAJOR * 10000 + MINOR * 100 + PATCH`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_version() -> u32 {
+    HIPFP8_VERSION
+}
+
+/// The body shared by every op export: resolve the handle, read the descriptor, then run
+/// `f` with views that know the context's memory kind — all under the panic guard.
+pub(crate) fn op_entry<D: args::Descriptor>(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    f: impl FnOnce(&crate::ops::Context, D, &args::Views) -> Result<(), FfiError>,
+) -> hipfp8_status {
+    status::guard(func, || {
+        let c = context::lookup(ctx)?;
+        let d = args::read_desc(desc)?;
+        f(&c, d, &args::Views::new(&c))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_cargo_toml() {
+        let p = |s: &str| s.parse::<u32>().unwrap();
+        assert_eq!(HIPFP8_VERSION_MAJOR, p(env!("CARGO_PKG_VERSION_MAJOR")));
+        assert_eq!(HIPFP8_VERSION_MINOR, p(env!("CARGO_PKG_VERSION_MINOR")));
+        assert_eq!(HIPFP8_VERSION_PATCH, p(env!("CARGO_PKG_VERSION_PATCH")));
+        assert_eq!(
+            HIPFP8_VERSION,
+            HIPFP8_VERSION_MAJOR * 10000 + HIPFP8_VERSION_MINOR * 100 + HIPFP8_VERSION_PATCH
+        );
+        assert_eq!(hipfp8_version(), HIPFP8_VERSION);
+        assert_eq!(hipfp8_abi_version(), HIPFP8_ABI_VERSION);
+    }
+}

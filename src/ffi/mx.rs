@@ -1,0 +1,106 @@
+//! MXFP8 exports (OCP MX v1.0, torchao `to_mx` semantics): 32-element blocks along one
+//! dimension, E8M0 scales (one byte: 2^(code - 127), 0xFF = NaN).
+
+use std::ffi::c_void;
+
+use super::args::{descriptor, format_choice};
+use super::status::{FfiError, hipfp8_status};
+use super::types::hipStream_t;
+use super::{hipfp8_context, op_entry};
+use crate::error::Error;
+use crate::mx::{MxParams, MxRounding};
+use crate::ops::StreamRef;
+
+/// How an MX block's E8M0 scale exponent is chosen from its amax.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_mx_rounding {
+    /// `e = floor(log2(amax)) - emax_elem` (the OCP MX spec; torchao's default).
+    HIPFP8_MX_ROUNDING_FLOOR = 0,
+    /// `e = ceil(log2(amax / max_elem))` (never saturates; NVIDIA's recipe).
+    HIPFP8_MX_ROUNDING_RCEIL = 1,
+}
+
+/// An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
+/// (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_mxfp8_desc {
+    /// `sizeof(hipfp8_mxfp8_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the elements.
+    pub format: u32,
+    /// `hipfp8_mx_rounding`.
+    pub rounding: u32,
+    /// Rows of x.
+    pub m: usize,
+    /// Columns of x.
+    pub k: usize,
+}
+
+descriptor!(hipfp8_mxfp8_desc);
+
+fn mx_params(format: u32, rounding: u32) -> Result<MxParams, FfiError> {
+    const FLOOR: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_FLOOR as u32;
+    const RCEIL: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_RCEIL as u32;
+    let r = match rounding {
+        FLOOR => MxRounding::Floor,
+        RCEIL => MxRounding::Rceil,
+        v => {
+            return Err(Error::InvalidEnum(format!(
+                "rounding = {v} is not a hipfp8_mx_rounding (FLOOR = 0, RCEIL = 1)"
+            ))
+            .into());
+        }
+    };
+    Ok(MxParams::new(format_choice(format)?, r))
+}
+
+/// MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
+/// E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_mxfp8_dim0(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_mxfp8_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut u8,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_mxfp8_dim0", ctx, desc, |c, d, v| {
+        let p = mx_params(d.format, d.rounding)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.mxfp8_dim0(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}
+
+/// MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
+/// (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
+/// scales: k*ceil(m/32) bytes.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_mxfp8_dim1(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_mxfp8_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut u8,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_mxfp8_dim1", ctx, desc, |c, d, v| {
+        let p = mx_params(d.format, d.rounding)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.mxfp8_dim1(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}

@@ -1,0 +1,405 @@
+//! Scale-and-cast exports (docs/OPS.md): rowwise 2D, 3D expert weights, per-group (jagged)
+//! rowwise/colwise and the dual variant, tensorwise, blockwise, token-group padding.
+//!
+//! Scales are forward (multiplicative) f32 scales: `data = encode(x * scale)`; dequantize
+//! with `decode(data) / scale`. Grouped ops take int32 END offsets `offs[num_groups]`
+//! (torch._scaled_grouped_mm's `offs`): group g covers `[offs[g-1], offs[g])` with
+//! `offs[-1] = 0`; empty groups are allowed and get the scale of an all-zero group; elements
+//! past `offs[num_groups-1]` are not written. On the CPU bad offsets are INVALID_OFFSETS; on
+//! a GPU they are never read back (kernels clamp them).
+
+use std::ffi::c_void;
+
+use super::args::{cast_params, descriptor};
+use super::status::hipfp8_status;
+use super::types::hipStream_t;
+use super::{hipfp8_context, op_entry};
+use crate::ops::StreamRef;
+
+/// A 2D scale-and-cast problem: x is (m, k) row-major.
+///
+/// Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
+/// `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_cast_2d_desc {
+    /// `sizeof(hipfp8_cast_2d_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the output.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// Rows.
+    pub m: usize,
+    /// Columns (the contiguous dimension).
+    pub k: usize,
+}
+
+/// A 3D expert-weight problem: x is (e, k, n) column-major, `x[e*k*n + n_i*k + k_i]`.
+/// Used by `hipfp8_colwise_3d` and `hipfp8_rowwise_3d_transpose_rhs`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_cast_3d_desc {
+    /// `sizeof(hipfp8_cast_3d_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the output.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// Experts.
+    pub e: usize,
+    /// Rows of each expert matrix (contiguous: column-major).
+    pub k: usize,
+    /// Columns of each expert matrix.
+    pub n: usize,
+}
+
+/// Two per-group colwise casts sharing m and the offsets (`hipfp8_per_group_colwise_dual`):
+/// x1 is (m, k1), x2 is (m, k2), both row-major.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_cast_dual_desc {
+    /// `sizeof(hipfp8_cast_dual_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x1.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of both outputs.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// `hipfp8_dtype` of x2.
+    pub input_dtype2: u32,
+    /// Rows of both inputs (the grouped dimension).
+    pub m: usize,
+    /// Columns of x1.
+    pub k1: usize,
+    /// Columns of x2.
+    pub k2: usize,
+}
+
+/// A tensorwise cast of n elements (`hipfp8_tensorwise`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_tensorwise_desc {
+    /// `sizeof(hipfp8_tensorwise_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the output.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// Elements.
+    pub n: usize,
+}
+
+/// A rowwise cast that pads token groups to multiples of 16 rows
+/// (`hipfp8_rowwise_2d_padded`): x is (m, k) row-major, the output has m_cap rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_padded_desc {
+    /// `sizeof(hipfp8_padded_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the output.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// Rows of x.
+    pub m: usize,
+    /// Columns.
+    pub k: usize,
+    /// Rows of the output; must be >= m + 15 * num_groups (the worst case, so a GPU caller
+    /// can size it without reading the offsets).
+    pub m_cap: usize,
+}
+
+descriptor!(
+    hipfp8_cast_2d_desc,
+    hipfp8_cast_3d_desc,
+    hipfp8_cast_dual_desc,
+    hipfp8_tensorwise_desc,
+    hipfp8_padded_desc
+);
+
+/// Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
+/// from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
+/// x: m*k elements of `input_dtype`; out: m*k bytes; scales: m.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_rowwise_2d(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_rowwise_2d", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.rowwise_2d(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Colwise cast of 3D expert weights (forward B operand): out has x's layout,
+/// `scales[e_i*n + n_i]` from the amax over k. Needs k > 0.
+/// x: e*k*n elements; out: e*k*n bytes; scales: e*n.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_colwise_3d(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_3d_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_colwise_3d", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.colwise_3d(&p, d.e, d.k, d.n, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Transpose-rowwise cast of 3D expert weights (dgrad B operand): out is (e, n, k)
+/// column-major, `out[e_i*n*k + k_i*n + n_i]`; `scales[e_i*k + k_i]` from the amax over n.
+/// Needs n > 0. x: e*k*n elements; out: e*k*n bytes; scales: e*k.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_rowwise_3d_transpose_rhs(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_3d_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_rowwise_3d_transpose_rhs", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.rowwise_3d_transpose_rhs(&p, d.e, d.k, d.n, x, out, scales, s)?)
+    })
+}
+
+/// Per-group colwise cast (wgrad operands), groups along m: out is column-major
+/// `out[k_i*m + m_i]`; `scales[g*k + k_i]` from the amax over group g's rows of column k_i.
+/// x: m*k elements; offs: num_groups END offsets along m; out: m*k bytes; scales:
+/// num_groups*k.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_per_group_colwise(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_per_group_colwise", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let offs = v.src("offs", offs, num_groups)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.per_group_colwise(&p, d.m, d.k, x, offs, out, scales, s)?)
+    })
+}
+
+/// Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
+/// grad_out and the activations together). x1: m*k1, x2: m*k2 elements; out1: m*k1 and
+/// out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_per_group_colwise_dual(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_dual_desc,
+    x1: *const c_void,
+    x1_len: usize,
+    x2: *const c_void,
+    x2_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    out1: *mut u8,
+    out1_len: usize,
+    scales1: *mut f32,
+    scales1_len: usize,
+    out2: *mut u8,
+    out2_len: usize,
+    scales2: *mut f32,
+    scales2_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_per_group_colwise_dual", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x1 = v.hp("x1", d.input_dtype, x1, x1_len)?;
+        let x2 = v.hp("x2", d.input_dtype2, x2, x2_len)?;
+        let offs = v.src("offs", offs, num_groups)?;
+        let out1 = v.dst("out1", out1, out1_len)?;
+        let scales1 = v.dst("scales1", scales1, scales1_len)?;
+        let out2 = v.dst("out2", out2, out2_len)?;
+        let scales2 = v.dst("scales2", scales2, scales2_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.per_group_colwise_dual(
+            &p, d.m, d.k1, d.k2, x1, x2, offs, out1, scales1, out2, scales2, s,
+        )?)
+    })
+}
+
+/// Per-group rowwise cast, groups along k (columns): out row-major; `scales[g*m + m_i]` from
+/// the amax over row m_i within group g's columns. x: m*k elements; offs: num_groups END
+/// offsets along k; out: m*k bytes; scales: num_groups*m.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_per_group_rowwise(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_per_group_rowwise", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let offs = v.src("offs", offs, num_groups)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.per_group_rowwise(&p, d.m, d.k, x, offs, out, scales, s)?)
+    })
+}
+
+/// Tensorwise cast: `amax[0]` over all n elements, `scale[0]` from it, `out[i] =
+/// encode(x[i] * scale[0])`. Two phases on a GPU, no host sync. x: n elements; out: n
+/// bytes; scale: 1; amax: 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_tensorwise(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_tensorwise_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scale: *mut f32,
+    scale_len: usize,
+    amax: *mut f32,
+    amax_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_tensorwise", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scale = v.dst("scale", scale, scale_len)?;
+        let amax = v.dst("amax", amax, amax_len)?;
+        Ok(c.tensorwise(&p, d.n, x, out, scale, amax, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (m, ceil(k/128)) row-major; a
+/// row's last block reduces over the columns that exist. x: m*k; out: m*k bytes; scales:
+/// m*ceil(k/128).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_blockwise_1x128(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_blockwise_1x128", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.blockwise_1x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(m/128), ceil(k/128))
+/// row-major; edge tiles reduce over what exists. x: m*k; out: m*k bytes; scales:
+/// ceil(m/128)*ceil(k/128).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_blockwise_128x128(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_blockwise_128x128", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        Ok(c.blockwise_128x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Rowwise cast that pads every token group to a multiple of 16 rows in one pass (for
+/// grouped GEMMs that need aligned groups): group g's rows land at `padded_offs[g-1]...` in
+/// out (m_cap, k); padding rows are zeros with the scale of an all-zero row; `padded_offs`
+/// receives the padded END offsets; rows past the padded end are untouched.
+/// x: m*k; offs: num_groups; out: m_cap*k bytes; scales: m_cap; padded_offs: num_groups.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_rowwise_2d_padded(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_padded_desc,
+    x: *const c_void,
+    x_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    out: *mut u8,
+    out_len: usize,
+    scales: *mut f32,
+    scales_len: usize,
+    padded_offs: *mut i32,
+    padded_offs_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_rowwise_2d_padded", ctx, desc, |c, d, v| {
+        let p = cast_params(d.format, d.flags)?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let offs = v.src("offs", offs, num_groups)?;
+        let out = v.dst("out", out, out_len)?;
+        let scales = v.dst("scales", scales, scales_len)?;
+        let po = v.dst("padded_offs", padded_offs, padded_offs_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.rowwise_2d_padded(&p, d.m, d.k, d.m_cap, x, offs, out, scales, po, s)?)
+    })
+}

@@ -1,0 +1,321 @@
+//! Status codes, the thread-local last-error message, and the panic guard every entry point
+//! runs under.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::error::Error;
+
+/// Result of every fallible call. The values are part of the ABI and never change; new
+/// codes are only appended.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_status {
+    HIPFP8_STATUS_SUCCESS = 0,
+    /// The context is NULL, already destroyed, or not a context at all.
+    HIPFP8_STATUS_INVALID_HANDLE = 1,
+    /// A required pointer (buffer, descriptor, out-parameter) is NULL.
+    HIPFP8_STATUS_NULL_POINTER = 2,
+    /// A descriptor's `size` field is not the size of a descriptor version this library knows.
+    HIPFP8_STATUS_INVALID_DESCRIPTOR = 3,
+    /// An enum value (format, dtype, backend, mode) or flag bit that is not defined.
+    HIPFP8_STATUS_INVALID_ENUM = 4,
+    /// A dimension or combination of dimensions is not allowed (e.g. a reduced dim of 0).
+    HIPFP8_STATUS_INVALID_SHAPE = 5,
+    /// A product of dimensions (or a byte count) does not fit the address space / indices.
+    HIPFP8_STATUS_SIZE_OVERFLOW = 6,
+    /// The requested layout is not supported by this op.
+    HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED = 7,
+    /// Group offsets are negative, decreasing, or past the grouped extent.
+    HIPFP8_STATUS_INVALID_OFFSETS = 8,
+    /// Two arguments disagree on the number of groups.
+    HIPFP8_STATUS_GROUP_COUNT_MISMATCH = 9,
+    /// The format is valid but not usable by this op (e.g. FNUZ for MXFP8).
+    HIPFP8_STATUS_UNSUPPORTED_FORMAT = 10,
+    /// An output buffer holds fewer elements than the op writes.
+    HIPFP8_STATUS_OUTPUT_TOO_SMALL = 11,
+    /// An input buffer holds fewer elements than the op reads.
+    HIPFP8_STATUS_INPUT_TOO_SMALL = 12,
+    /// A pointer is not aligned to its element type.
+    HIPFP8_STATUS_MISALIGNED = 13,
+    /// Host memory given to a GPU context, or device memory to a CPU context.
+    HIPFP8_STATUS_WRONG_LOCATION = 14,
+    /// The requested backend or device is not available in this build or on this machine.
+    HIPFP8_STATUS_BACKEND_UNAVAILABLE = 15,
+    /// The GPU runtime reported an error (the message has its code and text).
+    HIPFP8_STATUS_DEVICE_ERROR = 16,
+    /// The op is not implemented on this backend.
+    HIPFP8_STATUS_NOT_SUPPORTED = 17,
+    /// A bug in hipfp8 (a caught panic); the message says where.
+    HIPFP8_STATUS_INTERNAL_ERROR = 18,
+}
+
+use hipfp8_status as S;
+
+impl hipfp8_status {
+    /// Every status, in value order (tests check values and strings against this).
+    pub const ALL: [hipfp8_status; 19] = [
+        S::HIPFP8_STATUS_SUCCESS,
+        S::HIPFP8_STATUS_INVALID_HANDLE,
+        S::HIPFP8_STATUS_NULL_POINTER,
+        S::HIPFP8_STATUS_INVALID_DESCRIPTOR,
+        S::HIPFP8_STATUS_INVALID_ENUM,
+        S::HIPFP8_STATUS_INVALID_SHAPE,
+        S::HIPFP8_STATUS_SIZE_OVERFLOW,
+        S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED,
+        S::HIPFP8_STATUS_INVALID_OFFSETS,
+        S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH,
+        S::HIPFP8_STATUS_UNSUPPORTED_FORMAT,
+        S::HIPFP8_STATUS_OUTPUT_TOO_SMALL,
+        S::HIPFP8_STATUS_INPUT_TOO_SMALL,
+        S::HIPFP8_STATUS_MISALIGNED,
+        S::HIPFP8_STATUS_WRONG_LOCATION,
+        S::HIPFP8_STATUS_BACKEND_UNAVAILABLE,
+        S::HIPFP8_STATUS_DEVICE_ERROR,
+        S::HIPFP8_STATUS_NOT_SUPPORTED,
+        S::HIPFP8_STATUS_INTERNAL_ERROR,
+    ];
+
+    /// The static NUL-terminated description of a status.
+    fn c_str(self) -> &'static std::ffi::CStr {
+        match self {
+            S::HIPFP8_STATUS_SUCCESS => c"success",
+            S::HIPFP8_STATUS_INVALID_HANDLE => c"invalid context handle (NULL or destroyed)",
+            S::HIPFP8_STATUS_NULL_POINTER => c"required pointer is NULL",
+            S::HIPFP8_STATUS_INVALID_DESCRIPTOR => c"descriptor size field does not match",
+            S::HIPFP8_STATUS_INVALID_ENUM => c"unknown enum value or flag",
+            S::HIPFP8_STATUS_INVALID_SHAPE => c"invalid shape",
+            S::HIPFP8_STATUS_SIZE_OVERFLOW => c"size overflow",
+            S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED => c"layout not supported",
+            S::HIPFP8_STATUS_INVALID_OFFSETS => c"invalid group offsets",
+            S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH => c"group count mismatch",
+            S::HIPFP8_STATUS_UNSUPPORTED_FORMAT => c"format not supported by this op",
+            S::HIPFP8_STATUS_OUTPUT_TOO_SMALL => c"output buffer too small",
+            S::HIPFP8_STATUS_INPUT_TOO_SMALL => c"input buffer too small",
+            S::HIPFP8_STATUS_MISALIGNED => c"misaligned pointer",
+            S::HIPFP8_STATUS_WRONG_LOCATION => c"memory on the wrong device (host vs GPU)",
+            S::HIPFP8_STATUS_BACKEND_UNAVAILABLE => c"backend or device unavailable",
+            S::HIPFP8_STATUS_DEVICE_ERROR => c"GPU runtime error",
+            S::HIPFP8_STATUS_NOT_SUPPORTED => c"not supported on this backend",
+            S::HIPFP8_STATUS_INTERNAL_ERROR => c"internal error in hipfp8",
+        }
+    }
+}
+
+/// Why an entry point failed: an op's [`Error`] or a failure only the C boundary has.
+#[derive(Debug)]
+pub enum FfiError {
+    Op(Error),
+    InvalidHandle(String),
+    InvalidDescriptor {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+}
+
+impl From<Error> for FfiError {
+    fn from(e: Error) -> Self {
+        FfiError::Op(e)
+    }
+}
+
+impl fmt::Display for FfiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FfiError::Op(e) => e.fmt(f),
+            FfiError::InvalidHandle(s) => write!(f, "invalid context handle: {s}"),
+            FfiError::InvalidDescriptor {
+                what,
+                expected,
+                got,
+            } => write!(
+                f,
+                "descriptor `{what}` has size field {got}, expected {expected} (sizeof the \
+                 descriptor in the header this library was built with)"
+            ),
+        }
+    }
+}
+
+/// The status of each error. Exhaustive on purpose: a new [`Error`] variant does not compile
+/// until it has a status.
+pub fn status_of(e: &FfiError) -> hipfp8_status {
+    match e {
+        FfiError::InvalidHandle(_) => S::HIPFP8_STATUS_INVALID_HANDLE,
+        FfiError::InvalidDescriptor { .. } => S::HIPFP8_STATUS_INVALID_DESCRIPTOR,
+        FfiError::Op(e) => match e {
+            Error::InvalidShape(_) => S::HIPFP8_STATUS_INVALID_SHAPE,
+            Error::SizeOverflow(_) => S::HIPFP8_STATUS_SIZE_OVERFLOW,
+            Error::LayoutNotSupported(_) => S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED,
+            Error::InvalidOffsets(_) => S::HIPFP8_STATUS_INVALID_OFFSETS,
+            Error::GroupCountMismatch { .. } => S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH,
+            Error::UnsupportedFormat(_) => S::HIPFP8_STATUS_UNSUPPORTED_FORMAT,
+            Error::OutputTooSmall { .. } => S::HIPFP8_STATUS_OUTPUT_TOO_SMALL,
+            Error::InputTooSmall { .. } => S::HIPFP8_STATUS_INPUT_TOO_SMALL,
+            Error::Misaligned(_) => S::HIPFP8_STATUS_MISALIGNED,
+            Error::NullPointer(_) => S::HIPFP8_STATUS_NULL_POINTER,
+            Error::WrongLocation(_) => S::HIPFP8_STATUS_WRONG_LOCATION,
+            Error::InvalidEnum(_) => S::HIPFP8_STATUS_INVALID_ENUM,
+            Error::BackendUnavailable(_) => S::HIPFP8_STATUS_BACKEND_UNAVAILABLE,
+            Error::Device { .. } => S::HIPFP8_STATUS_DEVICE_ERROR,
+            Error::NotSupported(_) => S::HIPFP8_STATUS_NOT_SUPPORTED,
+        },
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: String) {
+    // A message never contains NUL in practice; strip any so CString::new cannot fail.
+    let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    // try_with: during thread teardown the slot may be gone; losing the message is fine.
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut s) = slot.try_borrow_mut() {
+            *s = c;
+        }
+    });
+}
+
+/// Run an entry point's body: catch panics, map errors to statuses, record the message.
+/// Every exported function that returns a status goes through here.
+pub(crate) fn guard(
+    func: &'static str,
+    body: impl FnOnce() -> Result<(), FfiError>,
+) -> hipfp8_status {
+    let (status, msg) = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => (S::HIPFP8_STATUS_SUCCESS, String::new()),
+        Ok(Err(e)) => (status_of(&e), format!("{func}: {e}")),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            (
+                S::HIPFP8_STATUS_INTERNAL_ERROR,
+                format!("{func}: internal error (panic: {what})"),
+            )
+        }
+    };
+    set_last_error(msg);
+    status
+}
+
+/// A static, NUL-terminated English description of a status value (never NULL; unknown
+/// values give "unknown hipfp8_status"). Does not touch the last-error message.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_status_string(status: u32) -> *const c_char {
+    hipfp8_status::ALL
+        .get(status as usize)
+        .map_or(c"unknown hipfp8_status", |s| s.c_str())
+        .as_ptr()
+}
+
+/// Detail of the last failed call on the calling thread: which function, which argument and
+/// why (e.g. "hipfp8_rowwise_2d: output `scales` too small: needs 64 elements, got 63").
+/// "" after a successful call. Never NULL. The pointer stays valid until the next hipfp8
+/// call on the same thread; copy the text to keep it.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_last_error_message() -> *const c_char {
+    LAST_ERROR
+        .try_with(|slot| match slot.try_borrow() {
+            // The CString's heap buffer is stable until the slot is next assigned, which
+            // only happens inside a later hipfp8 call on this thread.
+            Ok(s) => s.as_ptr(),
+            Err(_) => c"".as_ptr(),
+        })
+        .unwrap_or(c"".as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // SAFETY: hipfp8_last_error_message never returns NULL and points to a NUL-terminated
+        // string that lives until the next hipfp8 call on this thread.
+        unsafe { CStr::from_ptr(hipfp8_last_error_message()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn values_are_stable_and_strings_distinct() {
+        for (i, s) in hipfp8_status::ALL.iter().enumerate() {
+            assert_eq!(*s as u32, i as u32);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in hipfp8_status::ALL {
+            // SAFETY: hipfp8_status_string returns a static NUL-terminated string.
+            let t = unsafe { CStr::from_ptr(hipfp8_status_string(s as u32)) };
+            assert!(seen.insert(t.to_owned()), "duplicate string for {s:?}");
+        }
+        // SAFETY: as above.
+        let unknown = unsafe { CStr::from_ptr(hipfp8_status_string(12345)) };
+        assert_eq!(unknown.to_str().unwrap(), "unknown hipfp8_status");
+    }
+
+    #[test]
+    fn guard_catches_panics_and_records_messages() {
+        let st = guard("hipfp8_test", || panic!("boom {}", 42));
+        assert_eq!(st, S::HIPFP8_STATUS_INTERNAL_ERROR);
+        assert_eq!(last(), "hipfp8_test: internal error (panic: boom 42)");
+        let st = guard("hipfp8_test", || panic!("static"));
+        assert_eq!(st, S::HIPFP8_STATUS_INTERNAL_ERROR);
+        assert!(last().contains("static"));
+
+        let st = guard("hipfp8_test", || Err(Error::NullPointer("x").into()));
+        assert_eq!(st, S::HIPFP8_STATUS_NULL_POINTER);
+        assert_eq!(last(), "hipfp8_test: null pointer: `x`");
+
+        assert_eq!(guard("hipfp8_test", || Ok(())), S::HIPFP8_STATUS_SUCCESS);
+        assert_eq!(last(), "");
+    }
+
+    #[test]
+    fn every_error_has_its_own_status() {
+        let errs = [
+            Error::InvalidShape(String::new()),
+            Error::SizeOverflow(String::new()),
+            Error::LayoutNotSupported(String::new()),
+            Error::InvalidOffsets(String::new()),
+            Error::GroupCountMismatch {
+                expected: 1,
+                got: 2,
+            },
+            Error::UnsupportedFormat(String::new()),
+            Error::OutputTooSmall {
+                what: "o",
+                needed: 1,
+                got: 0,
+            },
+            Error::InputTooSmall {
+                what: "i",
+                needed: 1,
+                got: 0,
+            },
+            Error::Misaligned(String::new()),
+            Error::NullPointer("p"),
+            Error::WrongLocation(String::new()),
+            Error::InvalidEnum(String::new()),
+            Error::BackendUnavailable(String::new()),
+            Error::Device {
+                code: 1,
+                msg: String::new(),
+            },
+            Error::NotSupported(String::new()),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for e in errs {
+            let s = status_of(&FfiError::Op(e.clone()));
+            assert_ne!(s, S::HIPFP8_STATUS_SUCCESS);
+            assert!(seen.insert(s as u32), "{e:?} shares status {s:?}");
+        }
+    }
+}
