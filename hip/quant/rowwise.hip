@@ -125,6 +125,23 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
     const int g = upper_bound_i32(s_offs, G, c0);
     gid[j] = (g < G && c0 + EPV <= s_offs[g]) ? g : -1;
   }
+  // Is the whole wavefront's vector j inside one group? Then its amax is reduced with shuffles
+  // and one shared atomic per wavefront instead of one per lane (same-address shared atomics
+  // serialise). The map does not depend on the row: computed once.
+  bool wuni[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+    int mn = (VEC && i < nv) ? gid[j] : -2, mx = mn;
+#pragma unroll
+    for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) {
+      const int a = HIPFP8_SHFL_XOR(mn, o), b = HIPFP8_SHFL_XOR(mx, o);
+      mn = a < mn ? a : mn;
+      mx = b > mx ? b : mx;
+    }
+    wuni[j] = mn == mx && mn >= 0;
+  }
+  const bool lane0 = threadIdx.x % HIPFP8_WAVE == 0;
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const typename In::elem* xr = x + row * K;
     for (int g = threadIdx.x; g < G; g += BLOCK) s_amax[g] = 0;
@@ -134,7 +151,11 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      if (i < nv) {
+      if (wuni[j]) {
+        v[j] = HIPFP8_LDG(reinterpret_cast<const uint4*>(xr) + i);
+        const uint32_t m = wave_max(In::absmax(v[j]));
+        if (lane0) atomicMax(&s_amax[gid[j]], m);
+      } else if (i < nv) {
         if constexpr (VEC) {
           v[j] = HIPFP8_LDG(reinterpret_cast<const uint4*>(xr) + i);
           if (gid[j] >= 0) {
@@ -220,7 +241,7 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
   const size_t smem = (size_t)G * 12;
-  const int64_t cap = (int64_t)device_sm_count() * 4;
+  const int64_t cap = (int64_t)device_sm_count() * 8;
   const int64_t grid = m < cap ? m : cap;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
   if (!vec) {
@@ -320,7 +341,7 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   const E* xp = static_cast<const E*>(x);
   const size_t smem = (size_t)G * 8;
   const int64_t rows_bound = m + 15 * (int64_t)G;
-  const int64_t cap = (int64_t)device_sm_count() * 8;
+  const int64_t cap = (int64_t)device_sm_count() * 16;
   int64_t grid = rows_bound < cap ? rows_bound : cap;
   if (grid < 1) grid = 1;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
