@@ -38,8 +38,9 @@ constexpr int kColRPT = 16;                        // rows per thread (= bytes p
 constexpr int kColUnits = kColBlock / kColCG;      // 16-row units per sub-chunk
 constexpr int kColRows = kColUnits * kColRPT;      // 1024 rows per sub-chunk
 constexpr int kColMaxCols = kColCG * 8;            // columns per tile (bf16)
-constexpr int kColDefaultL = 1;
-constexpr int kCol3dDefaultL = 1;
+// Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
+constexpr int kColDefaultL = 2;
+constexpr int kCol3dDefaultL = 2;
 
 struct ColSlabWs {
   uint32_t amax[kColMaxCols];
