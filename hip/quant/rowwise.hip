@@ -89,8 +89,10 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
   else if (nv <= 512) HIPFP8_ROWWISE_CFG(128, 4);
   else if (nv <= 1024) HIPFP8_ROWWISE_CFG(256, 4);
   else if (nv <= 2048) HIPFP8_ROWWISE_CFG(256, 8);
-  else if (nv <= 4096) HIPFP8_ROWWISE_CFG(512, 8);
-  else HIPFP8_ROWWISE_CFG(1024, 8);
+  // Longer rows (> 4096 vectors: K > 32768 bf16) keep the first 4096 vectors in registers and
+  // re-read the rest (L2-resident): a 1024-thread variant needs more than the 128 VGPRs a
+  // 1024-thread workgroup gets on CDNA and spills to scratch there.
+  else HIPFP8_ROWWISE_CFG(512, 8);
 #undef HIPFP8_ROWWISE_CFG
   HIPFP8_LAUNCH_CHECK();
 }
