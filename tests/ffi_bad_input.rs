@@ -776,6 +776,7 @@ fn all_ops() -> Vec<Op> {
             size: size_of::<D>(),
             a_format: 0,
             b_format: 1,
+            backend: 0,
             m,
             k,
             n,
@@ -809,6 +810,8 @@ fn all_ops() -> Vec<Op> {
                         ls[4],
                         p(ps, 5),
                         ls[5],
+                        null_mut(),
+                        0,
                         NS,
                     )
                 },
@@ -816,6 +819,7 @@ fn all_ops() -> Vec<Op> {
             .enums(&[
                 ("format", offset_of!(D, a_format)),
                 ("format", offset_of!(D, b_format)),
+                ("backend", offset_of!(D, backend)),
             ])
             .reduced(offset_of!(D, k))
             .product(off!(D, m, k, n, e))
@@ -828,6 +832,7 @@ fn all_ops() -> Vec<Op> {
             size: size_of::<E>(),
             a_format: 1,
             b_format: 0,
+            backend: 0,
             n,
             mt,
             k,
@@ -860,6 +865,8 @@ fn all_ops() -> Vec<Op> {
                         ls[4],
                         p(ps, 5),
                         ls[5],
+                        null_mut(),
+                        0,
                         NS,
                     )
                 },
@@ -867,6 +874,7 @@ fn all_ops() -> Vec<Op> {
             .enums(&[
                 ("format", offset_of!(E, a_format)),
                 ("format", offset_of!(E, b_format)),
+                ("backend", offset_of!(E, backend)),
             ])
             .product(off!(E, n, mt, k))
             .grouped("offs", mt, &[1, 3, 5]),
@@ -887,16 +895,18 @@ fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
 /// Every export of the header is exercised by the matrix (a new op without a row fails here).
 #[test]
 fn matrix_covers_every_op_export() {
-    let header =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/hipfp8.h")).unwrap();
+    // CARGO_MANIFEST_DIR at run time: a GPU test bundle carries the sources elsewhere.
+    let root =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let header = std::fs::read_to_string(format!("{root}/include/hipfp8.h")).unwrap();
     let names: std::collections::BTreeSet<&str> = all_ops().iter().map(|o| o.name).collect();
     for line in header
         .lines()
         .filter(|l| l.starts_with("hipfp8_status hipfp8_"))
     {
         let f = &line["hipfp8_status ".len()..line.find('(').unwrap()];
-        if f.starts_with("hipfp8_context_") {
-            continue; // context functions: rows of their own below
+        if f.starts_with("hipfp8_context_") || f == "hipfp8_grouped_gemm_workspace_size" {
+            continue; // no descriptor: rows of their own below
         }
         assert!(
             names.contains(f),
@@ -1328,6 +1338,117 @@ fn unsupported_format() {
             &["e4m3fnuz"],
         );
     }
+}
+
+#[test]
+fn grouped_gemm_workspace() {
+    let ctx = Ctx::cpu();
+    let gemm = |name: &str| all_ops().into_iter().find(|o| o.name == name).unwrap();
+    // NULL with a size, and a workspace not 256-byte aligned, are refused for both GEMMs.
+    let mut store = vec![0u64; 64];
+    let base = store.as_mut_ptr().cast::<u8>();
+    let aligned = base.wrapping_add(base.align_offset(256)); // < 256: inside the 512 bytes
+    for name in ["hipfp8_grouped_gemm_2d3d", "hipfp8_grouped_gemm_2d2d"] {
+        for (ws, bytes, want, msg) in [
+            (
+                null_mut(),
+                64usize,
+                HIPFP8_STATUS_NULL_POINTER,
+                "`workspace`",
+            ),
+            (
+                base.wrapping_add(16),
+                64,
+                HIPFP8_STATUS_MISALIGNED,
+                "256-byte aligned",
+            ),
+        ] {
+            let mut o = gemm(name);
+            o.call = if name.ends_with("2d3d") {
+                |c, d, ps, ls| {
+                    let (ws, bytes) = WS.with(|w| w.get());
+                    hipfp8_grouped_gemm_2d3d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        ws,
+                        bytes,
+                        NS,
+                    )
+                }
+            } else {
+                |c, d, ps, ls| {
+                    let (ws, bytes) = WS.with(|w| w.get());
+                    hipfp8_grouped_gemm_2d2d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        ws,
+                        bytes,
+                        NS,
+                    )
+                }
+            };
+            WS.with(|w| w.set((ws.cast(), bytes)));
+            let st = o.invoke(ctx.0);
+            o.expect_fail("workspace", st, want, &[msg]);
+            // An aligned workspace is accepted (the CPU backend does not use it).
+            WS.with(|w| w.set((aligned.cast(), 64)));
+            let mut o2 = o.clone();
+            assert_eq!(o2.invoke(ctx.0), HIPFP8_STATUS_SUCCESS, "{}", last_error());
+        }
+    }
+    // The size query: 0 on the CPU; its arguments are checked like everything else.
+    let mut bytes = 99usize;
+    let st = hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 0, 32, &mut bytes);
+    assert_eq!((st, bytes), (HIPFP8_STATUS_SUCCESS, 0));
+    let mut bytes = 99usize;
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(null(), 0, 0, 0, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_HANDLE
+    );
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 9, 0, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_ENUM
+    );
+    assert!(last_error().contains("format = 9"));
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 3, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_ENUM
+    );
+    assert!(last_error().contains("backend = 3"));
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 0, 32, null_mut()),
+        HIPFP8_STATUS_NULL_POINTER
+    );
+    assert_eq!(bytes, 99, "written on failure");
+}
+
+thread_local! {
+    /// The workspace argument the GEMM closures of `grouped_gemm_workspace` pass.
+    static WS: std::cell::Cell<(*mut c_void, usize)> = const { std::cell::Cell::new((std::ptr::null_mut(), 0)) };
 }
 
 #[test]

@@ -211,3 +211,150 @@ fn rowwise_2d_on_device_pointers_matches_cpu() {
         rust.device_name()
     );
 }
+
+/// f64 reference and tolerance of one output element (bf16 rounding of an f32 sum).
+fn gemm_check(
+    got: f32,
+    terms: impl Iterator<Item = f64>,
+    scale: f64,
+    k: usize,
+) -> Result<(), String> {
+    let (mut r, mut abs) = (0f64, 0f64);
+    for t in terms {
+        r += t;
+        abs += t.abs();
+    }
+    let (r, abs) = (r * scale, abs * scale);
+    let tol = 2.0 * ((r.abs() / 512.0) + k as f64 * abs / (1u64 << 24) as f64) + 1e-30;
+    if (got as f64 - r).abs() <= tol || (got.is_nan() && r.is_nan()) {
+        Ok(())
+    } else {
+        Err(format!("got {got}, reference {r}, tolerance {tol}"))
+    }
+}
+
+#[test]
+fn grouped_gemm_2d3d_on_device_pointers() {
+    use hipfp8::Fp8Format;
+    let Some(rust) = gpu_for_tests("grouped_gemm_2d3d_on_device_pointers") else {
+        return;
+    };
+    let gpu = CCtx::create(hipfp8_backend::HIPFP8_BACKEND_GPU);
+    // Shapes the vendor libraries take (K % 16, N % 8), an empty group and unrouted rows.
+    let (m, k, n, e) = (200usize, 64usize, 32usize, 4usize);
+    let offs: Vec<i32> = vec![50, 50, 120, 190];
+    let fmt = Fp8Format::E4M3Fn;
+    let mut s = 0x9E37_79B9u32;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s
+    };
+    let mut code = || loop {
+        let c = (next() & 0xFF) as u8;
+        if !fmt.is_nan_code(c) {
+            return c;
+        }
+    };
+    let a: Vec<u8> = (0..m * k).map(|_| code()).collect();
+    let b: Vec<u8> = (0..e * k * n).map(|_| code()).collect();
+    let sa: Vec<f32> = (0..m).map(|i| 1.0 / (1 << (i % 5)) as f32).collect();
+    let sb: Vec<f32> = (0..e * n)
+        .map(|i| 0.5f32.powi((i % 3) as i32) * 0.01)
+        .collect();
+    let ad = DeviceBuffer::from_host(&rust, &a).unwrap();
+    let bd = DeviceBuffer::from_host(&rust, &b).unwrap();
+    let od_offs = DeviceBuffer::from_host(&rust, &offs).unwrap();
+    let sad = DeviceBuffer::from_host(&rust, &sa).unwrap();
+    let sbd = DeviceBuffer::from_host(&rust, &sb).unwrap();
+    let stream = Stream::new(&rust).unwrap();
+    for backend in [
+        hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO,
+        hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE,
+    ] {
+        for own_workspace in [false, true] {
+            let f = hipfp8_format::HIPFP8_FORMAT_E4M3FN as u32;
+            let mut ws_bytes = 0usize;
+            let st =
+                hipfp8_grouped_gemm_workspace_size(gpu.0, f, f, backend as u32, e, &mut ws_bytes);
+            assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}", last_error());
+            let mut ws = DeviceBuffer::<u8>::alloc(&rust, ws_bytes.max(1)).unwrap();
+            let (wp, wl) = if own_workspace {
+                (ws.as_mut_ptr().cast(), ws.len())
+            } else {
+                (null_mut(), 0)
+            };
+            let desc = hipfp8_grouped_gemm_2d3d_desc {
+                size: size_of::<hipfp8_grouped_gemm_2d3d_desc>(),
+                a_format: f,
+                b_format: f,
+                backend: backend as u32,
+                m,
+                k,
+                n,
+                e,
+            };
+            let poison = vec![0xA5A5u16; m * n];
+            let mut out = DeviceBuffer::<u16>::from_host(&rust, &poison).unwrap();
+            let st = hipfp8_grouped_gemm_2d3d(
+                gpu.0,
+                &desc,
+                ad.as_ptr(),
+                ad.len(),
+                bd.as_ptr(),
+                bd.len(),
+                od_offs.as_ptr(),
+                od_offs.len(),
+                sad.as_ptr(),
+                sad.len(),
+                sbd.as_ptr(),
+                sbd.len(),
+                out.as_mut_ptr(),
+                out.len(),
+                wp,
+                wl,
+                stream.raw().cast(),
+            );
+            if st == HIPFP8_STATUS_BACKEND_UNAVAILABLE {
+                println!(
+                    "HIPFP8_SKIP grouped_gemm_2d3d_on_device_pointers: {}",
+                    last_error()
+                );
+                return;
+            }
+            assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{backend:?}: {}", last_error());
+            stream.synchronize().unwrap();
+            let got = out.to_vec().unwrap();
+            let mut lo = 0usize;
+            for (g, &hi) in offs.iter().enumerate() {
+                for i in lo..hi as usize {
+                    for j in 0..n {
+                        let terms = (0..k).map(|kk| {
+                            fmt.decode(a[i * k + kk]) as f64
+                                * fmt.decode(b[g * n * k + j * k + kk]) as f64
+                        });
+                        let v = bf16::from_bits(got[i * n + j]).to_f32();
+                        gemm_check(v, terms, sa[i] as f64 * sb[g * n + j] as f64, k)
+                            .unwrap_or_else(|e| {
+                                panic!("{backend:?} ws={own_workspace} out[{i},{j}]: {e}")
+                            });
+                    }
+                }
+                lo = hi as usize;
+            }
+            assert!(
+                got[lo * n..].iter().all(|&v| v == 0xA5A5),
+                "{backend:?}: unrouted rows were written"
+            );
+            println!(
+                "grouped GEMM 2Dx3D through the C ABI, {backend:?}, workspace {}: within tolerance",
+                if own_workspace {
+                    format!("caller's ({ws_bytes} B)")
+                } else {
+                    "cached".into()
+                }
+            );
+        }
+    }
+}
