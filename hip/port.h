@@ -129,6 +129,38 @@ static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __floa
     return (int)hipfp8_e__;                          \
   } while (0)
 
+// ----------------------------------------------------------------------------- kernel primitives
+// (added for hip/quant: the few device intrinsics whose names differ between vendors)
+#if defined(HIPFP8_VENDOR_AMD)
+// Butterfly exchange within one wavefront (every lane active).
+#define HIPFP8_SHFL_XOR(v, m) __shfl_xor((v), (m))
+// Polite spin-wait step for inter-block flags.
+#define HIPFP8_BACKOFF() __builtin_amdgcn_s_sleep(2)
+#if defined(HIPFP8_HW_FP8_FNUZ) || defined(HIPFP8_HW_FP8_OCP)
+// Raw hardware f32x2 -> fp8x2 (byte 0 = lo, byte 1 = hi), round-to-nearest-even. The hardware
+// does NOT saturate by itself and its NaN/Inf/-0 behaviour is the codec's business: callers
+// (hip/fp8_codec.h) pass finite, pre-clamped values only and fix up the rest.
+static inline __device__ uint32_t hipfp8_hw_cvt_e4m3x2(float lo, float hi) {
+  return (uint32_t)__builtin_amdgcn_cvt_pk_fp8_f32(lo, hi, 0, false) & 0xFFFFu;
+}
+static inline __device__ uint32_t hipfp8_hw_cvt_e5m2x2(float lo, float hi) {
+  return (uint32_t)__builtin_amdgcn_cvt_pk_bf8_f32(lo, hi, 0, false) & 0xFFFFu;
+}
+#endif
+#else
+#define HIPFP8_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define HIPFP8_BACKOFF() __nanosleep(64)
+#if defined(HIPFP8_HW_FP8_OCP)
+// cvt.rn.satfinite.{e4m3,e5m2}x2.f32: RNE, finite overflow saturates (byte 0 = lo).
+static inline __device__ uint32_t hipfp8_hw_cvt_e4m3x2(float lo, float hi) {
+  return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+static inline __device__ uint32_t hipfp8_hw_cvt_e5m2x2(float lo, float hi) {
+  return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E5M2);
+}
+#endif
+#endif
+
 // ----------------------------------------------------------------------------- runtime helpers
 // Vendor facts the runtime shim (hip/runtime.hip) reports without testing vendor macros itself.
 #include <stdio.h>

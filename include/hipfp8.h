@@ -6,9 +6,10 @@
  *  - returns a hipfp8_status; on failure NOTHING is written (outputs, out-parameters) and
  *    hipfp8_last_error_message() says which argument is wrong and why;
  *  - buffers are (pointer, element count) pairs: host pointers on a CPU context, device
- *    pointers on a GPU one; counts are capacities (may exceed, not fall short of, what the op
- *    writes); pointers are aligned to their element type (bf16: 2, float/int32_t: 4); a
- *    buffer the op needs no element of may be NULL; buffers of one call must not overlap;
+ *    pointers of the context's GPU on a GPU one (checked: WRONG_LOCATION); counts are
+ *    capacities (may exceed, not fall short of, what the op writes); pointers are aligned
+ *    to their element type (bf16: 2, float/int32_t: 4, FP8/E8M0 bytes: any); NULL only with
+ *    a count of 0; buffers of one call must not overlap;
  *  - descriptors start with `size`, which must be sizeof(the descriptor);
  *  - enum-valued fields and parameters are uint32_t holding a value of the named enum;
  *  - the stream is the last argument (NULL = default stream; ignored on the CPU).
@@ -327,137 +328,6 @@ typedef uint32_t hipfp8_mx_rounding;
 typedef struct hipfp8_context hipfp8_context;
 
 /**
- * A cast-transpose problem: x is (m, k) row-major.
- */
-typedef struct hipfp8_cast_transpose_desc {
-  /**
-   * `sizeof(hipfp8_cast_transpose_desc)`.
-   */
-  size_t size;
-  /**
-   * `hipfp8_dtype` of x.
-   */
-  uint32_t input_dtype;
-  /**
-   * `hipfp8_format` of both outputs.
-   */
-  uint32_t format;
-  /**
-   * `hipfp8_flag` bits.
-   */
-  uint32_t flags;
-  /**
-   * `hipfp8_scaling`.
-   */
-  uint32_t scaling;
-  /**
-   * Rows of x.
-   */
-  size_t m;
-  /**
-   * Columns of x.
-   */
-  size_t k;
-} hipfp8_cast_transpose_desc;
-
-/**
- * 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
- * b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
- */
-typedef struct hipfp8_grouped_gemm_2d3d_desc {
-  /**
-   * `sizeof(hipfp8_grouped_gemm_2d3d_desc)`.
-   */
-  size_t size;
-  /**
-   * `hipfp8_format` of a.
-   */
-  uint32_t a_format;
-  /**
-   * `hipfp8_format` of b.
-   */
-  uint32_t b_format;
-  /**
-   * Rows of a and out (all groups).
-   */
-  size_t m;
-  /**
-   * Reduced dimension.
-   */
-  size_t k;
-  /**
-   * Columns of b and out.
-   */
-  size_t n;
-  /**
-   * Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
-   */
-  size_t e;
-} hipfp8_grouped_gemm_2d3d_desc;
-
-/**
- * 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
- * b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
- */
-typedef struct hipfp8_grouped_gemm_2d2d_desc {
-  /**
-   * `sizeof(hipfp8_grouped_gemm_2d2d_desc)`.
-   */
-  size_t size;
-  /**
-   * `hipfp8_format` of a.
-   */
-  uint32_t a_format;
-  /**
-   * `hipfp8_format` of b.
-   */
-  uint32_t b_format;
-  /**
-   * Rows of a.
-   */
-  size_t n;
-  /**
-   * The grouped, reduced dimension (tokens).
-   */
-  size_t mt;
-  /**
-   * Columns of b.
-   */
-  size_t k;
-} hipfp8_grouped_gemm_2d2d_desc;
-
-/**
- * An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
- * (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
- */
-typedef struct hipfp8_mxfp8_desc {
-  /**
-   * `sizeof(hipfp8_mxfp8_desc)`.
-   */
-  size_t size;
-  /**
-   * `hipfp8_dtype` of x.
-   */
-  uint32_t input_dtype;
-  /**
-   * `hipfp8_format` of the elements.
-   */
-  uint32_t format;
-  /**
-   * `hipfp8_mx_rounding`.
-   */
-  uint32_t rounding;
-  /**
-   * Rows of x.
-   */
-  size_t m;
-  /**
-   * Columns of x.
-   */
-  size_t k;
-} hipfp8_mxfp8_desc;
-
-/**
  * A 2D scale-and-cast problem: x is (m, k) row-major.
  *
  * Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
@@ -626,6 +496,137 @@ typedef struct hipfp8_padded_desc {
   size_t m_cap;
 } hipfp8_padded_desc;
 
+/**
+ * A cast-transpose problem: x is (m, k) row-major.
+ */
+typedef struct hipfp8_cast_transpose_desc {
+  /**
+   * `sizeof(hipfp8_cast_transpose_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of both outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_scaling`.
+   */
+  uint32_t scaling;
+  /**
+   * Rows of x.
+   */
+  size_t m;
+  /**
+   * Columns of x.
+   */
+  size_t k;
+} hipfp8_cast_transpose_desc;
+
+/**
+ * An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
+ * (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
+ */
+typedef struct hipfp8_mxfp8_desc {
+  /**
+   * `sizeof(hipfp8_mxfp8_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the elements.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_mx_rounding`.
+   */
+  uint32_t rounding;
+  /**
+   * Rows of x.
+   */
+  size_t m;
+  /**
+   * Columns of x.
+   */
+  size_t k;
+} hipfp8_mxfp8_desc;
+
+/**
+ * 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
+ * b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
+ */
+typedef struct hipfp8_grouped_gemm_2d3d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_2d3d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * Rows of a and out (all groups).
+   */
+  size_t m;
+  /**
+   * Reduced dimension.
+   */
+  size_t k;
+  /**
+   * Columns of b and out.
+   */
+  size_t n;
+  /**
+   * Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+   */
+  size_t e;
+} hipfp8_grouped_gemm_2d3d_desc;
+
+/**
+ * 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
+ * b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
+ */
+typedef struct hipfp8_grouped_gemm_2d2d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_2d2d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * Rows of a.
+   */
+  size_t n;
+  /**
+   * The grouped, reduced dimension (tokens).
+   */
+  size_t mt;
+  /**
+   * Columns of b.
+   */
+  size_t k;
+} hipfp8_grouped_gemm_2d2d_desc;
+
 
 
 #ifdef __cplusplus
@@ -644,24 +645,18 @@ uint32_t hipfp8_abi_version(void);
 uint32_t hipfp8_version(void);
 
 /**
- * Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
- * row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
- * tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
- * x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
+ * A static, NUL-terminated English description of a status value (never NULL; unknown
+ * values give "unknown hipfp8_status"). Does not touch the last-error message.
  */
-hipfp8_status hipfp8_cast_transpose(const struct hipfp8_context *ctx,
-                                    const struct hipfp8_cast_transpose_desc *desc,
-                                    const void *x,
-                                    size_t x_len,
-                                    uint8_t *out,
-                                    size_t out_len,
-                                    uint8_t *out_t,
-                                    size_t out_t_len,
-                                    float *scales,
-                                    size_t scales_len,
-                                    float *scales_t,
-                                    size_t scales_t_len,
-                                    hipStream_t stream);
+const char *hipfp8_status_string(uint32_t status);
+
+/**
+ * Detail of the last failed call on the calling thread: which function, which argument and
+ * why (e.g. "hipfp8_rowwise_2d: output `scales` too small: needs 64 elements, got 63").
+ * "" after a successful call. Never NULL. The pointer stays valid until the next hipfp8
+ * call on the same thread; copy the text to keep it.
+ */
+const char *hipfp8_last_error_message(void);
 
 /**
  * Create a context. `backend` is a `hipfp8_backend`: AUTO (GPU `device` if this build and
@@ -727,79 +722,6 @@ hipfp8_status hipfp8_context_arch(const struct hipfp8_context *ctx,
                                   char *buf,
                                   size_t buf_len,
                                   size_t *len);
-
-/**
- * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
- * a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
- * a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
- * scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned).
- */
-hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
-                                       const struct hipfp8_grouped_gemm_2d3d_desc *desc,
-                                       const uint8_t *a,
-                                       size_t a_len,
-                                       const uint8_t *b,
-                                       size_t b_len,
-                                       const int32_t *offs,
-                                       size_t num_groups,
-                                       const float *scale_a,
-                                       size_t scale_a_len,
-                                       const float *scale_b,
-                                       size_t scale_b_len,
-                                       uint16_t *out,
-                                       size_t out_len,
-                                       hipStream_t stream);
-
-/**
- * out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
- * rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
- * empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
- * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16.
- */
-hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
-                                       const struct hipfp8_grouped_gemm_2d2d_desc *desc,
-                                       const uint8_t *a,
-                                       size_t a_len,
-                                       const uint8_t *b,
-                                       size_t b_len,
-                                       const int32_t *offs,
-                                       size_t num_groups,
-                                       const float *scale_a,
-                                       size_t scale_a_len,
-                                       const float *scale_b,
-                                       size_t scale_b_len,
-                                       uint16_t *out,
-                                       size_t out_len,
-                                       hipStream_t stream);
-
-/**
- * MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
- * E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
- */
-hipfp8_status hipfp8_mxfp8_dim0(const struct hipfp8_context *ctx,
-                                const struct hipfp8_mxfp8_desc *desc,
-                                const void *x,
-                                size_t x_len,
-                                uint8_t *out,
-                                size_t out_len,
-                                uint8_t *scales,
-                                size_t scales_len,
-                                hipStream_t stream);
-
-/**
- * MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
- * (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
- * scales: k*ceil(m/32) bytes.
- */
-hipfp8_status hipfp8_mxfp8_dim1(const struct hipfp8_context *ctx,
-                                const struct hipfp8_mxfp8_desc *desc,
-                                const void *x,
-                                size_t x_len,
-                                uint8_t *out,
-                                size_t out_len,
-                                uint8_t *scales,
-                                size_t scales_len,
-                                hipStream_t stream);
 
 /**
  * Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
@@ -973,18 +895,97 @@ hipfp8_status hipfp8_rowwise_2d_padded(const struct hipfp8_context *ctx,
                                        hipStream_t stream);
 
 /**
- * A static, NUL-terminated English description of a status value (never NULL; unknown
- * values give "unknown hipfp8_status"). Does not touch the last-error message.
+ * Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
+ * row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
+ * tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
+ * x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
  */
-const char *hipfp8_status_string(uint32_t status);
+hipfp8_status hipfp8_cast_transpose(const struct hipfp8_context *ctx,
+                                    const struct hipfp8_cast_transpose_desc *desc,
+                                    const void *x,
+                                    size_t x_len,
+                                    uint8_t *out,
+                                    size_t out_len,
+                                    uint8_t *out_t,
+                                    size_t out_t_len,
+                                    float *scales,
+                                    size_t scales_len,
+                                    float *scales_t,
+                                    size_t scales_t_len,
+                                    hipStream_t stream);
 
 /**
- * Detail of the last failed call on the calling thread: which function, which argument and
- * why (e.g. "hipfp8_rowwise_2d: output `scales` too small: needs 64 elements, got 63").
- * "" after a successful call. Never NULL. The pointer stays valid until the next hipfp8
- * call on the same thread; copy the text to keep it.
+ * MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
+ * E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
  */
-const char *hipfp8_last_error_message(void);
+hipfp8_status hipfp8_mxfp8_dim0(const struct hipfp8_context *ctx,
+                                const struct hipfp8_mxfp8_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                uint8_t *scales,
+                                size_t scales_len,
+                                hipStream_t stream);
+
+/**
+ * MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
+ * (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
+ * scales: k*ceil(m/32) bytes.
+ */
+hipfp8_status hipfp8_mxfp8_dim1(const struct hipfp8_context *ctx,
+                                const struct hipfp8_mxfp8_desc *desc,
+                                const void *x,
+                                size_t x_len,
+                                uint8_t *out,
+                                size_t out_len,
+                                uint8_t *scales,
+                                size_t scales_len,
+                                hipStream_t stream);
+
+/**
+ * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
+ * a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
+ * a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
+ * scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned).
+ */
+hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_grouped_gemm_2d3d_desc *desc,
+                                       const uint8_t *a,
+                                       size_t a_len,
+                                       const uint8_t *b,
+                                       size_t b_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       const float *scale_a,
+                                       size_t scale_a_len,
+                                       const float *scale_b,
+                                       size_t scale_b_len,
+                                       uint16_t *out,
+                                       size_t out_len,
+                                       hipStream_t stream);
+
+/**
+ * out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
+ * rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
+ * empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
+ * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16.
+ */
+hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_grouped_gemm_2d2d_desc *desc,
+                                       const uint8_t *a,
+                                       size_t a_len,
+                                       const uint8_t *b,
+                                       size_t b_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       const float *scale_a,
+                                       size_t scale_a_len,
+                                       const float *scale_b,
+                                       size_t scale_b_len,
+                                       uint16_t *out,
+                                       size_t out_len,
+                                       hipStream_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"

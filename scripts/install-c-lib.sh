@@ -10,7 +10,8 @@
 # Options: --prefix DIR (default /usr/local), --libdir DIR (default PREFIX/lib),
 # --from DIR (where the built libraries are; default target/release).
 # HIPFP8_NATIVE_STATIC_LIBS overrides the system libraries a static link needs (the
-# `native-static-libs` rustc prints for the staticlib; the default is the Linux CPU build's).
+# `native-static-libs` rustc prints for the staticlib; by default the Linux list, plus the
+# C++ and HIP runtimes when the archive is a GPU build).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +29,19 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$libdir" ] || libdir="$prefix/lib"
-libs_private=${HIPFP8_NATIVE_STATIC_LIBS:-"-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"}
+# What a static link needs besides the archive: the Rust standard library's system libraries,
+# plus, for a GPU build (its archive defines the runtime shim hipfp8_rt_*), the C++ runtime of
+# the HIP/CUDA launchers and, for ROCm, libamdhip64 (CUDA's runtime is inside the archive).
+libs_private="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+if command -v nm >/dev/null 2>&1 && [ -f "$from/libhipfp8.a" ]; then
+    if nm --defined-only "$from/libhipfp8.a" 2>/dev/null | grep -q ' hipfp8_rt_malloc$'; then
+        libs_private="-lstdc++ $libs_private"
+        if nm --undefined-only "$from/libhipfp8.a" 2>/dev/null | grep -q ' hipMalloc$'; then
+            libs_private="-lamdhip64 $libs_private"
+        fi
+    fi
+fi
+libs_private=${HIPFP8_NATIVE_STATIC_LIBS:-$libs_private}
 version=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$root/Cargo.toml" | head -n 1)
 
 for f in libhipfp8.a libhipfp8.so; do

@@ -6,16 +6,23 @@
 use half::bf16;
 
 use crate::error::{Error, Result};
+use crate::grouped_gemm_gpu::{GemmBackend, GemmWorkspace, GroupedArgs, GroupedOp};
 use crate::ops::{
     BackendKind, Context, Dst, FormatChoice, Src, StreamRef, checked_mul, require_nonzero,
 };
 use crate::reference;
 
-/// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients).
+/// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
+/// GPU contexts which implementation runs and with which workspace
+/// (see `crate::grouped_gemm_gpu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GemmParams {
     pub a_format: FormatChoice,
     pub b_format: FormatChoice,
+    /// GPU only: vendor library (CK / CUTLASS) or the portable reference kernel.
+    pub backend: GemmBackend,
+    /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
+    pub workspace: Option<GemmWorkspace>,
 }
 
 impl GemmParams {
@@ -23,6 +30,20 @@ impl GemmParams {
         GemmParams {
             a_format: a_format.into(),
             b_format: b_format.into(),
+            ..GemmParams::default()
+        }
+    }
+
+    /// The same parameters with another GPU backend choice.
+    pub fn with_backend(self, backend: GemmBackend) -> Self {
+        GemmParams { backend, ..self }
+    }
+
+    /// The same parameters with a caller-owned GPU workspace.
+    pub fn with_workspace(self, workspace: GemmWorkspace) -> Self {
+        GemmParams {
+            workspace: Some(workspace),
+            ..self
         }
     }
 }
@@ -45,7 +66,7 @@ impl Context {
         scale_a: Src<'_, f32>,
         scale_b: Src<'_, f32>,
         mut out: Dst<'_, bf16>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let en = checked_mul("e*n", e, n)?;
@@ -76,7 +97,21 @@ impl Context {
                 reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o);
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                let args = GroupedArgs {
+                    a: a.as_ptr(),
+                    b: b.as_ptr(),
+                    offs: offs.as_ptr(),
+                    groups: e,
+                    sa: scale_a.as_ptr(),
+                    sb: scale_b.as_ptr(),
+                    out: out.as_mut_ptr(),
+                    fa,
+                    fb,
+                };
+                let op = GroupedOp::TwoD3D { m, n, k };
+                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+            }
         }
     }
 
@@ -96,7 +131,7 @@ impl Context {
         scale_a: Src<'_, f32>,
         scale_b: Src<'_, f32>,
         mut out: Dst<'_, bf16>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let g = offs.len();
         let na = checked_mul("n*mt", n, mt)?;
@@ -122,7 +157,21 @@ impl Context {
                 reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o);
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                let args = GroupedArgs {
+                    a: a.as_ptr(),
+                    b: b.as_ptr(),
+                    offs: offs.as_ptr(),
+                    groups: g,
+                    sa: scale_a.as_ptr(),
+                    sb: scale_b.as_ptr(),
+                    out: out.as_mut_ptr(),
+                    fa,
+                    fb,
+                };
+                let op = GroupedOp::TwoD2D { n, mt, k };
+                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+            }
         }
     }
 }

@@ -294,6 +294,8 @@ pub struct Context {
     arch: String,
     /// GPU ordinal for the GPU backend (see `device.rs`), None for the CPU.
     ordinal: Option<usize>,
+    /// Device scratch of the GPU kernels that need one (see `workspace.rs`).
+    pub(crate) workspace: crate::workspace::WorkspaceCell,
 }
 
 impl Context {
@@ -305,23 +307,14 @@ impl Context {
             device_name: format!("host CPU ({} threads)", rayon::current_num_threads()),
             arch: "cpu".into(),
             ordinal: None,
+            workspace: Default::default(),
         }
     }
 
     /// A GPU context; made by `Context::gpu` (src/device.rs) from the device's properties.
-    pub(crate) fn new_gpu(
-        ordinal: usize,
-        device_name: String,
-        arch: String,
-        native_fnuz: bool,
-    ) -> Context {
-        Context {
-            backend: BackendKind::Gpu,
-            native_fnuz,
-            device_name,
-            arch,
-            ordinal: Some(ordinal),
-        }
+    pub(crate) fn new_gpu(ordinal: usize, device_name: String, arch: String, native_fnuz: bool) -> Context {
+        let workspace = Default::default();
+        Context { backend: BackendKind::Gpu, native_fnuz, device_name, arch, ordinal: Some(ordinal), workspace }
     }
 
     /// The GPU ordinal of a GPU context.

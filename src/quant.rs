@@ -51,7 +51,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let en = checked_mul("e*n", e, n)?;
         let ekn = checked_mul("e*n*k", en, k)?;
@@ -75,7 +75,36 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if ekn == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
+                // SAFETY: validated above: device memory of this GPU with e*n*k inputs, e*n*k
+                // output bytes and e*n scales; the launcher only queues work on `stream`.
+                let st = unsafe {
+                    crate::sys::hipfp8_rowwise_2d_launch(
+                        xp,
+                        op,
+                        sp,
+                        en as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
+                crate::device::check_status("colwise_3d", st)
+            }
         }
     }
 
@@ -90,7 +119,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let ek = checked_mul("e*k", e, k)?;
         let ekn = checked_mul("e*k*n", ek, n)?;
@@ -114,7 +143,40 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if ekn == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                self.with_colwise_workspace(e, k, 0, stream, |ws| {
+                    // SAFETY: validated above: device memory of this GPU with e*k*n inputs and
+                    // output bytes and e*k scales; `ws` is the context's zeroed workspace of the
+                    // size the launcher asked for; work is only queued on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_rowwise_3d_transpose_rhs_launch(
+                            xp,
+                            op,
+                            sp,
+                            e as i64,
+                            k as i64,
+                            n as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    crate::device::check_status("rowwise_3d_transpose_rhs", st)
+                })
+            }
         }
     }
 
@@ -130,7 +192,7 @@ impl Context {
         offs: Src<'_, i32>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let gk = checked_mul("g*k", offs.len(), k)?;
@@ -158,7 +220,45 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if gk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                let offp = offs.as_ptr();
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("offs", offp as *const _),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                let g = offs.len();
+                self.with_colwise_workspace(g, k, 0, stream, |ws| {
+                    // SAFETY: validated above: device memory of this GPU with m*k inputs and
+                    // output bytes, G*k scales and G offsets (clamped by the kernel, never read
+                    // on the host); `ws` is the context's zeroed workspace of the size the
+                    // launcher asked for; work is only queued on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_per_group_colwise_launch(
+                            xp,
+                            offp,
+                            op,
+                            sp,
+                            m as i64,
+                            k as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    crate::device::check_status("per_group_colwise", st)
+                })
+            }
         }
     }
 
@@ -177,7 +277,7 @@ impl Context {
         mut scales1: Dst<'_, f32>,
         mut out2: Dst<'_, u8>,
         mut scales2: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk1 = checked_mul("m*k1", m, k1)?;
         let mk2 = checked_mul("m*k2", m, k2)?;
@@ -204,7 +304,59 @@ impl Context {
                 }));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if gk1 == 0 && gk2 == 0 {
+                    return Ok(());
+                }
+                let (x1p, d1) = x1.raw_parts();
+                let (x2p, d2) = x2.raw_parts();
+                if d1 != d2 {
+                    return Err(Error::NotSupported(format!(
+                        "per_group_colwise_dual on the GPU takes one input dtype for both tensors (got {} and {})",
+                        x1.dtype_name(),
+                        x2.dtype_name()
+                    )));
+                }
+                let (o1, s1) = (out1.as_mut_ptr(), scales1.as_mut_ptr());
+                let (o2, s2) = (out2.as_mut_ptr(), scales2.as_mut_ptr());
+                let offp = offs.as_ptr();
+                self.check_device_pointers(&[
+                    ("x1", x1p),
+                    ("x2", x2p),
+                    ("offs", offp as *const _),
+                    ("out1", o1 as *const _),
+                    ("scales1", s1 as *const _),
+                    ("out2", o2 as *const _),
+                    ("scales2", s2 as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                let g = offs.len();
+                self.with_colwise_workspace(g, k1, k2, stream, |ws| {
+                    // SAFETY: as for per_group_colwise, for both tensors (m*k1 and m*k2
+                    // elements, G*k1 and G*k2 scales).
+                    let st = unsafe {
+                        crate::sys::hipfp8_per_group_colwise_dual_launch(
+                            x1p,
+                            x2p,
+                            offp,
+                            o1,
+                            s1,
+                            o2,
+                            s2,
+                            m as i64,
+                            k1 as i64,
+                            k2 as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            d1,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    crate::device::check_status("per_group_colwise_dual", st)
+                })
+            }
         }
     }
 
@@ -220,7 +372,7 @@ impl Context {
         offs: Src<'_, i32>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let gm = checked_mul("g*m", offs.len(), m)?;
@@ -248,7 +400,41 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if gm == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                let offp = offs.as_ptr();
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("offs", offp as *const _),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                let g = offs.len();
+                // SAFETY: validated above: device memory of this GPU with m*k inputs and output
+                // bytes, G*m scales and G offsets (clamped by the kernel); work is only queued on
+                // `stream`.
+                let st = unsafe {
+                    crate::sys::hipfp8_per_group_rowwise_launch(
+                        xp,
+                        offp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        g as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
+                crate::device::check_status("per_group_rowwise", st)
+            }
         }
     }
 

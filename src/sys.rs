@@ -140,4 +140,79 @@ foreign! {
     "hipfp8_rowwise_2d_launch" => pub fn hipfp8_rowwise_2d_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
         format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
+    /// `[g*m + i]`. At most 4096 groups (else `KSTATUS_UNSUPPORTED`).
+    "hipfp8_per_group_rowwise_launch" => pub fn hipfp8_per_group_rowwise_launch(
+        x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64, groups: i64,
+        format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Workspace size of the column-reducing casts below (per_group_colwise(_dual),
+    /// rowwise_3d_transpose_rhs) for `groups` groups and row lengths k1, k2 (0 if single).
+    /// The workspace must be zero before its first use; every launch leaves it zero.
+    "hipfp8_colwise_workspace_bytes" => pub fn hipfp8_colwise_workspace_bytes(
+        groups: i64, k1: i64, k2: i64, bytes: *mut u64) -> c_int;
+    /// Per-group colwise cast (see `Context::per_group_colwise`): offsets along m, output
+    /// column-major `[j*m + i]`, scales `[g*k + j]`.
+    "hipfp8_per_group_colwise_launch" => pub fn hipfp8_per_group_colwise_launch(
+        x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64, groups: i64,
+        format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Two per-group colwise casts sharing m and offsets, one launch; one dtype for both.
+    "hipfp8_per_group_colwise_dual_launch" => pub fn hipfp8_per_group_colwise_dual_launch(
+        x1: *const c_void, x2: *const c_void, offs: *const i32, out1: *mut u8, scales1: *mut f32,
+        out2: *mut u8, scales2: *mut f32, m: i64, k1: i64, k2: i64, groups: i64,
+        format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Transpose-rowwise cast of (e, k, n) column-major expert weights (see
+    /// `Context::rowwise_3d_transpose_rhs`).
+    "hipfp8_rowwise_3d_transpose_rhs_launch" => pub fn hipfp8_rowwise_3d_transpose_rhs_launch(
+        x: *const c_void, out: *mut u8, scales: *mut f32, e: i64, k: i64, n: i64,
+        format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Codec self-test: every finite f32 through the hardware-path encoder and the software
+    /// rule; `mismatches` = 2 device u64 (count, recorded), `first_bad` = 24 device u32
+    /// ((input bits, hw, sw) x 8), `has_hw` = 1 device i32 (does this target convert `format`
+    /// in hardware). All must be zeroed by the caller.
+    "hipfp8_codec_selftest_launch" => pub fn hipfp8_codec_selftest_launch(
+        format: i32, mismatches: *mut u64, first_bad: *mut u32, has_hw: *mut i32, stream: hipStream_t) -> c_int;
+}
+
+// Grouped GEMM (hip/grouped_gemm/, engineer "gemm"; semantics docs/OPS.md). Formats are
+// `Fp8Format as u32`; a, b, offs, scales, out and workspace are device pointers. Reference
+// kernel: `skip` (may be null) marks groups another backend owns; `max_blocks` caps the grid
+// (0 = default). Library launchers: `workspace` of at least the queried size; CUTLASS
+// `config` 0 = by op, 1 = cooperative 128x256, 2 = pingpong 128x128.
+foreign! {
+    "hipfp8_gg_ref_2d3d" => pub fn hipfp8_gg_ref_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        skip: *const i32, max_blocks: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ref_2d2d" => pub fn hipfp8_gg_ref_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        skip: *const i32, max_blocks: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(available: *mut i32) -> c_int;
+    "hipfp8_gg_cutlass_workspace_size" => pub fn hipfp8_gg_cutlass_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_cutlass_2d3d" => pub fn hipfp8_gg_cutlass_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, config: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_cutlass_2d2d" => pub fn hipfp8_gg_cutlass_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, config: i32, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx942_workspace_size" => pub fn hipfp8_gg_ck_gfx942_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx942_2d3d" => pub fn hipfp8_gg_ck_gfx942_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx942_2d2d" => pub fn hipfp8_gg_ck_gfx942_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx950_workspace_size" => pub fn hipfp8_gg_ck_gfx950_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx950_2d3d" => pub fn hipfp8_gg_ck_gfx950_2d3d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, m: i64, n: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx950_2d2d" => pub fn hipfp8_gg_ck_gfx950_2d2d(
+        a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
+        sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
 }

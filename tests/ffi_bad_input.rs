@@ -1330,6 +1330,28 @@ fn unsupported_format() {
     }
 }
 
+#[test]
+fn wrong_location_on_gpu() {
+    // Host memory handed to a GPU context is refused before any kernel could fault on it.
+    let Some(_gpu) = hipfp8::device::gpu_for_tests("wrong_location_on_gpu") else {
+        return;
+    };
+    let mut c = null_mut();
+    let st = hipfp8_context_create(hipfp8_backend::HIPFP8_BACKEND_GPU as u32, 0, &mut c);
+    assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}", last_error());
+    let ctx = Ctx(c);
+    for mut op in all_ops() {
+        let first = op.bufs[0].name;
+        let st = op.invoke(ctx.0);
+        op.expect_fail(
+            "host memory on a GPU context",
+            st,
+            HIPFP8_STATUS_WRONG_LOCATION,
+            &[&format!("`{first}`")],
+        );
+    }
+}
+
 // ---- context functions ----------------------------------------------------------------------
 
 #[test]

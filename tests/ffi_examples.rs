@@ -18,36 +18,57 @@ use std::sync::OnceLock;
 
 use support::*;
 
-/// What a static link of the Rust staticlib needs from the system (rustc's
-/// `--print native-static-libs` for x86_64-unknown-linux-gnu). A GPU build adds its runtime
-/// libraries: set HIPFP8_NATIVE_STATIC_LIBS then.
+/// What a static link of the Rust staticlib needs from the system: rustc's
+/// `--print native-static-libs` for x86_64-unknown-linux-gnu, plus the C++ runtime of the
+/// kernel launchers in a GPU build and libamdhip64 in a ROCm one (cudart is bundled in the
+/// archive). HIPFP8_NATIVE_STATIC_LIBS replaces the list.
 fn native_static_libs() -> Vec<String> {
-    std::env::var("HIPFP8_NATIVE_STATIC_LIBS")
-        .unwrap_or_else(|_| "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc".into())
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    if let Ok(v) = std::env::var("HIPFP8_NATIVE_STATIC_LIBS") {
+        return v.split_whitespace().map(String::from).collect();
+    }
+    let mut libs: Vec<String> = Vec::new();
+    match hipfp8::device::built_backend() {
+        "cuda" => libs.push("-lstdc++".into()),
+        "rocm" => {
+            if let Ok(d) = std::env::var("HIPFP8_ROCM_LIB_DIR") {
+                libs.push(format!("-L{d}"));
+                libs.push(format!("-Wl,-rpath,{d}"));
+            }
+            libs.extend(["-lamdhip64".into(), "-lstdc++".into()]);
+        }
+        _ => {}
+    }
+    libs.extend(
+        "-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+            .split(' ')
+            .map(String::from),
+    );
+    libs
 }
 
-/// Directory holding libhipfp8.a and libhipfp8.so.
-fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
+/// Directory holding libhipfp8.a and libhipfp8.so, or None (after printing why) when this
+/// test binary runs outside cargo (a GPU test bundle) and neither is at hand.
+fn lib_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let has_both = |d: &Path| exists(&d.join("libhipfp8.a")) && exists(&d.join("libhipfp8.so"));
-        // An explicit location (e.g. a test bundle run where no cargo exists) wins.
+        // An explicit location (e.g. a test bundle) wins.
         if let Some(d) = std::env::var_os("HIPFP8_LIB_DIR").map(PathBuf::from) {
             assert!(
                 has_both(&d),
                 "HIPFP8_LIB_DIR={} has no libhipfp8.a and libhipfp8.so",
                 d.display()
             );
-            return d;
+            return Some(d);
         }
         // deps/ first: it is rewritten by every library build of this test run.
         for d in [deps_dir(), profile_dir()] {
             if has_both(&d) {
-                return d;
+                return Some(d);
             }
+        }
+        if !under_cargo() {
+            return None;
         }
         let target = profile_dir().join("ffi-examples-target");
         eprintln!(
@@ -66,8 +87,24 @@ fn lib_dir() -> &'static Path {
             "cargo build --lib did not produce libhipfp8.a and libhipfp8.so in {}",
             d.display()
         );
-        d
+        Some(d)
     })
+    .as_deref()
+}
+
+/// The compilers and libraries a test needs, or false after printing why it skips (only
+/// possible outside cargo; see `have_tool`).
+fn ready(test: &str, tools: &[&str]) -> bool {
+    if !tools.iter().all(|t| have_tool(test, t)) {
+        return false;
+    }
+    if lib_dir().is_none() {
+        println!(
+            "HIPFP8_SKIP {test}: no libhipfp8.a/.so next to the test binary (set HIPFP8_LIB_DIR)"
+        );
+        return false;
+    }
+    true
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -92,7 +129,7 @@ fn build(src: &Path, link: Link) -> PathBuf {
         .arg(src)
         .arg("-o")
         .arg(&exe);
-    let lib = lib_dir();
+    let lib = lib_dir().unwrap();
     match link {
         // The archive by path, so the linker cannot pick the .so instead.
         Link::Static => cmd.arg(lib.join("libhipfp8.a")).args(native_static_libs()),
@@ -136,6 +173,10 @@ fn build_and_run(name: &str) {
         .into_iter()
         .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(name))
         .unwrap_or_else(|| panic!("no example {name}* in ffi_examples/"));
+    let cpp = src.extension().is_some_and(|e| e == "cpp");
+    if !ready(name, &[if cpp { cxx() } else { cc() }.as_str()]) {
+        return;
+    }
     for link in [Link::Static, Link::Shared] {
         let exe = build(&src, link);
         let deps = needed(&exe);
@@ -253,6 +294,9 @@ fn pkg_config(pc_dir: &Path, name: &str) -> Vec<String> {
 
 #[test]
 fn install_script_and_pkg_config() {
+    if !ready("install_script_and_pkg_config", &[cc().as_str()]) {
+        return;
+    }
     let dir = scratch("install");
     let prefix = dir.join("prefix");
     run(Command::new("sh")
@@ -260,7 +304,7 @@ fn install_script_and_pkg_config() {
         .arg("--prefix")
         .arg(&prefix)
         .arg("--from")
-        .arg(lib_dir()));
+        .arg(lib_dir().unwrap()));
     let pc_dir = prefix.join("lib/pkgconfig");
     let pc = std::fs::read_to_string(pc_dir.join("hipfp8.pc")).unwrap();
     assert!(
@@ -301,12 +345,17 @@ fn install_script_and_pkg_config() {
 fn python_ctypes_example() {
     let script = root().join("ffi_examples/python/quantize_rowwise_torch.py");
     assert!(exists(&script));
+    let lib = match lib_dir() {
+        Some(d) => d.join("libhipfp8.so"),
+        // A GPU test bundle carries the cdylib in ../lib/.
+        None => deps_dir().join("../lib/libhipfp8.so"),
+    };
     let Ok(out) = Command::new("python3")
         .arg(&script)
-        .env("HIPFP8_LIB", lib_dir().join("libhipfp8.so"))
+        .env("HIPFP8_LIB", &lib)
         .output()
     else {
-        println!("SKIP python_ctypes_example: python3 is not installed");
+        println!("HIPFP8_SKIP python_ctypes_example: python3 is not installed");
         return;
     };
     let text = format!(

@@ -118,6 +118,9 @@ int main() {
 "#;
 
 fn compile_alone(compiler: &str, std: &str, file: &str, tu: &str) {
+    if !have_tool(&format!("header compiles as {std}"), compiler) {
+        return;
+    }
     let dir = scratch(&format!("header-{file}"));
     let src = dir.join(file);
     std::fs::write(&src, tu).unwrap();

@@ -589,6 +589,15 @@ fn fixture_was_generated_by_torchao_without_errors() {
     let fx = load();
     assert_ne!(fx.meta("torchao"), "?");
     assert_ne!(fx.meta("torch"), "?");
+    // torchao's eager path runs on the GPU in training: the references were run there.
+    assert_ne!(
+        fx.meta("device"),
+        "cpu",
+        "fixture was generated without a GPU"
+    );
+    for c in &fx.cases {
+        assert_eq!(c.get("ran_on"), "cuda", "{}", c.label());
+    }
     let errors: Vec<_> = fx.meta.iter().filter(|(k, _)| k == "error").collect();
     assert!(
         errors.is_empty(),

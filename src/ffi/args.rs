@@ -180,16 +180,31 @@ pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiErro
 
 // ---- views -------------------------------------------------------------------------------
 
-/// Builds op views for one call; the context decides whether pointers are host or device
-/// memory (a C pointer carries no location, and the ops reject a mismatch, so the views say
-/// what the context expects: the caller's side of the contract is that they are).
-pub(crate) struct Views {
+/// Builds op views for one call. A C pointer carries no location, so the context decides:
+/// views are Host memory on a CPU context and Device memory on a GPU one. On a GPU context
+/// every pointer is also asked of the runtime, so host memory is WRONG_LOCATION rather than
+/// a fault inside a kernel.
+pub(crate) struct Views<'c> {
+    ctx: &'c Context,
     loc: Loc,
 }
 
-impl Views {
-    pub(crate) fn new(ctx: &Context) -> Views {
-        Views { loc: ctx.loc() }
+impl<'c> Views<'c> {
+    pub(crate) fn new(ctx: &'c Context) -> Views<'c> {
+        Views {
+            ctx,
+            loc: ctx.loc(),
+        }
+    }
+
+    /// On a GPU context, refuse host memory and other devices' memory (WRONG_LOCATION): a
+    /// kernel would fault on it. One runtime query per pointer, no synchronisation. (The CPU
+    /// backend cannot tell a device pointer from a host one; the caller's contract covers it.)
+    fn check_location<T>(&self, what: &'static str, p: *const T) -> Result<(), FfiError> {
+        if self.loc == Loc::Device && !p.is_null() {
+            self.ctx.check_device_pointers(&[(what, p.cast())])?;
+        }
+        Ok(())
     }
 
     /// NULL is only accepted with a count of 0 (a buffer the call needs nothing from): a
@@ -221,6 +236,7 @@ impl Views {
         len: usize,
     ) -> Result<Src<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
+        self.check_location(what, p)?;
         // SAFETY: the module-level contract: `p` is NULL (then len is 0) or valid for reads of
         // `len` elements of memory of kind `self.loc` during the call; it is aligned and its
         // byte size fits isize (checked above).
@@ -234,6 +250,7 @@ impl Views {
         len: usize,
     ) -> Result<Dst<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
+        self.check_location(what, p.cast_const())?;
         // SAFETY: as in `src`, for writes; the caller guarantees no other buffer of the call
         // overlaps it.
         Ok(unsafe { Dst::from_raw(p, len, self.loc) })

@@ -62,24 +62,12 @@ pub(crate) fn lookup(ctx: *const hipfp8_context) -> Result<Arc<Context>, FfiErro
     })
 }
 
-/// The GPU context on device `device`.
-///
-/// This build has no GPU `Context` yet (issue 4 adds it): when it lands, this body becomes
-/// `Ok(Context::gpu(device)?)` and nothing else in the C ABI changes.
-fn gpu_context(device: i32) -> Result<Context, Error> {
-    Err(Error::BackendUnavailable(format!(
-        "GPU {device}: this build of hipfp8 has no GPU backend"
-    )))
-}
-
-/// GPU `device`, or BackendUnavailable for a negative ordinal.
+/// The GPU context on device `device`: BackendUnavailable when the build has no GPU backend
+/// or there is no such device (negative ordinals included).
 fn gpu(device: i32) -> Result<Context, Error> {
-    if device < 0 {
-        return Err(Error::BackendUnavailable(format!(
-            "GPU {device}: no such device"
-        )));
-    }
-    gpu_context(device)
+    let ordinal = usize::try_from(device)
+        .map_err(|_| Error::BackendUnavailable(format!("GPU {device}: no such device")))?;
+    Context::gpu(ordinal)
 }
 
 fn create(backend: u32, device: i32) -> Result<Context, FfiError> {

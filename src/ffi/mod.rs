@@ -20,7 +20,8 @@
 //!   `uint32_t` on the Rust side, so an unknown value is an error, never undefined behaviour.
 //! * Buffers are passed as (pointer, element count). The count is the buffer's capacity: it
 //!   may exceed what the op writes but not fall short (`*_TOO_SMALL`). Pointers are host
-//!   pointers on a CPU context and device pointers on a GPU one; each must be aligned to its
+//!   pointers on a CPU context and device pointers on a GPU one (checked there:
+//!   `HIPFP8_STATUS_WRONG_LOCATION`); each must be aligned to its
 //!   element type (2 bytes for bf16, 4 for f32 and int32; `HIPFP8_STATUS_MISALIGNED`
 //!   otherwise); NULL is accepted only with a count of 0 (NULL_POINTER otherwise), and a
 //!   buffer the op needs elements from must have them. Buffers must not overlap each other.
@@ -39,14 +40,23 @@
 // C signatures carry one (pointer, count) pair per buffer.
 #![allow(clippy::too_many_arguments)]
 
-pub mod args;
-pub mod cast_transpose;
-pub mod context;
-pub mod grouped_gemm;
-pub mod mx;
-pub mod quant;
+// cbindgen emits items in module order, so this order is the header's: status and errors,
+// shared enums, the context, then the op families as docs/OPS.md lists them (the blank lines
+// keep rustfmt from sorting the declarations).
 pub mod status;
 pub mod types;
+
+pub mod context;
+
+pub mod quant;
+
+pub mod cast_transpose;
+
+pub mod mx;
+
+pub mod grouped_gemm;
+
+pub mod args;
 
 pub use cast_transpose::*;
 pub use context::*;

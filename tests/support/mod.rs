@@ -7,8 +7,35 @@ use std::process::{Command, Output};
 
 pub const WARN_FLAGS: [&str; 4] = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"];
 
+/// The crate root: CARGO_MANIFEST_DIR at run time (cargo sets it, and so does a GPU test
+/// bundle that carries the sources), else where the crate was built.
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Whether cargo runs this test (it sets CARGO). Under cargo a missing tool is a failure;
+/// a test binary copied to another machine (the GPU bundle) skips, saying why.
+pub fn under_cargo() -> bool {
+    std::env::var_os("CARGO").is_some()
+}
+
+/// `tool --version` works; otherwise fail under cargo, or print a skip line and return false.
+pub fn have_tool(test: &str, tool: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            !under_cargo(),
+            "{test}: `{tool}` is not installed; the C ABI tests need a C and a C++ compiler \
+             (Debian: apt-get install gcc g++)"
+        );
+        println!("HIPFP8_SKIP {test}: `{tool}` not found on this machine");
+    }
+    ok
 }
 
 /// The C compiler: $CC, else `cc`.

@@ -1,0 +1,182 @@
+// fp8_codec.h -- device FP8 encode and the scaling rules, bit-identical to src/format.rs and
+// src/scaling.rs (the written-down rule; read it there, it is not repeated in full here).
+//
+// Two encode paths:
+//  * encode_sw<F>: the rule itself, in integer/f32 arithmetic, for host and device. Always exact:
+//    NaN -> canonical positive NaN (0x7F OCP, 0x80 FNUZ), |x| >= max (Inf included) -> +-max,
+//    RNE otherwise, OCP zeros keep the sign, FNUZ has no -0.
+//  * encode4_finite<F>: four FINITE values at once, through the hardware converter when the
+//    target has one for this flavour (HIPFP8_HW_FP8_OCP: gfx950, sm_89+; HIPFP8_HW_FP8_FNUZ:
+//    gfx940-942), else encode_sw. Kernels call it only for scaling groups whose amax is finite:
+//    then no element is NaN or Inf and |x*scale| exceeds max by at most an ulp, so the result
+//    never depends on how a converter treats NaN/Inf. Groups with a non-finite amax are rare
+//    and go through encode_sw (uniform branch per group, no per-element cost on the fast path).
+//
+// Hardware facts relied on, and how each is secured:
+//  * NVIDIA cvt.rn.satfinite.{e4m3,e5m2}x2.f32: RNE, saturating finite overflow, signed zero
+//    kept. Checked exhaustively against encode_sw over every finite f32 by the GPU self-test
+//    (hipfp8_codec_selftest, run by tests/gpu_quant.rs).
+//  * AMD v_cvt_pk_{fp8,bf8}_f32: RNE; does not saturate by itself (AMD's own amd_hip_fp8.h
+//    clamps with v_med3 first), so we clamp with fmed3 first. Not run on AMD hardware by us:
+//    the zero-sign behaviour is forced explicitly (FNUZ: any 0x80 byte from a finite input is
+//    a negative zero -> 0x00; OCP: the sign bit is OR-ed in from the input), and the same
+//    self-test checks the rest when run on an AMD GPU.
+#pragma once
+
+#include "port.h"
+#include <string.h>
+
+namespace hipfp8 {
+
+// Values match Fp8Format's #[repr(u32)] discriminants in src/format.rs.
+enum Fp8Fmt : uint32_t { kE4M3Fn = 0, kE5M2 = 1, kE4M3FnUz = 2, kE5M2FnUz = 3 };
+
+template <uint32_t F> struct Fp8Traits;
+template <> struct Fp8Traits<kE4M3Fn> {
+  static constexpr int MB = 3, BIAS = 7;
+  static constexpr uint32_t MAX_BITS = 0x43E00000u;  // 448.0f
+  static constexpr uint32_t MAX_CODE = 0x7E, NAN_CODE = 0x7F;
+  static constexpr bool FNUZ = false, E4M3 = true;
+  static constexpr double MAXF = 448.0;
+};
+template <> struct Fp8Traits<kE5M2> {
+  static constexpr int MB = 2, BIAS = 15;
+  static constexpr uint32_t MAX_BITS = 0x47600000u;  // 57344.0f
+  static constexpr uint32_t MAX_CODE = 0x7B, NAN_CODE = 0x7F;
+  static constexpr bool FNUZ = false, E4M3 = false;
+  static constexpr double MAXF = 57344.0;
+};
+template <> struct Fp8Traits<kE4M3FnUz> {
+  static constexpr int MB = 3, BIAS = 8;
+  static constexpr uint32_t MAX_BITS = 0x43700000u;  // 240.0f
+  static constexpr uint32_t MAX_CODE = 0x7F, NAN_CODE = 0x80;
+  static constexpr bool FNUZ = true, E4M3 = true;
+  static constexpr double MAXF = 240.0;
+};
+template <> struct Fp8Traits<kE5M2FnUz> {
+  static constexpr int MB = 2, BIAS = 16;
+  static constexpr uint32_t MAX_BITS = 0x47600000u;  // 57344.0f
+  static constexpr uint32_t MAX_CODE = 0x7F, NAN_CODE = 0x80;
+  static constexpr bool FNUZ = true, E4M3 = false;
+  static constexpr double MAXF = 57344.0;
+};
+
+__host__ __device__ inline uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+__host__ __device__ inline float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------- encode
+
+// The rule, exactly as src/format.rs::encode: q = rne(|x| * 2^(mb - e)) with
+// e = max(floor(log2|x|), emin); code = ((e - emin) << mb) + q. The power-of-two scaling is exact
+// in f32 for every |x| below max_finite (f32 subnormals included), and rintf is RNE.
+template <uint32_t F>
+__host__ __device__ inline uint32_t encode_sw(float x) {
+  using T = Fp8Traits<F>;
+  constexpr int EMIN = 1 - T::BIAS;
+  const uint32_t bits = f2u(x);
+  const uint32_t a = bits & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return T::NAN_CODE;
+  uint32_t mag;
+  if (a >= T::MAX_BITS) {
+    mag = T::MAX_CODE;
+  } else {
+    const int ue = (int)(a >> 23) - 127;  // f32 zero/subnormals give -127 < EMIN
+    const int e = ue > EMIN ? ue : EMIN;
+    const float scaled = u2f(a) * u2f((uint32_t)(127 + T::MB - e) << 23);
+    const uint32_t q = (uint32_t)rintf(scaled);
+    mag = ((uint32_t)(e - EMIN) << T::MB) + q;
+  }
+  if (T::FNUZ && mag == 0) return 0;
+  return mag | ((bits >> 24) & 0x80u);
+}
+
+template <uint32_t F>
+__host__ __device__ inline uint32_t encode4_sw(float a, float b, float c, float d) {
+  return encode_sw<F>(a) | (encode_sw<F>(b) << 8) | (encode_sw<F>(c) << 16) | (encode_sw<F>(d) << 24);
+}
+
+// Does this compilation target convert flavour F in hardware?
+template <uint32_t F>
+__host__ __device__ constexpr bool has_hw_encode() {
+#if defined(HIPFP8_HW_FP8_OCP)
+  return !Fp8Traits<F>::FNUZ;
+#elif defined(HIPFP8_HW_FP8_FNUZ)
+  return Fp8Traits<F>::FNUZ;
+#else
+  return false;
+#endif
+}
+
+#if defined(HIPFP8_HW_FP8_OCP) || defined(HIPFP8_HW_FP8_FNUZ)
+template <uint32_t F>
+__device__ inline uint32_t hw_cvt2(float lo, float hi) {
+  using T = Fp8Traits<F>;
+#if defined(HIPFP8_VENDOR_AMD)
+  // v_cvt_pk_* does not saturate: clamp first (finite inputs, so med3 sees no NaN).
+  const float m = u2f(T::MAX_BITS);
+  lo = __builtin_amdgcn_fmed3f(lo, m, -m);
+  hi = __builtin_amdgcn_fmed3f(hi, m, -m);
+#endif
+  return T::E4M3 ? hipfp8_hw_cvt_e4m3x2(lo, hi) : hipfp8_hw_cvt_e5m2x2(lo, hi);
+}
+#endif
+
+// Four finite values -> four codes packed little-endian (a in byte 0).
+template <uint32_t F>
+__device__ inline uint32_t encode4_finite(float a, float b, float c, float d) {
+#if defined(HIPFP8_HW_FP8_OCP) || defined(HIPFP8_HW_FP8_FNUZ)
+  if constexpr (has_hw_encode<F>()) {
+    uint32_t w = hw_cvt2<F>(a, b) | (hw_cvt2<F>(c, d) << 16);
+#if defined(HIPFP8_VENDOR_AMD)
+    if constexpr (Fp8Traits<F>::FNUZ) {
+      // Finite inputs never encode to NaN, so a 0x80 byte can only be a "negative zero":
+      // FNUZ has none. Clear exactly those bytes (SWAR zero-byte test on w ^ 0x80808080).
+      const uint32_t t = w ^ 0x80808080u;
+      const uint32_t z = ~(((t & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | t | 0x7F7F7F7Fu);
+      w &= ~z;
+    } else {
+      // OCP: the code's sign bit is the input's sign for every non-NaN input (zeros included).
+      w |= ((f2u(a) >> 24) & 0x80u) | ((f2u(b) >> 16) & 0x8000u) | ((f2u(c) >> 8) & 0x800000u) |
+           (f2u(d) & 0x80000000u);
+    }
+#endif
+    return w;
+  }
+#endif
+  return encode4_sw<F>(a, b, c, d);
+}
+
+// ---------------------------------------------------------------------------------- scaling
+
+// amax is kept as the bit pattern of |x| (sign cleared): for non-negative floats the integer
+// order is the float order, and every NaN pattern is above +Inf, so an unsigned max is a
+// NaN-propagating amax (fmaxf would drop NaN) and works with integer atomics.
+__host__ __device__ inline uint32_t abs_bits(float x) { return f2u(x) & 0x7FFFFFFFu; }
+__host__ __device__ inline bool amax_bits_finite(uint32_t amax_bits) { return amax_bits < 0x7F800000u; }
+
+// exp2(floor(log2(s))) for the scales this library produces (never subnormal: fp8_max / FLT_MAX
+// > FLT_MIN), exactly, from the exponent bits; 0, Inf and NaN unchanged.
+__host__ __device__ inline float round_down_pow2(float s) {
+  const uint32_t b = f2u(s);
+  if ((b & 0x7F800000u) == 0x7F800000u || (b & 0x7FFFFFFFu) == 0) return s;
+  return u2f(b & 0xFF800000u);
+}
+
+// scale = fp8_max / max(amax, 1e-12) in f64, stored f32; NaN amax -> NaN; Inf amax -> 0.
+template <uint32_t F>
+__host__ __device__ inline float amax_to_scale(uint32_t amax_bits, bool pow2) {
+  const double a = (double)u2f(amax_bits);
+  const double d = (amax_bits > 0x7F800000u) ? a : (a > 1e-12 ? a : 1e-12);
+  float s = (float)(Fp8Traits<F>::MAXF / d);
+  return pow2 ? round_down_pow2(s) : s;
+}
+
+}  // namespace hipfp8

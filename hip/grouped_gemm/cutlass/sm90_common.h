@@ -1,0 +1,298 @@
+// sm90_common.h -- the CUTLASS sm_90 FP8 grouped GEMM shared by the per-instance
+// translation units sm90.hip (cooperative instance + the extern "C" launchers) and
+// sm90_pingpong.hip (pingpong instance). See sm90.hip for the design.
+#pragma once
+
+#include "../../port.h"
+#include "../../kernel_abi.h"
+#include "../group_args.h"
+
+#include <type_traits>
+#include <cstddef>
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/kernel_hardware_info.h"
+
+// The reference kernel's launcher (hip/grouped_gemm/reference.hip), for the per-group
+// fallback of 2D x 2D.
+extern "C" int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                                  const int32_t* offs, int groups, const float* sa,
+                                  const float* sb, void* out, int64_t N, int64_t Mt,
+                                  int64_t K, const int32_t* skip, int max_blocks,
+                                  hipStream_t stream) noexcept;
+
+namespace hipfp8_gg_cutlass {
+using namespace cute;
+
+using ElementA = cutlass::float_e4m3_t;
+using ElementB = cutlass::float_e4m3_t;
+using ElementD = cutlass::bfloat16_t;
+using ElementAcc = float;
+using ElementScale = float;
+using LayoutA = cutlass::layout::RowMajor;     // K-major
+using LayoutB = cutlass::layout::ColumnMajor;  // K-major
+using LayoutD = cutlass::layout::RowMajor;
+constexpr int kAlignA = 16;  // elements: 16 bytes, what TMA needs
+constexpr int kAlignB = 16;
+constexpr int kAlignD = 8;
+using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
+using Shape3 = ProblemShape::UnderlyingProblemShape;
+
+// One GEMM configuration. Tiles for the DeepSeek-V3 MoE shapes (group M ~ 1024, N and K in
+// {2048, 7168}): a 128 x 256 x 128 cooperative tile (two consumer warpgroups, 64 rows each)
+// with 2 x 1 clusters, so the B tile (the expert weights) is multicast to both CTAs.
+template <class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
+struct Config {
+  using TileShape = TileShape_;
+  using ClusterShape = ClusterShape_;
+
+  // Epilogue visitor tree: (acc * scale_a[row]) * scale_b[col], converted to bf16 (RNE).
+  // Alignment 1 for the row scales: a group's first row is arbitrary, so its scale pointer
+  // is only 4-byte aligned. L strides are 0: the per-group pointer already selects the group.
+  using ScaleA = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, ElementScale*,
+                                                             ElementScale, Stride<_1, _0, _0>, 1>;
+  using ScaleB = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementScale*,
+                                                             ElementScale, Stride<_0, _1, _0>, 1>;
+  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
+  using MulA = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float,
+                                                      cutlass::FloatRoundStyle::round_to_nearest>;
+  using MulB = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElementD, float,
+                                                      cutlass::FloatRoundStyle::round_to_nearest>;
+  using Evt = cutlass::epilogue::fusion::Sm90EVT<
+      MulB, cutlass::epilogue::fusion::Sm90EVT<MulA, Acc, ScaleA>, ScaleB>;
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD*,
+      kAlignD, ElementD, LayoutD*, kAlignD, EpilogueSchedule_, Evt>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB,
+      LayoutB*, kAlignB, ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      KernelSchedule_>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  using StrideD = typename Kernel::InternalStrideD;
+};
+
+// The two instances, one per translation unit (sm90.hip, sm90_pingpong.hip), so they compile
+// in parallel (~90 s and ~3.8 GB each):
+// * Cooperative: 128 x 256 x 128 tile, both consumer warpgroups on one tile (64 rows each),
+//   2 x 1 cluster multicasting the B (expert) tile. Long mainloops (K = 7168 / 2048).
+// * Pingpong: 128 x 128 x 128 tile per consumer warpgroup, the two warpgroups alternating, so
+//   one's epilogue overlaps the other's mainloop: for short reductions (wgrad groups of ~1024
+//   tokens) and epilogue-heavy outputs.
+using Cooperative = Config<Shape<_128, _256, _128>, Shape<_2, _1, _1>,
+                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
+                           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+using Pingpong = Config<Shape<_128, _128, _128>, Shape<_2, _1, _1>,
+                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
+                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+
+// Grouped GEMM strides: (leading dimension, 1, 0) for every K-major operand and the row-major
+// output, whatever the tile (each TU asserts its instance agrees).
+using StrideA = cute::Stride<int64_t, cute::Int<1>, cute::Int<0>>;
+using StrideB = StrideA;
+using StrideD = StrideA;
+
+// The per-group argument arrays, carved out of the caller's workspace.
+struct Arrays {
+  Shape3* shapes;
+  const ElementA** pa;
+  const ElementB** pb;
+  ElementD** pd;
+  const ElementScale** psa;
+  const ElementScale** psb;
+  StrideA* sta;
+  StrideB* stb;
+  StrideD* std_;
+  int32_t* cutlass_owns;  // 2D x 2D: 1 where CUTLASS computes the group (reference skips it)
+  void* cutlass_ws;
+};
+
+constexpr size_t kAlign = 256;
+inline size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Byte offsets of each array for `groups` groups; returns the total with CUTLASS's own
+// workspace (which depends on the SM count and the instance only) at the end.
+inline size_t layout(int groups, size_t cutlass_bytes, size_t off[11]) {
+  const size_t g = (size_t)groups;
+  const size_t sizes[11] = {g * sizeof(Shape3),  g * sizeof(void*),   g * sizeof(void*),
+                            g * sizeof(void*),   g * sizeof(void*),   g * sizeof(void*),
+                            g * sizeof(StrideA), g * sizeof(StrideB), g * sizeof(StrideD),
+                            g * sizeof(int32_t), cutlass_bytes};
+  size_t at = 0;
+  for (int i = 0; i < 11; ++i) {
+    off[i] = at;
+    at += round_up(sizes[i]);
+  }
+  return at;
+}
+
+inline Arrays carve(void* ws, int groups) {
+  size_t off[11];
+  layout(groups, 0, off);
+  char* base = static_cast<char*>(ws);
+  Arrays r;
+  r.shapes = reinterpret_cast<Shape3*>(base + off[0]);
+  r.pa = reinterpret_cast<const ElementA**>(base + off[1]);
+  r.pb = reinterpret_cast<const ElementB**>(base + off[2]);
+  r.pd = reinterpret_cast<ElementD**>(base + off[3]);
+  r.psa = reinterpret_cast<const ElementScale**>(base + off[4]);
+  r.psb = reinterpret_cast<const ElementScale**>(base + off[5]);
+  r.sta = reinterpret_cast<StrideA*>(base + off[6]);
+  r.stb = reinterpret_cast<StrideB*>(base + off[7]);
+  r.std_ = reinterpret_cast<StrideD*>(base + off[8]);
+  r.cutlass_owns = reinterpret_cast<int32_t*>(base + off[9]);
+  r.cutlass_ws = base + off[10];
+  return r;
+}
+
+// One thread per group: the per-group problem from the device offsets (group_args.h, the
+// arithmetic shared with the CK backend and tested on the host), written in CUTLASS's form.
+// A group CUTLASS must not take gets M = 0 (no tiles) and cutlass_owns = 0.
+namespace {  // kernels: one private copy per translation unit
+
+__device__ inline void write_group(const Arrays& r, int g, const hipfp8_gg::Group& gr,
+                                   const uint8_t* a, const uint8_t* b, const float* sa,
+                                   const float* sb, hipfp8_bf16* out) {
+  r.shapes[g] = Shape3{gr.vendor_ok ? (int)gr.rows : 0, (int)gr.cols, (int)gr.red};
+  r.pa[g] = reinterpret_cast<const ElementA*>(a + gr.a_off);
+  r.pb[g] = reinterpret_cast<const ElementB*>(b + gr.b_off);
+  r.pd[g] = reinterpret_cast<ElementD*>(out + gr.out_off);
+  r.psa[g] = sa + gr.sa_off;
+  r.psb[g] = sb + gr.sb_off;
+  r.sta[g] = StrideA{gr.lda, _1{}, _0{}};
+  r.stb[g] = StrideB{gr.ldb, _1{}, _0{}};
+  r.std_[g] = StrideD{gr.ldo, _1{}, _0{}};
+  r.cutlass_owns[g] = gr.vendor_ok;
+}
+
+__global__ void build_2d3d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
+                           int groups, const float* sa, const float* sb, hipfp8_bf16* out,
+                           int64_t M, int64_t N, int64_t K) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  int64_t lo, hi;
+  hipfp8_gg::clamped_range(offs, g, M, &lo, &hi);
+  write_group(r, g, hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
+}
+
+// TMA needs a 16-byte aligned start per group (row strides Mt are checked on the host) and
+// zero-fills past the end of the range, so any length works; empty groups can't go to
+// CUTLASS (K = 0). Those go to the reference kernel.
+__global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
+                           int groups, const float* sa, const float* sb, hipfp8_bf16* out,
+                           int64_t N, int64_t Mt, int64_t K) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  int64_t lo, hi;
+  hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
+  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
+}
+
+}  // namespace
+
+inline int sm_count_of_current_device() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  return n;
+}
+
+template <class C>
+typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count) {
+  typename C::Gemm::Arguments args;
+  args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+  // No host copy of the shapes: CUTLASS then sizes its persistent grid from the SM count.
+  args.problem_shape = ProblemShape{groups, r.shapes, nullptr};
+  args.mainloop = {r.pa, r.sta, r.pb, r.stb};
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.dC = nullptr;
+  args.epilogue.ptr_D = r.pd;
+  args.epilogue.dD = r.std_;
+  auto& t = args.epilogue.thread;
+  // Evt = MulB(MulA(Acc, ScaleA), ScaleB): arguments are {children..., node}.
+  t = {{{}, {r.psa, ElementScale(0), {}}, {}}, {r.psb, ElementScale(0), {}}, {}};
+  args.hw_info.device_id = 0;
+  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.sm_count = sm_count;
+  return args;
+}
+
+template <class C>
+size_t cutlass_workspace_bytes(int groups, int sm_count) {
+  Arrays none{};
+  auto args = make_args<C>(none, groups, sm_count);
+  return C::Gemm::get_workspace_size(args);
+}
+
+template <class C>
+int run_cutlass(const Arrays& r, int groups, int sm_count, hipStream_t stream) {
+  static_assert(std::is_same_v<typename C::StrideA, StrideA> &&
+                    std::is_same_v<typename C::StrideB, StrideB> &&
+                    std::is_same_v<typename C::StrideD, StrideD>,
+                "grouped strides");
+  using Gemm = typename C::Gemm;
+  auto args = make_args<C>(r, groups, sm_count);
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
+    return HIPFP8_KSTATUS_UNSUPPORTED;
+  const cutlass::Status st = gemm.run(stream);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return (int)e;
+  return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
+}
+
+// One call of one instance on validated arguments: build the per-group arrays on the device,
+// run CUTLASS, and (2D x 2D) let the reference kernel do the groups CUTLASS did not take.
+template <class C>
+int run_op(bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+           const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
+           int64_t d0, int64_t d1, int64_t d2, void* workspace, int sms, hipStream_t stream) {
+  Arrays r = carve(workspace, groups);
+  const unsigned blocks = (unsigned)((groups + 127) / 128);
+  if (two_d_two_d)  // (N, Mt, K)
+    build_2d2d<<<blocks, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb, (hipfp8_bf16*)out, d0,
+                                           d1, d2);
+  else  // (M, N, K)
+    build_2d3d<<<blocks, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb, (hipfp8_bf16*)out, d0,
+                                           d1, d2);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return (int)e;
+  const int st = run_cutlass<C>(r, groups, sms, stream);
+  if (st != 0 || !two_d_two_d) return st;
+  // Groups CUTLASS did not take (decided on the device): the reference kernel, skipping the
+  // others. Its grid is two blocks per SM; with nothing to do each block only walks the
+  // offsets.
+  return hipfp8_gg_ref_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2,
+                            r.cutlass_owns, 2 * sms, stream);
+}
+
+// The pingpong instance's entry points (sm90_pingpong.hip).
+size_t pingpong_workspace_bytes(int groups, int sms);
+int pingpong_run(bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                 const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
+                 int64_t d0, int64_t d1, int64_t d2, void* workspace, int sms,
+                 hipStream_t stream);
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace hipfp8_gg_cutlass
+

@@ -1,0 +1,129 @@
+// group_args.h -- the per-group arguments of hipfp8's grouped GEMMs, as pure functions.
+//
+// Plain C++ (no runtime calls, no vendor types): the CK and CUTLASS argument-building
+// kernels call these on the device, one thread per group, and tests/emu/group_args_test.cpp
+// calls them on the host (run by `cargo test`, tests/grouped_gemm_args.rs). So the
+// arithmetic that turns device offsets into per-group problems is tested on any machine.
+//
+// Both ops are K-major ("TN") products per group (docs/OPS.md):
+//   2D x 3D: group g = rows [lo, hi) of a (M,K) and out (M,N); B = b[g] (N x K):
+//            rows = hi - lo, cols = N, red = K.
+//   2D x 2D: group g = reduction range [lo, hi) of a (N,Mt) and b (K x Mt); out[g] (N x K):
+//            rows = N, cols = K, red = hi - lo.
+// Offsets are clamped exactly as OPS.md says: o[g] = min(max(o[g], o[g-1]), extent).
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define HIPFP8_HD __host__ __device__
+#else
+#define HIPFP8_HD
+#endif
+
+namespace hipfp8_gg {
+
+// One group's problem: element offsets from the operands' base pointers, leading dimensions
+// (elements), extents, and whether a vendor library (TMA / vector loads) can take it.
+struct Group {
+  int64_t rows, cols, red;
+  int64_t a_off, b_off, out_off;  // element offsets into a, b, out
+  int64_t sa_off, sb_off;         // element offsets into scale_a, scale_b
+  int64_t lda, ldb, ldo;
+  int32_t vendor_ok;              // 1: give it to CK/CUTLASS; 0: the reference kernel does it
+};
+
+// Clamped [lo, hi) of group g (walks offs[0..=g]; groups number in the tens).
+HIPFP8_HD inline void clamped_range(const int32_t* offs, int g, int64_t extent, int64_t* lo,
+                                    int64_t* hi) {
+  int64_t a = 0, b = 0;
+  for (int h = 0; h <= g; ++h) {
+    a = b;
+    int64_t o = (int64_t)offs[h];
+    o = o < a ? a : o;
+    b = o > extent ? extent : o;
+  }
+  *lo = a;
+  *hi = b;
+}
+
+// 2D x 3D group g over rows [lo, hi). Vendor kernels take every group here: the host checks
+// the whole-call alignment rules (K % 16, N % 8) once, and row starts lo*K stay aligned.
+HIPFP8_HD inline Group group_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int64_t K) {
+  Group r;
+  r.rows = hi - lo;
+  r.cols = N;
+  r.red = K;
+  r.a_off = lo * K;
+  r.b_off = (int64_t)g * N * K;
+  r.out_off = lo * N;
+  r.sa_off = lo;
+  r.sb_off = (int64_t)g * N;
+  r.lda = K;
+  r.ldb = K;
+  r.ldo = N;
+  r.vendor_ok = 1;
+  return r;
+}
+
+// 2D x 2D group g over the reduction range [lo, hi). A vendor kernel may take the group when
+// the range is not empty (CK and CUTLASS would see K = 0 and skip it, leaving garbage where
+// OPS.md wants zeros), its start is a multiple of `align_start` elements (TMA and 16-byte
+// vector loads need aligned addresses) and its length a multiple of `align_len` (CK's
+// vector loads along K; CUTLASS's TMA zero-fills the tail, so 1 there).
+HIPFP8_HD inline Group group_2d2d(int g, int64_t lo, int64_t hi, int64_t N, int64_t Mt,
+                                  int64_t K, int64_t align_start, int64_t align_len) {
+  Group r;
+  r.rows = N;
+  r.cols = K;
+  r.red = hi - lo;
+  r.a_off = lo;
+  r.b_off = lo;
+  r.out_off = (int64_t)g * N * K;
+  r.sa_off = (int64_t)g * N;
+  r.sb_off = (int64_t)g * K;
+  r.lda = Mt;
+  r.ldb = Mt;
+  r.ldo = K;
+  r.vendor_ok = (r.red > 0 && lo % align_start == 0 && r.red % align_len == 0) ? 1 : 0;
+  return r;
+}
+
+// Composable Kernel's device-side argument of one group
+// (ck::tensor_operation::device::GroupedGemmKernelArgument<2>, header
+// device_grouped_gemm.hpp); the CK translation units static_assert that the layouts agree.
+// Ds: D0 = per-column scale (scale_b), layout Row with stride 0; D1 = per-row scale
+// (scale_a), layout Col with stride 0. E = c * d0 * d1 (MultiplyMultiply).
+struct CkArg {
+  const void* p_a;
+  const void* p_b;
+  const void* p_ds[2];
+  void* p_e;
+  int32_t M, N, K;
+  int32_t stride_a, stride_b;
+  int32_t stride_ds[2];
+  int32_t stride_e;
+};
+
+// CK argument of a group; a group the vendor kernel must not take gets M = 0, which CK's
+// tile loop skips (no tiles).
+HIPFP8_HD inline CkArg ck_arg(const Group& gr, const uint8_t* a, const uint8_t* b,
+                              const float* sa, const float* sb, uint16_t* out) {
+  CkArg r;
+  r.p_a = a + gr.a_off;
+  r.p_b = b + gr.b_off;
+  r.p_ds[0] = sb + gr.sb_off;
+  r.p_ds[1] = sa + gr.sa_off;
+  r.p_e = out + gr.out_off;
+  r.M = gr.vendor_ok ? (int32_t)gr.rows : 0;
+  r.N = (int32_t)gr.cols;
+  r.K = (int32_t)gr.red;
+  r.stride_a = (int32_t)gr.lda;
+  r.stride_b = (int32_t)gr.ldb;
+  r.stride_ds[0] = 0;
+  r.stride_ds[1] = 0;
+  r.stride_e = (int32_t)gr.ldo;
+  return r;
+}
+
+}  // namespace hipfp8_gg

@@ -1,0 +1,337 @@
+// Portable FP8 grouped GEMM (torch._scaled_grouped_mm semantics), the reference kernel.
+//
+// It runs on any vendor port.h supports, for every FP8 format pair, any shape (empty and
+// one-row groups, K and N not multiples of the tile), and is the GPU oracle for the CK and
+// CUTLASS backends. It favours obviousness over speed: bytes are decoded to f32 while being
+// staged in LDS, and the product is an f32 FMA loop over an LDS tile.
+//
+// Both ops of docs/OPS.md are "TN" products once you look at them per group: the left and
+// the right operand are both contiguous along the reduced dimension.
+//   2D x 3D  (groups along M):  group g = rows [m0, m1)
+//     out[i, j] = sum_k a[i*K + k] * b[g*N*K + j*K + k] * sa[i] * sb[g*N + j]
+//   2D x 2D  (groups along the reduced Mt):  group g = reduction range [t0, t1)
+//     out[g, i, j] = sum_{t0<=t<t1} a[i*Mt + t] * b[j*Mt + t] * sa[g*N + i] * sb[g*K + j]
+// so one tile routine serves both: rows of A with stride lda, rows of B (= columns of the
+// output) with stride ldb, and a reduction range.
+//
+// Offsets stay on the device. Blocks read them and clamp them exactly as OPS.md says
+// (o[g] = min(max(o[g], o[g-1]), extent)), so bad offsets can't make the kernel read or write
+// out of bounds; the host never sees them.
+#include "../port.h"
+#include "../kernel_abi.h"
+
+namespace hipfp8_gg_ref {
+
+// Tile sizes. 256 threads; each owns a 4x4 patch of the 64x64 output tile.
+constexpr int BM = 64;
+constexpr int BN = 64;
+constexpr int BK = 32;
+constexpr int THREADS = 256;
+constexpr int TM = 4;
+constexpr int TN = 4;
+// One float of padding per LDS row keeps the transposed stores off a single bank.
+constexpr int LDS_PAD = 1;
+
+// Format ids: the values of the Rust `Fp8Format` enum (repr u32).
+enum : int { FMT_E4M3FN = 0, FMT_E5M2 = 1, FMT_E4M3FNUZ = 2, FMT_E5M2FNUZ = 3 };
+
+// Decode one FP8 code to f32 (exact). The rule is the one in src/format.rs: a generic
+// sign/exponent/mantissa decode plus each format's NaN/Inf codes. Used only to fill a
+// 256-entry LDS table per operand at block start, so its cost does not matter.
+__device__ inline float decode_fp8(int fmt, unsigned code) {
+  const unsigned mag = code & 0x7Fu;
+  const bool neg = (code & 0x80u) != 0;
+  int mb, bias;
+  switch (fmt) {
+    case FMT_E4M3FN:
+      if (mag == 0x7Fu) return __int_as_float(0x7FC00000);
+      mb = 3; bias = 7; break;
+    case FMT_E5M2:
+      if (mag == 0x7Cu) return neg ? -__int_as_float(0x7F800000) : __int_as_float(0x7F800000);
+      if (mag > 0x7Cu) return __int_as_float(0x7FC00000);
+      mb = 2; bias = 15; break;
+    case FMT_E4M3FNUZ:
+      if (code == 0x80u) return __int_as_float(0x7FC00000);
+      mb = 3; bias = 8; break;
+    default:  // FMT_E5M2FNUZ (the launcher rejects unknown ids)
+      if (code == 0x80u) return __int_as_float(0x7FC00000);
+      mb = 2; bias = 16; break;
+  }
+  const int ef = (int)(mag >> mb);
+  const int m = (int)(mag & ((1u << mb) - 1u));
+  // Subnormal: m * 2^(1 - bias - mb); normal: (2^mb + m) * 2^(ef - bias - mb). Both are
+  // small integers times a power of two, hence exact in f32.
+  const float v = (ef == 0) ? ldexpf((float)m, 1 - bias - mb)
+                            : ldexpf((float)((1 << mb) + m), ef - bias - mb);
+  return neg ? -v : v;
+}
+
+// One group's product, described as a TN GEMM over a tile grid.
+struct Tile {
+  const uint8_t* a;   // first row of A for this group
+  const uint8_t* b;   // first row of B (= first output column) for this group
+  int64_t lda, ldb;   // row strides (bytes) of A and B
+  int64_t red;        // reduction length (0 allowed: the output is zero)
+  int64_t cols;       // output columns of this group
+  const float* sa;    // per-row dequant scales (indexed by local row)
+  const float* sb;    // per-column dequant scales (indexed by local column)
+  hipfp8_bf16* out;   // output (local row 0, column 0)
+  int64_t ldo;        // output row stride (elements)
+  int64_t row0;       // first output row of this block, local to the group
+  int64_t col0;       // first output column of this block
+  int64_t row_end;    // one past the last row this block may write (local)
+};
+
+__device__ inline int64_t clamp_off(int32_t v, int64_t lo, int64_t hi) {
+  int64_t x = (int64_t)v;
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+
+// The tile loop shared by both ops. All threads of the block call it.
+__device__ inline void run_tile(const Tile& t, const float* lut_a, const float* lut_b,
+                                float (*As)[BM + LDS_PAD], float (*Bs)[BN + LDS_PAD]) {
+  const int tid = threadIdx.x;
+  const int tx = tid % 16;  // column group
+  const int ty = tid / 16;  // row group
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+  for (int64_t k0 = 0; k0 < t.red; k0 += BK) {
+    // Stage A (BM x BK bytes) and B (BN x BK bytes) transposed into LDS as f32.
+    // Consecutive threads read consecutive bytes of one row (coalesced); rows, columns and
+    // k beyond the group's extent stage zeros so the FMA loop needs no predicates.
+#pragma unroll
+    for (int it = 0; it < (BM * BK) / THREADS; ++it) {
+      const int idx = tid + it * THREADS;
+      const int r = idx / BK;
+      const int kk = idx % BK;
+      const int64_t gr = t.row0 + r;
+      const int64_t gk = k0 + kk;
+      float v = 0.0f;
+      if (gr < t.row_end && gk < t.red) v = lut_a[t.a[gr * t.lda + gk]];
+      As[kk][r] = v;
+    }
+#pragma unroll
+    for (int it = 0; it < (BN * BK) / THREADS; ++it) {
+      const int idx = tid + it * THREADS;
+      const int c = idx / BK;
+      const int kk = idx % BK;
+      const int64_t gc = t.col0 + c;
+      const int64_t gk = k0 + kk;
+      float v = 0.0f;
+      if (gc < t.cols && gk < t.red) v = lut_b[t.b[gc * t.ldb + gk]];
+      Bs[kk][c] = v;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[TM], bv[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) av[i] = As[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) bv[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+
+  // Epilogue: out = bf16_rne((acc * sa[row]) * sb[col]). An empty reduction writes exact
+  // zeros (OPS.md: "empty groups give zeros"), whatever the scales hold.
+  const bool empty = t.red == 0;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int64_t r = t.row0 + ty + 16 * i;
+    if (r >= t.row_end) continue;
+    const float s_row = empty ? 0.0f : t.sa[r];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int64_t c = t.col0 + tx + 16 * j;
+      if (c >= t.cols) continue;
+      const float v = empty ? 0.0f : (acc[i][j] * s_row) * t.sb[c];
+      t.out[r * t.ldo + c] = hipfp8_f32_to_bf16(v);
+    }
+  }
+}
+
+__device__ inline void fill_luts(int fmt_a, int fmt_b, float* lut_a, float* lut_b) {
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    lut_a[i] = decode_fp8(fmt_a, (unsigned)i);
+    lut_b[i] = decode_fp8(fmt_b, (unsigned)i);
+  }
+}
+
+// Both kernels are grid-stride loops over all output tiles of all groups, in group order.
+// Every thread walks the offsets itself (the same addresses for the whole block: broadcast
+// loads), so the grid size never depends on the offsets, no block is launched for nothing,
+// and skewed groups spread over all blocks. `skip` (optional, device) restricts the kernel
+// to some groups: a group g with skip[g] != 0 is left alone (another backend owns it).
+
+// 2D x 3D: group g owns rows [o[g-1], o[g]) of a and out; tiles are BM rows x BN columns.
+__global__ void __launch_bounds__(THREADS)
+grouped_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
+                    int fmt_b, const int32_t* __restrict__ offs, int groups,
+                    const float* __restrict__ sa, const float* __restrict__ sb,
+                    hipfp8_bf16* __restrict__ out, int64_t M, int64_t N, int64_t K,
+                    const int32_t* __restrict__ skip) {
+  __shared__ float lut_a[256];
+  __shared__ float lut_b[256];
+  __shared__ float As[BK][BM + LDS_PAD];
+  __shared__ float Bs[BK][BN + LDS_PAD];
+  // The decode tables are filled before the block's first tile: a block with no work (all
+  // its groups skipped) then costs only the walk over the offsets.
+  bool luts_ready = false;
+
+  const int64_t ntiles_n = (N + BN - 1) / BN;
+  int64_t prev = 0, base = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t m0 = prev;
+    const int64_t m1 = clamp_off(offs[g], prev, M);
+    prev = m1;
+    const int64_t tiles = (m1 - m0 + BM - 1) / BM * ntiles_n;
+    const int64_t first = base;
+    base += tiles;
+    if (tiles == 0 || (skip != nullptr && skip[g] != 0)) continue;
+    // First tile index >= first that this block owns (t % gridDim.x == blockIdx.x).
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      const int64_t r0 = m0 + (local / ntiles_n) * BM;
+      Tile tl;
+      tl.a = a + r0 * K;
+      tl.lda = K;
+      tl.b = b + (int64_t)g * N * K;
+      tl.ldb = K;
+      tl.red = K;
+      tl.cols = N;
+      tl.sa = sa + r0;
+      tl.sb = sb + (int64_t)g * N;
+      tl.out = out + r0 * N;
+      tl.ldo = N;
+      tl.row0 = 0;
+      tl.col0 = (local % ntiles_n) * BN;
+      tl.row_end = (m1 - r0 < BM) ? m1 - r0 : BM;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
+      run_tile(tl, lut_a, lut_b, As, Bs);
+    }
+  }
+}
+
+// 2D x 2D: group g reduces over [o[g-1], o[g]) and owns out[g] (N x K); every group, empty
+// or not, has ceil(N/BM) * ceil(K/BN) tiles (empty ones are written as zeros).
+__global__ void __launch_bounds__(THREADS)
+grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
+                    int fmt_b, const int32_t* __restrict__ offs, int groups,
+                    const float* __restrict__ sa, const float* __restrict__ sb,
+                    hipfp8_bf16* __restrict__ out, int64_t N, int64_t Mt, int64_t K,
+                    const int32_t* __restrict__ skip) {
+  __shared__ float lut_a[256];
+  __shared__ float lut_b[256];
+  __shared__ float As[BK][BM + LDS_PAD];
+  __shared__ float Bs[BK][BN + LDS_PAD];
+  // The decode tables are filled before the block's first tile: a block with no work (all
+  // its groups skipped) then costs only the walk over the offsets.
+  bool luts_ready = false;
+
+  const int64_t ntiles_n = (N + BM - 1) / BM;
+  const int64_t ntiles_k = (K + BN - 1) / BN;
+  const int64_t tiles = ntiles_n * ntiles_k;
+  int64_t prev = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t t0 = prev;
+    const int64_t t1 = clamp_off(offs[g], prev, Mt);
+    prev = t1;
+    if (skip != nullptr && skip[g] != 0) continue;
+    const int64_t first = (int64_t)g * tiles;
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      Tile tl;
+      tl.a = a + t0;
+      tl.lda = Mt;
+      tl.b = b + t0;
+      tl.ldb = Mt;
+      tl.red = t1 - t0;
+      tl.cols = K;
+      tl.sa = sa + (int64_t)g * N;
+      tl.sb = sb + (int64_t)g * K;
+      tl.out = out + (int64_t)g * N * K;
+      tl.ldo = K;
+      tl.row0 = (local / ntiles_k) * BM;
+      tl.col0 = (local % ntiles_k) * BN;
+      tl.row_end = (tl.row0 + BM < N) ? tl.row0 + BM : N;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
+      run_tile(tl, lut_a, lut_b, As, Bs);
+    }
+  }
+}
+
+inline bool valid_fmt(int f) { return f >= FMT_E4M3FN && f <= FMT_E5M2FNUZ; }
+
+}  // namespace hipfp8_gg_ref
+
+using namespace hipfp8_gg_ref;
+
+// Enough blocks to fill any current GPU several times over; the kernels loop over tiles.
+// (Overridable so the host emulation can exercise the grid-stride loops with few blocks.)
+#ifndef HIPFP8_GG_REF_MAX_BLOCKS
+#define HIPFP8_GG_REF_MAX_BLOCKS 2048
+#endif
+static constexpr int64_t REF_MAX_BLOCKS = HIPFP8_GG_REF_MAX_BLOCKS;
+
+static inline unsigned ref_grid(int64_t tiles, int max_blocks) {
+  const int64_t cap = max_blocks > 0 ? (int64_t)max_blocks : REF_MAX_BLOCKS;
+  return (unsigned)(tiles < cap ? (tiles > 0 ? tiles : 1) : cap);
+}
+
+// 2D x 3D: a (M,K) row-major, b (E,K,N) column-major, offs[E] (device), sa[M], sb[E*N],
+// out (M,N) bf16 row-major. `skip` may be null; `max_blocks` caps the grid (0 = default).
+// Returns 0 or a runtime error code, or
+// a HIPFP8_KSTATUS_* (hip/kernel_abi.h) for arguments the Rust layer should have rejected.
+HIPFP8_EXTERN int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                                     const int32_t* offs, int groups, const float* sa,
+                                     const float* sb, void* out, int64_t M, int64_t N,
+                                     int64_t K, const int32_t* skip, int max_blocks,
+                                     hipStream_t stream) noexcept {
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (groups == 0 || M == 0 || N == 0) return 0;
+  // Upper bound of the tile count whatever the offsets: each group adds at most one partial
+  // row tile.
+  const int64_t tiles = ((M + BM - 1) / BM + groups) * ((N + BN - 1) / BN);
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_2d3d_kernel<<<grid, THREADS, 0, stream>>>(
+      a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, M, N, K, skip);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+// 2D x 2D: a (N,Mt) row-major, b (Mt,K) column-major, offs[G] along Mt (device),
+// sa[G*N], sb[G*K], out (G,N,K) bf16 row-major. `skip` may be null.
+HIPFP8_EXTERN int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                                     const int32_t* offs, int groups, const float* sa,
+                                     const float* sb, void* out, int64_t N, int64_t Mt,
+                                     int64_t K, const int32_t* skip, int max_blocks,
+                                     hipStream_t stream) noexcept {
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (groups == 0 || N == 0 || K == 0) return 0;
+  const int64_t tiles = (int64_t)groups * ((N + BM - 1) / BM) * ((K + BN - 1) / BN);
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_2d2d_kernel<<<grid, THREADS, 0, stream>>>(
+      a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, N, Mt, K, skip);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}

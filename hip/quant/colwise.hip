@@ -1,0 +1,477 @@
+// colwise.hip -- scale-and-cast where each scaling group is a run of ROWS of one column, and the
+// output is column-major (transposed):
+//   per_group_colwise        x (M,K) row-major, groups of rows by END offsets -> out[k*M + m],
+//                            scales[g*K + k]
+//   per_group_colwise_dual   two such tensors sharing offsets, one launch
+//   rowwise_3d_transpose_rhs x (E,K,N) column-major = E row-major (N,K) matrices; per expert a
+//                            single group of N rows -> out[e*N*K + k*N + n], scales[e*K + k]
+//
+// Tile: a block of 256 threads covers 1024 rows x (4 vectors = 32 bf16 / 16 f32 columns).
+// Thread (rg, cg) loads 16 consecutive rows of one 16-byte column vector, so after scaling it
+// holds, for each of its columns, 16 consecutive rows = 16 output bytes: the transposed stores are
+// 16-byte vectors and a wavefront writes 128-byte runs of each column (no LDS transpose needed;
+// the transpose happens in registers because each thread owns a 16x8 sub-tile).
+//
+// Jagged groups: a group's rows are cut into chunks of 1024 rows (aligned to absolute 16-row
+// units, so rows of a neighbouring group in a shared unit are masked). A slab = (group, column
+// tile). Small slabs are one chunk: one block, no communication. A big slab (a skewed expert with
+// 10k tokens) is spread over many blocks -- so no block stalls the grid -- which combine their
+// partial column amax through the workspace (relaxed atomicMax on |x| bit patterns, a release
+// fence, an arrival counter) and wait for each other, keeping their chunk in registers: x is still
+// read exactly once.
+// Deadlock freedom: blocks are persistent and take work in ticket order (atomic counter), and the
+// chunks of a slab are consecutive tickets. A block waits only for chunks of its own slab; every
+// chunk with a smaller ticket is held by a running block, and the launcher bounds the chunks per
+// slab to half the co-resident grid (growing the rows per chunk for enormous groups), so the
+// missing chunks are always claimable by blocks that are not waiting.
+// The workspace must be zero before the first launch; every launch leaves it zero again (the last
+// block of a slab resets it, the last block of the grid resets the ticket).
+#include "common.h"
+
+namespace hipfp8 {
+
+constexpr int kColBlock = 256;
+constexpr int kColCG = 4;                          // 16-byte vectors across a tile
+constexpr int kColRPT = 16;                        // rows per thread (= bytes per column store)
+constexpr int kColUnits = kColBlock / kColCG;      // 16-row units per sub-chunk
+constexpr int kColRows = kColUnits * kColRPT;      // 1024 rows per sub-chunk
+constexpr int kColMaxCols = kColCG * 8;            // columns per tile (bf16)
+
+struct ColSlabWs {
+  uint32_t amax[kColMaxCols];
+  uint32_t arrive, depart;
+};
+struct ColWsHeader {
+  uint32_t ticket, done;
+  uint32_t pad[2];
+};
+
+struct ColTensor {
+  const void* x;
+  uint8_t* out;
+  float* scales;
+  int64_t K;
+  int64_t out_ld;
+  int ntiles;
+  int slab_base;
+  int vec_store;
+};
+
+struct ColWork {
+  ColTensor t[2];
+  int ntensors;
+  const int32_t* offs;  // null: uniform groups of group_rows rows (3D)
+  int G;
+  int64_t group_rows;
+  int64_t M;
+  int L;                // sub-chunks (of kColRows rows) per work item
+  int pow2;
+  void* ws;
+};
+
+__device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int g, int64_t& gs, int64_t& ge) {
+  if (w.offs) {
+    gs = g == 0 ? 0 : s_offs[g - 1];
+    ge = s_offs[g];
+  } else {
+    gs = (int64_t)g * w.group_rows;
+    ge = gs + w.group_rows;
+  }
+}
+
+// Chunks (work items per column tile) of a group spanning rows [gs, ge).
+__device__ inline int group_chunks(int64_t gs, int64_t ge, int L) {
+  const int64_t units = (ge + kColRPT - 1) / kColRPT - gs / kColRPT;
+  const int64_t per = (int64_t)kColUnits * L;
+  const int64_t n = (units + per - 1) / per;
+  return n < 1 ? 1 : (int)n;
+}
+
+template <class In, uint32_t F>
+__global__ void __launch_bounds__(kColBlock)
+colwise_vec_kernel(ColWork w) {
+  constexpr int EPV = In::EPV;
+  constexpr int COLS = kColCG * EPV;
+  constexpr int NW = kColBlock / HIPFP8_WAVE;
+  typedef typename In::elem E;
+  extern __shared__ int32_t cdyn[];
+  int32_t* s_offs = cdyn;              // G
+  int32_t* s_cbase = cdyn + w.G;       // G + 1: chunk prefix per column tile
+  __shared__ uint32_t red[NW][COLS];
+  __shared__ uint32_t s_amax[COLS];
+  __shared__ float s_scale[COLS];
+  __shared__ int s_item;
+
+  ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
+  ColSlabWs* slabs = reinterpret_cast<ColSlabWs*>(hdr + 1);
+  const int tid = threadIdx.x;
+  const int cg = tid % kColCG;
+  const int rg = tid / kColCG;
+  const int G = w.G;
+
+  if (w.offs) load_clamped_offsets<kColBlock>(w.offs, G, w.M, s_offs);
+  // chunk prefix sums (serial over groups by one thread per 64-group block, G is small)
+  if (tid == 0) {
+    int32_t acc = 0;
+    for (int g = 0; g < G; ++g) {
+      int64_t gs, ge;
+      group_bounds(w, s_offs, g, gs, ge);
+      s_cbase[g] = acc;
+      acc += group_chunks(gs, ge, w.L);
+    }
+    s_cbase[G] = acc;
+  }
+  __syncthreads();
+  const int64_t C = s_cbase[G];
+  int64_t total = 0;
+  for (int i = 0; i < w.ntensors; ++i) total += (int64_t)w.t[i].ntiles * C;
+
+  for (;;) {
+    if (tid == 0) s_item = (int)atomicAdd(&hdr->ticket, 1u);
+    __syncthreads();
+    int64_t item = s_item;
+    __syncthreads();
+    if (item >= total) break;
+    int ti = 0;
+    if (w.ntensors > 1 && item >= (int64_t)w.t[0].ntiles * C) {
+      item -= (int64_t)w.t[0].ntiles * C;
+      ti = 1;
+    }
+    const ColTensor& T = w.t[ti];
+    // group: last g with ntiles * cbase[g] <= item
+    int lo = 0, hi = G;  // answer in [0, G)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if ((int64_t)T.ntiles * s_cbase[mid] <= item) lo = mid; else hi = mid;
+    }
+    const int g = lo;
+    const int nch = s_cbase[g + 1] - s_cbase[g];
+    const int64_t r = item - (int64_t)T.ntiles * s_cbase[g];
+    const int t = (int)(r / nch);
+    const int c = (int)(r % nch);
+    int64_t gs, ge;
+    group_bounds(w, s_offs, g, gs, ge);
+    const int64_t K = T.K;
+    const int64_t col0 = (int64_t)t * COLS;
+    const int64_t mycol = col0 + cg * EPV;
+    const bool colvalid = mycol < K;
+    const int64_t row_base = (gs / kColRPT + (int64_t)c * kColUnits * w.L) * kColRPT;
+    const E* X = static_cast<const E*>(T.x);
+
+    uint4 v[kColRPT];
+    uint32_t cam[EPV];
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) cam[e] = 0;
+    for (int sub = 0; sub < w.L; ++sub) {
+      const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
+#pragma unroll
+      for (int rr = 0; rr < kColRPT; ++rr) {
+        const int64_t m = rb + rr;
+        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+      }
+#pragma unroll
+      for (int rr = 0; rr < kColRPT; ++rr)
+#pragma unroll
+        for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[rr], e)));
+    }
+    // reduce over the row groups of the wavefront (lanes with equal cg), then across wavefronts
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) {
+#pragma unroll
+      for (int o = kColCG; o < HIPFP8_WAVE; o <<= 1) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
+    }
+    const int lane = tid % HIPFP8_WAVE;
+    if (lane < kColCG) {
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) red[tid / HIPFP8_WAVE][lane * EPV + e] = cam[e];
+    }
+    __syncthreads();
+    if (tid < COLS) {
+      uint32_t a = red[0][tid];
+#pragma unroll
+      for (int i = 1; i < NW; ++i) a = max(a, red[i][tid]);
+      s_amax[tid] = a;
+    }
+    if (nch > 1) {
+      ColSlabWs* sw = slabs + T.slab_base + (int64_t)g * T.ntiles + t;
+      if (tid < COLS) atomicMax(&sw->amax[tid], s_amax[tid]);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) {
+        atomicAdd(&sw->arrive, 1u);
+        while (atomicAdd(&sw->arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
+        __threadfence();
+      }
+      __syncthreads();
+      if (tid < COLS) s_amax[tid] = atomicOr(&sw->amax[tid], 0u);
+      __syncthreads();
+      if (tid == 0 && atomicAdd(&sw->depart, 1u) == (uint32_t)nch - 1) {
+        // every block of the slab has read the result: leave the slab zeroed for the next launch
+        for (int i = 0; i < COLS; ++i) atomicExch(&sw->amax[i], 0u);
+        atomicExch(&sw->arrive, 0u);
+        atomicExch(&sw->depart, 0u);
+      }
+    }
+    if (tid < COLS) {
+      const float s = amax_to_scale<F>(s_amax[tid], w.pow2 != 0);
+      s_scale[tid] = s;
+      if (c == 0 && col0 + tid < K) T.scales[(int64_t)g * K + col0 + tid] = s;
+    }
+    __syncthreads();
+
+    // out index = obase + k * out_ld + m  (per_group_colwise: 0 + k*M + m;
+    //                                      3D: e*N*K + k*N + (m - e*N))
+    const int64_t obase = w.offs ? 0 : gs * (K - 1);
+    for (int sub = w.L - 1; sub >= 0; --sub) {
+      const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
+      if (sub != w.L - 1) {
+#pragma unroll
+        for (int rr = 0; rr < kColRPT; ++rr) {
+          const int64_t m = rb + rr;
+          v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+        }
+      }
+      if (!colvalid || rb + kColRPT <= gs || rb >= ge) continue;
+      const bool full = T.vec_store && rb >= gs && rb + kColRPT <= ge;
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) {
+        const float s = s_scale[cg * EPV + e];
+        uint32_t q[4];
+        if (amax_bits_finite(s_amax[cg * EPV + e])) {
+#pragma unroll
+          for (int k4 = 0; k4 < 4; ++k4)
+            q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                                      In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+        } else {
+#pragma unroll
+          for (int k4 = 0; k4 < 4; ++k4)
+            q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                                  In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+        }
+        uint8_t* dst = T.out + obase + (mycol + e) * T.out_ld + rb;
+        if (full) {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+        } else {
+#pragma unroll
+          for (int rr = 0; rr < kColRPT; ++rr) {
+            const int64_t m = rb + rr;
+            if (m >= gs && m < ge) dst[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
+          }
+        }
+      }
+    }
+  }
+  // the last block out resets the ticket for the next launch
+  if (tid == 0) {
+    __threadfence();
+    if (atomicAdd(&hdr->done, 1u) == gridDim.x - 1) {
+      atomicExch(&hdr->ticket, 0u);
+      atomicExch(&hdr->done, 0u);
+    }
+  }
+}
+
+// Odd shapes (K not a multiple of the vector, misaligned x): one block per (group, 32-column
+// tile, tensor), two passes over the group's rows (amax, then cast), byte stores. Correct for any
+// group size, no workspace; not a fast path.
+template <class In, uint32_t F>
+__global__ void __launch_bounds__(256)
+colwise_scalar_kernel(ColWork w) {
+  typedef typename In::elem E;
+  extern __shared__ int32_t cdyn[];
+  int32_t* s_offs = cdyn;
+  __shared__ uint32_t part[8][32];
+  __shared__ uint32_t s_amax[32];
+  const int ti = blockIdx.z;
+  if (ti >= w.ntensors) return;
+  const ColTensor& T = w.t[ti];
+  if (w.offs) load_clamped_offsets<256>(w.offs, w.G, w.M, s_offs);
+  else __syncthreads();
+  const int cl = threadIdx.x % 32, rl = threadIdx.x / 32;
+  const E* X = static_cast<const E*>(T.x);
+  for (int g = blockIdx.y; g < w.G; g += gridDim.y) {
+    int64_t gs, ge;
+    group_bounds(w, s_offs, g, gs, ge);
+    for (int64_t t = blockIdx.x; t < T.ntiles; t += gridDim.x) {
+      const int64_t col = t * 32 + cl;
+      uint32_t am = 0;
+      if (col < T.K)
+        for (int64_t m = gs + rl; m < ge; m += 8) am = max(am, abs_bits(In::load1(X, m * T.K + col)));
+      part[rl][cl] = am;
+      __syncthreads();
+      if (rl == 0) {
+        for (int i = 1; i < 8; ++i) am = max(am, part[i][cl]);
+        s_amax[cl] = am;
+      }
+      __syncthreads();
+      am = s_amax[cl];
+      const float s = amax_to_scale<F>(am, w.pow2 != 0);
+      if (col < T.K) {
+        if (rl == 0) T.scales[(int64_t)g * T.K + col] = s;
+        const int64_t obase = w.offs ? 0 : gs * (T.K - 1);
+        for (int64_t m = gs + rl; m < ge; m += 8)
+          T.out[obase + col * T.out_ld + m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+constexpr int kColNumDevices = 64;
+
+template <class In, uint32_t F>
+static int colwise_grid() {
+  // Co-resident blocks of the persistent kernel (cached per device).
+  static int cache[kColNumDevices];
+  int dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kColNumDevices) dev = 0;
+  int p = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+  if (p == 0) {
+    int per_sm = 0;
+    // dynamic shared memory is small (offsets); size it for 1024 groups
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F>, kColBlock, 8 * 1024 + 8) !=
+            hipSuccess ||
+        per_sm < 1)
+      per_sm = 1;
+    p = per_sm * device_sm_count();
+    __atomic_store_n(&cache[dev], p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+template <class In, uint32_t F>
+static int launch_colwise(ColWork w, hipStream_t st) {
+  bool vec = true;
+  for (int i = 0; i < w.ntensors; ++i) {
+    ColTensor& T = w.t[i];
+    vec = vec && T.K % In::EPV == 0 && aligned16(T.x);
+    T.vec_store = T.out_ld % 16 == 0 && aligned16(T.out) && (w.offs != nullptr || w.group_rows % 16 == 0);
+  }
+  const size_t smem = (size_t)(2 * w.G + 1) * sizeof(int32_t);
+  if (!vec) {
+    int64_t maxt = 1;
+    for (int i = 0; i < w.ntensors; ++i) {
+      w.t[i].ntiles = (int)((w.t[i].K + 31) / 32);
+      if (w.t[i].ntiles > maxt) maxt = w.t[i].ntiles;
+    }
+    dim3 grid((unsigned)(maxt < 65535 ? maxt : 65535), (unsigned)(w.G < 65535 ? w.G : 65535), (unsigned)w.ntensors);
+    colwise_scalar_kernel<In, F><<<grid, 256, smem, st>>>(w);
+    HIPFP8_LAUNCH_CHECK();
+  }
+  constexpr int COLS = kColCG * In::EPV;
+  int slab = 0;
+  for (int i = 0; i < w.ntensors; ++i) {
+    w.t[i].ntiles = (int)((w.t[i].K + COLS - 1) / COLS);
+    w.t[i].slab_base = slab;
+    slab += w.t[i].ntiles * w.G;
+  }
+  const int grid = colwise_grid<In, F>();
+  // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
+  const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
+  int L = 1;
+  while ((max_units + (int64_t)kColUnits * L - 1) / ((int64_t)kColUnits * L) > grid / 2 && L < (1 << 20)) L *= 2;
+  w.L = L;
+  if (smem > 48 * 1024) return kLaunchUnsupported;
+  colwise_vec_kernel<In, F><<<grid, kColBlock, smem, st>>>(w);
+  HIPFP8_LAUNCH_CHECK();
+}
+
+template <class In>
+static int dispatch_colwise(uint32_t fmt, const ColWork& w, hipStream_t st) {
+  HIPFP8_DISPATCH_FMT(fmt, (launch_colwise<In, FMT>(w, st)));
+}
+
+static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_t st) {
+  if (x_dtype == HIPFP8_DTYPE_BF16) return dispatch_colwise<Bf16In>(fmt, w, st);
+  if (x_dtype == HIPFP8_DTYPE_F32) return dispatch_colwise<F32In>(fmt, w, st);
+  return kLaunchBadEnum;
+}
+
+}  // namespace hipfp8
+
+using namespace hipfp8;
+
+// Workspace bytes of per_group_colwise(_dual) / rowwise_3d_transpose_rhs for `groups` groups
+// (experts) and row lengths k1, k2 (k2 = 0 for single-tensor ops). The workspace must be zero
+// before its first use; every launch leaves it zero. It must not be shared by launches that can
+// run concurrently (different streams without ordering).
+HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int64_t k2, uint64_t* bytes) noexcept {
+  if (!bytes) return kLaunchNull;
+  if (groups < 0 || k1 < 0 || k2 < 0) return kLaunchBadShape;
+  // f32 tiles are 16 columns wide, bf16 ones 32: size for the narrower.
+  const uint64_t tiles = (uint64_t)((k1 + 15) / 16) + (uint64_t)((k2 + 15) / 16);
+  *bytes = sizeof(ColWsHeader) + sizeof(ColSlabWs) * (uint64_t)groups * tiles;
+  return kLaunchOk;
+}
+
+// x (m, k) row-major, groups of rows by END offsets offs[groups] (device memory, clamped) ->
+// out[j*m + i] (column-major) for rows inside a group, scales[g*k + j].
+HIPFP8_EXTERN int hipfp8_per_group_colwise_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
+                                                  int64_t m, int64_t k, int64_t groups, int format, int pow2,
+                                                  int in_dtype, void* workspace, hipStream_t stream) noexcept {
+  if (m < 0 || k < 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0 || k == 0) return kLaunchOk;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!offs || !scales || !workspace || (m > 0 && (!x || !out))) return kLaunchNull;
+  ColWork w{};
+  w.t[0] = ColTensor{x, out, scales, k, m, 0, 0, 0};
+  w.ntensors = 1;
+  w.offs = offs;
+  w.G = (int)groups;
+  w.M = m;
+  w.pow2 = pow2;
+  w.ws = workspace;
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
+}
+
+// Two per_group_colwise casts sharing m and the offsets, in one launch. Both inputs have the
+// same dtype (in_dtype).
+HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_launch(const void* x1, const void* x2, const int32_t* offs,
+                                                       uint8_t* out1, float* scales1, uint8_t* out2, float* scales2,
+                                                       int64_t m, int64_t k1, int64_t k2, int64_t groups, int format,
+                                                       int pow2, int in_dtype, void* workspace,
+                                                       hipStream_t stream) noexcept {
+  if (m < 0 || k1 < 0 || k2 < 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0 || (k1 == 0 && k2 == 0)) return kLaunchOk;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!offs || !workspace) return kLaunchNull;
+  ColWork w{};
+  int nt = 0;
+  if (k1 > 0) {
+    if (!scales1 || (m > 0 && (!x1 || !out1))) return kLaunchNull;
+    w.t[nt++] = ColTensor{x1, out1, scales1, k1, m, 0, 0, 0};
+  }
+  if (k2 > 0) {
+    if (!scales2 || (m > 0 && (!x2 || !out2))) return kLaunchNull;
+    w.t[nt++] = ColTensor{x2, out2, scales2, k2, m, 0, 0, 0};
+  }
+  w.ntensors = nt;
+  w.offs = offs;
+  w.G = (int)groups;
+  w.M = m;
+  w.pow2 = pow2;
+  w.ws = workspace;
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
+}
+
+// x (e, k, n) column-major [e*k*n + j*k + i] -> out (e, n, k) column-major [e*n*k + i*n + j],
+// scales[e*k + i] (amax over j < n).
+HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t* out, float* scales, int64_t e,
+                                                         int64_t k, int64_t n, int format, int pow2, int in_dtype,
+                                                         void* workspace, hipStream_t stream) noexcept {
+  if (e < 0 || k < 0 || n < 0) return kLaunchBadShape;
+  if (e == 0 || k == 0) return kLaunchOk;
+  if (n == 0) return kLaunchBadShape;
+  if (e > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (!x || !out || !scales || !workspace) return kLaunchNull;
+  ColWork w{};
+  w.t[0] = ColTensor{x, out, scales, k, n, 0, 0, 0};
+  w.ntensors = 1;
+  w.offs = nullptr;
+  w.G = (int)e;
+  w.group_rows = n;
+  w.M = e * n;
+  w.pow2 = pow2;
+  w.ws = workspace;
+  return colwise_entry(in_dtype, (uint32_t)format, w, stream);
+}

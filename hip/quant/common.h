@@ -1,0 +1,167 @@
+// common.h -- helpers shared by the quantization kernels: 16-byte input vectors, block
+// reductions (wavefront-size agnostic: HIPFP8_WAVE), offset clamping, launch helpers.
+#pragma once
+
+#include "../fp8_codec.h"
+#include "../kernel_abi.h"
+
+namespace hipfp8 {
+
+// Launcher status values (docs/KERNEL_ABI.md): 0, the runtime's own code (> 0), or these.
+enum : int {
+  kLaunchOk = HIPFP8_KSTATUS_OK,
+  kLaunchBadEnum = HIPFP8_KSTATUS_INVALID_ENUM,
+  kLaunchBadShape = HIPFP8_KSTATUS_INVALID_SHAPE,
+  kLaunchUnsupported = HIPFP8_KSTATUS_UNSUPPORTED,
+  kLaunchNull = HIPFP8_KSTATUS_NULL_POINTER,
+};
+
+// Input element types. A 16-byte vector (uint4) holds EPV elements; amax/cast work in f32.
+struct Bf16In {
+  typedef uint16_t elem;
+  static constexpr int EPV = 8;
+  static __device__ inline float get(const uint4& v, int i) {
+    const uint32_t w = (i >> 1) == 0 ? v.x : (i >> 1) == 1 ? v.y : (i >> 1) == 2 ? v.z : v.w;
+    return u2f((i & 1) ? (w & 0xFFFF0000u) : (w << 16));
+  }
+  static __device__ inline float load1(const elem* p, int64_t i) { return u2f((uint32_t)p[i] << 16); }
+  // max |x| bits over the vector (bf16 -> f32 is a shift, so work on the raw halves)
+  static __device__ inline uint32_t absmax(const uint4& v) {
+    uint32_t m = max(max((v.x << 16) & 0x7FFFFFFFu, v.x & 0x7FFF0000u), max((v.y << 16) & 0x7FFFFFFFu, v.y & 0x7FFF0000u));
+    m = max(m, max((v.z << 16) & 0x7FFFFFFFu, v.z & 0x7FFF0000u));
+    return max(m, max((v.w << 16) & 0x7FFFFFFFu, v.w & 0x7FFF0000u));
+  }
+};
+struct F32In {
+  typedef float elem;
+  static constexpr int EPV = 4;
+  static __device__ inline float get(const uint4& v, int i) {
+    return u2f(i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w);
+  }
+  static __device__ inline float load1(const elem* p, int64_t i) { return p[i]; }
+  static __device__ inline uint32_t absmax(const uint4& v) {
+    return max(max(v.x & 0x7FFFFFFFu, v.y & 0x7FFFFFFFu), max(v.z & 0x7FFFFFFFu, v.w & 0x7FFFFFFFu));
+  }
+};
+
+__device__ inline uint4 zero4() { return make_uint4(0, 0, 0, 0); }
+
+// Scale and encode the EPV elements of one input vector; FIN = the group's amax is finite.
+// Returns EPV bytes packed little-endian (bf16: 8 bytes, f32: 4 bytes in .x).
+template <class In, uint32_t F, bool FIN>
+__device__ inline uint2 cast_vec(const uint4& v, float s) {
+  uint2 r;
+  if constexpr (In::EPV == 8) {
+    if constexpr (FIN) {
+      r.x = encode4_finite<F>(In::get(v, 0) * s, In::get(v, 1) * s, In::get(v, 2) * s, In::get(v, 3) * s);
+      r.y = encode4_finite<F>(In::get(v, 4) * s, In::get(v, 5) * s, In::get(v, 6) * s, In::get(v, 7) * s);
+    } else {
+      r.x = encode4_sw<F>(In::get(v, 0) * s, In::get(v, 1) * s, In::get(v, 2) * s, In::get(v, 3) * s);
+      r.y = encode4_sw<F>(In::get(v, 4) * s, In::get(v, 5) * s, In::get(v, 6) * s, In::get(v, 7) * s);
+    }
+  } else {
+    if constexpr (FIN) {
+      r.x = encode4_finite<F>(In::get(v, 0) * s, In::get(v, 1) * s, In::get(v, 2) * s, In::get(v, 3) * s);
+    } else {
+      r.x = encode4_sw<F>(In::get(v, 0) * s, In::get(v, 1) * s, In::get(v, 2) * s, In::get(v, 3) * s);
+    }
+    r.y = 0;
+  }
+  return r;
+}
+
+template <class In>
+__device__ inline void store_codes(uint8_t* dst, uint2 c) {
+  if constexpr (In::EPV == 8) {
+    *reinterpret_cast<uint2*>(dst) = c;
+  } else {
+    *reinterpret_cast<uint32_t*>(dst) = c.x;
+  }
+}
+
+// Max over a wavefront (all lanes active).
+__device__ inline uint32_t wave_max(uint32_t v) {
+#pragma unroll
+  for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) v = max(v, (uint32_t)HIPFP8_SHFL_XOR(v, o));
+  return v;
+}
+
+// Max over the block; every thread gets the result. red: BLOCK/HIPFP8_WAVE words of shared memory.
+// Safe to call repeatedly with the same buffer (leading barrier).
+template <int BLOCK>
+__device__ inline uint32_t block_max(uint32_t v, uint32_t* red) {
+  static_assert(BLOCK % HIPFP8_WAVE == 0, "block must be whole wavefronts");
+  constexpr int NW = BLOCK / HIPFP8_WAVE;
+  v = wave_max(v);
+  if constexpr (NW == 1) {
+    return v;
+  } else {
+    __syncthreads();
+    if (threadIdx.x % HIPFP8_WAVE == 0) red[threadIdx.x / HIPFP8_WAVE] = v;
+    __syncthreads();
+    v = red[0];
+#pragma unroll
+    for (int i = 1; i < NW; ++i) v = max(v, red[i]);
+    return v;
+  }
+}
+
+// s[g] = min(max(offs[0..=g], 0), extent): the GPU's clamping of device-resident END offsets
+// (docs/OPS.md): a prefix max keeps them non-decreasing, so bad offsets can never address
+// memory outside [0, extent). Ends with a barrier.
+template <int BLOCK>
+__device__ inline void load_clamped_offsets(const int32_t* offs, int G, int64_t extent, int32_t* s) {
+  __shared__ int32_t scan[BLOCK];
+  int32_t carry = 0;
+  for (int base = 0; base < G; base += BLOCK) {
+    const int i = base + (int)threadIdx.x;
+    int32_t v = i < G ? offs[i] : 0;
+    v = v > carry ? v : carry;
+    scan[threadIdx.x] = v;
+    __syncthreads();
+    for (int d = 1; d < BLOCK; d <<= 1) {
+      const int32_t o = threadIdx.x >= (unsigned)d ? scan[threadIdx.x - d] : 0;
+      __syncthreads();
+      if (o > v) v = o;
+      scan[threadIdx.x] = v;
+      __syncthreads();
+    }
+    if (i < G) s[i] = (int64_t)v > extent ? (int32_t)extent : v;
+    carry = scan[BLOCK - 1];
+    __syncthreads();
+  }
+}
+
+// First index g in [0, n) with a[g] > key (a non-decreasing), n if none.
+__device__ inline int upper_bound_i32(const int32_t* a, int n, int64_t key) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if ((int64_t)a[mid] > key) hi = mid; else lo = mid + 1;
+  }
+  return lo;
+}
+
+inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
+
+// Multiprocessor count of the current device (cached per device; cheap after the first call).
+int device_sm_count();
+
+}  // namespace hipfp8
+
+// Dispatch a runtime format value to a template argument; FN(FMT) must be an expression.
+#define HIPFP8_DISPATCH_FMT(fmt, FN)                          \
+  switch (fmt) {                                              \
+    case hipfp8::kE4M3Fn: { constexpr uint32_t FMT = hipfp8::kE4M3Fn; return FN; } \
+    case hipfp8::kE5M2: { constexpr uint32_t FMT = hipfp8::kE5M2; return FN; }     \
+    case hipfp8::kE4M3FnUz: { constexpr uint32_t FMT = hipfp8::kE4M3FnUz; return FN; } \
+    case hipfp8::kE5M2FnUz: { constexpr uint32_t FMT = hipfp8::kE5M2FnUz; return FN; } \
+    default: return hipfp8::kLaunchBadEnum;                    \
+  }
+
+// Launcher preamble/epilogue: launchers are noexcept and never let an exception escape.
+#define HIPFP8_LAUNCH_CHECK()                 \
+  do {                                        \
+    hipError_t e__ = hipGetLastError();       \
+    return (int)e__;                          \
+  } while (0)

@@ -1,0 +1,79 @@
+// common.hip -- host helpers shared by the quantization launchers, and the codec self-test.
+#include "common.h"
+
+namespace hipfp8 {
+
+int device_sm_count() {
+  static int cache[64];
+  int dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) dev = 0;
+  int n = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+  if (n == 0) {
+    if (hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n < 1) n = 1;
+    __atomic_store_n(&cache[dev], n, __ATOMIC_RELAXED);
+  }
+  return n;
+}
+
+// Every finite f32 bit pattern (2^32 minus the NaN/Inf ones), each converted by encode4_finite
+// (the hardware path where the target has one) and by encode_sw (the rule): counts mismatches
+// and records the first few. On a target without hardware conversion both are the same code
+// and the test is trivially clean (reported as such by hipfp8_codec_has_hw).
+template <uint32_t F>
+__global__ void codec_selftest_kernel(unsigned long long* mismatches, uint32_t* first_bad) {
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x * 4;
+  unsigned long long bad = 0;
+  for (uint64_t base = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; base < (1ull << 32); base += stride) {
+    float f[4];
+    bool fin = true;
+    for (int i = 0; i < 4; ++i) {
+      f[i] = u2f((uint32_t)(base + i));
+      fin = fin && (abs_bits(f[i]) < 0x7F800000u);
+    }
+    // non-finite patterns are handled by encode_sw in every kernel: replace them by 0 here
+    for (int i = 0; i < 4; ++i)
+      if (abs_bits(f[i]) >= 0x7F800000u) f[i] = 0.0f;
+    const uint32_t hw = encode4_finite<F>(f[0], f[1], f[2], f[3]);
+    const uint32_t sw = encode4_sw<F>(f[0], f[1], f[2], f[3]);
+    if (hw != sw) {
+      ++bad;
+      const unsigned long long idx = atomicAdd(mismatches + 1, 1ull);
+      if (idx < 8) {
+        first_bad[3 * idx] = (uint32_t)base;
+        first_bad[3 * idx + 1] = hw;
+        first_bad[3 * idx + 2] = sw;
+      }
+    }
+    (void)fin;
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+}  // namespace hipfp8
+
+using namespace hipfp8;
+
+// 1 when this build converts `fmt` in hardware on the current device's target, else 0.
+template <uint32_t F>
+__global__ void codec_has_hw_kernel(int* r) { *r = has_hw_encode<F>() ? 1 : 0; }
+
+// mismatches: 2 device u64 (total, recorded); first_bad: 24 device u32 (input, hw, sw) x 8.
+HIPFP8_EXTERN int hipfp8_codec_selftest_launch(int format, unsigned long long* mismatches, uint32_t* first_bad,
+                                        int* has_hw, hipStream_t stream) noexcept {
+  const int grid = device_sm_count() * 8;
+  switch ((uint32_t)format) {
+#define HIPFP8_SELFTEST_CASE(FV)                                                        \
+  case FV:                                                                              \
+    codec_selftest_kernel<FV><<<grid, 256, 0, stream>>>(mismatches, first_bad);         \
+    codec_has_hw_kernel<FV><<<1, 1, 0, stream>>>(has_hw);                               \
+    break;
+    HIPFP8_SELFTEST_CASE(kE4M3Fn)
+    HIPFP8_SELFTEST_CASE(kE5M2)
+    HIPFP8_SELFTEST_CASE(kE4M3FnUz)
+    HIPFP8_SELFTEST_CASE(kE5M2FnUz)
+#undef HIPFP8_SELFTEST_CASE
+    default:
+      return kLaunchBadEnum;
+  }
+  HIPFP8_LAUNCH_CHECK();
+}

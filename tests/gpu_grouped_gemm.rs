@@ -1,0 +1,505 @@
+//! FP8 grouped GEMMs on a real GPU: every implementation against an f64 reference on the
+//! dequantized inputs (computed here on the CPU).
+//!
+//! Without a GPU build or device each test prints `HIPFP8_SKIP ...` and returns (with
+//! HIPFP8_REQUIRE_GPU=1 it fails instead). A library backend missing from the build (CUTLASS
+//! on CUDA sm_90, CK on gfx942/gfx950) is a printed skip of that part, never a pass.
+//!
+//! Tolerance, per element (written down; `S = sum_k |a_k b_k| * |sa * sb|`):
+//!   |out - ref| <= 2^-8 |ref| + acc * S
+//! * 2^-8 |ref|: the bf16 output rounding (half an ulp = 2^-9 relative), doubled for the
+//!   f32 scale multiplies.
+//! * acc: accumulation error. The reference kernel (f32 FMA) and CK (f32 MFMA accumulators)
+//!   are bounded by gamma = (K + 2) 2^-24 (standard summation bound); we allow 2 gamma.
+//!   CUTLASS runs Hopper FP8 WGMMA with fast accumulation (as torch._scaled_grouped_mm does),
+//!   whose tensor-core accumulator keeps about 14 significant bits between the k = 32 steps
+//!   (DeepSeek-V3 report, section 3.3.2): acc = max(2 gamma, ceil(K/32) 2^-14).
+//!
+//! Plus a global similarity check over all written elements (DeepGEMM's metric):
+//!   diff = 1 - 2 <out, ref> / (<out, out> + <ref, ref>) <= 1e-4
+//! (bf16 rounding alone gives ~1e-6; a wrong group or element gives O(1e-2) or more).
+//!
+//! Rows past offs[E-1] (2D x 3D) must keep their sentinel; empty groups of 2D x 2D must be +0.
+
+#![allow(clippy::needless_range_loop)]
+
+use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests, skip_test};
+use hipfp8::{Context, Fp8Format, GemmBackend, GemmImpl, GemmParams, GemmWorkspace, bf16};
+
+const SENTINEL: f32 = -768.0;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// FP8 codes of values ~ N(0, 1)-ish scaled by 2^e (what a scaled cast produces), so the
+/// products neither overflow nor all underflow; NaN/Inf codes never appear.
+fn codes(rng: &mut Rng, n: usize, fmt: Fp8Format) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let v = ((u - 0.5) * 8.0) as f32 * 2f32.powi(rng.below(5) as i32 - 2);
+            fmt.encode(v)
+        })
+        .collect()
+}
+
+fn scales(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| 2f32.powi(rng.below(9) as i32 - 4) * (1.0 + (rng.below(64) as f32) / 64.0))
+        .collect()
+}
+
+/// Check `got` against an f64 reference; `refs[i] = Some((exact, abs_sum, k))` for written
+/// elements, None for elements that must keep the sentinel. Panics on a failure; returns the
+/// similarity diff.
+fn compare(got: &[bf16], refs: &[Option<(f64, f64, usize)>], cutlass_acc: bool, what: &str) -> f64 {
+    let mut bad = Vec::new();
+    let (mut xy, mut xx, mut yy) = (0f64, 0f64, 0f64);
+    for (i, (o, r)) in got.iter().zip(refs).enumerate() {
+        let o = o.to_f32() as f64;
+        match r {
+            None => {
+                if o != SENTINEL as f64 {
+                    bad.push(format!("[{i}] written ({o}) but must be untouched"));
+                }
+            }
+            Some((exact, abs_sum, k)) => {
+                let gamma = (*k as f64 + 2.0) * 2f64.powi(-24);
+                let acc = if cutlass_acc {
+                    (2.0 * gamma).max((*k as f64 / 32.0).ceil() * 2f64.powi(-14))
+                } else {
+                    2.0 * gamma
+                };
+                let tol = 2f64.powi(-8) * exact.abs() + acc * abs_sum;
+                let ok = (o - exact).abs() <= tol; // false for NaN too
+                if !ok {
+                    bad.push(format!(
+                        "[{i}] got {o:e}, f64 reference {exact:e}, tol {tol:e}"
+                    ));
+                }
+                xy += o * exact;
+                xx += o * o;
+                yy += exact * exact;
+            }
+        }
+    }
+    let diff = if xx + yy > 0.0 {
+        1.0 - 2.0 * xy / (xx + yy)
+    } else {
+        0.0
+    };
+    assert!(
+        bad.is_empty(),
+        "{what}: {} of {} elements wrong, e.g.\n{}",
+        bad.len(),
+        got.len(),
+        bad[..bad.len().min(8)].join("\n")
+    );
+    assert!(
+        diff <= 1e-4,
+        "{what}: global similarity diff {diff:e} > 1e-4"
+    );
+    diff
+}
+
+/// Clamped group ranges, exactly as docs/OPS.md defines them.
+fn ranges(offs: &[i32], extent: usize) -> Vec<(usize, usize)> {
+    let mut prev = 0usize;
+    offs.iter()
+        .map(|&o| {
+            let hi = (o.max(prev as i32) as usize).min(extent);
+            let r = (prev, hi);
+            prev = hi;
+            r
+        })
+        .collect()
+}
+
+struct Case2d3d {
+    m: usize,
+    k: usize,
+    n: usize,
+    offs: Vec<i32>,
+}
+
+fn run_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: u64) -> f64 {
+    let (fa, fb) = (ctx.resolve(p.a_format), ctx.resolve(p.b_format));
+    let (m, k, n, e) = (c.m, c.k, c.n, c.offs.len());
+    let mut rng = Rng(seed);
+    let a = codes(&mut rng, m * k, fa);
+    let b = codes(&mut rng, e * k * n, fb);
+    let sa = scales(&mut rng, m);
+    let sb = scales(&mut rng, e * n);
+    let da = DeviceBuffer::from_host(ctx, &a).unwrap();
+    let db = DeviceBuffer::from_host(ctx, &b).unwrap();
+    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
+    let dsa = DeviceBuffer::from_host(ctx, &sa).unwrap();
+    let dsb = DeviceBuffer::from_host(ctx, &sb).unwrap();
+    let mut dout = DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); m * n]).unwrap();
+    ctx.grouped_gemm_2d3d(
+        p,
+        m,
+        k,
+        n,
+        e,
+        da.src(),
+        db.src(),
+        doffs.src(),
+        dsa.src(),
+        dsb.src(),
+        dout.dst(),
+        stream.handle(),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    let got = dout.to_vec().unwrap();
+    let mut refs = vec![None; m * n];
+    for (g, (r0, r1)) in ranges(&c.offs, m).into_iter().enumerate() {
+        for i in r0..r1 {
+            for j in 0..n {
+                let (mut s, mut sabs) = (0f64, 0f64);
+                for kk in 0..k {
+                    let prod = fa.decode(a[i * k + kk]) as f64
+                        * fb.decode(b[g * n * k + j * k + kk]) as f64;
+                    s += prod;
+                    sabs += prod.abs();
+                }
+                let sc = sa[i] as f64 * sb[g * n + j] as f64;
+                refs[i * n + j] = Some((s * sc, sabs * sc.abs(), k));
+            }
+        }
+    }
+    compare(
+        &got,
+        &refs,
+        uses_cutlass(ctx, p, fa, fb),
+        &format!(
+            "2d3d m{m} k{k} n{n} offs{:?} {fa}x{fb} {:?}",
+            c.offs, p.backend
+        ),
+    )
+}
+
+struct Case2d2d {
+    n: usize,
+    mt: usize,
+    k: usize,
+    offs: Vec<i32>,
+}
+
+fn run_2d2d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d2d, seed: u64) -> f64 {
+    let (fa, fb) = (ctx.resolve(p.a_format), ctx.resolve(p.b_format));
+    let (n, mt, k, g) = (c.n, c.mt, c.k, c.offs.len());
+    let mut rng = Rng(seed);
+    let a = codes(&mut rng, n * mt, fa);
+    let b = codes(&mut rng, mt * k, fb);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let da = DeviceBuffer::from_host(ctx, &a).unwrap();
+    let db = DeviceBuffer::from_host(ctx, &b).unwrap();
+    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
+    let dsa = DeviceBuffer::from_host(ctx, &sa).unwrap();
+    let dsb = DeviceBuffer::from_host(ctx, &sb).unwrap();
+    let mut dout =
+        DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
+    ctx.grouped_gemm_2d2d(
+        p,
+        n,
+        mt,
+        k,
+        da.src(),
+        db.src(),
+        doffs.src(),
+        dsa.src(),
+        dsb.src(),
+        dout.dst(),
+        stream.handle(),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    let got = dout.to_vec().unwrap();
+    let mut refs = vec![None; g * n * k];
+    for (gi, (t0, t1)) in ranges(&c.offs, mt).into_iter().enumerate() {
+        for i in 0..n {
+            for j in 0..k {
+                let idx = gi * n * k + i * k + j;
+                if t0 == t1 {
+                    assert_eq!(
+                        got[idx].to_bits(),
+                        0,
+                        "2d2d: empty group {gi} must give +0 at [{idx}]"
+                    );
+                }
+                let (mut s, mut sabs) = (0f64, 0f64);
+                for t in t0..t1 {
+                    let prod = fa.decode(a[i * mt + t]) as f64 * fb.decode(b[j * mt + t]) as f64;
+                    s += prod;
+                    sabs += prod.abs();
+                }
+                let sc = sa[gi * n + i] as f64 * sb[gi * k + j] as f64;
+                refs[idx] = Some((s * sc, sabs * sc.abs(), t1 - t0));
+            }
+        }
+    }
+    compare(
+        &got,
+        &refs,
+        uses_cutlass(ctx, p, fa, fb),
+        &format!(
+            "2d2d n{n} mt{mt} k{k} offs{:?} {fa}x{fb} {:?}",
+            c.offs, p.backend
+        ),
+    )
+}
+
+fn uses_cutlass(ctx: &Context, p: &GemmParams, fa: Fp8Format, fb: Fp8Format) -> bool {
+    p.backend != GemmBackend::Reference
+        && hipfp8::grouped_gemm_gpu::library_impl(ctx, fa, fb) == Some(GemmImpl::CutlassSm90)
+}
+
+/// Shapes that stress the reference kernel: empty groups, 1-row groups, K and N not
+/// multiples of the tile (64 x 64 x 32), offsets that must be clamped, trailing rows.
+fn odd_2d3d() -> Vec<Case2d3d> {
+    vec![
+        Case2d3d {
+            m: 130,
+            k: 45,
+            n: 70,
+            offs: vec![0, 1, 1, 66, 66, 129],
+        },
+        Case2d3d {
+            m: 64,
+            k: 32,
+            n: 64,
+            offs: vec![64],
+        },
+        Case2d3d {
+            m: 200,
+            k: 3,
+            n: 5,
+            offs: vec![50, 40, 300, 10],
+        },
+        Case2d3d {
+            m: 17,
+            k: 97,
+            n: 129,
+            offs: vec![17],
+        },
+        Case2d3d {
+            m: 300,
+            k: 200,
+            n: 33,
+            offs: vec![7, 7, 150, 151, 290],
+        },
+    ]
+}
+
+fn odd_2d2d() -> Vec<Case2d2d> {
+    vec![
+        Case2d2d {
+            n: 70,
+            mt: 100,
+            k: 45,
+            offs: vec![0, 1, 33, 33, 90],
+        },
+        Case2d2d {
+            n: 3,
+            mt: 40,
+            k: 130,
+            offs: vec![40],
+        },
+        Case2d2d {
+            n: 65,
+            mt: 50,
+            k: 1,
+            offs: vec![60, 10, 20],
+        },
+        Case2d2d {
+            n: 33,
+            mt: 257,
+            k: 70,
+            offs: vec![100, 101, 257],
+        },
+    ]
+}
+
+#[test]
+fn reference_kernel_all_formats_odd_shapes() {
+    let Some(ctx) = gpu_for_tests("reference_kernel_all_formats_odd_shapes") else {
+        return;
+    };
+    let stream = Stream::new(&ctx).unwrap();
+    let mut seed = 1;
+    for fa in Fp8Format::ALL {
+        for fb in Fp8Format::ALL {
+            let p = GemmParams::new(fa, fb).with_backend(GemmBackend::Reference);
+            for c in odd_2d3d() {
+                seed += 1;
+                run_2d3d(&ctx, &stream, &p, &c, seed);
+            }
+            for c in odd_2d2d() {
+                seed += 1;
+                run_2d2d(&ctx, &stream, &p, &c, seed);
+            }
+        }
+    }
+}
+
+/// Library-friendly shapes (K % 16, N % 8, Mt % 16) with skewed, empty and 1-row groups; 2D x
+/// 2D groups that start off a 16-element boundary or are empty go to the reference kernel
+/// on the device (the mixed path is what this checks).
+fn lib_2d3d() -> Vec<Case2d3d> {
+    vec![
+        Case2d3d {
+            m: 1000,
+            k: 256,
+            n: 264,
+            offs: vec![0, 1, 300, 300, 301, 990],
+        },
+        Case2d3d {
+            m: 384,
+            k: 512,
+            n: 128,
+            offs: vec![128, 256, 384],
+        },
+        Case2d3d {
+            m: 777,
+            k: 48,
+            n: 520,
+            offs: vec![5, 700, 1000],
+        },
+    ]
+}
+
+fn lib_2d2d() -> Vec<Case2d2d> {
+    vec![
+        Case2d2d {
+            n: 136,
+            mt: 512,
+            k: 264,
+            offs: vec![0, 16, 16, 200, 208, 500],
+        },
+        Case2d2d {
+            n: 256,
+            mt: 1024,
+            k: 128,
+            offs: vec![256, 512, 768, 1024],
+        },
+        Case2d2d {
+            n: 40,
+            mt: 96,
+            k: 24,
+            offs: vec![3, 35, 96],
+        },
+    ]
+}
+
+#[test]
+fn library_backend_vs_f64() {
+    let Some(ctx) = gpu_for_tests("library_backend_vs_f64") else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    let Some(imp) = hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt) else {
+        skip_test(
+            "library_backend_vs_f64",
+            &format!(
+                "no CK/CUTLASS grouped GEMM for {} in this build",
+                ctx.arch()
+            ),
+        );
+        return;
+    };
+    println!("library backend: {}", imp.name());
+    let stream = Stream::new(&ctx).unwrap();
+    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    for (i, c) in lib_2d3d().iter().enumerate() {
+        run_2d3d(&ctx, &stream, &p, c, 100 + i as u64);
+    }
+    for (i, c) in lib_2d2d().iter().enumerate() {
+        run_2d2d(&ctx, &stream, &p, c, 200 + i as u64);
+    }
+    // A caller-owned workspace gives the same results.
+    let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap();
+    assert!(bytes > 0);
+    let mut ws = DeviceBuffer::<u8>::alloc(&ctx, bytes).unwrap();
+    // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
+    let pw = p.with_workspace(unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) });
+    run_2d3d(&ctx, &stream, &pw, &lib_2d3d()[0], 300);
+    run_2d2d(&ctx, &stream, &pw, &lib_2d2d()[0], 301);
+    drop(ws);
+}
+
+/// Auto: the library where it applies, the reference kernel where the shape rules fail (here
+/// K = 45, N = 70), with the same results either way.
+#[test]
+fn auto_backend_falls_back() {
+    let Some(ctx) = gpu_for_tests("auto_backend_falls_back") else {
+        return;
+    };
+    let stream = Stream::new(&ctx).unwrap();
+    let fmt = ctx.native_format();
+    let p = GemmParams::new(fmt, fmt);
+    for (i, c) in odd_2d3d().iter().enumerate() {
+        run_2d3d(&ctx, &stream, &p, c, 400 + i as u64);
+    }
+    for (i, c) in odd_2d2d().iter().enumerate() {
+        run_2d2d(&ctx, &stream, &p, c, 500 + i as u64);
+    }
+    let e5 = ctx.resolve(hipfp8::FormatChoice::AutoE5M2);
+    let pe = GemmParams::new(fmt, e5);
+    run_2d3d(&ctx, &stream, &pe, &lib_2d3d()[1], 600);
+}
+
+/// The library and the reference kernel agree on one DeepSeek-V3-like slice (K = 7168).
+#[test]
+fn library_large_k() {
+    let Some(ctx) = gpu_for_tests("library_large_k") else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_none() {
+        skip_test(
+            "library_large_k",
+            "no CK/CUTLASS grouped GEMM in this build",
+        );
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    run_2d3d(
+        &ctx,
+        &stream,
+        &p,
+        &Case2d3d {
+            m: 256,
+            k: 7168,
+            n: 256,
+            offs: vec![100, 100, 256],
+        },
+        700,
+    );
+    run_2d2d(
+        &ctx,
+        &stream,
+        &p,
+        &Case2d2d {
+            n: 128,
+            mt: 4096,
+            k: 128,
+            offs: vec![1024, 1024, 4000, 4096],
+        },
+        701,
+    );
+}

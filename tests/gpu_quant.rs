@@ -1,0 +1,431 @@
+//! GPU quantization kernels == CPU reference, bit for bit.
+//!
+//! Every test starts with `gpu_for_tests`: without a GPU build or device it prints
+//! `HIPFP8_SKIP ...` and returns (HIPFP8_REQUIRE_GPU=1 turns that into a failure); with a GPU,
+//! every comparison must hold. Inputs come from the shared generator (special values, zero
+//! rows, wide magnitude spread); shapes are odd, 1-sized, tile +- 1 and a few large ones that
+//! take the multi-block paths (groups spread over many blocks, rows longer than a block's
+//! registers); offsets include empty, one-row and skewed groups. Outputs are pre-filled with a
+//! sentinel on both backends and compared whole, so an element written by one backend and not
+//! the other is caught too. Some views start one element into their buffer, which sends the
+//! kernels down their unaligned path.
+
+mod common;
+
+use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same};
+use hipfp8::device::{DeviceBuffer, gpu_for_tests};
+use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, StreamRef, bf16};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+// ------------------------------------------------------------------------------ helpers
+
+/// A test tensor on the device, optionally starting `skew` elements into its buffer.
+enum DevHp {
+    B(DeviceBuffer<bf16>, usize, usize),
+    F(DeviceBuffer<f32>, usize, usize),
+}
+
+impl DevHp {
+    fn new(ctx: &Context, t: &Tensor, skew: usize) -> DevHp {
+        let n = t.vals.len();
+        match &t.b {
+            Some(b) => {
+                let mut h = vec![bf16::from_f32(0.0); skew];
+                h.extend_from_slice(b);
+                DevHp::B(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
+            }
+            None => {
+                let mut h = vec![0.0f32; skew];
+                h.extend_from_slice(&t.vals);
+                DevHp::F(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
+            }
+        }
+    }
+    fn hp(&self) -> HpSrc<'_> {
+        match self {
+            DevHp::B(b, s, n) => HpSrc::Bf16(b.src_range(*s..*s + *n).unwrap()),
+            DevHp::F(b, s, n) => HpSrc::F32(b.src_range(*s..*s + *n).unwrap()),
+        }
+    }
+}
+
+/// An output buffer pair (host for the CPU run, device for the GPU run), both pre-filled with
+/// the same sentinel, `slack` elements longer than the op needs, the view starting at `skew`.
+struct Out<T: hipfp8::device::DeviceCopy + PartialEq + std::fmt::Debug> {
+    host: Vec<T>,
+    dev: DeviceBuffer<T>,
+    skew: usize,
+    len: usize,
+}
+
+impl<T: hipfp8::device::DeviceCopy + PartialEq + std::fmt::Debug> Out<T> {
+    fn new(ctx: &Context, len: usize, sentinel: T, skew: usize) -> Out<T> {
+        let total = len + skew + 7;
+        let host = vec![sentinel; total];
+        let dev = DeviceBuffer::from_host(ctx, &host).unwrap();
+        Out { host, dev, skew, len }
+    }
+    fn cpu(&mut self) -> Dst<'_, T> {
+        (&mut self.host[self.skew..self.skew + self.len]).into()
+    }
+    fn gpu(&mut self) -> Dst<'_, T> {
+        self.dev.dst_range(self.skew..self.skew + self.len).unwrap()
+    }
+    fn gpu_host(&self) -> Vec<T> {
+        self.dev.to_vec().unwrap()
+    }
+}
+
+fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
+    let g = o.gpu_host();
+    if let Some(i) = (0..g.len()).find(|&i| g[i] != o.host[i]) {
+        let bad = (0..g.len()).filter(|&i| g[i] != o.host[i]).count();
+        return Err(TestCaseError::fail(format!(
+            "{what}: {bad} of {} bytes differ; first at {} (view index {}): gpu {:#04x} cpu {:#04x}",
+            g.len(),
+            i,
+            i as i64 - o.skew as i64,
+            g[i],
+            o.host[i]
+        )));
+    }
+    Ok(())
+}
+
+fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
+    let g = o.gpu_host();
+    if let Some(i) = (0..g.len()).find(|&i| !same(g[i], o.host[i])) {
+        let bad = (0..g.len()).filter(|&i| !same(g[i], o.host[i])).count();
+        return Err(TestCaseError::fail(format!(
+            "{what}: {bad} of {} scales differ; first at {} (view index {}): gpu {:e} ({:#010x}) cpu {:e} ({:#010x})",
+            g.len(),
+            i,
+            i as i64 - o.skew as i64,
+            g[i],
+            g[i].to_bits(),
+            o.host[i],
+            o.host[i].to_bits()
+        )));
+    }
+    Ok(())
+}
+
+fn runner(default_cases: u32) -> TestRunner {
+    TestRunner::new(Config { cases: common::cases(default_cases), failure_persistence: None, ..Config::default() })
+}
+
+fn cpu() -> Context {
+    Context::cpu()
+}
+
+/// Offsets with at least one big group (multi-block slabs) and empty groups.
+fn skewed_offsets(seed: u64, g: usize, extent: usize) -> Vec<i32> {
+    let mut r = Rng::new(seed);
+    // Zipf-like weights 1/(i+1)^1.2, shuffled, two forced empty groups.
+    let mut w: Vec<f64> = (0..g).map(|i| 1.0 / ((i + 1) as f64).powf(1.2)).collect();
+    for i in (1..g).rev() {
+        w.swap(i, r.below(i as u64 + 1) as usize);
+    }
+    if g >= 3 {
+        w[r.below(g as u64) as usize] = 0.0;
+        w[r.below(g as u64) as usize] = 0.0;
+    }
+    let tot: f64 = w.iter().sum::<f64>().max(1e-9);
+    let mut acc = 0.0;
+    let mut offs: Vec<i32> = w
+        .iter()
+        .map(|x| {
+            acc += x / tot;
+            ((acc * extent as f64).round() as usize).min(extent) as i32
+        })
+        .collect();
+    for i in 1..g {
+        offs[i] = offs[i].max(offs[i - 1]);
+    }
+    offs
+}
+
+fn params() -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
+    (fmt_strategy(), any::<bool>(), fill_strategy(), prop_oneof![4 => Just(false), 1 => Just(true)])
+}
+
+// ------------------------------------------------------------------------------ codec
+
+/// Every finite f32 through the hardware conversion path vs the software rule (on targets
+/// without hardware conversion both are the same code: reported, trivially clean).
+#[test]
+fn codec_hw_matches_rule_exhaustively() {
+    let Some(ctx) = gpu_for_tests("codec_hw_matches_rule_exhaustively") else { return };
+    for fmt in Fp8Format::ALL {
+        let mut mism = DeviceBuffer::<u64>::zeroed(&ctx, 2).unwrap();
+        let mut first = DeviceBuffer::<u32>::zeroed(&ctx, 24).unwrap();
+        let mut hw = DeviceBuffer::<i32>::zeroed(&ctx, 1).unwrap();
+        // SAFETY: device buffers of the sizes the launcher documents, zeroed; default stream.
+        let st = unsafe {
+            hipfp8::sys::hipfp8_codec_selftest_launch(
+                fmt as i32,
+                mism.as_mut_ptr(),
+                first.as_mut_ptr(),
+                hw.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        hipfp8::device::check_status("codec selftest", st).unwrap();
+        let m = mism.to_vec().unwrap();
+        let f = first.to_vec().unwrap();
+        let h = hw.to_vec().unwrap()[0];
+        println!("codec {fmt}: hardware path = {}, mismatches over all finite f32: {}", h == 1, m[0]);
+        for i in 0..(m[1].min(8) as usize) {
+            println!("  x = {:#010x}: hw {:#010x} sw {:#010x}", f[3 * i], f[3 * i + 1], f[3 * i + 2]);
+        }
+        assert_eq!(m[0], 0, "{fmt}: hardware conversion differs from the rule");
+    }
+}
+
+// ------------------------------------------------------------------------------ rowwise family
+
+#[test]
+fn rowwise_2d_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("rowwise_2d_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(96);
+    let shapes = (dim(300), prop_oneof![3 => dim(300), 1 => 1000usize..20000]);
+    r.run(&(shapes, params()), |((m, k), (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, m * k, k);
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+        let mut sc = Out::new(&ctx, m, SENT_F32, 0);
+        c.rowwise_2d(&p, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+        ctx.rowwise_2d(&p, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+        check_u8(&format!("rowwise_2d m={m} k={k} {fmt} pow2={pow2} skew={s}"), &o)?;
+        check_f32("rowwise_2d scales", &sc)
+    })
+    .unwrap();
+}
+
+#[test]
+fn colwise_3d_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("colwise_3d_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(48);
+    r.run(&((1usize..5, dim(160), dim(160)), params()), |((e, k, n), (fmt, pow2, fill, _))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, e * k * n, k);
+        let dx = DevHp::new(&ctx, &t, 0);
+        let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
+        let mut sc = Out::new(&ctx, e * n, SENT_F32, 0);
+        c.colwise_3d(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+        ctx.colwise_3d(&p, e, k, n, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+        check_u8(&format!("colwise_3d e={e} k={k} n={n} {fmt}"), &o)?;
+        check_f32("colwise_3d scales", &sc)
+    })
+    .unwrap();
+}
+
+#[test]
+fn per_group_rowwise_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_rowwise_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(96);
+    let shapes = (dim(200), prop_oneof![3 => dim(400), 1 => 2000usize..12000], 0usize..40, any::<u64>(), any::<bool>());
+    r.run(&(shapes, params()), |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, m * k, k);
+        let offs = if skewed { skewed_offsets(oseed, g, k) } else { offsets(oseed, g, k) };
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
+        let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+        let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
+        c.per_group_rowwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+        ctx.per_group_rowwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+        check_u8(&format!("per_group_rowwise m={m} k={k} offs={offs:?} {fmt} skew={s}"), &o)?;
+        check_f32(&format!("per_group_rowwise scales offs={offs:?}"), &sc)
+    })
+    .unwrap();
+}
+
+// ------------------------------------------------------------------------------ column family
+
+#[test]
+fn per_group_colwise_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_colwise_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(96);
+    let shapes = (
+        prop_oneof![3 => dim(400), 1 => 1000usize..6000],
+        prop_oneof![3 => dim(100), 1 => Just(8usize), 1 => Just(64usize)],
+        0usize..12,
+        any::<u64>(),
+        any::<bool>(),
+    );
+    r.run(&(shapes, params()), |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, m * k, k);
+        let offs = if skewed { skewed_offsets(oseed, g, m) } else { offsets(oseed, g, m) };
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+        let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
+        c.per_group_colwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+        ctx.per_group_colwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+        check_u8(&format!("per_group_colwise m={m} k={k} offs={offs:?} {fmt} skew={s}"), &o)?;
+        check_f32(&format!("per_group_colwise scales offs={offs:?}"), &sc)
+    })
+    .unwrap();
+}
+
+/// Big skewed groups: slabs spread over many blocks that exchange amax through the workspace,
+/// run twice (the workspace must come back zeroed), balanced and Zipf-like, M % 16 != 0 too.
+#[test]
+fn per_group_colwise_big_groups() {
+    let Some(ctx) = gpu_for_tests("per_group_colwise_big_groups") else { return };
+    let c = cpu();
+    for (case, &(m, k, g, skewed)) in
+        [(20000usize, 96usize, 8usize, true), (16384, 256, 16, false), (9999, 72, 5, true), (4096, 40, 1, false)]
+            .iter()
+            .enumerate()
+    {
+        let fill = Fill { seed: 7 + case as u64, special_pct: 0, zero_row_pct: 0, mag_exp: 2, bf16: case % 2 == 0 };
+        let t = Tensor::new(&fill, m * k, k);
+        let offs = if skewed { skewed_offsets(case as u64, g, m) } else { (1..=g).map(|i| (i * m / g) as i32).collect() };
+        let dx = DevHp::new(&ctx, &t, 0);
+        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+        for rep in 0..2 {
+            let p = CastParams::new(Fp8Format::E4M3Fn, rep == 1);
+            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
+            c.per_group_colwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+            ctx.per_group_colwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+            check_u8(&format!("big per_group_colwise m={m} k={k} offs={offs:?} rep={rep}"), &o).unwrap();
+            check_f32("big per_group_colwise scales", &sc).unwrap();
+        }
+    }
+}
+
+#[test]
+fn per_group_colwise_dual_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_colwise_dual_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(48);
+    let shapes = (prop_oneof![3 => dim(300), 1 => 1000usize..5000], dim(80), dim(80), 0usize..10, any::<u64>());
+    r.run(&(shapes, params()), |((m, k1, k2, g, oseed), (fmt, pow2, fill, _))| {
+        let p = CastParams::new(fmt, pow2);
+        let t1 = Tensor::new(&fill, m * k1, k1);
+        let t2 = Tensor::new(&Fill { seed: fill.seed ^ 99, ..fill }, m * k2, k2);
+        let offs = if oseed % 2 == 0 { skewed_offsets(oseed, g, m) } else { offsets(oseed, g, m) };
+        let (d1, d2) = (DevHp::new(&ctx, &t1, 0), DevHp::new(&ctx, &t2, 0));
+        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+        let mut o1 = Out::new(&ctx, m * k1, SENT_U8, 0);
+        let mut s1 = Out::new(&ctx, g * k1, SENT_F32, 0);
+        let mut o2 = Out::new(&ctx, m * k2, SENT_U8, 0);
+        let mut s2 = Out::new(&ctx, g * k2, SENT_F32, 0);
+        c.per_group_colwise_dual(
+            &p,
+            m,
+            k1,
+            k2,
+            t1.hp(),
+            t2.hp(),
+            (&offs).into(),
+            o1.cpu(),
+            s1.cpu(),
+            o2.cpu(),
+            s2.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        ctx.per_group_colwise_dual(
+            &p,
+            m,
+            k1,
+            k2,
+            d1.hp(),
+            d2.hp(),
+            doffs.src(),
+            o1.gpu(),
+            s1.gpu(),
+            o2.gpu(),
+            s2.gpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        let w = format!("dual m={m} k1={k1} k2={k2} offs={offs:?} {fmt}");
+        check_u8(&w, &o1)?;
+        check_f32(&w, &s1)?;
+        check_u8(&w, &o2)?;
+        check_f32(&w, &s2)
+    })
+    .unwrap();
+}
+
+#[test]
+fn rowwise_3d_transpose_rhs_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("rowwise_3d_transpose_rhs_gpu_eq_cpu") else { return };
+    let c = cpu();
+    let mut r = runner(48);
+    let shapes = (1usize..5, dim(100), prop_oneof![3 => dim(200), 1 => 1000usize..3000]);
+    r.run(&(shapes, params()), |((e, k, n), (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, e * k * n, k);
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
+        let mut sc = Out::new(&ctx, e * k, SENT_F32, 0);
+        c.rowwise_3d_transpose_rhs(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+        ctx.rowwise_3d_transpose_rhs(&p, e, k, n, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+        check_u8(&format!("rowwise_3d_transpose_rhs e={e} k={k} n={n} {fmt} skew={s}"), &o)?;
+        check_f32("rowwise_3d_transpose_rhs scales", &sc)
+    })
+    .unwrap();
+}
+
+/// Offsets that break the contract (decreasing, negative, past the extent) never fault on the
+/// GPU: the kernels clamp them (o[g] = min(max(o[g], o[g-1]), extent)), so the result equals
+/// the CPU result on the clamped offsets.
+#[test]
+fn bad_device_offsets_are_clamped() {
+    let Some(ctx) = gpu_for_tests("bad_device_offsets_are_clamped") else { return };
+    let c = cpu();
+    let (m, k) = (300usize, 48usize);
+    let bad = vec![50, 20, -5, 400, 260, 1000];
+    let mut clamped = Vec::new();
+    let mut prev = 0i32;
+    for &o in &bad {
+        let v = o.max(prev).min(m as i32).max(0);
+        clamped.push(v);
+        prev = v;
+    }
+    let fill = Fill { seed: 3, special_pct: 0, zero_row_pct: 0, mag_exp: 0, bf16: true };
+    let t = Tensor::new(&fill, m * k, k);
+    let dx = DevHp::new(&ctx, &t, 0);
+    let dbad = DeviceBuffer::from_host(&ctx, &bad).unwrap();
+    let g = bad.len();
+    let p = CastParams::new(Fp8Format::E4M3Fn, true);
+    let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+    let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
+    c.per_group_colwise(&p, m, k, t.hp(), (&clamped).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+    ctx.per_group_colwise(&p, m, k, dx.hp(), dbad.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+    check_u8("colwise, bad offsets", &o).unwrap();
+    check_f32("colwise, bad offsets", &sc).unwrap();
+    // rowwise: offsets along k
+    let badk = vec![10, 5, 70, 30];
+    let mut clampedk = Vec::new();
+    let mut prev = 0i32;
+    for &o in &badk {
+        let v = o.max(prev).min(k as i32).max(0);
+        clampedk.push(v);
+        prev = v;
+    }
+    let dbadk = DeviceBuffer::from_host(&ctx, &badk).unwrap();
+    let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+    let mut sc = Out::new(&ctx, badk.len() * m, SENT_F32, 0);
+    c.per_group_rowwise(&p, m, k, t.hp(), (&clampedk).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
+    ctx.per_group_rowwise(&p, m, k, dx.hp(), dbadk.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+    check_u8("rowwise, bad offsets", &o).unwrap();
+    check_f32("rowwise, bad offsets", &sc).unwrap();
+}
