@@ -17,9 +17,14 @@ BUNDLE=$(mkdir -p "${1:-$ROOT/.gpu/bundle}" && cd "${1:-$ROOT/.gpu/bundle}" && p
 t0=$(date +%s)
 log() { echo "[gpu-bundle +$(( $(date +%s) - t0 ))s] $*" >&2; }
 
-if ! command -v nvcc >/dev/null; then
+# CUTLASS headers when a translation unit asks for them and none are configured.
+WITH_CUTLASS=0
+if grep -rqsE '^// hipfp8-build: *requires=.*cutlass' hip && [ -z "${HIPFP8_CUTLASS_DIR:-}${CUTLASS_DIR:-}" ]; then
+  WITH_CUTLASS=1
+fi
+if ! command -v nvcc >/dev/null || [ $WITH_CUTLASS = 1 ]; then
   prefix=${NVCC_PREFIX:-/opt/cudatc}
-  [ -f "$prefix/env.sh" ] || PREFIX="$prefix" "$ROOT/scripts/setup-nvcc.sh"
+  PREFIX="$prefix" WITH_CUTLASS=$WITH_CUTLASS "$ROOT/scripts/setup-nvcc.sh"
   # shellcheck disable=SC1091
   source "$prefix/env.sh"
 fi
