@@ -291,6 +291,39 @@ impl GemmCase {
         }
     }
 
+    /// The largest error beyond the bf16 rounding, relative to S (the sum of |terms|).
+    fn worst(&self, got: &[u16]) -> String {
+        let fmt = hipfp8::Fp8Format::E4M3Fn;
+        let (k, n) = (self.k, self.n);
+        let (mut worst, mut at) = (0f64, (0, 0));
+        let mut lo = 0usize;
+        for (g, &hi) in self.offs.iter().enumerate() {
+            for i in lo..hi as usize {
+                for j in 0..n {
+                    let (mut r, mut abs) = (0f64, 0f64);
+                    for kk in 0..k {
+                        let t = fmt.decode(self.a[i * k + kk]) as f64
+                            * fmt.decode(self.b[g * n * k + j * k + kk]) as f64;
+                        r += t;
+                        abs += t.abs();
+                    }
+                    let sc = self.sa[i] as f64 * self.sb[g * n + j] as f64;
+                    let v = bf16::from_bits(got[i * n + j]).to_f32() as f64;
+                    let beyond = (v - r * sc).abs() - 2f64.powi(-8) * (r * sc).abs();
+                    let rel = beyond.max(0.0) / (abs * sc.abs());
+                    if rel > worst {
+                        (worst, at) = (rel, (i, j));
+                    }
+                }
+            }
+            lo = hi as usize;
+        }
+        format!(
+            "vs f64: largest error beyond bf16 rounding {worst:.2e} * S (2^{:.1}) at {at:?}",
+            worst.log2()
+        )
+    }
+
     /// Every routed element against the f64 reference with the tolerance written down in
     /// tests/gpu_grouped_gemm.rs: `|out - ref| <= 2^-8 |ref| + acc * S`, S = sum |terms| *
     /// |sa sb| (bf16 output rounding and the scale multiplies, then `acc` for the
