@@ -512,60 +512,64 @@ pub fn all_ops() -> Vec<Op> {
         );
         type D = hipfp8_cast_dual_desc;
         let (k1, k2) = (3usize, 2usize);
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: BF16,
-            format: 0,
-            flags: 0,
-            input_dtype2: F32,
-            m,
-            k1,
-            k2,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_per_group_colwise_dual",
-                d,
-                vec![
-                    Buf::input("x1", 2, m * k1),
-                    Buf::input("x2", 4, m * k2),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out1", 1, m * k1),
-                    Buf::output("scales1", 4, g * k1),
-                    Buf::output("out2", 1, m * k2),
-                    Buf::output("scales2", 4, g * k2),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_colwise_dual(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        ps[1].cast(),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        p(ps, 6),
-                        ls[6],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-                ("dtype", offset_of!(D, input_dtype2)),
-            ])
-            .flags(offset_of!(D, flags))
-            .product(off!(D, m, k1, k2))
-            .grouped("offs", m, &[1, 3, 5]),
-        );
+        // Mixed input dtypes (allowed on the CPU; the GPU kernel takes one dtype for both
+        // and says NOT_SUPPORTED) and the same dtype.
+        for (dtype2, esz2) in [(F32, 4), (BF16, 2)] {
+            let d = D {
+                size: size_of::<D>(),
+                input_dtype: BF16,
+                format: 0,
+                flags: 0,
+                input_dtype2: dtype2,
+                m,
+                k1,
+                k2,
+            };
+            ops.push(
+                Op::new(
+                    "hipfp8_per_group_colwise_dual",
+                    d,
+                    vec![
+                        Buf::input("x1", 2, m * k1),
+                        Buf::input("x2", esz2, m * k2),
+                        Buf::input("offs", 4, g),
+                        Buf::output("out1", 1, m * k1),
+                        Buf::output("scales1", 4, g * k1),
+                        Buf::output("out2", 1, m * k2),
+                        Buf::output("scales2", 4, g * k2),
+                    ],
+                    |c, d, ps, ls| {
+                        hipfp8_per_group_colwise_dual(
+                            c,
+                            d.cast(),
+                            ps[0].cast(),
+                            ls[0],
+                            ps[1].cast(),
+                            ls[1],
+                            p(ps, 2),
+                            ls[2],
+                            p(ps, 3),
+                            ls[3],
+                            p(ps, 4),
+                            ls[4],
+                            p(ps, 5),
+                            ls[5],
+                            p(ps, 6),
+                            ls[6],
+                            NS,
+                        )
+                    },
+                )
+                .enums(&[
+                    ("format", offset_of!(D, format)),
+                    ("dtype", offset_of!(D, input_dtype)),
+                    ("dtype", offset_of!(D, input_dtype2)),
+                ])
+                .flags(offset_of!(D, flags))
+                .product(off!(D, m, k1, k2))
+                .grouped("offs", m, &[1, 3, 5]),
+            );
+        }
         type P = hipfp8_padded_desc;
         let m_cap = m + 15 * g;
         let d = P {
