@@ -11,18 +11,33 @@
 # ran on the GPU print `HIPFP8_GPU_TEST` and are counted.
 # Full output goes to $OUT/gpu-tests.log (or BUNDLE_DIR/logs/); the console gets a summary.
 # Env: TEST_THREADS (default 4), TEST_TIMEOUT seconds per binary (default 480),
-#      ONLY (a regex of test binary names to run).
+#      ONLY (a regex of test binary names to run), FIRST (regex of binaries to run first,
+#      default ^gpu_).
 set -uo pipefail
 B=${1:-$(dirname "$0")}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
 B=$(cd "$B" && pwd)
 LOGDIR=${OUT:-$B/logs}
+# A packed bundle (scripts/build-gpu-bundle.sh): unpack it outside the checkout.
+if [ -f "$B/payload.tar.xz" ]; then
+  U=${BUNDLE_UNPACK_DIR:-${TMPDIR:-/tmp}/hipfp8-bundle}
+  rm -rf "$U" && mkdir -p "$U"
+  if command -v xz >/dev/null; then
+    xz -dc "$B/payload.tar.xz" | tar -xf - -C "$U"
+  else
+    python3 -c 'import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
+      "$B/payload.tar.xz" "$U"
+  fi || { echo "cannot unpack $B/payload.tar.xz" >&2; exit 1; }
+  B=$U
+fi
 mkdir -p "$LOGDIR"
 LOG="$LOGDIR/gpu-tests.log"
 : > "$LOG"
 export HIPFP8_REQUIRE_GPU=${HIPFP8_REQUIRE_GPU:-1}
 export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
+# The C-ABI tests link the bundle's libraries (tests/ffi_examples.rs).
+if [ -f "$B/lib/libhipfp8.a" ] && [ -f "$B/lib/libhipfp8.so" ]; then export HIPFP8_LIB_DIR="$B/lib"; fi
 THREADS=${TEST_THREADS:-4}
 TMO=${TEST_TIMEOUT:-480}
 
@@ -35,12 +50,14 @@ elif command -v rocm-smi >/dev/null; then
   rocm-smi --showproductname 2>&1 | tee -a "$LOG"
 fi
 
-tests=()
+tests=() later=()
+FIRST=${FIRST:-^gpu_}   # GPU suites first: a run cut short by its time limit still proves most
 for t in "$B"/tests/*; do
   [ -x "$t" ] || continue
   if [ -n "${ONLY:-}" ] && ! [[ $(basename "$t") =~ $ONLY ]]; then continue; fi
-  tests+=("$t")
+  if [[ $(basename "$t") =~ $FIRST ]]; then tests+=("$t"); else later+=("$t"); fi
 done
+tests+=("${later[@]}")
 [ ${#tests[@]} -gt 0 ] || { say "no test binaries in $B/tests"; exit 1; }
 missing=$(ldd "${tests[0]}" 2>&1 | grep "not found" || true)
 [ -z "$missing" ] || say "WARNING: missing libraries: $missing"
