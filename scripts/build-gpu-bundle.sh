@@ -50,7 +50,10 @@ for line in sys.stdin:
     t = m["target"]
     kinds = t["kind"]
     exe = m.get("executable")
-    if mode == "tests" and exe and m["profile"]["test"]:
+    if mode == "tests" and exe and not m["profile"]["test"] and "bin" in kinds:
+        # the binary integration tests run through env!("CARGO_BIN_EXE_<name>")
+        print("testbin\t%s\t%s" % (t["name"], exe))
+    elif mode == "tests" and exe and m["profile"]["test"]:
         # unit tests of the lib are named lib<crate>, integration tests by their file
         is_lib = bool(set(kinds) & {"lib", "rlib", "cdylib", "staticlib", "dylib"})
         print("tests\t%s\t%s" % (("lib" + t["name"]) if is_lib else t["name"], exe))
@@ -80,7 +83,7 @@ fi
 # at most 64 MiB).
 STAGE="$CARGO_TARGET_DIR/gpu-bundle-stage"
 rm -rf "$STAGE"
-mkdir -p "$STAGE"/{tests,bin,lib,crate}
+mkdir -p "$STAGE"/{tests,bin,lib,crate,testbin}
 strip_copy() {  # strip debug info unless asked not to: test binaries are ~10 MB each with it
   cp "$1" "$2"
   [ "${BUNDLE_NO_STRIP:-0}" = 1 ] || strip --strip-debug "$2"
@@ -88,6 +91,9 @@ strip_copy() {  # strip debug info unless asked not to: test binaries are ~10 MB
 while IFS=$'\t' read -r kind name path; do
   case $kind in
     tests | bin) strip_copy "$path" "$STAGE/$kind/$name" ;;
+    testbin)
+      strip_copy "$path" "$STAGE/testbin/$name"
+      printf '%s\t%s\n' "$name" "$path" >> "$STAGE/testbin/paths.tsv" ;;
     lib) strip_copy "$path" "$STAGE/lib/$(basename "$path")" ;;
   esac
 done < <(artifacts tests < "$WORK/tests.json"; artifacts release < "$WORK/release.json"; artifacts bench < "$WORK/bench.json")
@@ -103,6 +109,9 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$STAGE/crate"
   echo "commit:  $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "backend: cuda, arch ${HIPFP8_CUDA_ARCH:-90}; $(nvcc --version | tail -1)"
   echo "rustc:   $(rustc --version)"
+  # Tests embed these absolute paths (env!("CARGO_MANIFEST_DIR"), env!("CARGO_BIN_EXE_*")):
+  # the runner links them to the bundle where they do not exist.
+  echo "build_root: $ROOT"
   echo "files:"
   (cd "$STAGE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 )); done)
 } > "$STAGE/MANIFEST"
