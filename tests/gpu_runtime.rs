@@ -478,6 +478,29 @@ fn test_matrix(m: usize, k: usize, seed: u64) -> Vec<f32> {
     x
 }
 
+/// f32 slices equal bit for bit; the message names every differing index (first 8).
+fn assert_bits_eq(gpu: &[f32], cpu: &[f32], what: &str) {
+    assert_eq!(gpu.len(), cpu.len());
+    let bad: Vec<String> = (0..gpu.len())
+        .filter(|&i| gpu[i].to_bits() != cpu[i].to_bits())
+        .map(|i| {
+            format!(
+                "[{i}] GPU {:e} ({:#010x}) CPU {:e} ({:#010x})",
+                gpu[i],
+                gpu[i].to_bits(),
+                cpu[i],
+                cpu[i].to_bits()
+            )
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}: {} scales differ: {}",
+        bad.len(),
+        bad.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+    );
+}
+
 #[test]
 fn rowwise_2d_gpu_matches_cpu() {
     let Some(ctx) = gpu_for_tests("rowwise_2d_gpu_matches_cpu") else {
@@ -545,18 +568,9 @@ fn rowwise_2d_gpu_matches_cpu() {
                         "{what}: {diff} fp8 bytes differ (first at {:?})",
                         (0..m * k).find(|&i| o[i] != co[i])
                     );
-                    for i in 0..m {
-                        let same =
-                            s[i].to_bits() == cs[i].to_bits() || (s[i].is_nan() && cs[i].is_nan());
-                        assert!(
-                            same,
-                            "{what}: scale[{i}] GPU {:e} ({:#x}) CPU {:e} ({:#x})",
-                            s[i],
-                            s[i].to_bits(),
-                            cs[i],
-                            cs[i].to_bits()
-                        );
-                    }
+                    // Scales bit for bit, NaN payloads included (a NaN row's scale is
+                    // the CPU's canonical 0x7fc00000).
+                    assert_bits_eq(&s[..m], &cs, &what);
                     assert!(
                         o[m * k..].iter().all(|&b| b == 0xA5),
                         "{what}: wrote past m*k"
@@ -608,7 +622,7 @@ fn rowwise_2d_gpu_matches_cpu() {
                 &co[..],
                 "misaligned views: data differ"
             );
-            assert_eq!(gs.to_vec().unwrap(), cs, "misaligned views: scales differ");
+            assert_bits_eq(&gs.to_vec().unwrap(), &cs, "misaligned views");
             println!("misaligned views: handled, exact");
         }
         Err(Error::Misaligned(msg)) => println!("misaligned views: refused ({msg})"),
