@@ -179,4 +179,61 @@ __host__ __device__ inline float amax_to_scale(uint32_t amax_bits, bool pow2) {
   return pow2 ? round_down_pow2(s) : s;
 }
 
+
+// ---------------------------------------------------------------------------------- MXFP8
+// E8M0 block scales, exactly as src/reference/mx.rs (torchao 0.18 to_mx): read the rule there.
+
+// Exact ceil(log2(d)) of a finite non-negative f32; -127 for zero.
+__device__ inline int ceil_log2_exact(float d) {
+  const uint32_t bits = f2u(d) & 0x7FFFFFFFu;
+  const int ef = (int)(bits >> 23);
+  const uint32_t man = bits & 0x7FFFFFu;
+  if (ef == 0) {
+    if (man == 0) return -127;
+    const int cl = 32 - __clz((int)(man - 1));
+    return cl - 149 > -127 ? cl - 149 : -127;
+  }
+  return ef - 127 + (man != 0 ? 1 : 0);
+}
+
+// E8M0 code and data multiplier of a block with amax bit pattern `amax_bits` (|x| bits, NaN
+// propagated). rceil = 0: FLOOR, 1: RCEIL.
+template <uint32_t F>
+__device__ inline void mx_scale(uint32_t amax_bits, int rceil, uint32_t& code, float& mult) {
+  constexpr int EMAX = Fp8Traits<F>::E4M3 ? 8 : 15;
+  if (!rceil) {
+    if (amax_bits > 0x7F800000u) {
+      code = 0xFF;
+      mult = 0.0f;
+      return;
+    }
+    int e = (int)(amax_bits >> 23) - 127 - EMAX;
+    e = e < -127 ? -127 : (e > 128 ? 128 : e);
+    code = (uint32_t)(e + 127);
+    const int p = -(e > -126 ? e : -126);  // in [-122, 126] for every f32 amax: a normal power
+    mult = u2f((uint32_t)(p + 127) << 23);
+  } else {
+    if (amax_bits > 0x7F800000u) {
+      code = 0xFF;
+      mult = u2f(0x7FC00000u);
+      return;
+    }
+    if (amax_bits == 0x7F800000u) {
+      code = 0xFE;
+      mult = u2f(0x00400000u);  // 2^-127
+      return;
+    }
+    const float d = u2f(amax_bits) / u2f(Fp8Traits<F>::MAX_BITS);
+    int e = ceil_log2_exact(d);
+    e = e < -127 ? -127 : (e > 127 ? 127 : e);
+    if (e == -127) {
+      code = 0;
+      mult = 1.0f;
+    } else {
+      code = (uint32_t)(e + 127);
+      mult = u2f((uint32_t)(127 - e) << 23);
+    }
+  }
+}
+
 }  // namespace hipfp8

@@ -1,7 +1,7 @@
 //! Cast-transpose on [`Context`]: the row-major FP8 copy and its transpose from one call
 //! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::{
     BackendKind, CastParams, Context, Dst, HpSrc, StreamRef, checked_mul, require_nonzero,
 };
@@ -35,7 +35,7 @@ impl Context {
         mut out_t: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
         mut scales_t: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         require_nonzero("k", k)?;
@@ -59,7 +59,48 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                let (xp, dtype) = x.raw_parts();
+                let (op, otp) = (out.as_mut_ptr(), out_t.as_mut_ptr());
+                let (sp, stp) = (scales.as_mut_ptr(), scales_t.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("out_t", otp as *const _),
+                    ("scales", sp as *const _),
+                    ("scales_t", stp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                let mut bytes = 0u64;
+                // SAFETY: arithmetic on the arguments; writes the out-pointer only.
+                crate::device::check_status("cast_transpose workspace size", unsafe {
+                    crate::sys::hipfp8_cast_transpose_workspace_bytes(m as i64, k as i64, scaling as i32, &mut bytes)
+                })?;
+                self.workspace.with(self, bytes as usize, stream, |ws| {
+                    // SAFETY: validated above: device memory of this GPU with m*k inputs, m*k
+                    // bytes for each output and the scales of `scaling`; `ws` is the context's
+                    // zeroed workspace of the size asked for, which the launch leaves zeroed;
+                    // work is only queued on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_cast_transpose_launch(
+                            xp,
+                            op,
+                            otp,
+                            sp,
+                            stp,
+                            m as i64,
+                            k as i64,
+                            scaling as i32,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    crate::device::check_status("cast_transpose", st)
+                })
+            }
         }
     }
 }

@@ -58,7 +58,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, u8>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("m*ceil(k/32)", m, k.div_ceil(32))?;
@@ -74,7 +74,22 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if mk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_mxfp8_dim0_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.rounding as i32, dtype, stream.0) };
+                crate::device::check_status("mxfp8_dim0", st)
+            }
         }
     }
 
@@ -89,7 +104,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, u8>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("k*ceil(m/32)", k, m.div_ceil(32))?;
@@ -105,7 +120,22 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if mk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_mxfp8_dim1_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.rounding as i32, dtype, stream.0) };
+                crate::device::check_status("mxfp8_dim1", st)
+            }
         }
     }
 }

@@ -312,9 +312,21 @@ impl Context {
     }
 
     /// A GPU context; made by `Context::gpu` (src/device.rs) from the device's properties.
-    pub(crate) fn new_gpu(ordinal: usize, device_name: String, arch: String, native_fnuz: bool) -> Context {
+    pub(crate) fn new_gpu(
+        ordinal: usize,
+        device_name: String,
+        arch: String,
+        native_fnuz: bool,
+    ) -> Context {
         let workspace = Default::default();
-        Context { backend: BackendKind::Gpu, native_fnuz, device_name, arch, ordinal: Some(ordinal), workspace }
+        Context {
+            backend: BackendKind::Gpu,
+            native_fnuz,
+            device_name,
+            arch,
+            ordinal: Some(ordinal),
+            workspace,
+        }
     }
 
     /// The GPU ordinal of a GPU context.

@@ -448,7 +448,7 @@ impl Context {
         mut out: Dst<'_, u8>,
         mut scale: Dst<'_, f32>,
         mut amax: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         self.check_hp("x", &x, n)?;
         self.check_dst("out", &mut out, n)?;
@@ -472,7 +472,23 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if false {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp, ap) = (out.as_mut_ptr(), scale.as_mut_ptr(), amax.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scale", sp as *const _),
+                    ("amax", ap as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with n inputs, n output bytes, one scale and one amax; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_tensorwise_launch(xp, op, sp, ap, n as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                crate::device::check_status("tensorwise", st)
+            }
         }
     }
 
@@ -486,7 +502,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?;
@@ -508,7 +524,22 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if mk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_blockwise_1x128_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                crate::device::check_status("blockwise_1x128", st)
+            }
         }
     }
 
@@ -522,7 +553,7 @@ impl Context {
         x: HpSrc<'_>,
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?;
@@ -544,7 +575,22 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if mk == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_blockwise_128x128_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                crate::device::check_status("blockwise_128x128", st)
+            }
         }
     }
 
@@ -565,7 +611,7 @@ impl Context {
         mut out: Dst<'_, u8>,
         mut scales: Dst<'_, f32>,
         mut padded_offs: Dst<'_, i32>,
-        _stream: StreamRef,
+        stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let g = offs.len();
@@ -610,7 +656,25 @@ impl Context {
                 ));
                 Ok(())
             }
-            BackendKind::Gpu => Err(Error::BackendUnavailable("GPU backend not built".into())),
+            BackendKind::Gpu => {
+                if g == 0 {
+                    return Ok(());
+                }
+                let (xp, dtype) = x.raw_parts();
+                let (op, sp, pp) = (out.as_mut_ptr(), scales.as_mut_ptr(), padded_offs.as_mut_ptr());
+                let offp = offs.as_ptr();
+                self.check_device_pointers(&[
+                    ("x", xp),
+                    ("offs", offp as *const _),
+                    ("out", op as *const _),
+                    ("scales", sp as *const _),
+                    ("padded_offs", pp as *const _),
+                ])?;
+                let _dev = self.activate()?;
+                // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; the launcher only queues work on `stream`.
+                let st = unsafe { crate::sys::hipfp8_rowwise_2d_padded_launch(xp, offp, op, sp, pp, m as i64, k as i64, g as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                crate::device::check_status("rowwise_2d_padded", st)
+            }
         }
     }
 }

@@ -165,6 +165,40 @@ foreign! {
     "hipfp8_rowwise_3d_transpose_rhs_launch" => pub fn hipfp8_rowwise_3d_transpose_rhs_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, e: i64, k: i64, n: i64,
         format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Tensorwise cast of n elements (see `Context::tensorwise`): async memset of `amax`,
+    /// amax kernel, cast kernel; no host synchronisation.
+    "hipfp8_tensorwise_launch" => pub fn hipfp8_tensorwise_launch(
+        x: *const c_void, out: *mut u8, scale: *mut f32, amax: *mut f32, n: i64,
+        format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Blockwise 1x128 cast: scales (m, ceil(k/128)).
+    "hipfp8_blockwise_1x128_launch" => pub fn hipfp8_blockwise_1x128_launch(
+        x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
+        format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Blockwise 128x128 cast: scales (ceil(m/128), ceil(k/128)).
+    "hipfp8_blockwise_128x128_launch" => pub fn hipfp8_blockwise_128x128_launch(
+        x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
+        format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Token-group padding fused with the rowwise cast (see `Context::rowwise_2d_padded`).
+    "hipfp8_rowwise_2d_padded_launch" => pub fn hipfp8_rowwise_2d_padded_launch(
+        x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, padded_offs: *mut i32,
+        m: i64, k: i64, groups: i64, format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// MXFP8 along rows: E8M0 scales (m, ceil(k/32)); rounding 0 FLOOR, 1 RCEIL; OCP formats.
+    "hipfp8_mxfp8_dim0_launch" => pub fn hipfp8_mxfp8_dim0_launch(
+        x: *const c_void, out: *mut u8, scales: *mut u8, m: i64, k: i64,
+        format: i32, rounding: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// MXFP8 along columns: out (k, m) row-major, E8M0 scales (k, ceil(m/32)).
+    "hipfp8_mxfp8_dim1_launch" => pub fn hipfp8_mxfp8_dim1_launch(
+        x: *const c_void, out: *mut u8, scales: *mut u8, m: i64, k: i64,
+        format: i32, rounding: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+    /// Workspace bytes of cast_transpose (scaling 0 tensorwise, 1 rowwise).
+    "hipfp8_cast_transpose_workspace_bytes" => pub fn hipfp8_cast_transpose_workspace_bytes(
+        m: i64, k: i64, scaling: i32, bytes: *mut u64) -> c_int;
+    /// Cast-transpose (see `Context::cast_transpose`): out (m,k), out_t (k,m), tensorwise or
+    /// rowwise scales; workspace zero before, left zero.
+    "hipfp8_cast_transpose_launch" => pub fn hipfp8_cast_transpose_launch(
+        x: *const c_void, out: *mut u8, out_t: *mut u8, scales: *mut f32, scales_t: *mut f32,
+        m: i64, k: i64, scaling: i32, format: i32, pow2: i32, in_dtype: i32,
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Codec self-test: every finite f32 through the hardware-path encoder and the software
     /// rule; `mismatches` = 2 device u64 (count, recorded), `first_bad` = 24 device u32
     /// ((input bits, hw, sw) x 8), `has_hw` = 1 device i32 (does this target convert `format`

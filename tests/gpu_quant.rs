@@ -12,7 +12,9 @@
 
 mod common;
 
-use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same};
+use common::{
+    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same,
+};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, StreamRef, bf16};
 use proptest::prelude::*;
@@ -64,7 +66,12 @@ impl<T: hipfp8::device::DeviceCopy + PartialEq + std::fmt::Debug> Out<T> {
         let total = len + skew + 7;
         let host = vec![sentinel; total];
         let dev = DeviceBuffer::from_host(ctx, &host).unwrap();
-        Out { host, dev, skew, len }
+        Out {
+            host,
+            dev,
+            skew,
+            len,
+        }
     }
     fn cpu(&mut self) -> Dst<'_, T> {
         (&mut self.host[self.skew..self.skew + self.len]).into()
@@ -112,7 +119,11 @@ fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
 }
 
 fn runner(default_cases: u32) -> TestRunner {
-    TestRunner::new(Config { cases: common::cases(default_cases), failure_persistence: None, ..Config::default() })
+    TestRunner::new(Config {
+        cases: common::cases(default_cases),
+        failure_persistence: None,
+        ..Config::default()
+    })
 }
 
 fn cpu() -> Context {
@@ -147,7 +158,12 @@ fn skewed_offsets(seed: u64, g: usize, extent: usize) -> Vec<i32> {
 }
 
 fn params() -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
-    (fmt_strategy(), any::<bool>(), fill_strategy(), prop_oneof![4 => Just(false), 1 => Just(true)])
+    (
+        fmt_strategy(),
+        any::<bool>(),
+        fill_strategy(),
+        prop_oneof![4 => Just(false), 1 => Just(true)],
+    )
 }
 
 // ------------------------------------------------------------------------------ codec
@@ -156,7 +172,9 @@ fn params() -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
 /// without hardware conversion both are the same code: reported, trivially clean).
 #[test]
 fn codec_hw_matches_rule_exhaustively() {
-    let Some(ctx) = gpu_for_tests("codec_hw_matches_rule_exhaustively") else { return };
+    let Some(ctx) = gpu_for_tests("codec_hw_matches_rule_exhaustively") else {
+        return;
+    };
     for fmt in Fp8Format::ALL {
         let mut mism = DeviceBuffer::<u64>::zeroed(&ctx, 2).unwrap();
         let mut first = DeviceBuffer::<u32>::zeroed(&ctx, 24).unwrap();
@@ -175,9 +193,18 @@ fn codec_hw_matches_rule_exhaustively() {
         let m = mism.to_vec().unwrap();
         let f = first.to_vec().unwrap();
         let h = hw.to_vec().unwrap()[0];
-        println!("codec {fmt}: hardware path = {}, mismatches over all finite f32: {}", h == 1, m[0]);
+        println!(
+            "codec {fmt}: hardware path = {}, mismatches over all finite f32: {}",
+            h == 1,
+            m[0]
+        );
         for i in 0..(m[1].min(8) as usize) {
-            println!("  x = {:#010x}: hw {:#010x} sw {:#010x}", f[3 * i], f[3 * i + 1], f[3 * i + 2]);
+            println!(
+                "  x = {:#010x}: hw {:#010x} sw {:#010x}",
+                f[3 * i],
+                f[3 * i + 1],
+                f[3 * i + 2]
+            );
         }
         assert_eq!(m[0], 0, "{fmt}: hardware conversion differs from the rule");
     }
@@ -187,7 +214,9 @@ fn codec_hw_matches_rule_exhaustively() {
 
 #[test]
 fn rowwise_2d_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("rowwise_2d_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("rowwise_2d_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(96);
     let shapes = (dim(300), prop_oneof![3 => dim(300), 1 => 1000usize..20000]);
@@ -198,9 +227,14 @@ fn rowwise_2d_gpu_eq_cpu() {
         let dx = DevHp::new(&ctx, &t, s);
         let mut o = Out::new(&ctx, m * k, SENT_U8, s);
         let mut sc = Out::new(&ctx, m, SENT_F32, 0);
-        c.rowwise_2d(&p, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-        ctx.rowwise_2d(&p, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-        check_u8(&format!("rowwise_2d m={m} k={k} {fmt} pow2={pow2} skew={s}"), &o)?;
+        c.rowwise_2d(&p, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+            .unwrap();
+        ctx.rowwise_2d(&p, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+            .unwrap();
+        check_u8(
+            &format!("rowwise_2d m={m} k={k} {fmt} pow2={pow2} skew={s}"),
+            &o,
+        )?;
         check_f32("rowwise_2d scales", &sc)
     })
     .unwrap();
@@ -208,43 +242,89 @@ fn rowwise_2d_gpu_eq_cpu() {
 
 #[test]
 fn colwise_3d_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("colwise_3d_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("colwise_3d_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(48);
-    r.run(&((1usize..5, dim(160), dim(160)), params()), |((e, k, n), (fmt, pow2, fill, _))| {
-        let p = CastParams::new(fmt, pow2);
-        let t = Tensor::new(&fill, e * k * n, k);
-        let dx = DevHp::new(&ctx, &t, 0);
-        let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, e * n, SENT_F32, 0);
-        c.colwise_3d(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-        ctx.colwise_3d(&p, e, k, n, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-        check_u8(&format!("colwise_3d e={e} k={k} n={n} {fmt}"), &o)?;
-        check_f32("colwise_3d scales", &sc)
-    })
+    r.run(
+        &((1usize..5, dim(160), dim(160)), params()),
+        |((e, k, n), (fmt, pow2, fill, _))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, e * k * n, k);
+            let dx = DevHp::new(&ctx, &t, 0);
+            let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, e * n, SENT_F32, 0);
+            c.colwise_3d(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+                .unwrap();
+            ctx.colwise_3d(&p, e, k, n, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+                .unwrap();
+            check_u8(&format!("colwise_3d e={e} k={k} n={n} {fmt}"), &o)?;
+            check_f32("colwise_3d scales", &sc)
+        },
+    )
     .unwrap();
 }
 
 #[test]
 fn per_group_rowwise_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("per_group_rowwise_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("per_group_rowwise_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(96);
-    let shapes = (dim(200), prop_oneof![3 => dim(400), 1 => 2000usize..12000], 0usize..40, any::<u64>(), any::<bool>());
-    r.run(&(shapes, params()), |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
-        let p = CastParams::new(fmt, pow2);
-        let t = Tensor::new(&fill, m * k, k);
-        let offs = if skewed { skewed_offsets(oseed, g, k) } else { offsets(oseed, g, k) };
-        let s = skew as usize;
-        let dx = DevHp::new(&ctx, &t, s);
-        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
-        let mut o = Out::new(&ctx, m * k, SENT_U8, s);
-        let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
-        c.per_group_rowwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-        ctx.per_group_rowwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-        check_u8(&format!("per_group_rowwise m={m} k={k} offs={offs:?} {fmt} skew={s}"), &o)?;
-        check_f32(&format!("per_group_rowwise scales offs={offs:?}"), &sc)
-    })
+    let shapes = (
+        dim(200),
+        prop_oneof![3 => dim(400), 1 => 2000usize..12000],
+        0usize..40,
+        any::<u64>(),
+        any::<bool>(),
+    );
+    r.run(
+        &(shapes, params()),
+        |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, m * k, k);
+            let offs = if skewed {
+                skewed_offsets(oseed, g, k)
+            } else {
+                offsets(oseed, g, k)
+            };
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let doffs = DeviceBuffer::from_host(&ctx, &offs)
+                .unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
+            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+            let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
+            c.per_group_rowwise(
+                &p,
+                m,
+                k,
+                t.hp(),
+                (&offs).into(),
+                o.cpu(),
+                sc.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.per_group_rowwise(
+                &p,
+                m,
+                k,
+                dx.hp(),
+                doffs.src(),
+                o.gpu(),
+                sc.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            check_u8(
+                &format!("per_group_rowwise m={m} k={k} offs={offs:?} {fmt} skew={s}"),
+                &o,
+            )?;
+            check_f32(&format!("per_group_rowwise scales offs={offs:?}"), &sc)
+        },
+    )
     .unwrap();
 }
 
@@ -252,7 +332,9 @@ fn per_group_rowwise_gpu_eq_cpu() {
 
 #[test]
 fn per_group_colwise_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("per_group_colwise_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("per_group_colwise_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(96);
     let shapes = (
@@ -262,20 +344,50 @@ fn per_group_colwise_gpu_eq_cpu() {
         any::<u64>(),
         any::<bool>(),
     );
-    r.run(&(shapes, params()), |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
-        let p = CastParams::new(fmt, pow2);
-        let t = Tensor::new(&fill, m * k, k);
-        let offs = if skewed { skewed_offsets(oseed, g, m) } else { offsets(oseed, g, m) };
-        let s = skew as usize;
-        let dx = DevHp::new(&ctx, &t, s);
-        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
-        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
-        c.per_group_colwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-        ctx.per_group_colwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-        check_u8(&format!("per_group_colwise m={m} k={k} offs={offs:?} {fmt} skew={s}"), &o)?;
-        check_f32(&format!("per_group_colwise scales offs={offs:?}"), &sc)
-    })
+    r.run(
+        &(shapes, params()),
+        |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, m * k, k);
+            let offs = if skewed {
+                skewed_offsets(oseed, g, m)
+            } else {
+                offsets(oseed, g, m)
+            };
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
+            c.per_group_colwise(
+                &p,
+                m,
+                k,
+                t.hp(),
+                (&offs).into(),
+                o.cpu(),
+                sc.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.per_group_colwise(
+                &p,
+                m,
+                k,
+                dx.hp(),
+                doffs.src(),
+                o.gpu(),
+                sc.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            check_u8(
+                &format!("per_group_colwise m={m} k={k} offs={offs:?} {fmt} skew={s}"),
+                &o,
+            )?;
+            check_f32(&format!("per_group_colwise scales offs={offs:?}"), &sc)
+        },
+    )
     .unwrap();
 }
 
@@ -283,25 +395,65 @@ fn per_group_colwise_gpu_eq_cpu() {
 /// run twice (the workspace must come back zeroed), balanced and Zipf-like, M % 16 != 0 too.
 #[test]
 fn per_group_colwise_big_groups() {
-    let Some(ctx) = gpu_for_tests("per_group_colwise_big_groups") else { return };
+    let Some(ctx) = gpu_for_tests("per_group_colwise_big_groups") else {
+        return;
+    };
     let c = cpu();
-    for (case, &(m, k, g, skewed)) in
-        [(20000usize, 96usize, 8usize, true), (16384, 256, 16, false), (9999, 72, 5, true), (4096, 40, 1, false)]
-            .iter()
-            .enumerate()
+    for (case, &(m, k, g, skewed)) in [
+        (20000usize, 96usize, 8usize, true),
+        (16384, 256, 16, false),
+        (9999, 72, 5, true),
+        (4096, 40, 1, false),
+    ]
+    .iter()
+    .enumerate()
     {
-        let fill = Fill { seed: 7 + case as u64, special_pct: 0, zero_row_pct: 0, mag_exp: 2, bf16: case % 2 == 0 };
+        let fill = Fill {
+            seed: 7 + case as u64,
+            special_pct: 0,
+            zero_row_pct: 0,
+            mag_exp: 2,
+            bf16: case % 2 == 0,
+        };
         let t = Tensor::new(&fill, m * k, k);
-        let offs = if skewed { skewed_offsets(case as u64, g, m) } else { (1..=g).map(|i| (i * m / g) as i32).collect() };
+        let offs = if skewed {
+            skewed_offsets(case as u64, g, m)
+        } else {
+            (1..=g).map(|i| (i * m / g) as i32).collect()
+        };
         let dx = DevHp::new(&ctx, &t, 0);
         let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
         for rep in 0..2 {
             let p = CastParams::new(Fp8Format::E4M3Fn, rep == 1);
             let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
             let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
-            c.per_group_colwise(&p, m, k, t.hp(), (&offs).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-            ctx.per_group_colwise(&p, m, k, dx.hp(), doffs.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-            check_u8(&format!("big per_group_colwise m={m} k={k} offs={offs:?} rep={rep}"), &o).unwrap();
+            c.per_group_colwise(
+                &p,
+                m,
+                k,
+                t.hp(),
+                (&offs).into(),
+                o.cpu(),
+                sc.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.per_group_colwise(
+                &p,
+                m,
+                k,
+                dx.hp(),
+                doffs.src(),
+                o.gpu(),
+                sc.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            check_u8(
+                &format!("big per_group_colwise m={m} k={k} offs={offs:?} rep={rep}"),
+                &o,
+            )
+            .unwrap();
             check_f32("big per_group_colwise scales", &sc).unwrap();
         }
     }
@@ -309,78 +461,123 @@ fn per_group_colwise_big_groups() {
 
 #[test]
 fn per_group_colwise_dual_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("per_group_colwise_dual_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("per_group_colwise_dual_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(48);
-    let shapes = (prop_oneof![3 => dim(300), 1 => 1000usize..5000], dim(80), dim(80), 0usize..10, any::<u64>());
-    r.run(&(shapes, params()), |((m, k1, k2, g, oseed), (fmt, pow2, fill, _))| {
-        let p = CastParams::new(fmt, pow2);
-        let t1 = Tensor::new(&fill, m * k1, k1);
-        let t2 = Tensor::new(&Fill { seed: fill.seed ^ 99, ..fill }, m * k2, k2);
-        let offs = if oseed % 2 == 0 { skewed_offsets(oseed, g, m) } else { offsets(oseed, g, m) };
-        let (d1, d2) = (DevHp::new(&ctx, &t1, 0), DevHp::new(&ctx, &t2, 0));
-        let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
-        let mut o1 = Out::new(&ctx, m * k1, SENT_U8, 0);
-        let mut s1 = Out::new(&ctx, g * k1, SENT_F32, 0);
-        let mut o2 = Out::new(&ctx, m * k2, SENT_U8, 0);
-        let mut s2 = Out::new(&ctx, g * k2, SENT_F32, 0);
-        c.per_group_colwise_dual(
-            &p,
-            m,
-            k1,
-            k2,
-            t1.hp(),
-            t2.hp(),
-            (&offs).into(),
-            o1.cpu(),
-            s1.cpu(),
-            o2.cpu(),
-            s2.cpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        ctx.per_group_colwise_dual(
-            &p,
-            m,
-            k1,
-            k2,
-            d1.hp(),
-            d2.hp(),
-            doffs.src(),
-            o1.gpu(),
-            s1.gpu(),
-            o2.gpu(),
-            s2.gpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        let w = format!("dual m={m} k1={k1} k2={k2} offs={offs:?} {fmt}");
-        check_u8(&w, &o1)?;
-        check_f32(&w, &s1)?;
-        check_u8(&w, &o2)?;
-        check_f32(&w, &s2)
-    })
+    let shapes = (
+        prop_oneof![3 => dim(300), 1 => 1000usize..5000],
+        dim(80),
+        dim(80),
+        0usize..10,
+        any::<u64>(),
+    );
+    r.run(
+        &(shapes, params()),
+        |((m, k1, k2, g, oseed), (fmt, pow2, fill, _))| {
+            let p = CastParams::new(fmt, pow2);
+            let t1 = Tensor::new(&fill, m * k1, k1);
+            let t2 = Tensor::new(
+                &Fill {
+                    seed: fill.seed ^ 99,
+                    ..fill
+                },
+                m * k2,
+                k2,
+            );
+            let offs = if oseed % 2 == 0 {
+                skewed_offsets(oseed, g, m)
+            } else {
+                offsets(oseed, g, m)
+            };
+            let (d1, d2) = (DevHp::new(&ctx, &t1, 0), DevHp::new(&ctx, &t2, 0));
+            let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+            let mut o1 = Out::new(&ctx, m * k1, SENT_U8, 0);
+            let mut s1 = Out::new(&ctx, g * k1, SENT_F32, 0);
+            let mut o2 = Out::new(&ctx, m * k2, SENT_U8, 0);
+            let mut s2 = Out::new(&ctx, g * k2, SENT_F32, 0);
+            c.per_group_colwise_dual(
+                &p,
+                m,
+                k1,
+                k2,
+                t1.hp(),
+                t2.hp(),
+                (&offs).into(),
+                o1.cpu(),
+                s1.cpu(),
+                o2.cpu(),
+                s2.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.per_group_colwise_dual(
+                &p,
+                m,
+                k1,
+                k2,
+                d1.hp(),
+                d2.hp(),
+                doffs.src(),
+                o1.gpu(),
+                s1.gpu(),
+                o2.gpu(),
+                s2.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            let w = format!("dual m={m} k1={k1} k2={k2} offs={offs:?} {fmt}");
+            check_u8(&w, &o1)?;
+            check_f32(&w, &s1)?;
+            check_u8(&w, &o2)?;
+            check_f32(&w, &s2)
+        },
+    )
     .unwrap();
 }
 
 #[test]
 fn rowwise_3d_transpose_rhs_gpu_eq_cpu() {
-    let Some(ctx) = gpu_for_tests("rowwise_3d_transpose_rhs_gpu_eq_cpu") else { return };
+    let Some(ctx) = gpu_for_tests("rowwise_3d_transpose_rhs_gpu_eq_cpu") else {
+        return;
+    };
     let c = cpu();
     let mut r = runner(48);
-    let shapes = (1usize..5, dim(100), prop_oneof![3 => dim(200), 1 => 1000usize..3000]);
-    r.run(&(shapes, params()), |((e, k, n), (fmt, pow2, fill, skew))| {
-        let p = CastParams::new(fmt, pow2);
-        let t = Tensor::new(&fill, e * k * n, k);
-        let s = skew as usize;
-        let dx = DevHp::new(&ctx, &t, s);
-        let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, e * k, SENT_F32, 0);
-        c.rowwise_3d_transpose_rhs(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-        ctx.rowwise_3d_transpose_rhs(&p, e, k, n, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
-        check_u8(&format!("rowwise_3d_transpose_rhs e={e} k={k} n={n} {fmt} skew={s}"), &o)?;
-        check_f32("rowwise_3d_transpose_rhs scales", &sc)
-    })
+    let shapes = (
+        1usize..5,
+        dim(100),
+        prop_oneof![3 => dim(200), 1 => 1000usize..3000],
+    );
+    r.run(
+        &(shapes, params()),
+        |((e, k, n), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, e * k * n, k);
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let mut o = Out::new(&ctx, e * k * n, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, e * k, SENT_F32, 0);
+            c.rowwise_3d_transpose_rhs(&p, e, k, n, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+                .unwrap();
+            ctx.rowwise_3d_transpose_rhs(
+                &p,
+                e,
+                k,
+                n,
+                dx.hp(),
+                o.gpu(),
+                sc.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            check_u8(
+                &format!("rowwise_3d_transpose_rhs e={e} k={k} n={n} {fmt} skew={s}"),
+                &o,
+            )?;
+            check_f32("rowwise_3d_transpose_rhs scales", &sc)
+        },
+    )
     .unwrap();
 }
 
@@ -389,7 +586,9 @@ fn rowwise_3d_transpose_rhs_gpu_eq_cpu() {
 /// the CPU result on the clamped offsets.
 #[test]
 fn bad_device_offsets_are_clamped() {
-    let Some(ctx) = gpu_for_tests("bad_device_offsets_are_clamped") else { return };
+    let Some(ctx) = gpu_for_tests("bad_device_offsets_are_clamped") else {
+        return;
+    };
     let c = cpu();
     let (m, k) = (300usize, 48usize);
     let bad = vec![50, 20, -5, 400, 260, 1000];
@@ -400,7 +599,13 @@ fn bad_device_offsets_are_clamped() {
         clamped.push(v);
         prev = v;
     }
-    let fill = Fill { seed: 3, special_pct: 0, zero_row_pct: 0, mag_exp: 0, bf16: true };
+    let fill = Fill {
+        seed: 3,
+        special_pct: 0,
+        zero_row_pct: 0,
+        mag_exp: 0,
+        bf16: true,
+    };
     let t = Tensor::new(&fill, m * k, k);
     let dx = DevHp::new(&ctx, &t, 0);
     let dbad = DeviceBuffer::from_host(&ctx, &bad).unwrap();
@@ -408,8 +613,28 @@ fn bad_device_offsets_are_clamped() {
     let p = CastParams::new(Fp8Format::E4M3Fn, true);
     let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
     let mut sc = Out::new(&ctx, g * k, SENT_F32, 0);
-    c.per_group_colwise(&p, m, k, t.hp(), (&clamped).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-    ctx.per_group_colwise(&p, m, k, dx.hp(), dbad.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+    c.per_group_colwise(
+        &p,
+        m,
+        k,
+        t.hp(),
+        (&clamped).into(),
+        o.cpu(),
+        sc.cpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    ctx.per_group_colwise(
+        &p,
+        m,
+        k,
+        dx.hp(),
+        dbad.src(),
+        o.gpu(),
+        sc.gpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
     check_u8("colwise, bad offsets", &o).unwrap();
     check_f32("colwise, bad offsets", &sc).unwrap();
     // rowwise: offsets along k
@@ -424,8 +649,28 @@ fn bad_device_offsets_are_clamped() {
     let dbadk = DeviceBuffer::from_host(&ctx, &badk).unwrap();
     let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
     let mut sc = Out::new(&ctx, badk.len() * m, SENT_F32, 0);
-    c.per_group_rowwise(&p, m, k, t.hp(), (&clampedk).into(), o.cpu(), sc.cpu(), StreamRef::DEFAULT).unwrap();
-    ctx.per_group_rowwise(&p, m, k, dx.hp(), dbadk.src(), o.gpu(), sc.gpu(), StreamRef::DEFAULT).unwrap();
+    c.per_group_rowwise(
+        &p,
+        m,
+        k,
+        t.hp(),
+        (&clampedk).into(),
+        o.cpu(),
+        sc.cpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    ctx.per_group_rowwise(
+        &p,
+        m,
+        k,
+        dx.hp(),
+        dbadk.src(),
+        o.gpu(),
+        sc.gpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
     check_u8("rowwise, bad offsets", &o).unwrap();
     check_f32("rowwise, bad offsets", &sc).unwrap();
 }

@@ -79,6 +79,43 @@ __device__ inline void store_codes(uint8_t* dst, uint2 c) {
   }
 }
 
+// Element chunk i (elements [i*EPV, i*EPV+EPV) of a row of K) as one vector. VEC: one aligned
+// 16-byte load (K % EPV == 0, row start aligned). Otherwise element loads, zero past K: the
+// unaligned / odd-K path shares all the arithmetic of the vector path.
+template <class In, bool VEC>
+__device__ inline uint4 load_chunk(const typename In::elem* row, int64_t i, int64_t K) {
+  if constexpr (VEC) {
+    return HIPFP8_LDG(reinterpret_cast<const uint4*>(row) + i);
+  } else {
+    uint32_t w[4] = {0, 0, 0, 0};
+    const int64_t c0 = i * In::EPV;
+#pragma unroll
+    for (int e = 0; e < In::EPV; ++e) {
+      if (c0 + e < K) {
+        if constexpr (In::EPV == 8) {
+          w[e >> 1] |= (uint32_t)reinterpret_cast<const uint16_t*>(row)[c0 + e] << (16 * (e & 1));
+        } else {
+          w[e] = f2u(reinterpret_cast<const float*>(row)[c0 + e]);
+        }
+      }
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// Store the EPV codes of chunk i of an output row of K bytes (VEC: one 8- or 4-byte store).
+template <class In, bool VEC>
+__device__ inline void store_chunk(uint8_t* orow, int64_t i, int64_t K, uint2 c) {
+  if constexpr (VEC) {
+    store_codes<In>(orow + i * In::EPV, c);
+  } else {
+    const int64_t c0 = i * In::EPV;
+#pragma unroll
+    for (int e = 0; e < In::EPV; ++e)
+      if (c0 + e < K) orow[c0 + e] = (uint8_t)((e < 4 ? c.x : c.y) >> (8 * (e & 3)));
+  }
+}
+
 // Max over a wavefront (all lanes active).
 __device__ inline uint32_t wave_max(uint32_t v) {
 #pragma unroll

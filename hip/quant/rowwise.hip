@@ -239,6 +239,105 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
   HIPFP8_LAUNCH_CHECK();
 }
 
+// ------------------------------------------------------------------------------ rowwise_2d_padded
+// Token groups (END offsets along M) padded to multiples of 16 rows, fused with the rowwise
+// cast: output row r maps to (group, local row) through the padded offsets (computed per block
+// in shared memory); data rows are cast like rowwise_2d, padding rows get zero codes and the
+// scale of an all-zero row. padded_offs is written by block 0.
+
+template <class In, uint32_t F, int BLOCK, int VPT, bool VEC>
+__device__ inline void cast_one_row(const typename In::elem* xr, uint8_t* orow, float* scale_out, int64_t K, int pow2,
+                                    uint32_t* red) {
+  constexpr int EPV = In::EPV;
+  const int64_t nv = (K + EPV - 1) / EPV;
+  uint4 v[VPT];
+  uint32_t am = 0;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+    v[j] = i < nv ? load_chunk<In, VEC>(xr, i, K) : zero4();
+    am = max(am, In::absmax(v[j]));
+  }
+  for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) am = max(am, In::absmax(load_chunk<In, VEC>(xr, i, K)));
+  am = block_max<BLOCK>(am, red);
+  const float s = amax_to_scale<F>(am, pow2 != 0);
+  if (threadIdx.x == 0) *scale_out = s;
+  const bool fin = amax_bits_finite(am);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+    if (i < nv) store_chunk<In, VEC>(orow, i, K, fin ? cast_vec<In, F, true>(v[j], s) : cast_vec<In, F, false>(v[j], s));
+  }
+  for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) {
+    const uint4 w = load_chunk<In, VEC>(xr, i, K);
+    store_chunk<In, VEC>(orow, i, K, fin ? cast_vec<In, F, true>(w, s) : cast_vec<In, F, false>(w, s));
+  }
+}
+
+template <class In, uint32_t F, int BLOCK, int VPT, bool VEC>
+__global__ void __launch_bounds__(BLOCK)
+rowwise_padded_kernel(const typename In::elem* __restrict__ x, const int32_t* __restrict__ offs, int G,
+                      uint8_t* __restrict__ out, float* __restrict__ scales, int32_t* __restrict__ padded_offs,
+                      int64_t M, int64_t K, int pow2) {
+  __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
+  extern __shared__ int32_t pdyn[];
+  int32_t* s_offs = pdyn;
+  int32_t* s_pend = pdyn + G;
+  load_clamped_offsets<BLOCK>(offs, G, M, s_offs);
+  if (threadIdx.x == 0) {
+    int64_t acc = 0;
+    for (int g = 0; g < G; ++g) {
+      const int64_t n = s_offs[g] - (g ? s_offs[g - 1] : 0);
+      acc += (n + 15) / 16 * 16;
+      s_pend[g] = (int32_t)acc;
+    }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (int g = threadIdx.x; g < G; g += BLOCK) padded_offs[g] = s_pend[g];
+  const int64_t total = G > 0 ? s_pend[G - 1] : 0;
+  constexpr int EPV = In::EPV;
+  const int64_t nv = (K + EPV - 1) / EPV;
+  for (int64_t r = blockIdx.x; r < total; r += gridDim.x) {
+    const int g = upper_bound_i32(s_pend, G, r);
+    const int64_t pstart = g ? s_pend[g - 1] : 0;
+    const int64_t gs = g ? s_offs[g - 1] : 0;
+    const int64_t n = s_offs[g] - gs;
+    const int64_t local = r - pstart;
+    if (local < n) {
+      cast_one_row<In, F, BLOCK, VPT, VEC>(x + (gs + local) * K, out + r * K, scales + r, K, pow2, red);
+    } else {
+      if (threadIdx.x == 0) scales[r] = amax_to_scale<F>(0u, pow2 != 0);
+      for (int64_t i = threadIdx.x; i < nv; i += BLOCK) store_chunk<In, VEC>(out + r * K, i, K, make_uint2(0, 0));
+    }
+  }
+}
+
+template <class In, uint32_t F>
+static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
+                                 float* scales, int32_t* padded_offs, int pow2, hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  const size_t smem = (size_t)G * 8;
+  const int64_t rows_bound = m + 15 * (int64_t)G;
+  const int64_t cap = (int64_t)device_sm_count() * 8;
+  int64_t grid = rows_bound < cap ? rows_bound : cap;
+  if (grid < 1) grid = 1;
+  const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
+  const int64_t nv = (k + In::EPV - 1) / In::EPV;
+#define HIPFP8_PAD_CFG(B, V)                                                                                      \
+  do {                                                                                                            \
+    if (vec) rowwise_padded_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
+    else rowwise_padded_kernel<In, F, B, V, false><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
+  } while (0)
+  if (nv <= 512) HIPFP8_PAD_CFG(128, 4);
+  else if (nv <= 1024) HIPFP8_PAD_CFG(256, 4);
+  else if (nv <= 2048) HIPFP8_PAD_CFG(256, 8);
+  else HIPFP8_PAD_CFG(512, 8);
+#undef HIPFP8_PAD_CFG
+  HIPFP8_LAUNCH_CHECK();
+}
+
 }  // namespace hipfp8
 
 using namespace hipfp8;
@@ -271,5 +370,22 @@ HIPFP8_EXTERN int hipfp8_per_group_rowwise_launch(const void* x, const int32_t* 
   const int G = (int)groups;
   if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<Bf16In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
   if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<F32In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
+  return kLaunchBadEnum;
+}
+
+// Token groups padded to multiples of 16 rows, fused with the rowwise cast (see
+// Context::rowwise_2d_padded). out (m_cap, k), scales[m_cap], padded_offs[groups]; the caller
+// guarantees m_cap >= m + 15*groups.
+HIPFP8_EXTERN int hipfp8_rowwise_2d_padded_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
+                                                  int32_t* padded_offs, int64_t m, int64_t k, int64_t groups,
+                                                  int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+  if (m < 0 || k <= 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0) return kLaunchOk;
+  if (groups > kRowwiseMaxGroups) return kLaunchUnsupported;
+  if (!offs || !out || !scales || !padded_offs || (m > 0 && !x)) return kLaunchNull;
+  const uint32_t fmt = (uint32_t)format;
+  const int G = (int)groups;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<Bf16In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<F32In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, stream))); }
   return kLaunchBadEnum;
 }

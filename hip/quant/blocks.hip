@@ -1,0 +1,279 @@
+// blocks.hip -- fixed-size scaling blocks:
+//   blockwise_1x128   (DeepSeek-V3 activations): 128 consecutive elements of a row, f32 scales
+//   mxfp8_dim0        32 consecutive elements of a row, E8M0 scales (FLOOR / RCEIL)
+//   blockwise_128x128 (DeepSeek-V3 weights): 128x128 tiles, f32 scales
+//   mxfp8_dim1        32 consecutive rows of one column, transposed output, E8M0 scales
+//
+// Row blocks: a block of BS elements is BS/EPV 16-byte chunks held by BS/EPV consecutive lanes
+// (16 or 4 for bf16, 32 or 8 for f32: always a divisor of the wavefront), reduced with xor
+// shuffles, no shared memory, no barriers; the grid strides over all (row, block) pairs, two
+// per thread in flight. Odd K / unaligned views use element loads with the same arithmetic.
+#include "common.h"
+
+namespace hipfp8 {
+
+enum : int { kScaleF32 = 0, kScaleE8M0 = 1 };
+
+template <int MODE, uint32_t F>
+__device__ inline float block_scale(uint32_t am, int param, float* s_out, uint8_t* e8_out) {
+  if constexpr (MODE == kScaleF32) {
+    const float s = amax_to_scale<F>(am, param != 0);
+    if (s_out) *s_out = s;
+    return s;
+  } else {
+    uint32_t code;
+    float mult;
+    mx_scale<F>(am, param, code, mult);
+    if (e8_out) *e8_out = (uint8_t)code;
+    return mult;
+  }
+}
+
+// Row blocks of BS elements. param: pow2 (f32 scales) or rceil (E8M0).
+template <class In, uint32_t F, int BS, int MODE, bool VEC>
+__global__ void __launch_bounds__(256)
+row_blocks_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out, float* __restrict__ fscales,
+                  uint8_t* __restrict__ escales, int64_t M, int64_t K, int param) {
+  constexpr int EPV = In::EPV;
+  constexpr int L = BS / EPV;       // lanes per block
+  constexpr int UNITS = 2;          // blocks per lane group in flight
+  static_assert(HIPFP8_WAVE % L == 0, "a scaling block must stay inside one wavefront");
+  const int64_t nb = (K + BS - 1) / BS;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  const int64_t total = M * nb;
+  const int lane = threadIdx.x % L;
+  const int64_t groups_per_grid = (int64_t)gridDim.x * (blockDim.x / L);
+  const int64_t gid0 = (int64_t)blockIdx.x * (blockDim.x / L) + threadIdx.x / L;
+  const int64_t block0 = (int64_t)blockIdx.x * (blockDim.x / L);
+  // The loop bound is uniform over the block (every lane must reach the shuffles below).
+  for (int64_t it = 0; block0 + it * UNITS * groups_per_grid < total; ++it) {
+    const int64_t base = gid0 + it * UNITS * groups_per_grid;
+    uint4 v[UNITS];
+    uint32_t am[UNITS];
+    int64_t row[UNITS], b[UNITS], ci[UNITS];
+#pragma unroll
+    for (int u = 0; u < UNITS; ++u) {
+      const int64_t id = base + u * groups_per_grid;
+      row[u] = id / nb;
+      b[u] = id - row[u] * nb;
+      ci[u] = b[u] * L + lane;
+      const bool ok = id < total && ci[u] < nchunk;
+      v[u] = ok ? load_chunk<In, VEC>(x + row[u] * K, ci[u], K) : zero4();
+      am[u] = In::absmax(v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < UNITS; ++u) {
+#pragma unroll
+      for (int o = 1; o < L; o <<= 1) am[u] = max(am[u], (uint32_t)HIPFP8_SHFL_XOR(am[u], o));
+      const int64_t id = base + u * groups_per_grid;
+      if (id >= total) continue;
+      const bool writer = lane == 0;
+      const float s = block_scale<MODE, F>(am[u], param, writer && fscales ? fscales + row[u] * nb + b[u] : nullptr,
+                                           writer && escales ? escales + row[u] * nb + b[u] : nullptr);
+      if (ci[u] < nchunk) {
+        const uint2 c = amax_bits_finite(am[u]) ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s);
+        store_chunk<In, VEC>(out + row[u] * K, ci[u], K, c);
+      }
+    }
+  }
+}
+
+// 128x128 tiles: one block per tile, the tile in registers (bf16: 8 chunks per thread).
+template <class In, uint32_t F, bool VEC>
+__global__ void __launch_bounds__(256)
+tile128_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out, float* __restrict__ scales,
+               int64_t M, int64_t K, int pow2) {
+  constexpr int EPV = In::EPV;
+  constexpr int CPR = 128 / EPV;          // chunks per tile row
+  constexpr int RPP = 256 / CPR;          // rows per pass
+  constexpr int PASSES = 128 / RPP;
+  __shared__ uint32_t red[256 / HIPFP8_WAVE];
+  const int64_t nbk = (K + 127) / 128;
+  const int64_t tr = blockIdx.y, tc = blockIdx.x;
+  const int cc = threadIdx.x % CPR, rr = threadIdx.x / CPR;
+  const int64_t chunk = tc * CPR + cc;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  uint4 v[PASSES];
+  uint32_t am = 0;
+#pragma unroll
+  for (int p = 0; p < PASSES; ++p) {
+    const int64_t r = tr * 128 + p * RPP + rr;
+    v[p] = (r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + r * K, chunk, K) : zero4();
+    am = max(am, In::absmax(v[p]));
+  }
+  am = block_max<256>(am, red);
+  const float s = amax_to_scale<F>(am, pow2 != 0);
+  if (threadIdx.x == 0) scales[tr * nbk + tc] = s;
+  const bool fin = amax_bits_finite(am);
+#pragma unroll
+  for (int p = 0; p < PASSES; ++p) {
+    const int64_t r = tr * 128 + p * RPP + rr;
+    if (r < M && chunk < nchunk)
+      store_chunk<In, VEC>(out + r * K, chunk, K, fin ? cast_vec<In, F, true>(v[p], s) : cast_vec<In, F, false>(v[p], s));
+  }
+}
+
+// MXFP8 dim1: a block of 256 threads covers 1024 rows x 4 chunks of columns; thread (rg, cg)
+// holds 16 consecutive rows of one chunk, its partner (rg ^ 1, same cg: lane xor 4) the other
+// 16 rows of the same 32-row MX block. The transposed output goes out as 16-byte column runs.
+constexpr int kMxCG = 4;
+template <class In, uint32_t F, bool VEC>
+__global__ void __launch_bounds__(256)
+mx_dim1_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out, uint8_t* __restrict__ scales,
+               int64_t M, int64_t K, int rceil, int vec_store) {
+  constexpr int EPV = In::EPV;
+  const int cg = threadIdx.x % kMxCG, rg = threadIdx.x / kMxCG;
+  const int64_t chunk = (int64_t)blockIdx.x * kMxCG + cg;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  const int64_t r0 = ((int64_t)blockIdx.y * (256 / kMxCG) + rg) * 16;
+  const int64_t nb = (M + 31) / 32;
+  uint4 v[16];
+  uint32_t cam[EPV];
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) cam[e] = 0;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[r], e)));
+  }
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], kMxCG));
+  if (r0 >= M || chunk >= nchunk) return;  // after the shuffle: every lane took part
+  const bool full = vec_store && r0 + 16 <= M;
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) {
+    const int64_t col = chunk * EPV + e;
+    if (col >= K) break;
+    uint32_t code;
+    float mult;
+    mx_scale<F>(cam[e], rceil, code, mult);
+    if ((rg & 1) == 0) scales[col * nb + r0 / 32] = (uint8_t)code;
+    uint32_t q[4];
+    if (amax_bits_finite(cam[e])) {
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4)
+        q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * mult, In::get(v[4 * k4 + 1], e) * mult,
+                                  In::get(v[4 * k4 + 2], e) * mult, In::get(v[4 * k4 + 3], e) * mult);
+    } else {
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4)
+        q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * mult, In::get(v[4 * k4 + 1], e) * mult,
+                              In::get(v[4 * k4 + 2], e) * mult, In::get(v[4 * k4 + 3], e) * mult);
+    }
+    uint8_t* dst = out + col * M + r0;
+    if (full) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 16; ++r)
+        if (r0 + r < M) dst[r] = (uint8_t)(q[r >> 2] >> (8 * (r & 3)));
+    }
+  }
+}
+
+template <class In, uint32_t F, int BS, int MODE>
+static int launch_row_blocks(const void* x, uint8_t* out, float* fs, uint8_t* es, int64_t m, int64_t k, int param,
+                             hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  const int64_t units = m * ((k + BS - 1) / BS);
+  const int64_t per_block = 256 / (BS / In::EPV);
+  int64_t grid = (units + 2 * per_block - 1) / (2 * per_block);
+  const int64_t cap = (int64_t)device_sm_count() * 16;
+  if (grid > cap) grid = cap;
+  if (grid < 1) grid = 1;
+  if (k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0)
+    row_blocks_kernel<In, F, BS, MODE, true><<<(unsigned)grid, 256, 0, st>>>(xp, out, fs, es, m, k, param);
+  else
+    row_blocks_kernel<In, F, BS, MODE, false><<<(unsigned)grid, 256, 0, st>>>(xp, out, fs, es, m, k, param);
+  HIPFP8_LAUNCH_CHECK();
+}
+
+template <class In, uint32_t F>
+static int launch_tile128(const void* x, uint8_t* out, float* scales, int64_t m, int64_t k, int pow2, hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  const dim3 grid((unsigned)((k + 127) / 128), (unsigned)((m + 127) / 128));
+  if (k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0)
+    tile128_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
+  else
+    tile128_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
+  HIPFP8_LAUNCH_CHECK();
+}
+
+template <class In, uint32_t F>
+static int launch_mx_dim1(const void* x, uint8_t* out, uint8_t* scales, int64_t m, int64_t k, int rceil,
+                          hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
+  const dim3 grid((unsigned)((nchunk + kMxCG - 1) / kMxCG), (unsigned)((m + 1023) / 1024));
+  const int vs = m % 16 == 0 && aligned16(out);
+  if (k % In::EPV == 0 && aligned16(x))
+    mx_dim1_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
+  else
+    mx_dim1_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
+  HIPFP8_LAUNCH_CHECK();
+}
+
+}  // namespace hipfp8
+
+using namespace hipfp8;
+
+#define HIPFP8_BLOCKS_PREAMBLE()                               \
+  if (m < 0 || k < 0) return kLaunchBadShape;                  \
+  if (m == 0 || k == 0) return kLaunchOk;                      \
+  if (!x || !out || !scales) return kLaunchNull;               \
+  const uint32_t fmt = (uint32_t)format
+
+// x (m, k) row-major -> out (m, k), scales (m, ceil(k/128)) row-major.
+HIPFP8_EXTERN int hipfp8_blockwise_1x128_launch(const void* x, uint8_t* out, float* scales, int64_t m, int64_t k,
+                                                int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+  HIPFP8_BLOCKS_PREAMBLE();
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_row_blocks<Bf16In, FMT, 128, kScaleF32>(x, out, scales, nullptr, m, k, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_row_blocks<F32In, FMT, 128, kScaleF32>(x, out, scales, nullptr, m, k, pow2, stream))); }
+  return kLaunchBadEnum;
+}
+
+// x (m, k) row-major -> out (m, k), scales (ceil(m/128), ceil(k/128)) row-major.
+HIPFP8_EXTERN int hipfp8_blockwise_128x128_launch(const void* x, uint8_t* out, float* scales, int64_t m, int64_t k,
+                                                  int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+  HIPFP8_BLOCKS_PREAMBLE();
+  if ((m + 127) / 128 > 65535) return kLaunchUnsupported;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_tile128<Bf16In, FMT>(x, out, scales, m, k, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_tile128<F32In, FMT>(x, out, scales, m, k, pow2, stream))); }
+  return kLaunchBadEnum;
+}
+
+// MXFP8 along rows: x (m, k) row-major -> out (m, k), E8M0 scales (m, ceil(k/32)). format must be
+// E4M3FN or E5M2 (OCP); rounding 0 = FLOOR, 1 = RCEIL.
+HIPFP8_EXTERN int hipfp8_mxfp8_dim0_launch(const void* x, uint8_t* out, uint8_t* scales, int64_t m, int64_t k,
+                                           int format, int rounding, int in_dtype, hipStream_t stream) noexcept {
+  HIPFP8_BLOCKS_PREAMBLE();
+  if (rounding != 0 && rounding != 1) return kLaunchBadEnum;
+  if (fmt == kE4M3Fn) {
+    if (in_dtype == HIPFP8_DTYPE_BF16) return launch_row_blocks<Bf16In, kE4M3Fn, 32, kScaleE8M0>(x, out, nullptr, scales, m, k, rounding, stream);
+    if (in_dtype == HIPFP8_DTYPE_F32) return launch_row_blocks<F32In, kE4M3Fn, 32, kScaleE8M0>(x, out, nullptr, scales, m, k, rounding, stream);
+  } else if (fmt == kE5M2) {
+    if (in_dtype == HIPFP8_DTYPE_BF16) return launch_row_blocks<Bf16In, kE5M2, 32, kScaleE8M0>(x, out, nullptr, scales, m, k, rounding, stream);
+    if (in_dtype == HIPFP8_DTYPE_F32) return launch_row_blocks<F32In, kE5M2, 32, kScaleE8M0>(x, out, nullptr, scales, m, k, rounding, stream);
+  }
+  return kLaunchBadEnum;
+}
+
+// MXFP8 along columns: x (m, k) row-major -> out (k, m) row-major, E8M0 scales (k, ceil(m/32)).
+HIPFP8_EXTERN int hipfp8_mxfp8_dim1_launch(const void* x, uint8_t* out, uint8_t* scales, int64_t m, int64_t k,
+                                           int format, int rounding, int in_dtype, hipStream_t stream) noexcept {
+  HIPFP8_BLOCKS_PREAMBLE();
+  if (rounding != 0 && rounding != 1) return kLaunchBadEnum;
+  if ((m + 1023) / 1024 > 65535) return kLaunchUnsupported;
+  if (fmt == kE4M3Fn) {
+    if (in_dtype == HIPFP8_DTYPE_BF16) return launch_mx_dim1<Bf16In, kE4M3Fn>(x, out, scales, m, k, rounding, stream);
+    if (in_dtype == HIPFP8_DTYPE_F32) return launch_mx_dim1<F32In, kE4M3Fn>(x, out, scales, m, k, rounding, stream);
+  } else if (fmt == kE5M2) {
+    if (in_dtype == HIPFP8_DTYPE_BF16) return launch_mx_dim1<Bf16In, kE5M2>(x, out, scales, m, k, rounding, stream);
+    if (in_dtype == HIPFP8_DTYPE_F32) return launch_mx_dim1<F32In, kE5M2>(x, out, scales, m, k, rounding, stream);
+  }
+  return kLaunchBadEnum;
+}

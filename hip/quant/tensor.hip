@@ -1,0 +1,304 @@
+// tensor.hip -- casts whose scale needs an amax over more than one block can hold, done in two
+// phases on the stream with no host synchronisation:
+//   tensorwise      amax kernel (atomicMax of |x| bits into the amax output, zeroed by an async
+//                   memset first), then a cast kernel that derives the scale on the device.
+//   cast_transpose  (M,K) -> out (M,K) row-major and out_t (K,M) row-major from a tile kernel
+//                   that holds 16 rows x 16 bytes per thread (transposed stores are 16-byte
+//                   column runs), scales tensorwise or rowwise (per row of x for out, per column
+//                   for out_t). Phase 1 accumulates amax in the context workspace, phase 2 casts,
+//                   then an async memset hands the workspace back zeroed.
+// Minimal bytes for these ops assume one read of x; two phases read it twice, so on tensors
+// larger than the L2 the bound is (in + out) / (2 in + out) of copy bandwidth: 60% for
+// tensorwise bf16 -> fp8, 67% for cast_transpose. That is the price of the exact amax (the
+// scale of every element depends on every other element).
+#include "common.h"
+
+namespace hipfp8 {
+
+constexpr int kTensorBlock = 256;
+constexpr int kTensorUnroll = 4;
+
+template <class In, bool VEC>
+__global__ void __launch_bounds__(kTensorBlock)
+tensor_amax_kernel(const typename In::elem* __restrict__ x, int64_t n, uint32_t* __restrict__ amax_bits) {
+  __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
+  const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
+  const int64_t stride = (int64_t)gridDim.x * kTensorBlock;
+  uint32_t am = 0;
+  for (int64_t i0 = (int64_t)blockIdx.x * kTensorBlock + threadIdx.x; i0 < nchunk; i0 += stride * kTensorUnroll) {
+    uint4 v[kTensorUnroll];
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      v[u] = i < nchunk ? load_chunk<In, VEC>(x, i, n) : zero4();
+    }
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) am = max(am, In::absmax(v[u]));
+  }
+  am = block_max<kTensorBlock>(am, red);
+  if (threadIdx.x == 0 && am != 0) atomicMax(amax_bits, am);
+}
+
+template <class In, uint32_t F, bool VEC>
+__global__ void __launch_bounds__(kTensorBlock)
+tensor_cast_kernel(const typename In::elem* __restrict__ x, int64_t n, uint32_t* amax_io, uint8_t* __restrict__ out,
+                   float* __restrict__ scale_out, int pow2) {
+  const uint32_t am = *reinterpret_cast<volatile uint32_t*>(amax_io);
+  const float s = amax_to_scale<F>(am, pow2 != 0);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *scale_out = s;
+    if (am > 0x7F800000u) *amax_io = 0x7FC00000u;  // canonical NaN, as the CPU reference
+  }
+  const bool fin = amax_bits_finite(am);
+  const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
+  const int64_t stride = (int64_t)gridDim.x * kTensorBlock;
+  for (int64_t i0 = (int64_t)blockIdx.x * kTensorBlock + threadIdx.x; i0 < nchunk; i0 += stride * kTensorUnroll) {
+    uint4 v[kTensorUnroll];
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      v[u] = i < nchunk ? load_chunk<In, VEC>(x, i, n) : zero4();
+    }
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      if (i < nchunk) store_chunk<In, VEC>(out, i, n, fin ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s));
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------ cast_transpose
+// Tile: 256 threads = 64 row groups x 4 chunks; 1024 rows x (4 * EPV) columns per block.
+constexpr int kCtCG = 4;
+constexpr int kCtRows = (kTensorBlock / kCtCG) * 16;
+
+// Phase 1 (rowwise scaling): amax of every row into ws[row], of every column into ws[M + col].
+template <class In, bool VEC>
+__global__ void __launch_bounds__(kTensorBlock)
+ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, uint32_t* __restrict__ ws) {
+  constexpr int EPV = In::EPV;
+  constexpr int NW = kTensorBlock / HIPFP8_WAVE;
+  __shared__ uint32_t red[NW][kCtCG * 8];
+  const int cg = threadIdx.x % kCtCG, rg = threadIdx.x / kCtCG;
+  const int64_t chunk = (int64_t)blockIdx.x * kCtCG + cg;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  const int64_t r0 = (int64_t)blockIdx.y * kCtRows + rg * 16;
+  uint32_t cam[EPV];
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) cam[e] = 0;
+  uint4 v[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r)
+    v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    uint32_t ram = In::absmax(v[r]);
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[r], e)));
+#pragma unroll
+    for (int o = 1; o < kCtCG; o <<= 1) ram = max(ram, (uint32_t)HIPFP8_SHFL_XOR(ram, o));
+    if (cg == 0 && r0 + r < M && ram != 0) atomicMax(ws + r0 + r, ram);
+  }
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) {
+#pragma unroll
+    for (int o = kCtCG; o < HIPFP8_WAVE; o <<= 1) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
+  }
+  const int lane = threadIdx.x % HIPFP8_WAVE;
+  if (lane < kCtCG) {
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) red[threadIdx.x / HIPFP8_WAVE][lane * EPV + e] = cam[e];
+  }
+  __syncthreads();
+  if (threadIdx.x < kCtCG * EPV) {
+    uint32_t a = red[0][threadIdx.x];
+#pragma unroll
+    for (int i = 1; i < NW; ++i) a = max(a, red[i][threadIdx.x]);
+    const int64_t col = (int64_t)blockIdx.x * kCtCG * EPV + threadIdx.x;
+    if (col < K && a != 0) atomicMax(ws + M + col, a);
+  }
+}
+
+// Phase 2: both layouts. rowwise = 0: ws[0] is the tensor amax; 1: ws[row], ws[M + col].
+template <class In, uint32_t F, bool VEC>
+__global__ void __launch_bounds__(kTensorBlock)
+ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, const uint32_t* __restrict__ ws,
+               int rowwise, int pow2, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
+               float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t) {
+  constexpr int EPV = In::EPV;
+  __shared__ float s_rs[kCtRows];
+  __shared__ uint32_t s_rfin[kCtRows];
+  __shared__ float s_cs[kCtCG * 8];
+  __shared__ uint32_t s_cfin[kCtCG * 8];
+  const int cg = threadIdx.x % kCtCG, rg = threadIdx.x / kCtCG;
+  const int64_t chunk = (int64_t)blockIdx.x * kCtCG + cg;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  const int64_t rbase = (int64_t)blockIdx.y * kCtRows;
+  const int64_t r0 = rbase + rg * 16;
+  const int64_t cbase = (int64_t)blockIdx.x * kCtCG * EPV;
+  // scales of this tile's rows and columns (shared memory: each computed once per block)
+  if (rowwise) {
+    for (int i = threadIdx.x; i < kCtRows; i += kTensorBlock) {
+      const int64_t r = rbase + i;
+      const uint32_t a = r < M ? ws[r] : 0;
+      s_rs[i] = amax_to_scale<F>(a, pow2 != 0);
+      s_rfin[i] = amax_bits_finite(a);
+      if (blockIdx.x == 0 && r < M) scales[r] = s_rs[i];
+    }
+    if (threadIdx.x < kCtCG * EPV) {
+      const int64_t c = cbase + threadIdx.x;
+      const uint32_t a = c < K ? ws[M + c] : 0;
+      s_cs[threadIdx.x] = amax_to_scale<F>(a, pow2 != 0);
+      s_cfin[threadIdx.x] = amax_bits_finite(a);
+      if (blockIdx.y == 0 && c < K) scales_t[c] = s_cs[threadIdx.x];
+    }
+  } else if (threadIdx.x == 0) {
+    const uint32_t a = ws[0];
+    s_cs[0] = amax_to_scale<F>(a, pow2 != 0);
+    s_cfin[0] = amax_bits_finite(a);
+    if (blockIdx.x == 0 && blockIdx.y == 0) {
+      scales[0] = s_cs[0];
+      scales_t[0] = s_cs[0];
+    }
+  }
+  __syncthreads();
+  uint4 v[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r)
+    v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+  if (r0 >= M || chunk >= nchunk) return;
+  // row-major output: chunk of each row with its row scale (or the tensor scale)
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    if (r0 + r >= M) break;
+    const float s = rowwise ? s_rs[rg * 16 + r] : s_cs[0];
+    const bool fin = rowwise ? s_rfin[rg * 16 + r] != 0 : s_cfin[0] != 0;
+    store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
+  }
+  // transposed output: per column, 16 consecutive rows = 16 bytes
+  const bool full = vec_store_t && r0 + 16 <= M;
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) {
+    const int64_t col = chunk * EPV + e;
+    if (col >= K) break;
+    const float s = rowwise ? s_cs[cg * EPV + e] : s_cs[0];
+    const bool fin = rowwise ? s_cfin[cg * EPV + e] != 0 : s_cfin[0] != 0;
+    uint32_t q[4];
+    if (fin) {
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4)
+        q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                                  In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+    } else {
+#pragma unroll
+      for (int k4 = 0; k4 < 4; ++k4)
+        q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                              In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+    }
+    uint8_t* dst = out_t + col * M + r0;
+    if (full) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 16; ++r)
+        if (r0 + r < M) dst[r] = (uint8_t)(q[r >> 2] >> (8 * (r & 3)));
+    }
+  }
+}
+
+static int tensor_grid(int64_t nchunk) {
+  int64_t g = (nchunk + (int64_t)kTensorBlock * kTensorUnroll - 1) / ((int64_t)kTensorBlock * kTensorUnroll);
+  const int64_t cap = (int64_t)device_sm_count() * 8;
+  if (g > cap) g = cap;
+  return g < 1 ? 1 : (int)g;
+}
+
+template <class In, uint32_t F>
+static int launch_tensorwise(const void* x, int64_t n, uint8_t* out, float* scale, float* amax, int pow2,
+                             hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
+  hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
+  if (e != hipSuccess) return (int)e;
+  const int grid = tensor_grid((n + In::EPV - 1) / In::EPV);
+  const bool vec = n % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
+  if (vec) {
+    tensor_amax_kernel<In, true><<<grid, kTensorBlock, 0, st>>>(xp, n, ab);
+    tensor_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
+  } else {
+    tensor_amax_kernel<In, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab);
+    tensor_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
+  }
+  HIPFP8_LAUNCH_CHECK();
+}
+
+template <class In, uint32_t F>
+static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwise, uint8_t* out, uint8_t* out_t,
+                                 float* scales, float* scales_t, int pow2, void* ws, hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  uint32_t* w = static_cast<uint32_t*>(ws);
+  const bool vec = k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
+  const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
+  // m == 0 still writes the scales of the empty tensor / empty columns: one row of blocks
+  const int64_t ty = m > 0 ? (m + kCtRows - 1) / kCtRows : 1;
+  const dim3 grid((unsigned)((nchunk + kCtCG - 1) / kCtCG), (unsigned)ty);
+  const int vst = m % 16 == 0 && aligned16(out_t);
+  if (vec) {
+    if (m > 0) {
+      if (rowwise) ct_amax_kernel<In, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w);
+      else tensor_amax_kernel<In, true><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
+    }
+    ct_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
+  } else {
+    if (m > 0) {
+      if (rowwise) ct_amax_kernel<In, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w);
+      else tensor_amax_kernel<In, false><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
+    }
+    ct_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
+  }
+  hipError_t e = hipGetLastError();
+  if (e != hipSuccess) return (int)e;
+  // hand the workspace back zeroed (ordered after the cast on this stream)
+  e = hipMemsetAsync(w, 0, (size_t)(rowwise ? m + k : 1) * sizeof(uint32_t), st);
+  return (int)e;
+}
+
+}  // namespace hipfp8
+
+using namespace hipfp8;
+
+// x: n elements -> out[n], scale[0], amax[0]; no host synchronisation.
+HIPFP8_EXTERN int hipfp8_tensorwise_launch(const void* x, uint8_t* out, float* scale, float* amax, int64_t n,
+                                           int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+  if (n < 0) return kLaunchBadShape;
+  if (!scale || !amax || (n > 0 && (!x || !out))) return kLaunchNull;
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise<Bf16In, FMT>(x, n, out, scale, amax, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise<F32In, FMT>(x, n, out, scale, amax, pow2, stream))); }
+  return kLaunchBadEnum;
+}
+
+// Workspace bytes of cast_transpose: zero before use, left zero.
+HIPFP8_EXTERN int hipfp8_cast_transpose_workspace_bytes(int64_t m, int64_t k, int scaling, uint64_t* bytes) noexcept {
+  if (!bytes) return kLaunchNull;
+  if (m < 0 || k < 0) return kLaunchBadShape;
+  *bytes = (uint64_t)(scaling == 1 ? m + k : 1) * sizeof(uint32_t);
+  return kLaunchOk;
+}
+
+// x (m, k) row-major -> out (m, k) row-major and out_t (k, m) row-major. scaling 0 = tensorwise
+// (scales[0] == scales_t[0]), 1 = rowwise (scales[m] per row, scales_t[k] per column).
+HIPFP8_EXTERN int hipfp8_cast_transpose_launch(const void* x, uint8_t* out, uint8_t* out_t, float* scales,
+                                               float* scales_t, int64_t m, int64_t k, int scaling, int format,
+                                               int pow2, int in_dtype, void* workspace, hipStream_t stream) noexcept {
+  if (m < 0 || k <= 0) return kLaunchBadShape;
+  if (scaling != 0 && scaling != 1) return kLaunchBadEnum;
+  if (!scales || !scales_t || !workspace || (m > 0 && (!x || !out || !out_t))) return kLaunchNull;
+  if ((m + kCtRows - 1) / kCtRows > 65535) return kLaunchUnsupported;
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose<Bf16In, FMT>(x, m, k, scaling, out, out_t, scales, scales_t, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose<F32In, FMT>(x, m, k, scaling, out, out_t, scales, scales_t, pow2, workspace, stream))); }
+  return kLaunchBadEnum;
+}
