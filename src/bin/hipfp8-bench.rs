@@ -4,8 +4,8 @@
 //!
 //! Prints, per op and shape: median time (CUDA/HIP events around each launch, after warm-up),
 //! GB/s over the minimal bytes (each input read once, each output written once) and % of copy.
-//! `--json PATH` also writes the rows as JSON; `--quick` runs fewer iterations; `--filter S`
-//! runs only ops whose name contains S. Exits with a printed reason when there is no GPU.
+//! `--json PATH` also writes the rows as JSON; `--quick` runs fewer iterations; `--filter A,B`
+//! runs only ops whose name contains A or B. Exits with a printed reason when there is no GPU.
 //!
 //! Inputs are random normal-ish bf16 (never zeros: zeros would hide unwritten outputs and run
 //! faster than real data); every tensor is larger than the L2 except the small end of the sweep.
@@ -84,7 +84,7 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
 
 impl Bench {
     fn enabled(&self, op: &str) -> bool {
-        self.filter.as_ref().is_none_or(|f| op.contains(f.as_str()))
+        self.filter.as_ref().is_none_or(|f| f.split(',').any(|f| op.contains(f)))
     }
 
     /// Median microseconds of `f` (events around each call).
