@@ -39,7 +39,8 @@
 //!     whitespace);
 //!   - `requires=cutlass`: adds CUTLASS include dirs from `HIPFP8_CUTLASS_DIR` or
 //!     `CUTLASS_DIR` (a checkout with `include/cutlass/`, or the `nvidia-cutlass` wheel's
-//!     `cutlass_library/source`); skipped with a warning when neither is set;
+//!     `cutlass_library/source`), else the newest `.toolchains/cutlass/<version>/` that
+//!     `scripts/fetch-cutlass.sh` unpacked; skipped with a warning when none exists;
 //!   - `requires=ck`: Composable Kernel headers from `HIPFP8_CK_DIR`, else `<rocm>/include`;
 //!     skipped with a warning when `ck/ck.hpp` is not found.
 //!
@@ -725,7 +726,11 @@ fn strip_comments(text: &str) -> String {
 fn cutlass_includes() -> Result<Vec<String>, String> {
     let dir = env_path("HIPFP8_CUTLASS_DIR")
         .or_else(|| env_path("CUTLASS_DIR"))
-        .ok_or("needs CUTLASS: set HIPFP8_CUTLASS_DIR (a CUTLASS checkout, or the nvidia-cutlass wheel's cutlass_library/source)")?;
+        .or_else(fetched_cutlass)
+        .ok_or(
+            "needs CUTLASS: set HIPFP8_CUTLASS_DIR (a CUTLASS checkout, or the nvidia-cutlass wheel's \
+             cutlass_library/source), or run scripts/fetch-cutlass.sh",
+        )?;
     let mut incs = Vec::new();
     for sub in ["include", "tools/util/include", "."] {
         let d = dir.join(sub);
@@ -741,6 +746,20 @@ fn cutlass_includes() -> Result<Vec<String>, String> {
         ));
     }
     Ok(incs)
+}
+
+/// The newest `.toolchains/cutlass/<version>/` that scripts/fetch-cutlass.sh unpacked.
+fn fetched_cutlass() -> Option<PathBuf> {
+    let base = PathBuf::from(env::var("CARGO_MANIFEST_DIR").ok()?).join(".toolchains/cutlass");
+    println!("cargo::rerun-if-changed={}", base.display());
+    let mut vers: Vec<PathBuf> = fs::read_dir(&base)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("include/cutlass/cutlass.h").is_file())
+        .collect();
+    vers.sort();
+    vers.pop()
 }
 
 fn ck_includes(tc: &Toolchain) -> Result<Vec<String>, String> {

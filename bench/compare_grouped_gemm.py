@@ -55,22 +55,26 @@ st = lib.hipfp8_context_create(BACKEND_GPU, 0, ctypes.byref(ctx))
 assert st == 0, f"context: status {st}: {lib.hipfp8_last_error_message()}"
 
 
-def ours_2d3d(a, b_ekn, offs, sa, sb, out):
+def ours_2d3d(a, b_enk, offs, sa, sb, out):
+    """a (M,K) row-major; b_enk (E,N,K) contiguous = OPS.md's b (E,K,N) column-major."""
     m, k = a.shape
-    e, _, n = b_ekn.shape
+    e, n, kb = b_enk.shape
+    assert kb == k and b_enk.is_contiguous() and a.is_contiguous()
     d = Desc2d3d(ctypes.sizeof(Desc2d3d), FMT_E4M3FN, FMT_E4M3FN, m, k, n, e)
-    s = lib.hipfp8_grouped_gemm_2d3d(ctx, ctypes.byref(d), a.data_ptr(), a.numel(), b_ekn.data_ptr(), b_ekn.numel(),
+    s = lib.hipfp8_grouped_gemm_2d3d(ctx, ctypes.byref(d), a.data_ptr(), a.numel(), b_enk.data_ptr(), b_enk.numel(),
                                      offs.data_ptr(), offs.numel(), sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(),
                                      out.data_ptr(), out.numel(), torch.cuda.current_stream().cuda_stream)
     if s != 0:
         raise RuntimeError(f"hipfp8_grouped_gemm_2d3d: status {s}: {lib.hipfp8_last_error_message()}")
 
 
-def ours_2d2d(a, b_mtk, offs, sa, sb, out):
+def ours_2d2d(a, b_kmt, offs, sa, sb, out):
+    """a (N,Mt) row-major; b_kmt (K,Mt) contiguous = OPS.md's b (Mt,K) column-major."""
     n, mt = a.shape
-    k = b_mtk.shape[1]
+    k, mtb = b_kmt.shape
+    assert mtb == mt and b_kmt.is_contiguous() and a.is_contiguous()
     d = Desc2d2d(ctypes.sizeof(Desc2d2d), FMT_E4M3FN, FMT_E4M3FN, n, mt, k)
-    s = lib.hipfp8_grouped_gemm_2d2d(ctx, ctypes.byref(d), a.data_ptr(), a.numel(), b_mtk.data_ptr(), b_mtk.numel(),
+    s = lib.hipfp8_grouped_gemm_2d2d(ctx, ctypes.byref(d), a.data_ptr(), a.numel(), b_kmt.data_ptr(), b_kmt.numel(),
                                      offs.data_ptr(), offs.numel(), sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(),
                                      out.data_ptr(), out.numel(), torch.cuda.current_stream().cuda_stream)
     if s != 0:
@@ -197,27 +201,46 @@ def run_2d2d(nrows, kcols, split, impls):
     del X, Yt, Xf, Yf
 
 
+def guarded(fn, *args):
+    """One shape: an error is printed and recorded, and the run goes on."""
+    try:
+        fn(*args)
+    except Exception as ex:
+        import traceback
+        traceback.print_exc()
+        rows.append({"op": fn.__name__, "args": repr(args), "error": repr(ex)})
+    torch.cuda.empty_cache()
+    write_results()
+
+
+def write_results():
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "h200-gemm.json"), "w") as f:
+        json.dump({"env": env, "rows": rows}, f, indent=1)
+
+
 t0 = time.time()
 impls = [x for x in os.environ.get("GG_IMPLS", "library:cooperative,library:pingpong").split(",") if x]
 for split in ("balanced", "zipf"):
-    run_2d3d(H, I, split, impls)   # forward gate/up: (32768,7168) x (32,7168,2048)
-    run_2d3d(I, H, split, impls)   # forward down:    (32768,2048) x (32,2048,7168)
-    run_2d2d(H, I, split, impls)   # wgrad of gate/up: (7168,32768) x (32768,2048) -> (32,7168,2048)
-    run_2d2d(I, H, split, impls)   # wgrad of down:    (2048,32768) x (32768,7168) -> (32,2048,7168)
+    guarded(run_2d3d, H, I, split, impls)   # forward gate/up: (32768,7168) x (32,7168,2048)
+    guarded(run_2d3d, I, H, split, impls)   # forward down:    (32768,2048) x (32,2048,7168)
+    guarded(run_2d2d, H, I, split, impls)   # wgrad of gate/up: (7168,32768) x (32768,2048) -> (32,7168,2048)
+    guarded(run_2d2d, I, H, split, impls)   # wgrad of down:    (2048,32768) x (32768,7168) -> (32,2048,7168)
 # The reference kernel once, for scale (it is the portable oracle, not a fast path).
 if os.environ.get("GG_REF", "1") == "1":
-    run_2d3d(H, I, "balanced", ["reference"])
+    guarded(run_2d3d, H, I, "balanced", ["reference"])
 print(f"bench wall {time.time() - t0:.1f} s", flush=True)
 
-os.makedirs(out_dir, exist_ok=True)
-with open(os.path.join(out_dir, "h200-gemm.json"), "w") as f:
-    json.dump({"env": env, "rows": rows}, f, indent=1)
+write_results()
 with open(os.path.join(out_dir, "h200-gemm.md"), "w") as f:
     f.write(f"# FP8 grouped GEMM on {env['gpu']} (torch {env['torch']}, triton {env['triton']})\n\n")
     f.write("Median of triton.testing.do_bench, one run. ratio = torch fp8 time / ours (> 1: ours faster).\n\n")
     f.write("| op | shape | groups | impl | us | TFLOP/s | torch fp8 us | torch TFLOP/s | ratio | bf16 us | vs bf16 | sim diff vs torch |\n")
     f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
+        if "error" in r:
+            f.write(f"| {r['op']} | {r['args']} | error: {r['error']} |\n")
+            continue
         fmt = lambda v, p=1: "n/a" if v is None else f"{v:.{p}f}"
         f.write(f"| {r['op']} | {r['shape']} | {r['groups']} | {r['impl']} | {fmt(r['us'])} | {fmt(r['tflops'])} | "
                 f"{fmt(r['torch_us'])} | {fmt(r['torch_tflops'])} | {fmt(r['ratio'], 3)} | {fmt(r['bf16_us'])} | "

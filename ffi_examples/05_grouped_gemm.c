@@ -76,8 +76,17 @@ int main(void) {
     g.k = K;
     g.n = N;
     g.e = E;
+    g.backend = HIPFP8_GEMM_BACKEND_AUTO; /* GPU: CUTLASS / CK when they take the call */
+    {
+        /* The workspace the vendor library needs (0 on the CPU). Passing NULL, 0 below uses a
+         * cached per-device buffer instead; pass your own to capture the GEMM in a graph. */
+        size_t ws = 1;
+        if (check_status("workspace size", hipfp8_grouped_gemm_workspace_size(ctx, g.a_format, g.b_format, g.backend, E, &ws)))
+            return 1;
+        printf("grouped GEMM workspace for %d groups: %zu bytes\n", E, ws);
+    }
     if (check_status("grouped_gemm_2d3d", hipfp8_grouped_gemm_2d3d(ctx, &g, a8, M * K, b8, E * K * N, offs, E, dqa, M,
-                                                                   dqb, E * N, out, M * N, NULL)))
+                                                                   dqb, E * N, out, M * N, NULL, 0, NULL)))
         return 1;
 
     for (e = 0; e < E; e++) {
@@ -113,7 +122,7 @@ int main(void) {
     /* Offsets must be one per expert. */
     {
         hipfp8_status st = hipfp8_grouped_gemm_2d3d(ctx, &g, a8, M * K, b8, E * K * N, offs, E - 1, dqa, M, dqb, E * N,
-                                                    out, M * N, NULL);
+                                                    out, M * N, NULL, 0, NULL);
         printf("2 offsets for 3 experts: %s -- %s\n", hipfp8_status_string(st), hipfp8_last_error_message());
         if (st != HIPFP8_STATUS_GROUP_COUNT_MISMATCH) bad++;
     }

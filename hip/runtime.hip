@@ -27,6 +27,14 @@ struct hipfp8_device_props {
   int32_t pci_device_id;
 };
 
+// A failed runtime call leaves its code behind as the runtime's "last error", and the next
+// launch check (hipGetLastError right after a kernel launch) would report it as that launch's
+// failure. So every error the shim returns is also cleared here.
+static inline int shim_status(hipError_t e) {
+  if (e != hipSuccess) (void)hipGetLastError();
+  return (int)e;
+}
+
 static hipMemcpyKind copy_kind(int kind, bool* ok) {
   *ok = true;
   switch (kind) {
@@ -54,19 +62,19 @@ HIPFP8_EXTERN int hipfp8_rt_device_count(int32_t* count) noexcept {
     *count = 0;
     return 0;
   }
-  if (e != hipSuccess) return (int)e;
+  if (e != hipSuccess) return shim_status(e);
   *count = n;
   return 0;
 }
 
-HIPFP8_EXTERN int hipfp8_rt_set_device(int32_t ordinal) noexcept { return (int)hipSetDevice(ordinal); }
+HIPFP8_EXTERN int hipfp8_rt_set_device(int32_t ordinal) noexcept { return shim_status(hipSetDevice(ordinal)); }
 
 HIPFP8_EXTERN int hipfp8_rt_get_device(int32_t* ordinal) noexcept {
   if (!ordinal) return HIPFP8_KSTATUS_NULL_POINTER;
   int d = 0;
   hipError_t e = hipGetDevice(&d);
   *ordinal = d;
-  return (int)e;
+  return shim_status(e);
 }
 
 HIPFP8_EXTERN int hipfp8_rt_device_props(int32_t ordinal, hipfp8_device_props* out) noexcept {
@@ -74,7 +82,7 @@ HIPFP8_EXTERN int hipfp8_rt_device_props(int32_t ordinal, hipfp8_device_props* o
   hipDeviceProp_t p;
   memset(&p, 0, sizeof(p));
   hipError_t e = hipGetDeviceProperties(&p, ordinal);
-  if (e != hipSuccess) return (int)e;
+  if (e != hipSuccess) return shim_status(e);
   memset(out, 0, sizeof(*out));
   snprintf(out->name, sizeof(out->name), "%s", p.name);
   hipfp8_arch_string(&p, out->arch, sizeof(out->arch));
@@ -99,7 +107,7 @@ HIPFP8_EXTERN int hipfp8_rt_mem_info(uint64_t* free_bytes, uint64_t* total_bytes
   hipError_t e = hipMemGetInfo(&f, &t);
   *free_bytes = f;
   *total_bytes = t;
-  return (int)e;
+  return shim_status(e);
 }
 
 HIPFP8_EXTERN int hipfp8_rt_versions(int32_t* driver, int32_t* runtime) noexcept {
@@ -109,10 +117,10 @@ HIPFP8_EXTERN int hipfp8_rt_versions(int32_t* driver, int32_t* runtime) noexcept
   if (e == hipSuccess) e = hipRuntimeGetVersion(&r);
   *driver = d;
   *runtime = r;
-  return (int)e;
+  return shim_status(e);
 }
 
-HIPFP8_EXTERN int hipfp8_rt_device_synchronize(void) noexcept { return (int)hipDeviceSynchronize(); }
+HIPFP8_EXTERN int hipfp8_rt_device_synchronize(void) noexcept { return shim_status(hipDeviceSynchronize()); }
 
 // Returns and clears the runtime's last error (hipGetLastError semantics).
 HIPFP8_EXTERN int hipfp8_rt_get_last_error(void) noexcept { return (int)hipGetLastError(); }
@@ -123,12 +131,12 @@ HIPFP8_EXTERN int hipfp8_rt_malloc(void** ptr, uint64_t bytes) noexcept {
   if (!ptr) return HIPFP8_KSTATUS_NULL_POINTER;
   *ptr = nullptr;
   if (bytes == 0) return 0;  // zero-length buffers own no memory
-  return (int)hipMalloc(ptr, (size_t)bytes);
+  return shim_status(hipMalloc(ptr, (size_t)bytes));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_free(void* ptr) noexcept {
   if (!ptr) return 0;
-  return (int)hipFree(ptr);
+  return shim_status(hipFree(ptr));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind) noexcept {
@@ -137,7 +145,7 @@ HIPFP8_EXTERN int hipfp8_rt_memcpy(void* dst, const void* src, uint64_t bytes, i
   if (!ok) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (bytes == 0) return 0;
   if (!dst || !src) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipMemcpy(dst, src, (size_t)bytes, k);
+  return shim_status(hipMemcpy(dst, src, (size_t)bytes, k));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memcpy_async(void* dst, const void* src, uint64_t bytes, int32_t kind,
@@ -147,19 +155,19 @@ HIPFP8_EXTERN int hipfp8_rt_memcpy_async(void* dst, const void* src, uint64_t by
   if (!ok) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (bytes == 0) return 0;
   if (!dst || !src) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipMemcpyAsync(dst, src, (size_t)bytes, k, stream);
+  return shim_status(hipMemcpyAsync(dst, src, (size_t)bytes, k, stream));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memset(void* dst, int32_t value, uint64_t bytes) noexcept {
   if (bytes == 0) return 0;
   if (!dst) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipMemset(dst, value, (size_t)bytes);
+  return shim_status(hipMemset(dst, value, (size_t)bytes));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memset_async(void* dst, int32_t value, uint64_t bytes, hipStream_t stream) noexcept {
   if (bytes == 0) return 0;
   if (!dst) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipMemsetAsync(dst, value, (size_t)bytes, stream);
+  return shim_status(hipMemsetAsync(dst, value, (size_t)bytes, stream));
 }
 
 // What a pointer is: *is_device = 1 and *device = its ordinal for device (or managed)
@@ -189,17 +197,17 @@ HIPFP8_EXTERN int hipfp8_rt_pointer_info(const void* ptr, int32_t* is_device, in
 HIPFP8_EXTERN int hipfp8_rt_stream_create(hipStream_t* stream, int32_t non_blocking) noexcept {
   if (!stream) return HIPFP8_KSTATUS_NULL_POINTER;
   *stream = nullptr;
-  if (non_blocking) return (int)hipStreamCreateWithFlags(stream, hipStreamNonBlocking);
-  return (int)hipStreamCreate(stream);
+  if (non_blocking) return shim_status(hipStreamCreateWithFlags(stream, hipStreamNonBlocking));
+  return shim_status(hipStreamCreate(stream));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_stream_destroy(hipStream_t stream) noexcept {
   if (!stream) return 0;  // the default stream is never destroyed
-  return (int)hipStreamDestroy(stream);
+  return shim_status(hipStreamDestroy(stream));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_stream_synchronize(hipStream_t stream) noexcept {
-  return (int)hipStreamSynchronize(stream);
+  return shim_status(hipStreamSynchronize(stream));
 }
 
 // 1 in *done when all work queued on the stream has finished, else 0.
@@ -211,12 +219,12 @@ HIPFP8_EXTERN int hipfp8_rt_stream_query(hipStream_t stream, int32_t* done) noex
     (void)hipGetLastError();
     return 0;
   }
-  return (int)e;
+  return shim_status(e);
 }
 
 HIPFP8_EXTERN int hipfp8_rt_stream_wait_event(hipStream_t stream, hipEvent_t event) noexcept {
   if (!event) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipStreamWaitEvent(stream, event, 0);
+  return shim_status(hipStreamWaitEvent(stream, event, 0));
 }
 
 // ---------------------------------------------------------------------------------- events
@@ -224,28 +232,28 @@ HIPFP8_EXTERN int hipfp8_rt_stream_wait_event(hipStream_t stream, hipEvent_t eve
 HIPFP8_EXTERN int hipfp8_rt_event_create(hipEvent_t* event, int32_t timing) noexcept {
   if (!event) return HIPFP8_KSTATUS_NULL_POINTER;
   *event = nullptr;
-  return (int)hipEventCreateWithFlags(event, timing ? hipEventDefault : hipEventDisableTiming);
+  return shim_status(hipEventCreateWithFlags(event, timing ? hipEventDefault : hipEventDisableTiming));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_event_destroy(hipEvent_t event) noexcept {
   if (!event) return 0;
-  return (int)hipEventDestroy(event);
+  return shim_status(hipEventDestroy(event));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_event_record(hipEvent_t event, hipStream_t stream) noexcept {
   if (!event) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipEventRecord(event, stream);
+  return shim_status(hipEventRecord(event, stream));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_event_synchronize(hipEvent_t event) noexcept {
   if (!event) return HIPFP8_KSTATUS_NULL_POINTER;
-  return (int)hipEventSynchronize(event);
+  return shim_status(hipEventSynchronize(event));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_event_elapsed_ms(float* ms, hipEvent_t start, hipEvent_t end) noexcept {
   if (!ms || !start || !end) return HIPFP8_KSTATUS_NULL_POINTER;
   *ms = 0.0f;
-  return (int)hipEventElapsedTime(ms, start, end);
+  return shim_status(hipEventElapsedTime(ms, start, end));
 }
 
 // ---------------------------------------------------------------------------------- errors

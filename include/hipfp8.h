@@ -321,6 +321,37 @@ typedef uint32_t hipfp8_mx_rounding;
 #endif // __cplusplus
 
 /**
+ * Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
+ */
+enum hipfp8_gemm_backend
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The vendor library when it supports the call (formats, shape and alignment rules),
+   * else the reference kernel. The environment variable HIPFP8_GROUPED_GEMM_BACKEND
+   * (auto / reference / library) can override AUTO.
+   */
+  HIPFP8_GEMM_BACKEND_AUTO = 0,
+  /**
+   * The portable reference kernel (every format pair and shape).
+   */
+  HIPFP8_GEMM_BACKEND_REFERENCE = 1,
+  /**
+   * The vendor library only: a call it cannot take is NOT_SUPPORTED.
+   */
+  HIPFP8_GEMM_BACKEND_LIBRARY = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum hipfp8_gemm_backend hipfp8_gemm_backend;
+#else
+typedef uint32_t hipfp8_gemm_backend;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Opaque library context: backend (CPU or GPU n), device properties, native FP8 format,
  * workspace. Create with `hipfp8_context_create`, release with `hipfp8_context_destroy`.
  * A context may be used from several threads at once.
@@ -579,6 +610,10 @@ typedef struct hipfp8_grouped_gemm_2d3d_desc {
    */
   uint32_t b_format;
   /**
+   * `hipfp8_gemm_backend`.
+   */
+  uint32_t backend;
+  /**
    * Rows of a and out (all groups).
    */
   size_t m;
@@ -613,6 +648,10 @@ typedef struct hipfp8_grouped_gemm_2d2d_desc {
    * `hipfp8_format` of b.
    */
   uint32_t b_format;
+  /**
+   * `hipfp8_gemm_backend`.
+   */
+  uint32_t backend;
   /**
    * Rows of a.
    */
@@ -789,7 +828,8 @@ hipfp8_status hipfp8_per_group_colwise(const struct hipfp8_context *ctx,
 /**
  * Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
  * grad_out and the activations together). x1: m*k1, x2: m*k2 elements; out1: m*k1 and
- * out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2.
+ * out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2. The GPU kernel takes
+ * one dtype for both inputs (NOT_SUPPORTED otherwise; the CPU takes any pair).
  */
 hipfp8_status hipfp8_per_group_colwise_dual(const struct hipfp8_context *ctx,
                                             const struct hipfp8_cast_dual_desc *desc,
@@ -944,10 +984,24 @@ hipfp8_status hipfp8_mxfp8_dim1(const struct hipfp8_context *ctx,
                                 hipStream_t stream);
 
 /**
+ * Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
+ * with these formats and backend (either layout); 0 when the reference kernel or the CPU
+ * runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
+ */
+hipfp8_status hipfp8_grouped_gemm_workspace_size(const struct hipfp8_context *ctx,
+                                                 uint32_t a_format,
+                                                 uint32_t b_format,
+                                                 uint32_t backend,
+                                                 size_t num_groups,
+                                                 size_t *bytes);
+
+/**
  * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
  * a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
  * a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
- * scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned).
+ * scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned);
+ * workspace: NULL and 0, or device memory (256-byte aligned) of at least
+ * `hipfp8_grouped_gemm_workspace_size` bytes, unused by other work until this GEMM ran.
  */
 hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
                                        const struct hipfp8_grouped_gemm_2d3d_desc *desc,
@@ -963,13 +1017,16 @@ hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
                                        size_t scale_b_len,
                                        uint16_t *out,
                                        size_t out_len,
+                                       void *workspace,
+                                       size_t workspace_bytes,
                                        hipStream_t stream);
 
 /**
  * out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
  * rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
  * empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
- * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16.
+ * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
+ * as for `hipfp8_grouped_gemm_2d3d`.
  */
 hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
                                        const struct hipfp8_grouped_gemm_2d2d_desc *desc,
@@ -985,6 +1042,8 @@ hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
                                        size_t scale_b_len,
                                        uint16_t *out,
                                        size_t out_len,
+                                       void *workspace,
+                                       size_t workspace_bytes,
                                        hipStream_t stream);
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 # Env: HIPFP8_CUDA_ARCH (default 90), CARGO_TARGET_DIR (default target/gpu-cuda),
 #      BUNDLE_NO_STRIP=1 (keep debug info: bigger, better backtraces).
 # Binaries link cudart statically: on the GPU machine they need only the driver's libcuda.so.1.
+# The bundle is BUNDLE_DIR/{payload.tar.xz,MANIFEST,run-gpu-bundle.sh}; the runner unpacks it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -17,9 +18,14 @@ BUNDLE=$(mkdir -p "${1:-$ROOT/.gpu/bundle}" && cd "${1:-$ROOT/.gpu/bundle}" && p
 t0=$(date +%s)
 log() { echo "[gpu-bundle +$(( $(date +%s) - t0 ))s] $*" >&2; }
 
-if ! command -v nvcc >/dev/null; then
+# CUTLASS headers when a translation unit asks for them and none are configured.
+WITH_CUTLASS=0
+if grep -rqsE '^// hipfp8-build: *requires=.*cutlass' hip && [ -z "${HIPFP8_CUTLASS_DIR:-}${CUTLASS_DIR:-}" ]; then
+  WITH_CUTLASS=1
+fi
+if ! command -v nvcc >/dev/null || [ $WITH_CUTLASS = 1 ]; then
   prefix=${NVCC_PREFIX:-/opt/cudatc}
-  [ -f "$prefix/env.sh" ] || PREFIX="$prefix" "$ROOT/scripts/setup-nvcc.sh"
+  PREFIX="$prefix" WITH_CUTLASS=$WITH_CUTLASS "$ROOT/scripts/setup-nvcc.sh"
   # shellcheck disable=SC1091
   source "$prefix/env.sh"
 fi
@@ -44,16 +50,19 @@ for line in sys.stdin:
     t = m["target"]
     kinds = t["kind"]
     exe = m.get("executable")
-    if mode == "tests" and exe and m["profile"]["test"]:
+    if mode == "tests" and exe and not m["profile"]["test"] and "bin" in kinds:
+        # the binary integration tests run through env!("CARGO_BIN_EXE_<name>")
+        print("testbin\t%s\t%s" % (t["name"], exe))
+    elif mode == "tests" and exe and m["profile"]["test"]:
         # unit tests of the lib are named lib<crate>, integration tests by their file
         is_lib = bool(set(kinds) & {"lib", "rlib", "cdylib", "staticlib", "dylib"})
         print("tests\t%s\t%s" % (("lib" + t["name"]) if is_lib else t["name"], exe))
     elif mode in ("release", "bench") and exe:
         print("bin\t%s\t%s" % (t["name"], exe))
-    elif mode == "release" and "cdylib" in kinds:
-        # the cdylib only: the staticlib (~25 MB) is not needed on the GPU machine
+    elif mode == "release" and ("cdylib" in kinds or "staticlib" in kinds):
+        # both: the C examples link each (tests/ffi_examples.rs, HIPFP8_LIB_DIR)
         for f in m["filenames"]:
-            if f.endswith(".so"):
+            if f.endswith((".so", ".a")):
                 print("lib\t%s\t%s" % (t["name"], f))
 ' "$1"
 }
@@ -69,24 +78,30 @@ else
   : > "$WORK/bench.json"
 fi
 
-rm -rf "$BUNDLE"/{tests,bin,lib,crate,MANIFEST,run-gpu-bundle.sh}
-mkdir -p "$BUNDLE"/{tests,bin,lib,crate}
+# Assemble in a staging tree, then pack it: every test binary embeds the same kernel fatbins
+# (~10 MB), so the tree is ~20x larger than a solid xz archive of it (the GPU run carries
+# at most 64 MiB).
+STAGE="$CARGO_TARGET_DIR/gpu-bundle-stage"
+rm -rf "$STAGE"
+mkdir -p "$STAGE"/{tests,bin,lib,crate,testbin}
 strip_copy() {  # strip debug info unless asked not to: test binaries are ~10 MB each with it
   cp "$1" "$2"
   [ "${BUNDLE_NO_STRIP:-0}" = 1 ] || strip --strip-debug "$2"
 }
 while IFS=$'\t' read -r kind name path; do
   case $kind in
-    tests | bin) strip_copy "$path" "$BUNDLE/$kind/$name" ;;
-    lib) strip_copy "$path" "$BUNDLE/lib/$(basename "$path")" ;;
+    tests | bin) strip_copy "$path" "$STAGE/$kind/$name" ;;
+    testbin)
+      strip_copy "$path" "$STAGE/testbin/$name"
+      printf '%s\t%s\n' "$name" "$path" >> "$STAGE/testbin/paths.tsv" ;;
+    lib) strip_copy "$path" "$STAGE/lib/$(basename "$path")" ;;
   esac
 done < <(artifacts tests < "$WORK/tests.json"; artifacts release < "$WORK/release.json"; artifacts bench < "$WORK/bench.json")
-rmdir "$BUNDLE/bin" 2>/dev/null || true   # no binary targets yet
+rmdir "$STAGE/bin" 2>/dev/null || true   # no binary targets yet
 
 # The tracked sources (test data, headers, examples): tests run with this as their cwd and
 # CARGO_MANIFEST_DIR, as under cargo.
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$BUNDLE/crate"
-cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$STAGE/crate"
 
 {
   echo "hipfp8 GPU bundle"
@@ -94,10 +109,19 @@ cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
   echo "commit:  $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "backend: cuda, arch ${HIPFP8_CUDA_ARCH:-90}; $(nvcc --version | tail -1)"
   echo "rustc:   $(rustc --version)"
+  # Tests embed these absolute paths (env!("CARGO_MANIFEST_DIR"), env!("CARGO_BIN_EXE_*")):
+  # the runner links them to the bundle where they do not exist.
+  echo "build_root: $ROOT"
   echo "files:"
-  (cd "$BUNDLE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 )); done)
-} > "$BUNDLE/MANIFEST"
+  (cd "$STAGE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 )); done)
+} > "$STAGE/MANIFEST"
+log "packing $(du -sm "$STAGE" | cut -f1) MiB (solid xz; identical fatbins compress away)"
+rm -rf "$BUNDLE"/{tests,bin,lib,crate,MANIFEST,run-gpu-bundle.sh,payload.tar.xz}
+# One xz stream with a dictionary larger than a test binary, so repeats across binaries are found.
+tar -C "$STAGE" -cf - . | xz -T1 --lzma2=preset=6,dict=64MiB > "$BUNDLE/payload.tar.xz"
+cp "$STAGE/MANIFEST" "$BUNDLE/MANIFEST"
+cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
 size=$(du -sm "$BUNDLE" | cut -f1)
-log "bundle in $BUNDLE: ${size} MiB"
+log "bundle in $BUNDLE: ${size} MiB (payload.tar.xz + run-gpu-bundle.sh + MANIFEST)"
 cat "$BUNDLE/MANIFEST"
 [ "$size" -lt 60 ] || log "WARNING: ${size} MiB is close to the 64 MiB a GPU run can carry"

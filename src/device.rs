@@ -288,6 +288,13 @@ pub(crate) struct DeviceGuard {
 
 impl DeviceGuard {
     pub(crate) fn new(ordinal: usize) -> Result<DeviceGuard> {
+        // Every launch is preceded by this guard (ops call `Context::activate`). Launchers
+        // report `hipGetLastError()` after their launch, which would also return an older,
+        // already-reported failure of any runtime call in this thread (a framework's, say):
+        // clear that here so a launch status is about the launch. (Sticky errors, from a
+        // faulted kernel, are not cleared by this and still surface.)
+        // SAFETY: plain call.
+        unsafe { sys::hipfp8_rt_get_last_error() };
         let mut cur = -1;
         // SAFETY: valid out-pointer.
         check_status("get device", unsafe { sys::hipfp8_rt_get_device(&mut cur) })?;

@@ -16,887 +16,24 @@ use hipfp8::ffi::*;
 
 use hipfp8_status::*;
 
-const POISON: u8 = 0xA5;
-
-// ---- the harness ---------------------------------------------------------------------------
-
-/// One buffer argument: 8-aligned backing store with one spare byte so the pointer can be
-/// deliberately misaligned.
-#[derive(Clone)]
-struct Buf {
-    name: &'static str,
-    elem: usize,
-    len: usize,
-    output: bool,
-    store: Vec<u64>,
-    null: bool,
-    misalign: bool,
-}
-
-impl Buf {
-    fn new(name: &'static str, elem: usize, len: usize, output: bool) -> Buf {
-        let words = (len * elem + 1).div_ceil(8) + 1;
-        let fill = if output {
-            u64::from_ne_bytes([POISON; 8])
-        } else {
-            0
-        };
-        Buf {
-            name,
-            elem,
-            len,
-            output,
-            store: vec![fill; words],
-            null: false,
-            misalign: false,
-        }
-    }
-    fn input(name: &'static str, elem: usize, len: usize) -> Buf {
-        Buf::new(name, elem, len, false)
-    }
-    fn output(name: &'static str, elem: usize, len: usize) -> Buf {
-        Buf::new(name, elem, len, true)
-    }
-    fn ptr(&mut self) -> *mut u8 {
-        if self.null {
-            return null_mut();
-        }
-        // SAFETY: the store has at least len*elem + 1 bytes, so base + 1 stays in bounds.
-        unsafe {
-            self.store
-                .as_mut_ptr()
-                .cast::<u8>()
-                .add(self.misalign as usize)
-        }
-    }
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: viewing the Vec<u64> store as bytes.
-        unsafe {
-            std::slice::from_raw_parts(self.store.as_ptr().cast::<u8>(), self.store.len() * 8)
-        }
-    }
-    /// Write int32 values (offsets) at the start of an input.
-    fn set_i32(&mut self, vals: &[i32]) {
-        let p = self.ptr().cast::<i32>();
-        for (i, v) in vals.iter().enumerate() {
-            // SAFETY: callers write at most `len` int32s into an aligned store.
-            unsafe { p.add(i).write(*v) };
-        }
-    }
-    fn untouched(&self) -> bool {
-        self.bytes().iter().all(|&b| b == POISON)
-    }
-}
-
-type CallFn = fn(*const hipfp8_context, *const c_void, &[*mut u8], &[usize]) -> hipfp8_status;
-
-/// One exported op with a valid problem; rows mutate a copy of it.
-#[derive(Clone)]
-struct Op {
-    name: &'static str,
-    desc: Vec<u64>,
-    desc_size: usize,
-    /// Offsets of the enum-valued descriptor fields (format, dtype, ...) and of `flags`.
-    enum_fields: Vec<(&'static str, usize)>,
-    flags_field: Option<usize>,
-    /// A dimension that is reduced over and so must be > 0.
-    reduced: Option<usize>,
-    /// Dimension fields whose product sizes the buffers (set huge to overflow).
-    product: Vec<usize>,
-    /// Grouped ops: the offsets buffer and the extent they index.
-    offs: Option<(&'static str, usize)>,
-    /// Dimensions tied to another argument (e must equal the number of offsets).
-    linked: Vec<usize>,
-    bufs: Vec<Buf>,
-    call: CallFn,
-}
-
-impl Op {
-    fn new<D: Copy>(name: &'static str, desc: D, bufs: Vec<Buf>, call: CallFn) -> Op {
-        let mut store = vec![0u64; size_of::<D>().div_ceil(8)];
-        // SAFETY: the store is 8-aligned and at least size_of::<D>() bytes.
-        unsafe { store.as_mut_ptr().cast::<D>().write(desc) };
-        Op {
-            name,
-            desc: store,
-            desc_size: size_of::<D>(),
-            enum_fields: vec![],
-            flags_field: None,
-            reduced: None,
-            product: vec![],
-            offs: None,
-            linked: vec![],
-            bufs,
-            call,
-        }
-    }
-    fn enums(mut self, fields: &[(&'static str, usize)]) -> Op {
-        self.enum_fields = fields.to_vec();
-        self
-    }
-    fn flags(mut self, off: usize) -> Op {
-        self.flags_field = Some(off);
-        self
-    }
-    fn reduced(mut self, off: usize) -> Op {
-        self.reduced = Some(off);
-        self
-    }
-    fn product(mut self, offs: &[usize]) -> Op {
-        self.product = offs.to_vec();
-        self
-    }
-    fn grouped(mut self, offs_buf: &'static str, extent: usize, vals: &[i32]) -> Op {
-        self.offs = Some((offs_buf, extent));
-        self.buf(offs_buf).set_i32(vals);
-        self
-    }
-    fn linked(mut self, off: usize) -> Op {
-        self.linked.push(off);
-        self
-    }
-    fn set_desc_u32(&mut self, off: usize, v: u32) {
-        // SAFETY: `off` comes from offset_of! on this descriptor type (a u32 field).
-        unsafe {
-            self.desc
-                .as_mut_ptr()
-                .cast::<u8>()
-                .add(off)
-                .cast::<u32>()
-                .write(v)
-        }
-    }
-    fn set_desc_usize(&mut self, off: usize, v: usize) {
-        // SAFETY: `off` comes from offset_of! on this descriptor type (a usize field).
-        unsafe {
-            self.desc
-                .as_mut_ptr()
-                .cast::<u8>()
-                .add(off)
-                .cast::<usize>()
-                .write(v)
-        }
-    }
-    fn buf(&mut self, name: &str) -> &mut Buf {
-        self.bufs
-            .iter_mut()
-            .find(|b| b.name == name)
-            .unwrap_or_else(|| panic!("no buffer {name}"))
-    }
-    fn invoke_with(&mut self, ctx: *const hipfp8_context, desc: *const c_void) -> hipfp8_status {
-        let ptrs: Vec<*mut u8> = self.bufs.iter_mut().map(|b| b.ptr()).collect();
-        let lens: Vec<usize> = self.bufs.iter().map(|b| b.len).collect();
-        (self.call)(ctx, desc, &ptrs, &lens)
-    }
-    fn invoke(&mut self, ctx: *const hipfp8_context) -> hipfp8_status {
-        let desc = self.desc.as_ptr().cast::<c_void>();
-        self.invoke_with(ctx, desc)
-    }
-    /// Assert a failure: status, message fragments, untouched outputs.
-    fn expect_fail(&self, row: &str, got: hipfp8_status, want: hipfp8_status, msg: &[&str]) {
-        let m = last_error();
-        assert_eq!(
-            got, want,
-            "[{row}] {}: expected {want:?}, got {got:?} ({m})",
-            self.name
-        );
-        assert!(
-            m.starts_with(self.name),
-            "[{row}] {}: last error should name the function: {m:?}",
-            self.name
-        );
-        for f in msg {
-            assert!(
-                m.contains(f),
-                "[{row}] {}: last error {m:?} should mention {f:?}",
-                self.name
-            );
-        }
-        for b in self.bufs.iter().filter(|b| b.output) {
-            assert!(
-                b.untouched(),
-                "[{row}] {}: output `{}` was written on failure",
-                self.name,
-                b.name
-            );
-        }
-    }
-}
-
-fn last_error() -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next hipfp8 call on this thread.
-    unsafe { CStr::from_ptr(hipfp8_last_error_message()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-struct Ctx(*mut hipfp8_context);
-
-impl Ctx {
-    fn cpu() -> Ctx {
-        let mut c = null_mut();
-        let st = hipfp8_context_create(hipfp8_backend::HIPFP8_BACKEND_CPU as u32, 0, &mut c);
-        assert_eq!(st, HIPFP8_STATUS_SUCCESS);
-        Ctx(c)
-    }
-}
-
-impl Drop for Ctx {
-    fn drop(&mut self) {
-        hipfp8_context_destroy(self.0);
-    }
-}
-
-fn p<T>(ps: &[*mut u8], i: usize) -> *mut T {
-    ps[i].cast()
-}
-
-// ---- the ops, each with a small valid problem ------------------------------------------------
-
-const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
-const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
-const NS: hipStream_t = null_mut();
-
-macro_rules! off {
-    ($t:ty, $($f:ident),+) => { &[$(offset_of!($t, $f)),+] };
-}
-
-fn cast_2d(name: &'static str, m: usize, k: usize, dtype: u32, bufs: Vec<Buf>, call: CallFn) -> Op {
-    type D = hipfp8_cast_2d_desc;
-    let d = D {
-        size: size_of::<D>(),
-        input_dtype: dtype,
-        format: 0,
-        flags: 0,
-        m,
-        k,
-    };
-    Op::new(name, d, bufs, call)
-        .enums(&[
-            ("format", offset_of!(D, format)),
-            ("dtype", offset_of!(D, input_dtype)),
-        ])
-        .flags(offset_of!(D, flags))
-        .product(off!(D, m, k))
-}
-
-fn all_ops() -> Vec<Op> {
-    let mut ops = Vec::new();
-    let (m, k) = (3usize, 5usize);
-    for (dtype, esz) in [(BF16, 2), (F32, 4)] {
-        ops.push(
-            cast_2d(
-                "hipfp8_rowwise_2d",
-                m,
-                k,
-                dtype,
-                vec![
-                    Buf::input("x", esz, m * k),
-                    Buf::output("out", 1, m * k),
-                    Buf::output("scales", 4, m),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_2d(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        NS,
-                    )
-                },
-            )
-            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
-        );
-    }
-    {
-        type D = hipfp8_cast_3d_desc;
-        let (e, k, n) = (2usize, 3usize, 4usize);
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: F32,
-            format: 0,
-            flags: 0,
-            e,
-            k,
-            n,
-        };
-        let bufs = |ns| {
-            vec![
-                Buf::input("x", 4, e * k * n),
-                Buf::output("out", 1, e * k * n),
-                Buf::output("scales", 4, ns),
-            ]
-        };
-        let dec = |o: Op| {
-            o.enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-            ])
-            .flags(offset_of!(D, flags))
-            .product(off!(D, e, k, n))
-        };
-        ops.push(
-            dec(Op::new(
-                "hipfp8_colwise_3d",
-                d,
-                bufs(e * n),
-                |c, d, ps, ls| {
-                    hipfp8_colwise_3d(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        NS,
-                    )
-                },
-            ))
-            .reduced(offset_of!(D, k)),
-        );
-        ops.push(
-            dec(Op::new(
-                "hipfp8_rowwise_3d_transpose_rhs",
-                d,
-                bufs(e * k),
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_3d_transpose_rhs(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        NS,
-                    )
-                },
-            ))
-            .reduced(offset_of!(D, n)),
-        );
-    }
-    {
-        // Grouped along m (5 rows, groups [0,1) [1,3) [3,5)).
-        let (m, k, g) = (5usize, 3usize, 3usize);
-        ops.push(
-            cast_2d(
-                "hipfp8_per_group_colwise",
-                m,
-                k,
-                BF16,
-                vec![
-                    Buf::input("x", 2, m * k),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m * k),
-                    Buf::output("scales", 4, g * k),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_colwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        NS,
-                    )
-                },
-            )
-            .grouped("offs", m, &[1, 3, 5]),
-        );
-        // Grouped along k (3 rows, 5 columns).
-        let (m2, k2) = (3usize, 5usize);
-        ops.push(
-            cast_2d(
-                "hipfp8_per_group_rowwise",
-                m2,
-                k2,
-                F32,
-                vec![
-                    Buf::input("x", 4, m2 * k2),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m2 * k2),
-                    Buf::output("scales", 4, g * m2),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_rowwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        NS,
-                    )
-                },
-            )
-            .grouped("offs", k2, &[1, 3, 5]),
-        );
-        type D = hipfp8_cast_dual_desc;
-        let (k1, k2) = (3usize, 2usize);
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: BF16,
-            format: 0,
-            flags: 0,
-            input_dtype2: F32,
-            m,
-            k1,
-            k2,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_per_group_colwise_dual",
-                d,
-                vec![
-                    Buf::input("x1", 2, m * k1),
-                    Buf::input("x2", 4, m * k2),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out1", 1, m * k1),
-                    Buf::output("scales1", 4, g * k1),
-                    Buf::output("out2", 1, m * k2),
-                    Buf::output("scales2", 4, g * k2),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_colwise_dual(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        ps[1].cast(),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        p(ps, 6),
-                        ls[6],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-                ("dtype", offset_of!(D, input_dtype2)),
-            ])
-            .flags(offset_of!(D, flags))
-            .product(off!(D, m, k1, k2))
-            .grouped("offs", m, &[1, 3, 5]),
-        );
-        type P = hipfp8_padded_desc;
-        let m_cap = m + 15 * g;
-        let d = P {
-            size: size_of::<P>(),
-            input_dtype: BF16,
-            format: 0,
-            flags: 1,
-            m,
-            k,
-            m_cap,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_rowwise_2d_padded",
-                d,
-                vec![
-                    Buf::input("x", 2, m * k),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m_cap * k),
-                    Buf::output("scales", 4, m_cap),
-                    Buf::output("padded_offs", 4, g),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_2d_padded(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(P, format)),
-                ("dtype", offset_of!(P, input_dtype)),
-            ])
-            .flags(offset_of!(P, flags))
-            .reduced(offset_of!(P, k))
-            .product(off!(P, m, k))
-            .grouped("offs", m, &[1, 3, 5]),
-        );
-    }
-    {
-        type D = hipfp8_tensorwise_desc;
-        let n = 7usize;
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: BF16,
-            format: 0,
-            flags: 0,
-            n,
-        };
-        // (n is a plain count: a huge n is an input too small, not an overflow; no product.)
-        ops.push(
-            Op::new(
-                "hipfp8_tensorwise",
-                d,
-                vec![
-                    Buf::input("x", 2, n),
-                    Buf::output("out", 1, n),
-                    Buf::output("scale", 4, 1),
-                    Buf::output("amax", 4, 1),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_tensorwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-            ])
-            .flags(offset_of!(D, flags)),
-        );
-    }
-    {
-        let (m, k) = (3usize, 130usize);
-        ops.push(cast_2d(
-            "hipfp8_blockwise_1x128",
-            m,
-            k,
-            BF16,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 4, m * 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_blockwise_1x128(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    NS,
-                )
-            },
-        ));
-        let (m, k) = (130usize, 5usize);
-        ops.push(cast_2d(
-            "hipfp8_blockwise_128x128",
-            m,
-            k,
-            F32,
-            vec![
-                Buf::input("x", 4, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 4, 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_blockwise_128x128(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    NS,
-                )
-            },
-        ));
-    }
-    {
-        type D = hipfp8_cast_transpose_desc;
-        let (m, k) = (3usize, 5usize);
-        for (scaling, ns, nst) in [
-            (hipfp8_scaling::HIPFP8_SCALING_TENSORWISE, 1, 1),
-            (hipfp8_scaling::HIPFP8_SCALING_ROWWISE, m, k),
-        ] {
-            let d = D {
-                size: size_of::<D>(),
-                input_dtype: BF16,
-                format: 0,
-                flags: 0,
-                scaling: scaling as u32,
-                m,
-                k,
-            };
-            ops.push(
-                Op::new(
-                    "hipfp8_cast_transpose",
-                    d,
-                    vec![
-                        Buf::input("x", 2, m * k),
-                        Buf::output("out", 1, m * k),
-                        Buf::output("out_t", 1, m * k),
-                        Buf::output("scales", 4, ns),
-                        Buf::output("scales_t", 4, nst),
-                    ],
-                    |c, d, ps, ls| {
-                        hipfp8_cast_transpose(
-                            c,
-                            d.cast(),
-                            ps[0].cast(),
-                            ls[0],
-                            p(ps, 1),
-                            ls[1],
-                            p(ps, 2),
-                            ls[2],
-                            p(ps, 3),
-                            ls[3],
-                            p(ps, 4),
-                            ls[4],
-                            NS,
-                        )
-                    },
-                )
-                .enums(&[
-                    ("format", offset_of!(D, format)),
-                    ("dtype", offset_of!(D, input_dtype)),
-                    ("scaling", offset_of!(D, scaling)),
-                ])
-                .flags(offset_of!(D, flags))
-                .reduced(offset_of!(D, k))
-                .product(off!(D, m, k)),
-            );
-        }
-    }
-    {
-        type D = hipfp8_mxfp8_desc;
-        let (m, k) = (3usize, 40usize);
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: BF16,
-            format: 0,
-            rounding: 1,
-            m,
-            k,
-        };
-        let dec = |o: Op| {
-            o.enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-                ("rounding", offset_of!(D, rounding)),
-            ])
-            .product(off!(D, m, k))
-        };
-        ops.push(dec(Op::new(
-            "hipfp8_mxfp8_dim0",
-            d,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 1, m * 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_mxfp8_dim0(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    NS,
-                )
-            },
-        )));
-        ops.push(dec(Op::new(
-            "hipfp8_mxfp8_dim1",
-            d,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 1, k),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_mxfp8_dim1(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    NS,
-                )
-            },
-        )));
-    }
-    {
-        type D = hipfp8_grouped_gemm_2d3d_desc;
-        let (m, k, n, e) = (5usize, 3usize, 2usize, 3usize);
-        let d = D {
-            size: size_of::<D>(),
-            a_format: 0,
-            b_format: 1,
-            m,
-            k,
-            n,
-            e,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_grouped_gemm_2d3d",
-                d,
-                vec![
-                    Buf::input("a", 1, m * k),
-                    Buf::input("b", 1, e * k * n),
-                    Buf::input("offs", 4, e),
-                    Buf::input("scale_a", 4, m),
-                    Buf::input("scale_b", 4, e * n),
-                    Buf::output("out", 2, m * n),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_grouped_gemm_2d3d(
-                        c,
-                        d.cast(),
-                        ps[0],
-                        ls[0],
-                        ps[1],
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, a_format)),
-                ("format", offset_of!(D, b_format)),
-            ])
-            .reduced(offset_of!(D, k))
-            .product(off!(D, m, k, n, e))
-            .linked(offset_of!(D, e))
-            .grouped("offs", m, &[1, 3, 5]),
-        );
-        type E = hipfp8_grouped_gemm_2d2d_desc;
-        let (n, mt, k, g) = (2usize, 5usize, 3usize, 3usize);
-        let d = E {
-            size: size_of::<E>(),
-            a_format: 1,
-            b_format: 0,
-            n,
-            mt,
-            k,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_grouped_gemm_2d2d",
-                d,
-                vec![
-                    Buf::input("a", 1, n * mt),
-                    Buf::input("b", 1, mt * k),
-                    Buf::input("offs", 4, g),
-                    Buf::input("scale_a", 4, g * n),
-                    Buf::input("scale_b", 4, g * k),
-                    Buf::output("out", 2, g * n * k),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_grouped_gemm_2d2d(
-                        c,
-                        d.cast(),
-                        ps[0],
-                        ls[0],
-                        ps[1],
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        NS,
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(E, a_format)),
-                ("format", offset_of!(E, b_format)),
-            ])
-            .product(off!(E, n, mt, k))
-            .grouped("offs", mt, &[1, 3, 5]),
-        );
-    }
-    ops
-}
-
-fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
-    let v: Vec<_> = all_ops()
-        .into_iter()
-        .filter_map(|o| o.offs.map(|(b, e)| (o, b, e)))
-        .collect();
-    assert!(v.len() >= 6, "every grouped op is in the matrix");
-    v
-}
+mod support;
+use support::ffi_ops::*;
 
 /// Every export of the header is exercised by the matrix (a new op without a row fails here).
 #[test]
 fn matrix_covers_every_op_export() {
-    let header =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/hipfp8.h")).unwrap();
+    // CARGO_MANIFEST_DIR at run time: a GPU test bundle carries the sources elsewhere.
+    let root =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let header = std::fs::read_to_string(format!("{root}/include/hipfp8.h")).unwrap();
     let names: std::collections::BTreeSet<&str> = all_ops().iter().map(|o| o.name).collect();
     for line in header
         .lines()
         .filter(|l| l.starts_with("hipfp8_status hipfp8_"))
     {
         let f = &line["hipfp8_status ".len()..line.find('(').unwrap()];
-        if f.starts_with("hipfp8_context_") {
-            continue; // context functions: rows of their own below
+        if f.starts_with("hipfp8_context_") || f == "hipfp8_grouped_gemm_workspace_size" {
+            continue; // no descriptor: rows of their own below
         }
         assert!(
             names.contains(f),
@@ -910,7 +47,14 @@ fn matrix_covers_every_op_export() {
 #[test]
 fn valid_calls_succeed_and_write() {
     let ctx = Ctx::cpu();
-    for mut op in all_ops() {
+    // Zero inputs as built, and the random inputs (with NaN/Inf/subnormals) of the GPU tests.
+    let random = all_ops().into_iter().enumerate().map(|(idx, mut op)| {
+        for (i, b) in op.bufs.iter_mut().enumerate() {
+            b.fill_random((idx * 31 + i) as u32);
+        }
+        op
+    });
+    for mut op in all_ops().into_iter().chain(random) {
         assert_eq!(
             op.invoke(ctx.0),
             HIPFP8_STATUS_SUCCESS,
@@ -1328,6 +472,117 @@ fn unsupported_format() {
             &["e4m3fnuz"],
         );
     }
+}
+
+#[test]
+fn grouped_gemm_workspace() {
+    let ctx = Ctx::cpu();
+    let gemm = |name: &str| all_ops().into_iter().find(|o| o.name == name).unwrap();
+    // NULL with a size, and a workspace not 256-byte aligned, are refused for both GEMMs.
+    let mut store = vec![0u64; 64];
+    let base = store.as_mut_ptr().cast::<u8>();
+    let aligned = base.wrapping_add(base.align_offset(256)); // < 256: inside the 512 bytes
+    for name in ["hipfp8_grouped_gemm_2d3d", "hipfp8_grouped_gemm_2d2d"] {
+        for (ws, bytes, want, msg) in [
+            (
+                null_mut(),
+                64usize,
+                HIPFP8_STATUS_NULL_POINTER,
+                "`workspace`",
+            ),
+            (
+                base.wrapping_add(16),
+                64,
+                HIPFP8_STATUS_MISALIGNED,
+                "256-byte aligned",
+            ),
+        ] {
+            let mut o = gemm(name);
+            o.call = if name.ends_with("2d3d") {
+                |c, d, ps, ls| {
+                    let (ws, bytes) = WS.with(|w| w.get());
+                    hipfp8_grouped_gemm_2d3d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        ws,
+                        bytes,
+                        NS,
+                    )
+                }
+            } else {
+                |c, d, ps, ls| {
+                    let (ws, bytes) = WS.with(|w| w.get());
+                    hipfp8_grouped_gemm_2d2d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        ws,
+                        bytes,
+                        NS,
+                    )
+                }
+            };
+            WS.with(|w| w.set((ws.cast(), bytes)));
+            let st = o.invoke(ctx.0);
+            o.expect_fail("workspace", st, want, &[msg]);
+            // An aligned workspace is accepted (the CPU backend does not use it).
+            WS.with(|w| w.set((aligned.cast(), 64)));
+            let mut o2 = o.clone();
+            assert_eq!(o2.invoke(ctx.0), HIPFP8_STATUS_SUCCESS, "{}", last_error());
+        }
+    }
+    // The size query: 0 on the CPU; its arguments are checked like everything else.
+    let mut bytes = 99usize;
+    let st = hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 0, 32, &mut bytes);
+    assert_eq!((st, bytes), (HIPFP8_STATUS_SUCCESS, 0));
+    let mut bytes = 99usize;
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(null(), 0, 0, 0, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_HANDLE
+    );
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 9, 0, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_ENUM
+    );
+    assert!(last_error().contains("format = 9"));
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 3, 32, &mut bytes),
+        HIPFP8_STATUS_INVALID_ENUM
+    );
+    assert!(last_error().contains("backend = 3"));
+    assert_eq!(
+        hipfp8_grouped_gemm_workspace_size(ctx.0, 0, 0, 0, 32, null_mut()),
+        HIPFP8_STATUS_NULL_POINTER
+    );
+    assert_eq!(bytes, 99, "written on failure");
+}
+
+thread_local! {
+    /// The workspace argument the GEMM closures of `grouped_gemm_workspace` pass.
+    static WS: std::cell::Cell<(*mut c_void, usize)> = const { std::cell::Cell::new((std::ptr::null_mut(), 0)) };
 }
 
 #[test]

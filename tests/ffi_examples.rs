@@ -154,7 +154,12 @@ fn needed(exe: &Path) -> String {
 }
 
 fn run_example(exe: &Path) -> String {
-    let out = run(Command::new(exe).env("RAYON_NUM_THREADS", "2"));
+    // cargo puts target/<profile> on LD_LIBRARY_PATH, which outranks the executable's RUNPATH:
+    // a stale libhipfp8.so there (from an earlier `cargo build`) would be loaded instead of
+    // the one this test linked against. Point the loader at the linked library explicitly.
+    let out = run(Command::new(exe)
+        .env("RAYON_NUM_THREADS", "2")
+        .env("LD_LIBRARY_PATH", lib_dir().unwrap()));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -11,9 +11,11 @@
 //!   f32 scale multiplies.
 //! * acc: accumulation error. The reference kernel (f32 FMA) and CK (f32 MFMA accumulators)
 //!   are bounded by gamma = (K + 2) 2^-24 (standard summation bound); we allow 2 gamma.
-//!   CUTLASS runs Hopper FP8 WGMMA with fast accumulation (as torch._scaled_grouped_mm does),
-//!   whose tensor-core accumulator keeps about 14 significant bits between the k = 32 steps
-//!   (DeepSeek-V3 report, section 3.3.2): acc = max(2 gamma, ceil(K/32) 2^-14).
+//!   CUTLASS runs Hopper FP8 WGMMA with fast accumulation (as torch._scaled_grouped_mm does):
+//!   the tensor core adds each k = 32 step's products to the accumulator with about 13-14
+//!   significant bits (DeepSeek-V3 report, section 3.3.2). Measured on the H200 (first run of
+//!   this suite): worst error 2^-13.3 S per k = 32 step. acc = max(2 gamma, ceil(K/32) 2^-12),
+//!   a factor 2.5 above that.
 //!
 //! Plus a global similarity check over all written elements (DeepGEMM's metric):
 //!   diff = 1 - 2 <out, ref> / (<out, out> + <ref, ref>) <= 1e-4
@@ -77,7 +79,7 @@ fn compare(got: &[bf16], refs: &[Option<(f64, f64, usize)>], cutlass_acc: bool, 
             Some((exact, abs_sum, k)) => {
                 let gamma = (*k as f64 + 2.0) * 2f64.powi(-24);
                 let acc = if cutlass_acc {
-                    (2.0 * gamma).max((*k as f64 / 32.0).ceil() * 2f64.powi(-14))
+                    (2.0 * gamma).max((*k as f64 / 32.0).ceil() * 2f64.powi(-12))
                 } else {
                     2.0 * gamma
                 };

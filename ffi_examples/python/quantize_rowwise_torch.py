@@ -89,6 +89,47 @@ def check(lib, st, what):
         raise RuntimeError(f"{what}: {lib.hipfp8_status_string(st).decode()} -- {msg}")
 
 
+def run_case(torch, lib, ctx, fp8_dtype, fp8_max):
+    """Quantize on torch's current stream and check against torch; True when equal."""
+    m, k = 257, 1000
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = (torch.randn(m, k, device="cuda", generator=g) * 3).to(torch.bfloat16)
+    x[3].zero_()  # an all-zero row
+    x[5, 7] = torch.finfo(torch.bfloat16).max
+    x[6, :] = torch.finfo(torch.bfloat16).tiny  # subnormal-scale row
+    out = torch.empty(m, k, dtype=torch.uint8, device="cuda")
+    scales = torch.empty(m, dtype=torch.float32, device="cuda")
+
+    desc = CastDesc(ctypes.sizeof(CastDesc), HIPFP8_DTYPE_BF16, HIPFP8_FORMAT_AUTO,
+                    HIPFP8_FLAG_POW2_SCALES, m, k)
+    stream = torch.cuda.current_stream()
+    st = lib.hipfp8_rowwise_2d(ctx, byref(desc),
+                               x.data_ptr(), x.numel(),
+                               out.data_ptr(), out.numel(),
+                               scales.data_ptr(), scales.numel(),
+                               stream.cuda_stream)
+    if st == HIPFP8_STATUS_BACKEND_UNAVAILABLE:
+        skip(f"rowwise_2d is not in this GPU build: {lib.hipfp8_last_error_message().decode()}")
+    check(lib, st, "hipfp8_rowwise_2d")
+    # Ordered on torch's stream: the torch ops below see the result without a host sync.
+    amax = x.float().abs().amax(dim=1, keepdim=True)
+    ref_scale = (fp8_max / amax.double().clamp(min=1e-12)).float()
+    # Power of two, exactly: 2^(e-1) for scale = f * 2^e, f in [0.5, 1). (torchao writes
+    # exp2(floor(log2(s))), whose f32 log2 can round a value just below 2^n up to n.)
+    _, e = torch.frexp(ref_scale)
+    ref_scale = torch.ldexp(torch.ones_like(ref_scale), e - 1)
+    ref = (x.float() * ref_scale).clamp(-fp8_max, fp8_max).to(fp8_dtype).view(torch.uint8)
+    bad_data = int((out != ref).sum())
+    bad_scales = int((scales != ref_scale.squeeze(1)).sum())
+    where = f"stream {stream.cuda_stream:#x}"
+    if bad_data or bad_scales:
+        print(f"quantize_rowwise_torch: MISMATCH on {where}: {bad_data} data bytes, {bad_scales} scales")
+        return False
+    print(f"quantize_rowwise_torch: OK ({m} x {k} bf16 on {torch.cuda.get_device_name()}, "
+          f"{where}, format {fp8_dtype})")
+    return True
+
+
 def main():
     try:
         import torch
@@ -112,41 +153,14 @@ def main():
             assert native.value == HIPFP8_FORMAT_E4M3FN
             fp8_dtype, fp8_max = torch.float8_e4m3fn, 448.0
 
-        m, k = 257, 1000
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = (torch.randn(m, k, device="cuda", generator=g) * 3).to(torch.bfloat16)
-        x[3].zero_()  # an all-zero row
-        x[5, 7] = torch.finfo(torch.bfloat16).max
-        x[6, :] = torch.finfo(torch.bfloat16).tiny  # subnormal-scale row
-        out = torch.empty(m, k, dtype=torch.uint8, device="cuda")
-        scales = torch.empty(m, dtype=torch.float32, device="cuda")
-
-        desc = CastDesc(ctypes.sizeof(CastDesc), HIPFP8_DTYPE_BF16, HIPFP8_FORMAT_AUTO,
-                        HIPFP8_FLAG_POW2_SCALES, m, k)
-        stream = torch.cuda.current_stream()
-        st = lib.hipfp8_rowwise_2d(ctx, byref(desc),
-                                   x.data_ptr(), x.numel(),
-                                   out.data_ptr(), out.numel(),
-                                   scales.data_ptr(), scales.numel(),
-                                   stream.cuda_stream)
-        if st == HIPFP8_STATUS_BACKEND_UNAVAILABLE:
-            skip(f"rowwise_2d is not in this GPU build: {lib.hipfp8_last_error_message().decode()}")
-        check(lib, st, "hipfp8_rowwise_2d")
-        # Ordered on torch's stream: torch ops below see the result without a sync here.
-        amax = x.float().abs().amax(dim=1, keepdim=True)
-        ref_scale = (fp8_max / amax.double().clamp(min=1e-12)).float()
-        # Power of two, exactly: 2^(e-1) for scale = f * 2^e, f in [0.5, 1). (torchao writes
-        # exp2(floor(log2(s))), whose f32 log2 can round a value just below 2^n up to n.)
-        _, e = torch.frexp(ref_scale)
-        ref_scale = torch.ldexp(torch.ones_like(ref_scale), e - 1)
-        ref = (x.float() * ref_scale).clamp(-fp8_max, fp8_max).to(fp8_dtype).view(torch.uint8)
-        bad_data = int((out != ref).sum())
-        bad_scales = int((scales != ref_scale.squeeze(1)).sum())
-        if bad_data or bad_scales:
-            print(f"quantize_rowwise_torch: MISMATCH: {bad_data} data bytes, {bad_scales} scales")
+        ok = run_case(torch, lib, ctx, fp8_dtype, fp8_max)
+        # Again on a side stream: the op is queued on whatever stream torch is using.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            ok = run_case(torch, lib, ctx, fp8_dtype, fp8_max) and ok
+        if not ok:
             return 1
-        print(f"quantize_rowwise_torch: OK ({m} x {k} bf16 on {torch.cuda.get_device_name()}, "
-              f"stream {stream.cuda_stream:#x}, format {fp8_dtype})")
         return 0
     finally:
         lib.hipfp8_context_destroy(ctx)

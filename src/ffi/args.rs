@@ -20,6 +20,7 @@ use super::status::FfiError;
 use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
 use crate::error::Error;
 use crate::format::Fp8Format;
+use crate::grouped_gemm_gpu::GemmWorkspace;
 use crate::ops::{CastParams, Context, Dst, FormatChoice, HpSrc, Loc, Src};
 
 /// A problem descriptor: `#[repr(C)]`, first field `size: usize` (set by the caller to
@@ -254,6 +255,36 @@ impl<'c> Views<'c> {
         // SAFETY: as in `src`, for writes; the caller guarantees no other buffer of the call
         // overlaps it.
         Ok(unsafe { Dst::from_raw(p, len, self.loc) })
+    }
+
+    /// A caller's grouped-GEMM workspace: NULL with 0 bytes = none (the library's cached
+    /// buffer), else device memory aligned to 256 bytes (what a fresh allocation has; the
+    /// libraries carve argument arrays and TMA descriptors out of it).
+    pub(crate) fn workspace(
+        &self,
+        p: *mut c_void,
+        bytes: usize,
+    ) -> Result<Option<GemmWorkspace>, FfiError> {
+        const ALIGN: usize = 256;
+        if p.is_null() {
+            return if bytes == 0 {
+                Ok(None)
+            } else {
+                Err(Error::NullPointer("workspace").into())
+            };
+        }
+        if p.addr() % ALIGN != 0 {
+            return Err(Error::Misaligned(format!(
+                "`workspace` = {p:p} is not {ALIGN}-byte aligned"
+            ))
+            .into());
+        }
+        self.check_location("workspace", p.cast_const())?;
+        // SAFETY: the module-level contract: device memory of the context's GPU valid for
+        // `bytes` bytes and not used by other work until the GEMM queued with it has run (the
+        // header says so); the GEMM checks `bytes` against what it needs. (The CPU backend
+        // never touches it.)
+        Ok(Some(unsafe { GemmWorkspace::from_raw(p, bytes) }))
     }
 
     /// A high-precision input whose element type is a `hipfp8_dtype`.

@@ -2,15 +2,40 @@
 //! output, rowwise DEQUANT scales (the reciprocals of the forward scales the casts write).
 //! `out[i,j] = bf16_rne(sum_k decode(a[i,k]) * decode(b[k,j]) * scale_a[i] * scale_b[j])`.
 //! A and B may use different formats (e.g. E4M3 activations x E5M2 gradients).
+//!
+//! On a GPU the vendor library (CUTLASS on sm_90, Composable Kernel on gfx942/gfx950) runs
+//! when it supports the call, else the portable reference kernel (`backend` picks). The
+//! libraries need a device workspace for their per-group arguments (built on the device from
+//! the offsets: nothing is read back, nothing synchronises): pass your own, sized by
+//! `hipfp8_grouped_gemm_workspace_size` (needed for graph capture), or NULL/0 to use a
+//! cached per-device buffer.
+
+use std::ffi::c_void;
 
 use half::bf16;
 
 use super::args::{descriptor, format_choice};
-use super::status::hipfp8_status;
+use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
-use super::{hipfp8_context, op_entry};
+use super::{args, context, hipfp8_context, op_entry};
+use crate::error::Error;
 use crate::grouped_gemm::GemmParams;
+use crate::grouped_gemm_gpu::GemmBackend;
 use crate::ops::StreamRef;
+
+/// Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_gemm_backend {
+    /// The vendor library when it supports the call (formats, shape and alignment rules),
+    /// else the reference kernel. The environment variable HIPFP8_GROUPED_GEMM_BACKEND
+    /// (auto / reference / library) can override AUTO.
+    HIPFP8_GEMM_BACKEND_AUTO = 0,
+    /// The portable reference kernel (every format pair and shape).
+    HIPFP8_GEMM_BACKEND_REFERENCE = 1,
+    /// The vendor library only: a call it cannot take is NOT_SUPPORTED.
+    HIPFP8_GEMM_BACKEND_LIBRARY = 2,
+}
 
 /// 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
 /// b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
@@ -23,6 +48,8 @@ pub struct hipfp8_grouped_gemm_2d3d_desc {
     pub a_format: u32,
     /// `hipfp8_format` of b.
     pub b_format: u32,
+    /// `hipfp8_gemm_backend`.
+    pub backend: u32,
     /// Rows of a and out (all groups).
     pub m: usize,
     /// Reduced dimension.
@@ -44,6 +71,8 @@ pub struct hipfp8_grouped_gemm_2d2d_desc {
     pub a_format: u32,
     /// `hipfp8_format` of b.
     pub b_format: u32,
+    /// `hipfp8_gemm_backend`.
+    pub backend: u32,
     /// Rows of a.
     pub n: usize,
     /// The grouped, reduced dimension (tokens).
@@ -54,14 +83,52 @@ pub struct hipfp8_grouped_gemm_2d2d_desc {
 
 descriptor!(hipfp8_grouped_gemm_2d3d_desc, hipfp8_grouped_gemm_2d2d_desc);
 
-fn gemm_params(a: u32, b: u32) -> Result<GemmParams, super::status::FfiError> {
-    Ok(GemmParams::new(format_choice(a)?, format_choice(b)?))
+fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
+    const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
+    const REFERENCE: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
+    const LIBRARY: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_LIBRARY as u32;
+    match v {
+        AUTO => Ok(GemmBackend::Auto),
+        REFERENCE => Ok(GemmBackend::Reference),
+        LIBRARY => Ok(GemmBackend::Library),
+        v => Err(Error::InvalidEnum(format!(
+            "backend = {v} is not a hipfp8_gemm_backend (AUTO = 0, REFERENCE = 1, LIBRARY = 2)"
+        ))
+        .into()),
+    }
+}
+
+fn gemm_params(a: u32, b: u32, backend: u32) -> Result<GemmParams, FfiError> {
+    Ok(GemmParams::new(format_choice(a)?, format_choice(b)?).with_backend(gemm_backend(backend)?))
+}
+
+/// Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
+/// with these formats and backend (either layout); 0 when the reference kernel or the CPU
+/// runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_workspace_size(
+    ctx: *const hipfp8_context,
+    a_format: u32,
+    b_format: u32,
+    backend: u32,
+    num_groups: usize,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    guard("hipfp8_grouped_gemm_workspace_size", || {
+        let c = context::lookup(ctx)?;
+        let p = gemm_params(a_format, b_format, backend)?;
+        let out = args::out_param("bytes", bytes)?;
+        out.write(c.grouped_gemm_workspace_size(&p, num_groups)?);
+        Ok(())
+    })
 }
 
 /// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
 /// a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
 /// a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
-/// scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned).
+/// scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned);
+/// workspace: NULL and 0, or device memory (256-byte aligned) of at least
+/// `hipfp8_grouped_gemm_workspace_size` bytes, unused by other work until this GEMM ran.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfp8_grouped_gemm_2d3d(
     ctx: *const hipfp8_context,
@@ -78,16 +145,19 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
     scale_b_len: usize,
     out: *mut u16,
     out_len: usize,
+    workspace: *mut c_void,
+    workspace_bytes: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_grouped_gemm_2d3d", ctx, desc, |c, d, v| {
-        let p = gemm_params(d.a_format, d.b_format)?;
+        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
         let a = v.src("a", a, a_len)?;
         let b = v.src("b", b, b_len)?;
         let offs = v.src("offs", offs, num_groups)?;
         let sa = v.src("scale_a", scale_a, scale_a_len)?;
         let sb = v.src("scale_b", scale_b, scale_b_len)?;
         let out = v.dst("out", out.cast::<bf16>(), out_len)?;
+        p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
         Ok(c.grouped_gemm_2d3d(&p, d.m, d.k, d.n, d.e, a, b, offs, sa, sb, out, s)?)
     })
@@ -96,7 +166,8 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
 /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
 /// rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
 /// empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
-/// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16.
+/// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
+/// as for `hipfp8_grouped_gemm_2d3d`.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfp8_grouped_gemm_2d2d(
     ctx: *const hipfp8_context,
@@ -113,16 +184,19 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
     scale_b_len: usize,
     out: *mut u16,
     out_len: usize,
+    workspace: *mut c_void,
+    workspace_bytes: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_grouped_gemm_2d2d", ctx, desc, |c, d, v| {
-        let p = gemm_params(d.a_format, d.b_format)?;
+        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
         let a = v.src("a", a, a_len)?;
         let b = v.src("b", b, b_len)?;
         let offs = v.src("offs", offs, num_groups)?;
         let sa = v.src("scale_a", scale_a, scale_a_len)?;
         let sb = v.src("scale_b", scale_b, scale_b_len)?;
         let out = v.dst("out", out.cast::<bf16>(), out_len)?;
+        p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
         Ok(c.grouped_gemm_2d2d(&p, d.n, d.mt, d.k, a, b, offs, sa, sb, out, s)?)
     })

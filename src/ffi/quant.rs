@@ -231,7 +231,8 @@ pub extern "C" fn hipfp8_per_group_colwise(
 
 /// Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
 /// grad_out and the activations together). x1: m*k1, x2: m*k2 elements; out1: m*k1 and
-/// out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2.
+/// out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2. The GPU kernel takes
+/// one dtype for both inputs (NOT_SUPPORTED otherwise; the CPU takes any pair).
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfp8_per_group_colwise_dual(
     ctx: *const hipfp8_context,

@@ -3,6 +3,8 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
+pub mod ffi_ops;
+
 use std::process::{Command, Output};
 
 pub const WARN_FLAGS: [&str; 4] = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"];

@@ -1,0 +1,960 @@
+//! The C ABI's ops as data, for the bad-input matrix (tests/ffi_bad_input.rs) and the GPU
+//! tests (tests/ffi_gpu.rs): each exported op with a small valid problem, its buffers (with
+//! spare room so a pointer can be misaligned on purpose), its descriptor as bytes, and the
+//! offsets of its enum, flag and dimension fields.
+
+use std::ffi::{CStr, c_void};
+use std::mem::{offset_of, size_of};
+use std::ptr::null_mut;
+
+use hipfp8::ffi::*;
+
+use hipfp8_status::*;
+
+pub const POISON: u8 = 0xA5;
+
+// ---- the harness ---------------------------------------------------------------------------
+
+/// One buffer argument: 8-aligned backing store with one spare byte so the pointer can be
+/// deliberately misaligned.
+#[derive(Clone)]
+pub struct Buf {
+    pub name: &'static str,
+    pub elem: usize,
+    pub len: usize,
+    pub output: bool,
+    pub store: Vec<u64>,
+    pub null: bool,
+    pub misalign: bool,
+}
+
+impl Buf {
+    pub fn new(name: &'static str, elem: usize, len: usize, output: bool) -> Buf {
+        let words = (len * elem + 1).div_ceil(8) + 1;
+        let fill = if output {
+            u64::from_ne_bytes([POISON; 8])
+        } else {
+            0
+        };
+        Buf {
+            name,
+            elem,
+            len,
+            output,
+            store: vec![fill; words],
+            null: false,
+            misalign: false,
+        }
+    }
+    pub fn input(name: &'static str, elem: usize, len: usize) -> Buf {
+        Buf::new(name, elem, len, false)
+    }
+    pub fn output(name: &'static str, elem: usize, len: usize) -> Buf {
+        Buf::new(name, elem, len, true)
+    }
+    pub fn ptr(&mut self) -> *mut u8 {
+        if self.null {
+            return null_mut();
+        }
+        // SAFETY: the store has at least len*elem + 1 bytes, so base + 1 stays in bounds.
+        unsafe {
+            self.store
+                .as_mut_ptr()
+                .cast::<u8>()
+                .add(self.misalign as usize)
+        }
+    }
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: viewing the Vec<u64> store as bytes.
+        unsafe {
+            std::slice::from_raw_parts(self.store.as_ptr().cast::<u8>(), self.store.len() * 8)
+        }
+    }
+    /// Write int32 values (offsets) at the start of an input.
+    pub fn set_i32(&mut self, vals: &[i32]) {
+        let p = self.ptr().cast::<i32>();
+        for (i, v) in vals.iter().enumerate() {
+            // SAFETY: callers write at most `len` int32s into an aligned store.
+            unsafe { p.add(i).write(*v) };
+        }
+    }
+    /// Fill an input with deterministic pseudo-random data of its kind (inferred from the
+    /// element size and name): bf16/f32 high-precision values with a few specials (NaN, Inf,
+    /// subnormal, max) for `x*`, positive scales for `scale_*`, non-NaN FP8 codes for bytes.
+    /// Offsets are left alone.
+    pub fn fill_random(&mut self, seed: u32) {
+        if self.output || self.name.starts_with("offs") {
+            return;
+        }
+        let mut s = seed ^ 0x9E37_79B9;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            s
+        };
+        let base = self.ptr();
+        for i in 0..self.len {
+            let r = next();
+            let unit = (r >> 8) as f32 / (1u32 << 24) as f32; // [0, 1)
+            let special = match r % 97 {
+                0 => Some(f32::NAN),
+                1 => Some(f32::INFINITY),
+                2 => Some(-1e-40),
+                3 => Some(3.0e38),
+                _ => None,
+            };
+            // SAFETY: i < len, and the store holds len elements of `elem` bytes from `base`.
+            unsafe {
+                match (self.elem, self.name.starts_with("scale")) {
+                    (1, _) => {
+                        // FP8 codes, never a NaN or Inf code of any format (low 7 bits < 0x7C).
+                        let c = (r & 0xFF) as u8;
+                        base.add(i)
+                            .write(if c & 0x7F >= 0x7C { c & 0xBB } else { c });
+                    }
+                    (2, _) => {
+                        let v = special.unwrap_or((unit - 0.5) * 20.0);
+                        base.cast::<u16>()
+                            .add(i)
+                            .write(half::bf16::from_f32(v).to_bits());
+                    }
+                    (4, true) => base.cast::<f32>().add(i).write(0.25 + unit * 2.0),
+                    (4, false) => base
+                        .cast::<f32>()
+                        .add(i)
+                        .write(special.unwrap_or((unit - 0.5) * 20.0)),
+                    _ => unreachable!("element size {}", self.elem),
+                }
+            }
+        }
+    }
+
+    pub fn untouched(&self) -> bool {
+        self.bytes().iter().all(|&b| b == POISON)
+    }
+}
+
+pub type CallFn = fn(*const hipfp8_context, *const c_void, &[*mut u8], &[usize]) -> hipfp8_status;
+
+/// One exported op with a valid problem; rows mutate a copy of it.
+#[derive(Clone)]
+pub struct Op {
+    pub name: &'static str,
+    pub desc: Vec<u64>,
+    pub desc_size: usize,
+    /// Offsets of the enum-valued descriptor fields (format, dtype, ...) and of `flags`.
+    pub enum_fields: Vec<(&'static str, usize)>,
+    pub flags_field: Option<usize>,
+    /// A dimension that is reduced over and so must be > 0.
+    pub reduced: Option<usize>,
+    /// Dimension fields whose product sizes the buffers (set huge to overflow).
+    pub product: Vec<usize>,
+    /// Grouped ops: the offsets buffer and the extent they index.
+    pub offs: Option<(&'static str, usize)>,
+    /// Dimensions tied to another argument (e must equal the number of offsets).
+    pub linked: Vec<usize>,
+    pub bufs: Vec<Buf>,
+    pub call: CallFn,
+}
+
+impl Op {
+    pub fn new<D: Copy>(name: &'static str, desc: D, bufs: Vec<Buf>, call: CallFn) -> Op {
+        let mut store = vec![0u64; size_of::<D>().div_ceil(8)];
+        // SAFETY: the store is 8-aligned and at least size_of::<D>() bytes.
+        unsafe { store.as_mut_ptr().cast::<D>().write(desc) };
+        Op {
+            name,
+            desc: store,
+            desc_size: size_of::<D>(),
+            enum_fields: vec![],
+            flags_field: None,
+            reduced: None,
+            product: vec![],
+            offs: None,
+            linked: vec![],
+            bufs,
+            call,
+        }
+    }
+    pub fn enums(mut self, fields: &[(&'static str, usize)]) -> Op {
+        self.enum_fields = fields.to_vec();
+        self
+    }
+    pub fn flags(mut self, off: usize) -> Op {
+        self.flags_field = Some(off);
+        self
+    }
+    pub fn reduced(mut self, off: usize) -> Op {
+        self.reduced = Some(off);
+        self
+    }
+    pub fn product(mut self, offs: &[usize]) -> Op {
+        self.product = offs.to_vec();
+        self
+    }
+    pub fn grouped(mut self, offs_buf: &'static str, extent: usize, vals: &[i32]) -> Op {
+        self.offs = Some((offs_buf, extent));
+        self.buf(offs_buf).set_i32(vals);
+        self
+    }
+    pub fn linked(mut self, off: usize) -> Op {
+        self.linked.push(off);
+        self
+    }
+    pub fn set_desc_u32(&mut self, off: usize, v: u32) {
+        // SAFETY: `off` comes from offset_of! on this descriptor type (a u32 field).
+        unsafe {
+            self.desc
+                .as_mut_ptr()
+                .cast::<u8>()
+                .add(off)
+                .cast::<u32>()
+                .write(v)
+        }
+    }
+    pub fn set_desc_usize(&mut self, off: usize, v: usize) {
+        // SAFETY: `off` comes from offset_of! on this descriptor type (a usize field).
+        unsafe {
+            self.desc
+                .as_mut_ptr()
+                .cast::<u8>()
+                .add(off)
+                .cast::<usize>()
+                .write(v)
+        }
+    }
+    pub fn buf(&mut self, name: &str) -> &mut Buf {
+        self.bufs
+            .iter_mut()
+            .find(|b| b.name == name)
+            .unwrap_or_else(|| panic!("no buffer {name}"))
+    }
+    pub fn invoke_with(
+        &mut self,
+        ctx: *const hipfp8_context,
+        desc: *const c_void,
+    ) -> hipfp8_status {
+        let ptrs: Vec<*mut u8> = self.bufs.iter_mut().map(|b| b.ptr()).collect();
+        let lens: Vec<usize> = self.bufs.iter().map(|b| b.len).collect();
+        (self.call)(ctx, desc, &ptrs, &lens)
+    }
+    /// Call with other buffer pointers (e.g. device copies of `bufs`), same counts.
+    pub fn invoke_ptrs(&self, ctx: *const hipfp8_context, ptrs: &[*mut u8]) -> hipfp8_status {
+        let lens: Vec<usize> = self.bufs.iter().map(|b| b.len).collect();
+        (self.call)(ctx, self.desc.as_ptr().cast::<c_void>(), ptrs, &lens)
+    }
+    pub fn invoke(&mut self, ctx: *const hipfp8_context) -> hipfp8_status {
+        let desc = self.desc.as_ptr().cast::<c_void>();
+        self.invoke_with(ctx, desc)
+    }
+    /// Assert a failure: status, message fragments, untouched outputs.
+    pub fn expect_fail(&self, row: &str, got: hipfp8_status, want: hipfp8_status, msg: &[&str]) {
+        let m = last_error();
+        assert_eq!(
+            got, want,
+            "[{row}] {}: expected {want:?}, got {got:?} ({m})",
+            self.name
+        );
+        assert!(
+            m.starts_with(self.name),
+            "[{row}] {}: last error should name the function: {m:?}",
+            self.name
+        );
+        for f in msg {
+            assert!(
+                m.contains(f),
+                "[{row}] {}: last error {m:?} should mention {f:?}",
+                self.name
+            );
+        }
+        for b in self.bufs.iter().filter(|b| b.output) {
+            assert!(
+                b.untouched(),
+                "[{row}] {}: output `{}` was written on failure",
+                self.name,
+                b.name
+            );
+        }
+    }
+}
+
+pub fn last_error() -> String {
+    // SAFETY: never NULL, NUL-terminated, valid until the next hipfp8 call on this thread.
+    unsafe { CStr::from_ptr(hipfp8_last_error_message()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub struct Ctx(pub *mut hipfp8_context);
+
+impl Ctx {
+    pub fn cpu() -> Ctx {
+        let mut c = null_mut();
+        let st = hipfp8_context_create(hipfp8_backend::HIPFP8_BACKEND_CPU as u32, 0, &mut c);
+        assert_eq!(st, HIPFP8_STATUS_SUCCESS);
+        Ctx(c)
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        hipfp8_context_destroy(self.0);
+    }
+}
+
+pub fn p<T>(ps: &[*mut u8], i: usize) -> *mut T {
+    ps[i].cast()
+}
+
+// ---- the ops, each with a small valid problem ------------------------------------------------
+
+pub const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
+pub const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
+pub const NS: hipStream_t = null_mut();
+
+macro_rules! off {
+    ($t:ty, $($f:ident),+) => { &[$(offset_of!($t, $f)),+] };
+}
+
+pub fn cast_2d(
+    name: &'static str,
+    m: usize,
+    k: usize,
+    dtype: u32,
+    bufs: Vec<Buf>,
+    call: CallFn,
+) -> Op {
+    type D = hipfp8_cast_2d_desc;
+    let d = D {
+        size: size_of::<D>(),
+        input_dtype: dtype,
+        format: 0,
+        flags: 0,
+        m,
+        k,
+    };
+    Op::new(name, d, bufs, call)
+        .enums(&[
+            ("format", offset_of!(D, format)),
+            ("dtype", offset_of!(D, input_dtype)),
+        ])
+        .flags(offset_of!(D, flags))
+        .product(off!(D, m, k))
+}
+
+pub fn all_ops() -> Vec<Op> {
+    let mut ops = Vec::new();
+    let (m, k) = (3usize, 5usize);
+    for (dtype, esz) in [(BF16, 2), (F32, 4)] {
+        ops.push(
+            cast_2d(
+                "hipfp8_rowwise_2d",
+                m,
+                k,
+                dtype,
+                vec![
+                    Buf::input("x", esz, m * k),
+                    Buf::output("out", 1, m * k),
+                    Buf::output("scales", 4, m),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_rowwise_2d(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        NS,
+                    )
+                },
+            )
+            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
+        );
+    }
+    {
+        type D = hipfp8_cast_3d_desc;
+        let (e, k, n) = (2usize, 3usize, 4usize);
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: F32,
+            format: 0,
+            flags: 0,
+            e,
+            k,
+            n,
+        };
+        let bufs = |ns| {
+            vec![
+                Buf::input("x", 4, e * k * n),
+                Buf::output("out", 1, e * k * n),
+                Buf::output("scales", 4, ns),
+            ]
+        };
+        let dec = |o: Op| {
+            o.enums(&[
+                ("format", offset_of!(D, format)),
+                ("dtype", offset_of!(D, input_dtype)),
+            ])
+            .flags(offset_of!(D, flags))
+            .product(off!(D, e, k, n))
+        };
+        ops.push(
+            dec(Op::new(
+                "hipfp8_colwise_3d",
+                d,
+                bufs(e * n),
+                |c, d, ps, ls| {
+                    hipfp8_colwise_3d(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        NS,
+                    )
+                },
+            ))
+            .reduced(offset_of!(D, k)),
+        );
+        ops.push(
+            dec(Op::new(
+                "hipfp8_rowwise_3d_transpose_rhs",
+                d,
+                bufs(e * k),
+                |c, d, ps, ls| {
+                    hipfp8_rowwise_3d_transpose_rhs(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        NS,
+                    )
+                },
+            ))
+            .reduced(offset_of!(D, n)),
+        );
+    }
+    {
+        // Grouped along m (5 rows, groups [0,1) [1,3) [3,5)).
+        let (m, k, g) = (5usize, 3usize, 3usize);
+        ops.push(
+            cast_2d(
+                "hipfp8_per_group_colwise",
+                m,
+                k,
+                BF16,
+                vec![
+                    Buf::input("x", 2, m * k),
+                    Buf::input("offs", 4, g),
+                    Buf::output("out", 1, m * k),
+                    Buf::output("scales", 4, g * k),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_per_group_colwise(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        NS,
+                    )
+                },
+            )
+            .grouped("offs", m, &[1, 3, 5]),
+        );
+        // Grouped along k (3 rows, 5 columns).
+        let (m2, k2) = (3usize, 5usize);
+        ops.push(
+            cast_2d(
+                "hipfp8_per_group_rowwise",
+                m2,
+                k2,
+                F32,
+                vec![
+                    Buf::input("x", 4, m2 * k2),
+                    Buf::input("offs", 4, g),
+                    Buf::output("out", 1, m2 * k2),
+                    Buf::output("scales", 4, g * m2),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_per_group_rowwise(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        NS,
+                    )
+                },
+            )
+            .grouped("offs", k2, &[1, 3, 5]),
+        );
+        type D = hipfp8_cast_dual_desc;
+        let (k1, k2) = (3usize, 2usize);
+        // Mixed input dtypes (allowed on the CPU; the GPU kernel takes one dtype for both
+        // and says NOT_SUPPORTED) and the same dtype.
+        for (dtype2, esz2) in [(F32, 4), (BF16, 2)] {
+            let d = D {
+                size: size_of::<D>(),
+                input_dtype: BF16,
+                format: 0,
+                flags: 0,
+                input_dtype2: dtype2,
+                m,
+                k1,
+                k2,
+            };
+            ops.push(
+                Op::new(
+                    "hipfp8_per_group_colwise_dual",
+                    d,
+                    vec![
+                        Buf::input("x1", 2, m * k1),
+                        Buf::input("x2", esz2, m * k2),
+                        Buf::input("offs", 4, g),
+                        Buf::output("out1", 1, m * k1),
+                        Buf::output("scales1", 4, g * k1),
+                        Buf::output("out2", 1, m * k2),
+                        Buf::output("scales2", 4, g * k2),
+                    ],
+                    |c, d, ps, ls| {
+                        hipfp8_per_group_colwise_dual(
+                            c,
+                            d.cast(),
+                            ps[0].cast(),
+                            ls[0],
+                            ps[1].cast(),
+                            ls[1],
+                            p(ps, 2),
+                            ls[2],
+                            p(ps, 3),
+                            ls[3],
+                            p(ps, 4),
+                            ls[4],
+                            p(ps, 5),
+                            ls[5],
+                            p(ps, 6),
+                            ls[6],
+                            NS,
+                        )
+                    },
+                )
+                .enums(&[
+                    ("format", offset_of!(D, format)),
+                    ("dtype", offset_of!(D, input_dtype)),
+                    ("dtype", offset_of!(D, input_dtype2)),
+                ])
+                .flags(offset_of!(D, flags))
+                .product(off!(D, m, k1, k2))
+                .grouped("offs", m, &[1, 3, 5]),
+            );
+        }
+        type P = hipfp8_padded_desc;
+        let m_cap = m + 15 * g;
+        let d = P {
+            size: size_of::<P>(),
+            input_dtype: BF16,
+            format: 0,
+            flags: 1,
+            m,
+            k,
+            m_cap,
+        };
+        ops.push(
+            Op::new(
+                "hipfp8_rowwise_2d_padded",
+                d,
+                vec![
+                    Buf::input("x", 2, m * k),
+                    Buf::input("offs", 4, g),
+                    Buf::output("out", 1, m_cap * k),
+                    Buf::output("scales", 4, m_cap),
+                    Buf::output("padded_offs", 4, g),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_rowwise_2d_padded(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        NS,
+                    )
+                },
+            )
+            .enums(&[
+                ("format", offset_of!(P, format)),
+                ("dtype", offset_of!(P, input_dtype)),
+            ])
+            .flags(offset_of!(P, flags))
+            .reduced(offset_of!(P, k))
+            .product(off!(P, m, k))
+            .grouped("offs", m, &[1, 3, 5]),
+        );
+    }
+    {
+        type D = hipfp8_tensorwise_desc;
+        let n = 7usize;
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: BF16,
+            format: 0,
+            flags: 0,
+            n,
+        };
+        // (n is a plain count: a huge n is an input too small, not an overflow; no product.)
+        ops.push(
+            Op::new(
+                "hipfp8_tensorwise",
+                d,
+                vec![
+                    Buf::input("x", 2, n),
+                    Buf::output("out", 1, n),
+                    Buf::output("scale", 4, 1),
+                    Buf::output("amax", 4, 1),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_tensorwise(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        p(ps, 1),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        NS,
+                    )
+                },
+            )
+            .enums(&[
+                ("format", offset_of!(D, format)),
+                ("dtype", offset_of!(D, input_dtype)),
+            ])
+            .flags(offset_of!(D, flags)),
+        );
+    }
+    {
+        let (m, k) = (3usize, 130usize);
+        ops.push(cast_2d(
+            "hipfp8_blockwise_1x128",
+            m,
+            k,
+            BF16,
+            vec![
+                Buf::input("x", 2, m * k),
+                Buf::output("out", 1, m * k),
+                Buf::output("scales", 4, m * 2),
+            ],
+            |c, d, ps, ls| {
+                hipfp8_blockwise_1x128(
+                    c,
+                    d.cast(),
+                    ps[0].cast(),
+                    ls[0],
+                    p(ps, 1),
+                    ls[1],
+                    p(ps, 2),
+                    ls[2],
+                    NS,
+                )
+            },
+        ));
+        let (m, k) = (130usize, 5usize);
+        ops.push(cast_2d(
+            "hipfp8_blockwise_128x128",
+            m,
+            k,
+            F32,
+            vec![
+                Buf::input("x", 4, m * k),
+                Buf::output("out", 1, m * k),
+                Buf::output("scales", 4, 2),
+            ],
+            |c, d, ps, ls| {
+                hipfp8_blockwise_128x128(
+                    c,
+                    d.cast(),
+                    ps[0].cast(),
+                    ls[0],
+                    p(ps, 1),
+                    ls[1],
+                    p(ps, 2),
+                    ls[2],
+                    NS,
+                )
+            },
+        ));
+    }
+    {
+        type D = hipfp8_cast_transpose_desc;
+        let (m, k) = (3usize, 5usize);
+        for (scaling, ns, nst) in [
+            (hipfp8_scaling::HIPFP8_SCALING_TENSORWISE, 1, 1),
+            (hipfp8_scaling::HIPFP8_SCALING_ROWWISE, m, k),
+        ] {
+            let d = D {
+                size: size_of::<D>(),
+                input_dtype: BF16,
+                format: 0,
+                flags: 0,
+                scaling: scaling as u32,
+                m,
+                k,
+            };
+            ops.push(
+                Op::new(
+                    "hipfp8_cast_transpose",
+                    d,
+                    vec![
+                        Buf::input("x", 2, m * k),
+                        Buf::output("out", 1, m * k),
+                        Buf::output("out_t", 1, m * k),
+                        Buf::output("scales", 4, ns),
+                        Buf::output("scales_t", 4, nst),
+                    ],
+                    |c, d, ps, ls| {
+                        hipfp8_cast_transpose(
+                            c,
+                            d.cast(),
+                            ps[0].cast(),
+                            ls[0],
+                            p(ps, 1),
+                            ls[1],
+                            p(ps, 2),
+                            ls[2],
+                            p(ps, 3),
+                            ls[3],
+                            p(ps, 4),
+                            ls[4],
+                            NS,
+                        )
+                    },
+                )
+                .enums(&[
+                    ("format", offset_of!(D, format)),
+                    ("dtype", offset_of!(D, input_dtype)),
+                    ("scaling", offset_of!(D, scaling)),
+                ])
+                .flags(offset_of!(D, flags))
+                .reduced(offset_of!(D, k))
+                .product(off!(D, m, k)),
+            );
+        }
+    }
+    {
+        type D = hipfp8_mxfp8_desc;
+        let (m, k) = (3usize, 40usize);
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: BF16,
+            format: 0,
+            rounding: 1,
+            m,
+            k,
+        };
+        let dec = |o: Op| {
+            o.enums(&[
+                ("format", offset_of!(D, format)),
+                ("dtype", offset_of!(D, input_dtype)),
+                ("rounding", offset_of!(D, rounding)),
+            ])
+            .product(off!(D, m, k))
+        };
+        ops.push(dec(Op::new(
+            "hipfp8_mxfp8_dim0",
+            d,
+            vec![
+                Buf::input("x", 2, m * k),
+                Buf::output("out", 1, m * k),
+                Buf::output("scales", 1, m * 2),
+            ],
+            |c, d, ps, ls| {
+                hipfp8_mxfp8_dim0(
+                    c,
+                    d.cast(),
+                    ps[0].cast(),
+                    ls[0],
+                    p(ps, 1),
+                    ls[1],
+                    p(ps, 2),
+                    ls[2],
+                    NS,
+                )
+            },
+        )));
+        ops.push(dec(Op::new(
+            "hipfp8_mxfp8_dim1",
+            d,
+            vec![
+                Buf::input("x", 2, m * k),
+                Buf::output("out", 1, m * k),
+                Buf::output("scales", 1, k),
+            ],
+            |c, d, ps, ls| {
+                hipfp8_mxfp8_dim1(
+                    c,
+                    d.cast(),
+                    ps[0].cast(),
+                    ls[0],
+                    p(ps, 1),
+                    ls[1],
+                    p(ps, 2),
+                    ls[2],
+                    NS,
+                )
+            },
+        )));
+    }
+    {
+        type D = hipfp8_grouped_gemm_2d3d_desc;
+        let (m, k, n, e) = (5usize, 3usize, 2usize, 3usize);
+        let d = D {
+            size: size_of::<D>(),
+            a_format: 0,
+            b_format: 1,
+            backend: 0,
+            m,
+            k,
+            n,
+            e,
+        };
+        ops.push(
+            Op::new(
+                "hipfp8_grouped_gemm_2d3d",
+                d,
+                vec![
+                    Buf::input("a", 1, m * k),
+                    Buf::input("b", 1, e * k * n),
+                    Buf::input("offs", 4, e),
+                    Buf::input("scale_a", 4, m),
+                    Buf::input("scale_b", 4, e * n),
+                    Buf::output("out", 2, m * n),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_grouped_gemm_2d3d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        null_mut(),
+                        0,
+                        NS,
+                    )
+                },
+            )
+            .enums(&[
+                ("format", offset_of!(D, a_format)),
+                ("format", offset_of!(D, b_format)),
+                ("backend", offset_of!(D, backend)),
+            ])
+            .reduced(offset_of!(D, k))
+            .product(off!(D, m, k, n, e))
+            .linked(offset_of!(D, e))
+            .grouped("offs", m, &[1, 3, 5]),
+        );
+        type E = hipfp8_grouped_gemm_2d2d_desc;
+        let (n, mt, k, g) = (2usize, 5usize, 3usize, 3usize);
+        let d = E {
+            size: size_of::<E>(),
+            a_format: 1,
+            b_format: 0,
+            backend: 0,
+            n,
+            mt,
+            k,
+        };
+        ops.push(
+            Op::new(
+                "hipfp8_grouped_gemm_2d2d",
+                d,
+                vec![
+                    Buf::input("a", 1, n * mt),
+                    Buf::input("b", 1, mt * k),
+                    Buf::input("offs", 4, g),
+                    Buf::input("scale_a", 4, g * n),
+                    Buf::input("scale_b", 4, g * k),
+                    Buf::output("out", 2, g * n * k),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_grouped_gemm_2d2d(
+                        c,
+                        d.cast(),
+                        ps[0],
+                        ls[0],
+                        ps[1],
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        p(ps, 5),
+                        ls[5],
+                        null_mut(),
+                        0,
+                        NS,
+                    )
+                },
+            )
+            .enums(&[
+                ("format", offset_of!(E, a_format)),
+                ("format", offset_of!(E, b_format)),
+                ("backend", offset_of!(E, backend)),
+            ])
+            .product(off!(E, n, mt, k))
+            .grouped("offs", mt, &[1, 3, 5]),
+        );
+    }
+    ops
+}
+
+pub fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
+    let v: Vec<_> = all_ops()
+        .into_iter()
+        .filter_map(|o| o.offs.map(|(b, e)| (o, b, e)))
+        .collect();
+    assert!(v.len() >= 6, "every grouped op is in the matrix");
+    v
+}
