@@ -13,7 +13,7 @@
 mod common;
 
 use common::{
-    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same,
+    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same_bits,
 };
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, StreamRef, bf16};
@@ -102,8 +102,10 @@ fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
 
 fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
     let g = o.gpu_host();
-    if let Some(i) = (0..g.len()).find(|&i| !same(g[i], o.host[i])) {
-        let bad = (0..g.len()).filter(|&i| !same(g[i], o.host[i])).count();
+    if let Some(i) = (0..g.len()).find(|&i| !same_bits(g[i], o.host[i])) {
+        let bad = (0..g.len())
+            .filter(|&i| !same_bits(g[i], o.host[i]))
+            .count();
         return Err(TestCaseError::fail(format!(
             "{what}: {bad} of {} scales differ; first at {} (view index {}): gpu {:e} ({:#010x}) cpu {:e} ({:#010x})",
             g.len(),
