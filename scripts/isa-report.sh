@@ -198,10 +198,14 @@ for src, target, ks, funcs in parsed:
         problems = []
         if scratch > 0: problems.append(f"{scratch} B scratch")
         if dyn: problems.append("dynamic stack")
-        if vsp or ssp: problems.append(f"spills {vsp} VGPR / {ssp} SGPR")
+        if vsp: problems.append(f"spills {vsp} VGPR")
+        # SGPR spills with no private segment land in VGPR lanes (v_writelane/v_readlane), not
+        # in scratch memory: reported, not failed. With a private segment they are caught above.
+        lane_note = f" ({ssp} SGPRs spilled to VGPR lanes, no memory)" if ssp and not scratch else ""
+        if ssp and scratch: problems.append(f"spills {ssp} SGPR to scratch")
         if sins: problems.append(fmt_counts(sins))
         if not ins: problems.append("no disassembly found for the kernel symbol")
-        r["status"] = "FAIL: " + "; ".join(problems) if problems else "ok"
+        r["status"] = ("FAIL: " + "; ".join(problems)) if problems else "ok" + lane_note
         if problems:
             failures.append(f"{target} {src} {r['kernel']}: {'; '.join(problems)}")
         rows.append(r)
@@ -259,8 +263,8 @@ w("build.rs compiles (HIPFP8_EXPORT_OBJECTS). Do not edit by hand; CI regenerate
 w(f"AMD: {os.environ.get('HIPCC_VERSION') or 'hipcc'}. NVIDIA: {os.environ.get('NVCC_VERSION') or 'nvcc'}.")
 w("")
 w("Columns: VGPR/AGPR/SGPR as allocated; LDS = static shared memory (bytes); scratch = private")
-w("segment bytes (must be 0: the check fails otherwise, as it does on spills, a dynamic stack or")
-w("scratch_* instructions); WG = max flat workgroup size the code was compiled for (1024 unless")
+w("segment bytes (must be 0: the check fails otherwise, as it does on VGPR spills, a dynamic stack or")
+w("scratch_* instructions; SGPR spills into VGPR lanes touch no memory and are listed, not failed); WG = max flat workgroup size the code was compiled for (1024 unless")
 w("`__launch_bounds__` says otherwise); FP8 enc/dec = hardware conversion instructions;")
 w("ld16/st16 = 16-byte global (or buffer) loads/stores; instrs = instructions in the kernel body.")
 w("")
