@@ -22,6 +22,7 @@ Writes bench/results/h200-latest.json (list of {op, shape, us, gbps, pct_copy, t
 exact_match, ...}) and .md into $OUT (or bench/results/).
 
     HIPFP8_LIB=path/libhipfp8.so PYTHONPATH=<torchao> python3 bench/compare_torchao.py [--quick]
+        [--only op1,op2] [--tag NAME]   # a subset; results go to h200-NAME.{json,md}
 """
 
 import ctypes
@@ -37,6 +38,8 @@ import triton
 from triton.testing import do_bench
 
 QUICK = "--quick" in sys.argv
+ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+TAG = sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else "latest"
 dev = torch.device("cuda")
 F8 = torch.float8_e4m3fn
 FMT_E4M3FN = 2
@@ -229,6 +232,8 @@ def add(op, shape, groups, us, nbytes, ao_us, exact, note=""):
 
 
 def run(name, fn):
+    if ONLY and not any(name.startswith(o) for o in ONLY):
+        return
     try:
         fn()
     except Exception as e:  # keep going: one broken op must not hide the others
@@ -515,9 +520,9 @@ def main():
 
     outdir = os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
     os.makedirs(outdir, exist_ok=True)
-    with open(os.path.join(outdir, "h200-latest.json"), "w") as fh:
+    with open(os.path.join(outdir, f"h200-{TAG}.json"), "w") as fh:
         json.dump(ROWS, fh, indent=1)
-    with open(os.path.join(outdir, "h200-latest.md"), "w") as fh:
+    with open(os.path.join(outdir, f"h200-{TAG}.md"), "w") as fh:
         fh.write(f"# hipfp8 vs torchao 0.18 on {torch.cuda.get_device_name()}\n\n")
         fh.write(f"torch {torch.__version__}, triton {triton.__version__}; one process, "
                  "`triton.testing.do_bench` medians; copy = torch `copy_` of 2 GiB in the same run: "

@@ -173,8 +173,11 @@ __host__ __device__ inline float round_down_pow2(float s) {
 // scale = fp8_max / max(amax, 1e-12) in f64, stored f32; NaN amax -> NaN; Inf amax -> 0.
 template <uint32_t F>
 __host__ __device__ inline float amax_to_scale(uint32_t amax_bits, bool pow2) {
+  // NaN amax -> the canonical quiet NaN 0x7FC00000, as the CPU reference writes (f64 division
+  // by NaN on NVIDIA yields 0x7FFFFFFF, so the payload is fixed here, not left to hardware).
+  if (amax_bits > 0x7F800000u) return u2f(0x7FC00000u);
   const double a = (double)u2f(amax_bits);
-  const double d = (amax_bits > 0x7F800000u) ? a : (a > 1e-12 ? a : 1e-12);
+  const double d = a > 1e-12 ? a : 1e-12;
   float s = (float)(Fp8Traits<F>::MAXF / d);
   return pow2 ? round_down_pow2(s) : s;
 }

@@ -74,7 +74,12 @@ impl Context {
                 let mut bytes = 0u64;
                 // SAFETY: arithmetic on the arguments; writes the out-pointer only.
                 crate::device::check_status("cast_transpose workspace size", unsafe {
-                    crate::sys::hipfp8_cast_transpose_workspace_bytes(m as i64, k as i64, scaling as i32, &mut bytes)
+                    crate::sys::hipfp8_cast_transpose_workspace_bytes(
+                        m as i64,
+                        k as i64,
+                        scaling as i32,
+                        &mut bytes,
+                    )
                 })?;
                 self.workspace.with(self, bytes as usize, stream, |ws| {
                     // SAFETY: validated above: device memory of this GPU with m*k inputs, m*k

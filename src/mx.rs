@@ -87,7 +87,19 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_mxfp8_dim0_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.rounding as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_mxfp8_dim0_launch(
+                        xp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.rounding as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("mxfp8_dim0", st)
             }
         }
@@ -133,7 +145,19 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_mxfp8_dim1_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.rounding as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_mxfp8_dim1_launch(
+                        xp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.rounding as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("mxfp8_dim1", st)
             }
         }

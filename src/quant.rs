@@ -486,7 +486,19 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with n inputs, n output bytes, one scale and one amax; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_tensorwise_launch(xp, op, sp, ap, n as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_tensorwise_launch(
+                        xp,
+                        op,
+                        sp,
+                        ap,
+                        n as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("tensorwise", st)
             }
         }
@@ -537,7 +549,19 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_blockwise_1x128_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_blockwise_1x128_launch(
+                        xp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("blockwise_1x128", st)
             }
         }
@@ -588,7 +612,19 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_blockwise_128x128_launch(xp, op, sp, m as i64, k as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_blockwise_128x128_launch(
+                        xp,
+                        op,
+                        sp,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("blockwise_128x128", st)
             }
         }
@@ -661,7 +697,11 @@ impl Context {
                     return Ok(());
                 }
                 let (xp, dtype) = x.raw_parts();
-                let (op, sp, pp) = (out.as_mut_ptr(), scales.as_mut_ptr(), padded_offs.as_mut_ptr());
+                let (op, sp, pp) = (
+                    out.as_mut_ptr(),
+                    scales.as_mut_ptr(),
+                    padded_offs.as_mut_ptr(),
+                );
                 let offp = offs.as_ptr();
                 self.check_device_pointers(&[
                     ("x", xp),
@@ -672,7 +712,22 @@ impl Context {
                 ])?;
                 let _dev = self.activate()?;
                 // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; the launcher only queues work on `stream`.
-                let st = unsafe { crate::sys::hipfp8_rowwise_2d_padded_launch(xp, offp, op, sp, pp, m as i64, k as i64, g as i64, fmt as i32, p.pow2_scales as i32, dtype, stream.0) };
+                let st = unsafe {
+                    crate::sys::hipfp8_rowwise_2d_padded_launch(
+                        xp,
+                        offp,
+                        op,
+                        sp,
+                        pp,
+                        m as i64,
+                        k as i64,
+                        g as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        dtype,
+                        stream.0,
+                    )
+                };
                 crate::device::check_status("rowwise_2d_padded", st)
             }
         }

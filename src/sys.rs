@@ -141,7 +141,7 @@ foreign! {
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
         format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
     /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
-    /// `[g*m + i]`. At most 4096 groups (else `KSTATUS_UNSUPPORTED`).
+    /// `[g*m + i]`. At most 2048 groups (else `KSTATUS_UNSUPPORTED`).
     "hipfp8_per_group_rowwise_launch" => pub fn hipfp8_per_group_rowwise_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64, groups: i64,
         format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;

@@ -14,7 +14,9 @@
 
 mod common;
 
-use common::{Fill, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same};
+use common::{
+    Fill, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same_bits,
+};
 use hipfp8::device::{DeviceBuffer, DeviceCopy, Event, Stream, gpu_for_tests};
 use hipfp8::mx::{MxParams, MxRounding};
 use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, Scaling, StreamRef, bf16};
@@ -105,7 +107,7 @@ fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
     check(what, o, |a, b| a == b)
 }
 fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
-    check(what, o, |a, b| same(*a, *b))
+    check(what, o, |a, b| same_bits(*a, *b))
 }
 
 fn runner(default_cases: u32) -> TestRunner {

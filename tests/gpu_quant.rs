@@ -13,7 +13,7 @@
 mod common;
 
 use common::{
-    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same,
+    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same_bits,
 };
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, StreamRef, bf16};
@@ -102,8 +102,10 @@ fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
 
 fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
     let g = o.gpu_host();
-    if let Some(i) = (0..g.len()).find(|&i| !same(g[i], o.host[i])) {
-        let bad = (0..g.len()).filter(|&i| !same(g[i], o.host[i])).count();
+    if let Some(i) = (0..g.len()).find(|&i| !same_bits(g[i], o.host[i])) {
+        let bad = (0..g.len())
+            .filter(|&i| !same_bits(g[i], o.host[i]))
+            .count();
         return Err(TestCaseError::fail(format!(
             "{what}: {bad} of {} scales differ; first at {} (view index {}): gpu {:e} ({:#010x}) cpu {:e} ({:#010x})",
             g.len(),
@@ -673,4 +675,322 @@ fn bad_device_offsets_are_clamped() {
     .unwrap();
     check_u8("rowwise, bad offsets", &o).unwrap();
     check_f32("rowwise, bad offsets", &sc).unwrap();
+}
+
+// ------------------------------------------------------------------------------ the rest
+
+#[test]
+fn tensorwise_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("tensorwise_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = prop_oneof![3 => 0usize..3000, 1 => 100_000usize..400_000];
+    r.run(&(shapes, params()), |(n, (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, n, 64);
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let mut o = Out::new(&ctx, n, SENT_U8, s);
+        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
+        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
+        c.tensorwise(
+            &p,
+            n,
+            t.hp(),
+            o.cpu(),
+            sc.cpu(),
+            am.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        ctx.tensorwise(
+            &p,
+            n,
+            dx.hp(),
+            o.gpu(),
+            sc.gpu(),
+            am.gpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        let w = format!("tensorwise n={n} {fmt} pow2={pow2} skew={s}");
+        check_u8(&w, &o)?;
+        check_f32(&w, &sc)?;
+        check_f32(&w, &am)
+    })
+    .unwrap();
+}
+
+#[test]
+fn cast_transpose_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("cast_transpose_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![3 => 0usize..300, 1 => 1000usize..3000],
+        dim(300),
+        any::<bool>(),
+    );
+    r.run(
+        &(shapes, params()),
+        |((m, k, rowwise), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let scaling = if rowwise {
+                hipfp8::Scaling::Rowwise
+            } else {
+                hipfp8::Scaling::Tensorwise
+            };
+            let (ns, nst) = if rowwise { (m, k) } else { (1, 1) };
+            let t = Tensor::new(&fill, m * k, k);
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, ns, SENT_F32, 0);
+            let mut sct = Out::new(&ctx, nst, SENT_F32, 0);
+            c.cast_transpose(
+                &p,
+                scaling,
+                m,
+                k,
+                t.hp(),
+                o.cpu(),
+                ot.cpu(),
+                sc.cpu(),
+                sct.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.cast_transpose(
+                &p,
+                scaling,
+                m,
+                k,
+                dx.hp(),
+                o.gpu(),
+                ot.gpu(),
+                sc.gpu(),
+                sct.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            let w = format!("cast_transpose {scaling:?} m={m} k={k} {fmt} pow2={pow2} skew={s}");
+            check_u8(&w, &o)?;
+            check_u8(&(w.clone() + " (transposed)"), &ot)?;
+            check_f32(&w, &sc)?;
+            check_f32(&w, &sct)
+        },
+    )
+    .unwrap();
+    // the workspace comes back zeroed: a second call on the same context gives the same result
+    let fill = Fill {
+        seed: 11,
+        special_pct: 0,
+        zero_row_pct: 0,
+        mag_exp: 3,
+        bf16: true,
+    };
+    let (m, k) = (777usize, 300usize);
+    let t = Tensor::new(&fill, m * k, k);
+    let dx = DevHp::new(&ctx, &t, 0);
+    let p = CastParams::new(Fp8Format::E4M3Fn, false);
+    for _ in 0..2 {
+        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+        let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
+        let mut sc = Out::new(&ctx, m, SENT_F32, 0);
+        let mut sct = Out::new(&ctx, k, SENT_F32, 0);
+        let sr = hipfp8::Scaling::Rowwise;
+        c.cast_transpose(
+            &p,
+            sr,
+            m,
+            k,
+            t.hp(),
+            o.cpu(),
+            ot.cpu(),
+            sc.cpu(),
+            sct.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        ctx.cast_transpose(
+            &p,
+            sr,
+            m,
+            k,
+            dx.hp(),
+            o.gpu(),
+            ot.gpu(),
+            sc.gpu(),
+            sct.gpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        check_u8("cast_transpose repeat", &ot).unwrap();
+        check_f32("cast_transpose repeat", &sct).unwrap();
+    }
+}
+
+#[test]
+fn blockwise_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("blockwise_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![3 => dim(300), 1 => 500usize..1500],
+        prop_oneof![3 => dim(400), 1 => 1000usize..3000],
+    );
+    r.run(&(shapes, params()), |((m, k), (fmt, pow2, fill, skew))| {
+        let p = CastParams::new(fmt, pow2);
+        let t = Tensor::new(&fill, m * k, k);
+        let s = skew as usize;
+        let dx = DevHp::new(&ctx, &t, s);
+        let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+        let mut sc = Out::new(&ctx, m * k.div_ceil(128), SENT_F32, 0);
+        c.blockwise_1x128(&p, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+            .unwrap();
+        ctx.blockwise_1x128(&p, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+            .unwrap();
+        let w = format!("blockwise_1x128 m={m} k={k} {fmt} skew={s}");
+        check_u8(&w, &o)?;
+        check_f32(&w, &sc)?;
+        let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+        let mut sc = Out::new(&ctx, m.div_ceil(128) * k.div_ceil(128), SENT_F32, 0);
+        c.blockwise_128x128(&p, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+            .unwrap();
+        ctx.blockwise_128x128(&p, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+            .unwrap();
+        let w = format!("blockwise_128x128 m={m} k={k} {fmt} skew={s}");
+        check_u8(&w, &o)?;
+        check_f32(&w, &sc)
+    })
+    .unwrap();
+}
+
+#[test]
+fn mxfp8_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("mxfp8_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = (prop_oneof![3 => dim(300), 1 => 1000usize..2500], dim(300));
+    let mxp = (
+        prop_oneof![Just(Fp8Format::E4M3Fn), Just(Fp8Format::E5M2)],
+        any::<bool>(),
+    );
+    r.run(
+        &(shapes, mxp, params()),
+        |((m, k), (fmt, rceil), (_, _, fill, skew))| {
+            let mp = hipfp8::MxParams::new(
+                fmt,
+                if rceil {
+                    hipfp8::MxRounding::Rceil
+                } else {
+                    hipfp8::MxRounding::Floor
+                },
+            );
+            let t = Tensor::new(&fill, m * k, k);
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+            let mut sc = Out::new(&ctx, m * k.div_ceil(32), SENT_U8, 0);
+            c.mxfp8_dim0(&mp, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+                .unwrap();
+            ctx.mxfp8_dim0(&mp, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+                .unwrap();
+            let w = format!("mxfp8_dim0 m={m} k={k} {fmt} rceil={rceil} skew={s}");
+            check_u8(&w, &o)?;
+            check_u8(&(w + " scales"), &sc)?;
+            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, k * m.div_ceil(32), SENT_U8, 0);
+            c.mxfp8_dim1(&mp, m, k, t.hp(), o.cpu(), sc.cpu(), StreamRef::DEFAULT)
+                .unwrap();
+            ctx.mxfp8_dim1(&mp, m, k, dx.hp(), o.gpu(), sc.gpu(), StreamRef::DEFAULT)
+                .unwrap();
+            let w = format!("mxfp8_dim1 m={m} k={k} {fmt} rceil={rceil} skew={s}");
+            check_u8(&w, &o)?;
+            check_u8(&(w + " scales"), &sc)
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn rowwise_2d_padded_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("rowwise_2d_padded_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![3 => dim(300), 1 => 1000usize..3000],
+        dim(300),
+        0usize..20,
+        any::<u64>(),
+        any::<bool>(),
+    );
+    r.run(
+        &(shapes, params()),
+        |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, m * k, k);
+            let offs = if skewed {
+                skewed_offsets(oseed, g, m)
+            } else {
+                offsets(oseed, g, m)
+            };
+            let cap = m + 15 * g + (oseed % 3) as usize;
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
+            let mut o = Out::new(&ctx, cap * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, cap, SENT_F32, 0);
+            let mut po = Out::new(&ctx, g, -7i32, 0);
+            c.rowwise_2d_padded(
+                &p,
+                m,
+                k,
+                cap,
+                t.hp(),
+                (&offs).into(),
+                o.cpu(),
+                sc.cpu(),
+                po.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.rowwise_2d_padded(
+                &p,
+                m,
+                k,
+                cap,
+                dx.hp(),
+                doffs.src(),
+                o.gpu(),
+                sc.gpu(),
+                po.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            let w = format!("rowwise_2d_padded m={m} k={k} offs={offs:?} {fmt} skew={s}");
+            check_u8(&w, &o)?;
+            check_f32(&w, &sc)?;
+            let gp = po.gpu_host();
+            if gp != po.host {
+                return Err(TestCaseError::fail(format!(
+                    "{w}: padded offsets gpu {gp:?} cpu {:?}",
+                    po.host
+                )));
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
 }

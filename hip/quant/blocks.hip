@@ -29,50 +29,48 @@ __device__ inline float block_scale(uint32_t am, int param, float* s_out, uint8_
   }
 }
 
-// Row blocks of BS elements. param: pow2 (f32 scales) or rceil (E8M0).
+// Row blocks of BS elements. param: pow2 (f32 scales) or rceil (E8M0). One thread block per
+// row (grid-stride): chunk i of the row sits in thread i % 256 of pass i / (256 * UNITS), so the
+// BS / EPV chunks of a scaling block are consecutive lanes and no index needs a division.
 template <class In, uint32_t F, int BS, int MODE, bool VEC>
 __global__ void __launch_bounds__(256)
 row_blocks_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out, float* __restrict__ fscales,
                   uint8_t* __restrict__ escales, int64_t M, int64_t K, int param) {
   constexpr int EPV = In::EPV;
-  constexpr int L = BS / EPV;       // lanes per block
-  constexpr int UNITS = 2;          // blocks per lane group in flight
-  static_assert(HIPFP8_WAVE % L == 0, "a scaling block must stay inside one wavefront");
+  constexpr int L = BS / EPV;  // lanes per scaling block
+  constexpr int BLOCK = 256;
+  constexpr int UNITS = 4;     // chunks per thread in flight
+  static_assert(HIPFP8_WAVE % L == 0 && BLOCK % L == 0, "a scaling block must stay inside one wavefront");
   const int64_t nb = (K + BS - 1) / BS;
   const int64_t nchunk = (K + EPV - 1) / EPV;
-  const int64_t total = M * nb;
+  const int64_t span = nb * L;  // chunk slots, the last block padded to L lanes
   const int lane = threadIdx.x % L;
-  const int64_t groups_per_grid = (int64_t)gridDim.x * (blockDim.x / L);
-  const int64_t gid0 = (int64_t)blockIdx.x * (blockDim.x / L) + threadIdx.x / L;
-  const int64_t block0 = (int64_t)blockIdx.x * (blockDim.x / L);
-  // The loop bound is uniform over the block (every lane must reach the shuffles below).
-  for (int64_t it = 0; block0 + it * UNITS * groups_per_grid < total; ++it) {
-    const int64_t base = gid0 + it * UNITS * groups_per_grid;
-    uint4 v[UNITS];
-    uint32_t am[UNITS];
-    int64_t row[UNITS], b[UNITS], ci[UNITS];
+  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
+    const typename In::elem* xr = x + row * K;
+    uint8_t* orow = out + row * K;
+    for (int64_t i0 = 0; i0 < span; i0 += (int64_t)BLOCK * UNITS) {  // bound uniform over the block
+      uint4 v[UNITS];
+      uint32_t am[UNITS];
 #pragma unroll
-    for (int u = 0; u < UNITS; ++u) {
-      const int64_t id = base + u * groups_per_grid;
-      row[u] = id / nb;
-      b[u] = id - row[u] * nb;
-      ci[u] = b[u] * L + lane;
-      const bool ok = id < total && ci[u] < nchunk;
-      v[u] = ok ? load_chunk<In, VEC>(x + row[u] * K, ci[u], K) : zero4();
-      am[u] = In::absmax(v[u]);
-    }
+      for (int u = 0; u < UNITS; ++u) {
+        const int64_t ci = i0 + u * BLOCK + threadIdx.x;
+        v[u] = ci < nchunk ? load_chunk<In, VEC>(xr, ci, K) : zero4();
+        am[u] = In::absmax(v[u]);
+      }
 #pragma unroll
-    for (int u = 0; u < UNITS; ++u) {
+      for (int u = 0; u < UNITS; ++u) {
 #pragma unroll
-      for (int o = 1; o < L; o <<= 1) am[u] = max(am[u], (uint32_t)HIPFP8_SHFL_XOR(am[u], o));
-      const int64_t id = base + u * groups_per_grid;
-      if (id >= total) continue;
-      const bool writer = lane == 0;
-      const float s = block_scale<MODE, F>(am[u], param, writer && fscales ? fscales + row[u] * nb + b[u] : nullptr,
-                                           writer && escales ? escales + row[u] * nb + b[u] : nullptr);
-      if (ci[u] < nchunk) {
-        const uint2 c = amax_bits_finite(am[u]) ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s);
-        store_chunk<In, VEC>(out + row[u] * K, ci[u], K, c);
+        for (int o = 1; o < L; o <<= 1) am[u] = max(am[u], (uint32_t)HIPFP8_SHFL_XOR(am[u], o));
+        const int64_t ci = i0 + u * BLOCK + threadIdx.x;
+        if (ci >= span) continue;
+        const int64_t b = ci / L;
+        const bool writer = lane == 0;
+        const float s = block_scale<MODE, F>(am[u], param, writer && fscales ? fscales + row * nb + b : nullptr,
+                                             writer && escales ? escales + row * nb + b : nullptr);
+        if (ci < nchunk) {
+          const uint2 c = amax_bits_finite(am[u]) ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s);
+          store_chunk<In, VEC>(orow, ci, K, c);
+        }
       }
     }
   }
@@ -177,12 +175,7 @@ static int launch_row_blocks(const void* x, uint8_t* out, float* fs, uint8_t* es
                              hipStream_t st) {
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  const int64_t units = m * ((k + BS - 1) / BS);
-  const int64_t per_block = 256 / (BS / In::EPV);
-  int64_t grid = (units + 2 * per_block - 1) / (2 * per_block);
-  const int64_t cap = (int64_t)device_sm_count() * 16;
-  if (grid > cap) grid = cap;
-  if (grid < 1) grid = 1;
+  const int64_t grid = m < 0x7FFFFFFF ? m : 0x7FFFFFFF;  // one block per row
   if (k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0)
     row_blocks_kernel<In, F, BS, MODE, true><<<(unsigned)grid, 256, 0, st>>>(xp, out, fs, es, m, k, param);
   else

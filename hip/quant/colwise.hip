@@ -28,6 +28,8 @@
 // block of a slab resets it, the last block of the grid resets the ticket).
 #include "common.h"
 
+#include <stdlib.h>
+
 namespace hipfp8 {
 
 constexpr int kColBlock = 256;
@@ -36,6 +38,9 @@ constexpr int kColRPT = 16;                        // rows per thread (= bytes p
 constexpr int kColUnits = kColBlock / kColCG;      // 16-row units per sub-chunk
 constexpr int kColRows = kColUnits * kColRPT;      // 1024 rows per sub-chunk
 constexpr int kColMaxCols = kColCG * 8;            // columns per tile (bf16)
+// Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
+constexpr int kColDefaultL = 2;
+constexpr int kCol3dDefaultL = 2;
 
 struct ColSlabWs {
   uint32_t amax[kColMaxCols];
@@ -126,8 +131,11 @@ colwise_vec_kernel(ColWork w) {
   int64_t total = 0;
   for (int i = 0; i < w.ntensors; ++i) total += (int64_t)w.t[i].ntiles * C;
 
+  // Tickets: the first is taken here; each next one is taken once the current item's amax is
+  // final (never while waiting for other blocks, see the deadlock argument at the top), so its
+  // latency overlaps the cast and the stores.
+  if (tid == 0) s_item = (int)atomicAdd(&hdr->ticket, 1u);
   for (;;) {
-    if (tid == 0) s_item = (int)atomicAdd(&hdr->ticket, 1u);
     __syncthreads();
     int64_t item = s_item;
     __syncthreads();
@@ -162,7 +170,10 @@ colwise_vec_kernel(ColWork w) {
     uint32_t cam[EPV];
 #pragma unroll
     for (int e = 0; e < EPV; ++e) cam[e] = 0;
-    for (int sub = 0; sub < w.L; ++sub) {
+    // sub-chunks past the group's end are empty for every thread: stop there (uniform)
+    int nsub = w.L;
+    while (nsub > 1 && row_base + (int64_t)(nsub - 1) * kColRows >= ge) --nsub;
+    for (int sub = 0; sub < nsub; ++sub) {
       const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr) {
@@ -198,33 +209,39 @@ colwise_vec_kernel(ColWork w) {
       __threadfence();
       __syncthreads();
       if (tid == 0) {
-        atomicAdd(&sw->arrive, 1u);
-        while (atomicAdd(&sw->arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
+        // the last to arrive has nothing to wait for
+        if (atomicAdd(&sw->arrive, 1u) + 1 < (uint32_t)nch)
+          while (atomicAdd(&sw->arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
         __threadfence();
       }
       __syncthreads();
       if (tid < COLS) s_amax[tid] = atomicOr(&sw->amax[tid], 0u);
-      __syncthreads();
-      if (tid == 0 && atomicAdd(&sw->depart, 1u) == (uint32_t)nch - 1) {
-        // every block of the slab has read the result: leave the slab zeroed for the next launch
-        for (int i = 0; i < COLS; ++i) atomicExch(&sw->amax[i], 0u);
-        atomicExch(&sw->arrive, 0u);
-        atomicExch(&sw->depart, 0u);
-      }
     }
+    uint32_t next_ticket = 0;
+    if (tid == 0) next_ticket = atomicAdd(&hdr->ticket, 1u);
     if (tid < COLS) {
       const float s = amax_to_scale<F>(s_amax[tid], w.pow2 != 0);
       s_scale[tid] = s;
       if (c == 0 && col0 + tid < K) T.scales[(int64_t)g * K + col0 + tid] = s;
     }
     __syncthreads();
+    if (nch > 1 && tid == 0) {
+      // every thread of this block has read the slab's amax (barrier above); the last block of
+      // the slab to get here leaves the slab zeroed for the next launch
+      ColSlabWs* sw = slabs + T.slab_base + (int64_t)g * T.ntiles + t;
+      if (atomicAdd(&sw->depart, 1u) == (uint32_t)nch - 1) {
+        for (int i = 0; i < COLS; ++i) atomicExch(&sw->amax[i], 0u);
+        atomicExch(&sw->arrive, 0u);
+        atomicExch(&sw->depart, 0u);
+      }
+    }
 
     // out index = obase + k * out_ld + m  (per_group_colwise: 0 + k*M + m;
     //                                      3D: e*N*K + k*N + (m - e*N))
     const int64_t obase = w.offs ? 0 : gs * (K - 1);
-    for (int sub = w.L - 1; sub >= 0; --sub) {
+    for (int sub = nsub - 1; sub >= 0; --sub) {
       const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
-      if (sub != w.L - 1) {
+      if (sub != nsub - 1) {
 #pragma unroll
         for (int rr = 0; rr < kColRPT; ++rr) {
           const int64_t m = rb + rr;
@@ -260,6 +277,7 @@ colwise_vec_kernel(ColWork w) {
         }
       }
     }
+    if (tid == 0) s_item = (int)next_ticket;
   }
   // the last block out resets the ticket for the next launch
   if (tid == 0) {
@@ -339,6 +357,21 @@ static int colwise_grid() {
   return p;
 }
 
+// Smallest L (sub-chunks per work item) for jagged groups and for the 3D op (uniform groups of
+// N rows): the defaults below, or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (tuning knobs for the
+// bench, read once per process).
+static int colwise_min_L(bool is3d) {
+  static int v[2];
+  int r = __atomic_load_n(&v[is3d], __ATOMIC_RELAXED);
+  if (r == 0) {
+    const char* e = getenv(is3d ? "HIPFP8_COLWISE3D_L" : "HIPFP8_COLWISE_L");
+    r = e ? atoi(e) : 0;
+    if (r < 1 || r > 64) r = is3d ? kCol3dDefaultL : kColDefaultL;
+    __atomic_store_n(&v[is3d], r, __ATOMIC_RELAXED);
+  }
+  return r;
+}
+
 template <class In, uint32_t F>
 static int launch_colwise(ColWork w, hipStream_t st) {
   bool vec = true;
@@ -368,7 +401,10 @@ static int launch_colwise(ColWork w, hipStream_t st) {
   const int grid = colwise_grid<In, F>();
   // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
   const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
-  int L = 1;
+  // Rows per work item: L sub-chunks of 1024 rows, read once for the amax and once more (from
+  // L2: the block read them microseconds before) for the cast, except the last one, which stays
+  // in registers. L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
+  int L = colwise_min_L(w.offs == nullptr);
   while ((max_units + (int64_t)kColUnits * L - 1) / ((int64_t)kColUnits * L) > grid / 2 && L < (1 << 20)) L *= 2;
   w.L = L;
   if (smem > 48 * 1024) return kLaunchUnsupported;

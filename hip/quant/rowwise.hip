@@ -89,42 +89,59 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
   else if (nv <= 512) HIPFP8_ROWWISE_CFG(128, 4);
   else if (nv <= 1024) HIPFP8_ROWWISE_CFG(256, 4);
   else if (nv <= 2048) HIPFP8_ROWWISE_CFG(256, 8);
-  else if (nv <= 4096) HIPFP8_ROWWISE_CFG(512, 8);
-  else HIPFP8_ROWWISE_CFG(1024, 8);
+  // Longer rows (> 4096 vectors: K > 32768 bf16) keep the first 4096 vectors in registers and
+  // re-read the rest (L2-resident): a 1024-thread variant needs more than the 128 VGPRs a
+  // 1024-thread workgroup gets on CDNA and spills to scratch there.
+  else HIPFP8_ROWWISE_CFG(512, 8);
 #undef HIPFP8_ROWWISE_CFG
   HIPFP8_LAUNCH_CHECK();
 }
 
 // ------------------------------------------------------------------------------ per_group_rowwise
 // Groups are runs of columns [offs[g-1], offs[g]) shared by every row; scales[g*M + row].
-// One block owns a row at a time (grid-stride, so the offsets and the vector -> group map are
-// computed once per block): per-group amax through shared-memory atomics on the |x| bit
-// patterns (NaN-propagating unsigned max), then scales, then cast from registers.
-// Shared memory: offsets, amax and scale per group (12*G bytes, dynamic).
+// One block owns a row at a time (grid-stride: the offsets and the vector -> group map are
+// computed once per block and kept in shared memory, not registers, so a 512-thread block
+// holding a 64 KB row stays under 64 registers per thread and two blocks fit an SM).
+// Per-group amax: when a whole wavefront's vector j lies in one group, a shuffle reduction and
+// one shared atomicMax (same-address shared atomics serialise); otherwise one atomic per vector,
+// or per element for the few vectors that straddle a group boundary. Then scales, then the cast
+// from registers. Shared memory: offsets, amax, scale per group (12*G bytes) + the map
+// (2 bytes per vector of the first VPT*BLOCK).
 
-constexpr int kRowwiseMaxGroups = 4096;
+constexpr int kRowwiseMaxGroups = 2048;
+constexpr int kMapStraddle = 0x7FFF;  // map entry: vector crosses a group end (or is past the last)
+constexpr int kMapUniform = 0x4000;   // map flag: the whole wavefront's vector j is in this group
 
 template <class In, uint32_t F, int BLOCK, int VPT, bool VEC>
 __global__ void __launch_bounds__(BLOCK)
 per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t* __restrict__ offs, int G,
                          uint8_t* __restrict__ out, float* __restrict__ scales, int64_t M, int64_t K, int pow2) {
-  constexpr int EPV = VEC ? In::EPV : 1;
+  constexpr int EPV = In::EPV;  // chunks of EPV elements; !VEC loads them element by element
   extern __shared__ uint32_t dyn[];
   int32_t* s_offs = reinterpret_cast<int32_t*>(dyn);
   uint32_t* s_amax = dyn + G;
   float* s_scale = reinterpret_cast<float*>(dyn + 2 * G);
+  uint16_t* s_map = reinterpret_cast<uint16_t*>(dyn + 3 * G);
   load_clamped_offsets<BLOCK>(offs, G, K, s_offs);
   const int64_t kend = G > 0 ? s_offs[G - 1] : 0;  // columns past the last group are not written
-  const int64_t nv = VEC ? (kend + EPV - 1) / EPV : kend;
-  // Group of each of this thread's first VPT vectors; -1 if the vector straddles a boundary.
-  int gid[VPT];
+  const int64_t nv = (kend + EPV - 1) / EPV;
+  // The map of the register-held vectors (row-independent).
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
     const int64_t c0 = i * EPV;
     const int g = upper_bound_i32(s_offs, G, c0);
-    gid[j] = (g < G && c0 + EPV <= s_offs[g]) ? g : -1;
+    int gv = (i < nv && g < G && c0 + EPV <= s_offs[g]) ? g : -1;
+    int mn = gv, mx = gv;
+#pragma unroll
+    for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) {
+      const int a = HIPFP8_SHFL_XOR(mn, o), b = HIPFP8_SHFL_XOR(mx, o);
+      mn = a < mn ? a : mn;
+      mx = b > mx ? b : mx;
+    }
+    s_map[threadIdx.x + j * BLOCK] = (uint16_t)(gv < 0 ? kMapStraddle : (gv | (mn == mx ? kMapUniform : 0)));
   }
+  const bool lane0 = threadIdx.x % HIPFP8_WAVE == 0;
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
     const typename In::elem* xr = x + row * K;
     for (int g = threadIdx.x; g < G; g += BLOCK) s_amax[g] = 0;
@@ -134,42 +151,32 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      if (i < nv) {
-        if constexpr (VEC) {
-          v[j] = HIPFP8_LDG(reinterpret_cast<const uint4*>(xr) + i);
-          if (gid[j] >= 0) {
-            atomicMax(&s_amax[gid[j]], In::absmax(v[j]));
-          } else {
-#pragma unroll
-    #pragma unroll
-        for (int e = 0; e < EPV; ++e) {
-              const int64_t c = i * EPV + e;
-              if (c < kend) atomicMax(&s_amax[upper_bound_i32(s_offs, G, c)], abs_bits(In::get(v[j], e)));
-            }
-          }
-        } else {
-          const float f = In::load1(xr, i);
-          atomicMax(&s_amax[upper_bound_i32(s_offs, G, i)], abs_bits(f));
-        }
+      const int mp = s_map[threadIdx.x + j * BLOCK];
+      v[j] = i < nv ? load_chunk<In, VEC>(xr, i, K) : zero4();
+      if (mp != kMapStraddle && (mp & kMapUniform)) {  // uniform over the wavefront
+        const uint32_t m = wave_max(In::absmax(v[j]));
+        if (lane0) atomicMax(&s_amax[mp & 0x3FFF], m);
+      } else if (i < nv && mp != kMapStraddle) {
+        atomicMax(&s_amax[mp], In::absmax(v[j]));
       }
     }
-    for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) {
-      if constexpr (VEC) {
-        const uint4 w = HIPFP8_LDG(reinterpret_cast<const uint4*>(xr) + i);
-#pragma unroll
-        for (int e = 0; e < EPV; ++e) {
-          const int64_t c = i * EPV + e;
-          if (c < kend) atomicMax(&s_amax[upper_bound_i32(s_offs, G, c)], abs_bits(In::get(w, e)));
-        }
-      } else {
-        atomicMax(&s_amax[upper_bound_i32(s_offs, G, i)], abs_bits(In::load1(xr, i)));
-      }
+    // Vectors that straddle a group end (a few per row) and those past the register-held ones:
+    // element by element, re-read (L1-resident), in loops that are NOT unrolled so this rare
+    // path does not inflate the register allocation of the common one.
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+      if (i < nv && s_map[threadIdx.x + j * BLOCK] == kMapStraddle)
+        for (int64_t c = i * EPV; c < i * EPV + EPV && c < kend; ++c)
+          atomicMax(&s_amax[upper_bound_i32(s_offs, G, c)], abs_bits(In::load1(xr, c)));
     }
+    for (int64_t c = (threadIdx.x + (int64_t)VPT * BLOCK) * EPV; c < kend; c += (int64_t)BLOCK * EPV)
+      for (int64_t cc = c; cc < c + EPV && cc < kend; ++cc)
+        atomicMax(&s_amax[upper_bound_i32(s_offs, G, cc)], abs_bits(In::load1(xr, cc)));
     __syncthreads();
     for (int g = threadIdx.x; g < G; g += BLOCK) {
-      const float s = amax_to_scale<F>(s_amax[g], pow2 != 0);
-      s_scale[g] = s;
-      scales[(int64_t)g * M + row] = s;
+      const float sc = amax_to_scale<F>(s_amax[g], pow2 != 0);
+      s_scale[g] = sc;
+      scales[(int64_t)g * M + row] = sc;
     }
     __syncthreads();
     // pass 2: cast
@@ -177,38 +184,23 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      if (i < nv) {
-        if constexpr (VEC) {
-          const int g = gid[j];
-          if (g >= 0) {
-            const float s = s_scale[g];
-            const uint2 c = amax_bits_finite(s_amax[g]) ? cast_vec<In, F, true>(v[j], s) : cast_vec<In, F, false>(v[j], s);
-            store_codes<In>(orow + i * EPV, c);
-          } else {
-#pragma unroll
-    #pragma unroll
-        for (int e = 0; e < EPV; ++e) {
-              const int64_t c = i * EPV + e;
-              if (c < kend) orow[c] = (uint8_t)encode_sw<F>(In::get(v[j], e) * s_scale[upper_bound_i32(s_offs, G, c)]);
-            }
-          }
-        } else {
-          orow[i] = (uint8_t)encode_sw<F>(In::load1(xr, i) * s_scale[upper_bound_i32(s_offs, G, i)]);
-        }
+      const int mp = s_map[threadIdx.x + j * BLOCK];
+      if (i < nv && mp != kMapStraddle) {
+        const int g = mp & 0x3FFF;
+        const float sc = s_scale[g];
+        const uint2 c = amax_bits_finite(s_amax[g]) ? cast_vec<In, F, true>(v[j], sc) : cast_vec<In, F, false>(v[j], sc);
+        store_chunk<In, VEC>(orow, i, K, c);
       }
     }
-    for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) {
-      if constexpr (VEC) {
-        const uint4 w = HIPFP8_LDG(reinterpret_cast<const uint4*>(xr) + i);
-#pragma unroll
-        for (int e = 0; e < EPV; ++e) {
-          const int64_t c = i * EPV + e;
-          if (c < kend) orow[c] = (uint8_t)encode_sw<F>(In::get(w, e) * s_scale[upper_bound_i32(s_offs, G, c)]);
-        }
-      } else {
-        orow[i] = (uint8_t)encode_sw<F>(In::load1(xr, i) * s_scale[upper_bound_i32(s_offs, G, i)]);
-      }
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+      if (i < nv && s_map[threadIdx.x + j * BLOCK] == kMapStraddle)
+        for (int64_t c = i * EPV; c < i * EPV + EPV && c < kend; ++c)
+          orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * s_scale[upper_bound_i32(s_offs, G, c)]);
     }
+    for (int64_t c = (threadIdx.x + (int64_t)VPT * BLOCK) * EPV; c < kend; c += (int64_t)BLOCK * EPV)
+      for (int64_t cc = c; cc < c + EPV && cc < kend; ++cc)
+        orow[cc] = (uint8_t)encode_sw<F>(In::load1(xr, cc) * s_scale[upper_bound_i32(s_offs, G, cc)]);
     __syncthreads();  // s_amax is reset for the next row
   }
 }
@@ -219,22 +211,24 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
   if (G > kRowwiseMaxGroups) return kLaunchUnsupported;
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  const size_t smem = (size_t)G * 12;
-  const int64_t cap = (int64_t)device_sm_count() * 4;
+  const int64_t cap = (int64_t)device_sm_count() * 8;
   const int64_t grid = m < cap ? m : cap;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
+  // dynamic shared memory: 12 bytes per group + 2 bytes per register-held vector (4-aligned)
+#define HIPFP8_PGR_CFG(B, V, VECF)                                                                              \
+  do {                                                                                                          \
+    const size_t smem = (size_t)G * 12 + (((size_t)(B) * (V) * 2 + 3) & ~(size_t)3);                            \
+    per_group_rowwise_kernel<In, F, B, V, VECF><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, m, k, pow2); \
+  } while (0)
   if (!vec) {
-    per_group_rowwise_kernel<In, F, 256, 4, false><<<(unsigned)grid, 256, smem, st>>>(xp, offs, G, out, scales, m, k, pow2);
+    HIPFP8_PGR_CFG(256, 4, false);
     HIPFP8_LAUNCH_CHECK();
   }
   const int64_t nv = k / In::EPV;
-#define HIPFP8_PGR_CFG(B, V) per_group_rowwise_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, m, k, pow2)
-  if (nv <= 256) HIPFP8_PGR_CFG(64, 4);
-  else if (nv <= 512) HIPFP8_PGR_CFG(128, 4);
-  else if (nv <= 1024) HIPFP8_PGR_CFG(256, 4);
-  else if (nv <= 2048) HIPFP8_PGR_CFG(256, 8);
-  else if (nv <= 4096) HIPFP8_PGR_CFG(512, 8);
-  else HIPFP8_PGR_CFG(1024, 8);
+  if (nv <= 512) HIPFP8_PGR_CFG(128, 4, true);
+  else if (nv <= 1024) HIPFP8_PGR_CFG(256, 4, true);
+  else if (nv <= 2048) HIPFP8_PGR_CFG(256, 8, true);
+  else HIPFP8_PGR_CFG(512, 8, true);
 #undef HIPFP8_PGR_CFG
   HIPFP8_LAUNCH_CHECK();
 }
@@ -320,7 +314,7 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   const E* xp = static_cast<const E*>(x);
   const size_t smem = (size_t)G * 8;
   const int64_t rows_bound = m + 15 * (int64_t)G;
-  const int64_t cap = (int64_t)device_sm_count() * 8;
+  const int64_t cap = (int64_t)device_sm_count() * 16;
   int64_t grid = rows_bound < cap ? rows_bound : cap;
   if (grid < 1) grid = 1;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);

@@ -73,6 +73,10 @@ constexpr int kCtCG = 4;
 constexpr int kCtRows = (kTensorBlock / kCtCG) * 16;
 
 // Phase 1 (rowwise scaling): amax of every row into ws[row], of every column into ws[M + col].
+// A block covers 1024 rows x kCtTilesPerBlock column tiles: column amax go out once per tile
+// (atomicMax, 8 per column for M = 8192), row amax are kept in registers across the tiles and go
+// out once per block, so each row address sees K / 256 atomics instead of K / 32.
+constexpr int kCtTilesPerBlock = 8;
 template <class In, bool VEC>
 __global__ void __launch_bounds__(kTensorBlock)
 ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, uint32_t* __restrict__ ws) {
@@ -80,42 +84,53 @@ ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   constexpr int NW = kTensorBlock / HIPFP8_WAVE;
   __shared__ uint32_t red[NW][kCtCG * 8];
   const int cg = threadIdx.x % kCtCG, rg = threadIdx.x / kCtCG;
-  const int64_t chunk = (int64_t)blockIdx.x * kCtCG + cg;
   const int64_t nchunk = (K + EPV - 1) / EPV;
   const int64_t r0 = (int64_t)blockIdx.y * kCtRows + rg * 16;
-  uint32_t cam[EPV];
+  uint32_t ram[16];
 #pragma unroll
-  for (int e = 0; e < EPV; ++e) cam[e] = 0;
-  uint4 v[16];
+  for (int r = 0; r < 16; ++r) ram[r] = 0;
+  for (int tt = 0; tt < kCtTilesPerBlock; ++tt) {
+    const int64_t tile = (int64_t)blockIdx.x * kCtTilesPerBlock + tt;
+    if (tile * kCtCG >= nchunk) break;  // uniform over the block
+    const int64_t chunk = tile * kCtCG + cg;
+    uint32_t cam[EPV];
 #pragma unroll
-  for (int r = 0; r < 16; ++r)
-    v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+    for (int e = 0; e < EPV; ++e) cam[e] = 0;
+    uint4 v[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r)
+      v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      ram[r] = max(ram[r], In::absmax(v[r]));
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[r], e)));
+    }
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) {
+#pragma unroll
+      for (int o = kCtCG; o < HIPFP8_WAVE; o <<= 1) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
+    }
+    const int lane = threadIdx.x % HIPFP8_WAVE;
+    if (lane < kCtCG) {
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) red[threadIdx.x / HIPFP8_WAVE][lane * EPV + e] = cam[e];
+    }
+    __syncthreads();
+    if (threadIdx.x < kCtCG * EPV) {
+      uint32_t a = red[0][threadIdx.x];
+#pragma unroll
+      for (int i = 1; i < NW; ++i) a = max(a, red[i][threadIdx.x]);
+      const int64_t col = tile * kCtCG * EPV + threadIdx.x;
+      if (col < K && a != 0) atomicMax(ws + M + col, a);
+    }
+    __syncthreads();  // red is reused by the next tile
+  }
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
-    uint32_t ram = In::absmax(v[r]);
 #pragma unroll
-    for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[r], e)));
-#pragma unroll
-    for (int o = 1; o < kCtCG; o <<= 1) ram = max(ram, (uint32_t)HIPFP8_SHFL_XOR(ram, o));
-    if (cg == 0 && r0 + r < M && ram != 0) atomicMax(ws + r0 + r, ram);
-  }
-#pragma unroll
-  for (int e = 0; e < EPV; ++e) {
-#pragma unroll
-    for (int o = kCtCG; o < HIPFP8_WAVE; o <<= 1) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
-  }
-  const int lane = threadIdx.x % HIPFP8_WAVE;
-  if (lane < kCtCG) {
-#pragma unroll
-    for (int e = 0; e < EPV; ++e) red[threadIdx.x / HIPFP8_WAVE][lane * EPV + e] = cam[e];
-  }
-  __syncthreads();
-  if (threadIdx.x < kCtCG * EPV) {
-    uint32_t a = red[0][threadIdx.x];
-#pragma unroll
-    for (int i = 1; i < NW; ++i) a = max(a, red[i][threadIdx.x]);
-    const int64_t col = (int64_t)blockIdx.x * kCtCG * EPV + threadIdx.x;
-    if (col < K && a != 0) atomicMax(ws + M + col, a);
+    for (int o = 1; o < kCtCG; o <<= 1) ram[r] = max(ram[r], (uint32_t)HIPFP8_SHFL_XOR(ram[r], o));
+    if (cg == 0 && r0 + r < M && ram[r] != 0) atomicMax(ws + r0 + r, ram[r]);
   }
 }
 
@@ -245,15 +260,16 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
   const int64_t ty = m > 0 ? (m + kCtRows - 1) / kCtRows : 1;
   const dim3 grid((unsigned)((nchunk + kCtCG - 1) / kCtCG), (unsigned)ty);
   const int vst = m % 16 == 0 && aligned16(out_t);
+  const dim3 agrid((unsigned)((grid.x + kCtTilesPerBlock - 1) / kCtTilesPerBlock), grid.y);
   if (vec) {
     if (m > 0) {
-      if (rowwise) ct_amax_kernel<In, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w);
+      if (rowwise) ct_amax_kernel<In, true><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, true><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
     ct_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
   } else {
     if (m > 0) {
-      if (rowwise) ct_amax_kernel<In, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w);
+      if (rowwise) ct_amax_kernel<In, false><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, false><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
     ct_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);

@@ -4,8 +4,8 @@
 //!
 //! Prints, per op and shape: median time (CUDA/HIP events around each launch, after warm-up),
 //! GB/s over the minimal bytes (each input read once, each output written once) and % of copy.
-//! `--json PATH` also writes the rows as JSON; `--quick` runs fewer iterations; `--filter S`
-//! runs only ops whose name contains S. Exits with a printed reason when there is no GPU.
+//! `--json PATH` also writes the rows as JSON; `--quick` runs fewer iterations; `--filter A,B`
+//! runs only ops whose name contains A or B. Exits with a printed reason when there is no GPU.
 //!
 //! Inputs are random normal-ish bf16 (never zeros: zeros would hide unwritten outputs and run
 //! faster than real data); every tensor is larger than the L2 except the small end of the sweep.
@@ -14,7 +14,9 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use hipfp8::device::{DeviceBuffer, Event, Stream};
-use hipfp8::{CastParams, Context, Fp8Format, HpSrc, MxParams, MxRounding, Scaling, StreamRef, bf16};
+use hipfp8::{
+    CastParams, Context, Fp8Format, HpSrc, MxParams, MxRounding, Scaling, StreamRef, bf16,
+};
 use rayon::prelude::*;
 
 struct Row {
@@ -43,7 +45,10 @@ pub fn zipf_sizes(m: usize, e: usize) -> Vec<usize> {
     let nz = e.saturating_sub(2).max(1);
     let w: Vec<f64> = (0..nz).map(|i| 1.0 / ((i + 1) as f64).powf(1.2)).collect();
     let tot: f64 = w.iter().sum();
-    let mut sizes: Vec<usize> = w.iter().map(|x| ((x / tot * m as f64) / 16.0).round() as usize * 16).collect();
+    let mut sizes: Vec<usize> = w
+        .iter()
+        .map(|x| ((x / tot * m as f64) / 16.0).round() as usize * 16)
+        .collect();
     let s: usize = sizes.iter().sum();
     if s > m {
         sizes[0] -= s - m;
@@ -70,7 +75,9 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
         .into_par_iter()
         .map(|i| {
             // splitmix64 of the index: independent per element, so the parallel fill is deterministic
-            let mut z = (i as u64).wrapping_add(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut z = (i as u64)
+                .wrapping_add(seed)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15);
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
@@ -84,7 +91,9 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
 
 impl Bench {
     fn enabled(&self, op: &str) -> bool {
-        self.filter.as_ref().is_none_or(|f| op.contains(f.as_str()))
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.split(',').any(|f| op.contains(f)))
     }
 
     /// Median microseconds of `f` (events around each call).
@@ -94,15 +103,24 @@ impl Bench {
             f(s);
         }
         self.stream.synchronize().unwrap();
-        let evs: Vec<(Event, Event)> =
-            (0..self.iters).map(|_| (Event::new(&self.ctx).unwrap(), Event::new(&self.ctx).unwrap())).collect();
+        let evs: Vec<(Event, Event)> = (0..self.iters)
+            .map(|_| {
+                (
+                    Event::new(&self.ctx).unwrap(),
+                    Event::new(&self.ctx).unwrap(),
+                )
+            })
+            .collect();
         for (a, b) in &evs {
             a.record(s).unwrap();
             f(s);
             b.record(s).unwrap();
         }
         self.stream.synchronize().unwrap();
-        let mut t: Vec<f64> = evs.iter().map(|(a, b)| a.elapsed_ms(b).unwrap() as f64 * 1e3).collect();
+        let mut t: Vec<f64> = evs
+            .iter()
+            .map(|(a, b)| a.elapsed_ms(b).unwrap() as f64 * 1e3)
+            .collect();
         t.sort_by(|a, b| a.partial_cmp(b).unwrap());
         t[t.len() / 2]
     }
@@ -111,14 +129,28 @@ impl Bench {
         let gbps = bytes as f64 / (us * 1e-6) / 1e9;
         let pct = 100.0 * gbps / self.copy_gbps;
         println!("{op:34} {shape:24} {groups:9} {us:10.1} us {gbps:8.0} GB/s {pct:6.1}% of copy");
-        self.rows.push(Row { op: op.into(), shape, groups: groups.into(), us, bytes, gbps, pct_copy: pct });
+        self.rows.push(Row {
+            op: op.into(),
+            shape,
+            groups: groups.into(),
+            us,
+            bytes,
+            gbps,
+            pct_copy: pct,
+        });
     }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let json = args.iter().position(|a| a == "--json").map(|i| args[i + 1].clone());
-    let filter = args.iter().position(|a| a == "--filter").map(|i| args[i + 1].clone());
+    let json = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|i| args[i + 1].clone());
+    let filter = args
+        .iter()
+        .position(|a| a == "--filter")
+        .map(|i| args[i + 1].clone());
     let quick = args.iter().any(|a| a == "--quick");
     let ctx = match Context::gpu(0) {
         Ok(c) => c,
@@ -127,7 +159,12 @@ fn main() {
             return;
         }
     };
-    println!("hipfp8-bench on {} (backend {}, targets {})", ctx.device_name(), hipfp8::device::built_backend(), hipfp8::device::built_targets());
+    println!(
+        "hipfp8-bench on {} (backend {}, targets {})",
+        ctx.device_name(),
+        hipfp8::device::built_backend(),
+        hipfp8::device::built_targets()
+    );
     let stream = Stream::new_non_blocking(&ctx).unwrap();
     let mut b = Bench {
         ctx,
@@ -148,7 +185,10 @@ fn main() {
         let mut dst = DeviceBuffer::<u8>::alloc(&b.ctx, n).unwrap();
         let us = b.time(|s| dst.copy_from_async(&src, s).unwrap());
         b.copy_gbps = 2.0 * n as f64 / (us * 1e-6) / 1e9;
-        println!("copy 2 GiB D2D: {us:.1} us = {:.0} GB/s (read + write)", b.copy_gbps);
+        println!(
+            "copy 2 GiB D2D: {us:.1} us = {:.0} GB/s (read + write)",
+            b.copy_gbps
+        );
         b.rows.push(Row {
             op: "copy_d2d".into(),
             shape: "(2147483648,)".into(),
@@ -189,17 +229,45 @@ fn main() {
 
     // ---- MoE: rowwise_2d and the M sweep
     if b.enabled("rowwise_2d") {
-        for (m, k) in [(MTOK, H), (MTOK, I), (4096, H), (16384, H), (65536, H), (131072, H), (8192, 4096), (8192, 14336)] {
-            let us = b.time(|s| b.ctx.rowwise_2d(&p, m, k, xs(m * k), out.dst(), sc.dst(), s).unwrap());
-            b.record("rowwise_2d", format!("({m},{k})"), "", us, (3 * m * k + 4 * m) as u64);
+        for (m, k) in [
+            (MTOK, H),
+            (MTOK, I),
+            (4096, H),
+            (16384, H),
+            (65536, H),
+            (131072, H),
+            (8192, 4096),
+            (8192, 14336),
+        ] {
+            let us = b.time(|s| {
+                b.ctx
+                    .rowwise_2d(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                "rowwise_2d",
+                format!("({m},{k})"),
+                "",
+                us,
+                (3 * m * k + 4 * m) as u64,
+            );
         }
     }
     if b.enabled("per_group_colwise") {
         for (m, k) in [(MTOK, H), (MTOK, I)] {
             for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-                let us =
-                    b.time(|s| b.ctx.per_group_colwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s).unwrap());
-                b.record("per_group_colwise", format!("({m},{k})"), name, us, (3 * m * k + 4 * E * k) as u64);
+                let us = b.time(|s| {
+                    b.ctx
+                        .per_group_colwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
+                        .unwrap()
+                });
+                b.record(
+                    "per_group_colwise",
+                    format!("({m},{k})"),
+                    name,
+                    us,
+                    (3 * m * k + 4 * E * k) as u64,
+                );
             }
         }
     }
@@ -225,30 +293,64 @@ fn main() {
                     .unwrap()
             });
             let bytes = 3 * MTOK * (k1 + k2) + 4 * E * (k1 + k2);
-            b.record("per_group_colwise_dual", format!("({MTOK},{k1})+({MTOK},{k2})"), name, us, bytes as u64);
+            b.record(
+                "per_group_colwise_dual",
+                format!("({MTOK},{k1})+({MTOK},{k2})"),
+                name,
+                us,
+                bytes as u64,
+            );
         }
     }
     if b.enabled("per_group_rowwise") {
         // groups run along the token axis (the 2D left operand of the wgrad grouped GEMM)
         for (m, k) in [(H, MTOK), (I, MTOK)] {
             for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-                let us =
-                    b.time(|s| b.ctx.per_group_rowwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s).unwrap());
-                b.record("per_group_rowwise", format!("({m},{k})"), name, us, (3 * m * k + 4 * E * m) as u64);
+                let us = b.time(|s| {
+                    b.ctx
+                        .per_group_rowwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
+                        .unwrap()
+                });
+                b.record(
+                    "per_group_rowwise",
+                    format!("({m},{k})"),
+                    name,
+                    us,
+                    (3 * m * k + 4 * E * m) as u64,
+                );
             }
         }
     }
     if b.enabled("colwise_3d") {
         for (k, n) in [(H, I), (I, H)] {
-            let us = b.time(|s| b.ctx.colwise_3d(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s).unwrap());
-            b.record("colwise_3d", format!("({E},{k},{n})"), "", us, (3 * E * k * n + 4 * E * n) as u64);
+            let us = b.time(|s| {
+                b.ctx
+                    .colwise_3d(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                "colwise_3d",
+                format!("({E},{k},{n})"),
+                "",
+                us,
+                (3 * E * k * n + 4 * E * n) as u64,
+            );
         }
     }
     if b.enabled("rowwise_3d_transpose_rhs") {
         for (k, n) in [(H, I), (I, H)] {
-            let us =
-                b.time(|s| b.ctx.rowwise_3d_transpose_rhs(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s).unwrap());
-            b.record("rowwise_3d_transpose_rhs", format!("({E},{k},{n})"), "", us, (3 * E * k * n + 4 * E * k) as u64);
+            let us = b.time(|s| {
+                b.ctx
+                    .rowwise_3d_transpose_rhs(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                "rowwise_3d_transpose_rhs",
+                format!("({E},{k},{n})"),
+                "",
+                us,
+                (3 * E * k * n + 4 * E * k) as u64,
+            );
         }
     }
     if b.enabled("rowwise_2d_padded") {
@@ -257,50 +359,141 @@ fn main() {
             let cap = m + 15 * E;
             let us = b.time(|s| {
                 b.ctx
-                    .rowwise_2d_padded(&p, m, k, cap, xs(m * k), offs.src(), out.dst(), sc.dst(), poffs.dst_range(0..E).unwrap(), s)
+                    .rowwise_2d_padded(
+                        &p,
+                        m,
+                        k,
+                        cap,
+                        xs(m * k),
+                        offs.src(),
+                        out.dst(),
+                        sc.dst(),
+                        poffs.dst_range(0..E).unwrap(),
+                        s,
+                    )
                     .unwrap()
             });
             // minimal bytes: every input row read once, every padded output row written once
-            let mpad: usize = if name == "zipf" { zipf_sizes(m, E).iter().map(|s| s.div_ceil(16) * 16).sum() } else { m };
-            b.record("rowwise_2d_padded", format!("({m},{k})"), name, us, (2 * m * k + mpad * k + 4 * mpad) as u64);
+            let mpad: usize = if name == "zipf" {
+                zipf_sizes(m, E).iter().map(|s| s.div_ceil(16) * 16).sum()
+            } else {
+                m
+            };
+            b.record(
+                "rowwise_2d_padded",
+                format!("({m},{k})"),
+                name,
+                us,
+                (2 * m * k + mpad * k + 4 * mpad) as u64,
+            );
         }
     }
     // ---- dense Llama3-8B (M = 8192)
     if b.enabled("tensorwise") {
         for (m, k) in [(8192usize, 4096usize), (8192, 14336)] {
-            let us = b.time(|s| b.ctx.tensorwise(&p, m * k, xs(m * k), out.dst(), sc.dst(), amax.dst(), s).unwrap());
-            b.record("tensorwise", format!("({m},{k})"), "", us, (3 * m * k + 8) as u64);
+            let us = b.time(|s| {
+                b.ctx
+                    .tensorwise(&p, m * k, xs(m * k), out.dst(), sc.dst(), amax.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                "tensorwise",
+                format!("({m},{k})"),
+                "",
+                us,
+                (3 * m * k + 8) as u64,
+            );
         }
     }
     if b.enabled("cast_transpose") {
         for (m, k) in [(8192usize, 4096usize), (8192, 14336)] {
-            for (name, scaling) in [("tensorwise", Scaling::Tensorwise), ("rowwise", Scaling::Rowwise)] {
+            for (name, scaling) in [
+                ("tensorwise", Scaling::Tensorwise),
+                ("rowwise", Scaling::Rowwise),
+            ] {
                 let us = b.time(|s| {
                     b.ctx
-                        .cast_transpose(&p, scaling, m, k, xs(m * k), out.dst(), out2.dst(), sc.dst(), sc2.dst(), s)
+                        .cast_transpose(
+                            &p,
+                            scaling,
+                            m,
+                            k,
+                            xs(m * k),
+                            out.dst(),
+                            out2.dst(),
+                            sc.dst(),
+                            sc2.dst(),
+                            s,
+                        )
                         .unwrap()
                 });
                 let ns = if name == "rowwise" { m + k } else { 2 };
-                b.record(&format!("cast_transpose_{name}"), format!("({m},{k})"), "", us, (4 * m * k + 4 * ns) as u64);
+                b.record(
+                    &format!("cast_transpose_{name}"),
+                    format!("({m},{k})"),
+                    "",
+                    us,
+                    (4 * m * k + 4 * ns) as u64,
+                );
             }
         }
     }
     // ---- DeepSeek-V3 blockwise and MXFP8
     if b.enabled("blockwise") {
         let (m, k) = (MTOK, H);
-        let us = b.time(|s| b.ctx.blockwise_1x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s).unwrap());
-        b.record("blockwise_1x128", format!("({m},{k})"), "", us, (3 * m * k + 4 * m * k / 128) as u64);
-        let us = b.time(|s| b.ctx.blockwise_128x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s).unwrap());
-        b.record("blockwise_128x128", format!("({m},{k})"), "", us, (3 * m * k + 4 * (m / 128) * (k / 128)) as u64);
+        let us = b.time(|s| {
+            b.ctx
+                .blockwise_1x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
+                .unwrap()
+        });
+        b.record(
+            "blockwise_1x128",
+            format!("({m},{k})"),
+            "",
+            us,
+            (3 * m * k + 4 * m * k / 128) as u64,
+        );
+        let us = b.time(|s| {
+            b.ctx
+                .blockwise_128x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
+                .unwrap()
+        });
+        b.record(
+            "blockwise_128x128",
+            format!("({m},{k})"),
+            "",
+            us,
+            (3 * m * k + 4 * (m / 128) * (k / 128)) as u64,
+        );
     }
     if b.enabled("mxfp8") {
         let (m, k) = (MTOK, H);
         for (name, r) in [("floor", MxRounding::Floor), ("rceil", MxRounding::Rceil)] {
             let mp = MxParams::new(Fp8Format::E4M3Fn, r);
-            let us = b.time(|s| b.ctx.mxfp8_dim0(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s).unwrap());
-            b.record(&format!("mxfp8_dim0_{name}"), format!("({m},{k})"), "", us, (3 * m * k + m * k / 32) as u64);
-            let us = b.time(|s| b.ctx.mxfp8_dim1(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s).unwrap());
-            b.record(&format!("mxfp8_dim1_{name}"), format!("({m},{k})"), "", us, (3 * m * k + m * k / 32) as u64);
+            let us = b.time(|s| {
+                b.ctx
+                    .mxfp8_dim0(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                &format!("mxfp8_dim0_{name}"),
+                format!("({m},{k})"),
+                "",
+                us,
+                (3 * m * k + m * k / 32) as u64,
+            );
+            let us = b.time(|s| {
+                b.ctx
+                    .mxfp8_dim1(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s)
+                    .unwrap()
+            });
+            b.record(
+                &format!("mxfp8_dim1_{name}"),
+                format!("({m},{k})"),
+                "",
+                us,
+                (3 * m * k + m * k / 32) as u64,
+            );
         }
     }
     println!("bench done in {:.1} s", t0.elapsed().as_secs_f64());
@@ -308,9 +501,9 @@ fn main() {
     if let Some(path) = json {
         let mut s = String::from("[\n");
         for (i, r) in b.rows.iter().enumerate() {
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "  {{\"op\": \"{}\", \"shape\": \"{}\", \"groups\": \"{}\", \"us\": {:.3}, \"bytes\": {}, \"gbps\": {:.1}, \"pct_copy\": {:.2}, \"copy_gbps\": {:.1}}}{}\n",
+                "  {{\"op\": \"{}\", \"shape\": \"{}\", \"groups\": \"{}\", \"us\": {:.3}, \"bytes\": {}, \"gbps\": {:.1}, \"pct_copy\": {:.2}, \"copy_gbps\": {:.1}}}{}",
                 r.op,
                 r.shape,
                 r.groups,

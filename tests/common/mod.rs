@@ -205,6 +205,12 @@ pub fn ranges(offs: &[i32]) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Exact bit equality, NaN payloads included: what GPU == CPU means (a NaN scale is the
+/// canonical 0x7FC00000 on every backend, see docs/OPS.md).
+pub fn same_bits(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits()
+}
+
 /// Bit-level equality of f32s (NaN == NaN).
 pub fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())

@@ -68,11 +68,18 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
   return 0;
 }
 
-// Instance choice: 1 = cooperative 128x256, 2 = pingpong 128x128, 0 = by op (the heuristic
-// below; bench/NOTES-gemm.md has the measurements behind it).
-static int pick(int config, bool two_d_two_d) {
+// Instance choice: 1 = cooperative 128x256, 2 = pingpong 128x128, 0 = the heuristic below,
+// from both instances timed on the DeepSeek-V3 shapes on the H200 (bench/NOTES-gemm.md):
+// * 2D x 3D: pingpong when the reduction is shorter than the output is wide (K < N: e.g.
+//   (32768,2048)x(32,2048,7168), 861 vs 905 us balanced, 927 vs 969 Zipf), where its
+//   overlapped epilogue pays; cooperative otherwise (K = 7168, N = 2048: 789 vs 809 us
+//   balanced, 870 vs 941 Zipf).
+// * 2D x 2D: cooperative (equal on balanced groups, 1137 vs 1316 and 1079 vs 1265 us on
+//   Zipf-skewed ones).
+static int pick(int config, bool two_d_two_d, int64_t n, int64_t k) {
   if (config != 0) return config;
-  return two_d_two_d ? 2 : 1;
+  if (two_d_two_d) return 1;
+  return k < n ? 2 : 1;
 }
 
 static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
@@ -118,7 +125,7 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   const int sms = sm_count_of_current_device();
-  return dispatch(pick(config, false), false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M,
+  return dispatch(pick(config, false, N, K), false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M,
                   N, K, workspace, sms, stream);
 }
 
@@ -140,6 +147,6 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   const int sms = sm_count_of_current_device();
-  return dispatch(pick(config, true), true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt,
+  return dispatch(pick(config, true, K, Mt), true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt,
                   K, workspace, sms, stream);
 }
