@@ -114,7 +114,8 @@ inline std::vector<ck::tensor_operation::device::GemmDesc> host_descs(int groups
   return d;
 }
 
-__global__ void build_2d3d(hipfp8_gg::CkArg* args, const uint8_t* a, const uint8_t* b,
+// static: gfx942.hip and gfx950.hip both include this header; one definition per TU.
+static __global__ void build_2d3d(hipfp8_gg::CkArg* args, const uint8_t* a, const uint8_t* b,
                            const int32_t* offs, int groups, const float* sa, const float* sb,
                            uint16_t* out, int64_t M, int64_t N, int64_t K) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -124,7 +125,7 @@ __global__ void build_2d3d(hipfp8_gg::CkArg* args, const uint8_t* a, const uint8
   args[g] = hipfp8_gg::ck_arg(hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
-__global__ void build_2d2d(hipfp8_gg::CkArg* args, int32_t* ck_owns, const uint8_t* a,
+static __global__ void build_2d2d(hipfp8_gg::CkArg* args, int32_t* ck_owns, const uint8_t* a,
                            const uint8_t* b, const int32_t* offs, int groups, const float* sa,
                            const float* sb, uint16_t* out, int64_t N, int64_t Mt, int64_t K) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
