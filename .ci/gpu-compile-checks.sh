@@ -8,7 +8,11 @@
 # skip, everything else passes), and that no AMD kernel uses scratch memory
 # (scripts/isa-report.sh, which also regenerates bench/isa.md).
 #
-# Env: HIPFP8_CI_KEEP_TARGETS=1 keeps target/ci-* between runs (default: reuse if present).
+# Measured on the 2-core dev machine (shared, loaded), 2026-11-30, main with kernels v3, CK and
+# CUTLASS: cold objects (HIPFP8_OBJ_CACHE=0, empty target/ci-*) ~14-15 min (CUDA build 6-8 min
+# incl. two CUTLASS TUs, ROCm build in the sid root ~7 min incl. two CK TUs, ISA report 45 s);
+# warm object cache 4.5-9 min. A fresh machine adds the toolchain installs (~2 min).
+# target/ci-cuda and target/ci-rocm are reused when present.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
