@@ -180,7 +180,7 @@ static int launch_row_blocks(const void* x, uint8_t* out, float* fs, uint8_t* es
     row_blocks_kernel<In, F, BS, MODE, true><<<(unsigned)grid, 256, 0, st>>>(xp, out, fs, es, m, k, param);
   else
     row_blocks_kernel<In, F, BS, MODE, false><<<(unsigned)grid, 256, 0, st>>>(xp, out, fs, es, m, k, param);
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
@@ -192,7 +192,7 @@ static int launch_tile128(const void* x, uint8_t* out, float* scales, int64_t m,
     tile128_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
   else
     tile128_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
@@ -207,7 +207,7 @@ static int launch_mx_dim1(const void* x, uint8_t* out, uint8_t* scales, int64_t 
     mx_dim1_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
   else
     mx_dim1_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 }  // namespace hipfp8

@@ -389,7 +389,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     }
     dim3 grid((unsigned)(maxt < 65535 ? maxt : 65535), (unsigned)(w.G < 65535 ? w.G : 65535), (unsigned)w.ntensors);
     colwise_scalar_kernel<In, F><<<grid, 256, smem, st>>>(w);
-    HIPFP8_LAUNCH_CHECK();
+    HIPFP8_RETURN_LAUNCH_STATUS();
   }
   constexpr int COLS = kColCG * In::EPV;
   int slab = 0;
@@ -409,7 +409,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
   w.L = L;
   if (smem > 48 * 1024) return kLaunchUnsupported;
   colwise_vec_kernel<In, F><<<grid, kColBlock, smem, st>>>(w);
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In>

@@ -196,9 +196,3 @@ int device_sm_count();
     default: return hipfp8::kLaunchBadEnum;                    \
   }
 
-// Launcher preamble/epilogue: launchers are noexcept and never let an exception escape.
-#define HIPFP8_LAUNCH_CHECK()                 \
-  do {                                        \
-    hipError_t e__ = hipGetLastError();       \
-    return (int)e__;                          \
-  } while (0)

@@ -75,5 +75,5 @@ HIPFP8_EXTERN int hipfp8_codec_selftest_launch(int format, unsigned long long* m
     default:
       return kLaunchBadEnum;
   }
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }

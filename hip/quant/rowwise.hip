@@ -81,7 +81,7 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % (In::EPV) == 0);
   if (!vec) {
     rowwise_scalar_kernel<In, F, 256><<<(unsigned)grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
-    HIPFP8_LAUNCH_CHECK();
+    HIPFP8_RETURN_LAUNCH_STATUS();
   }
   const int64_t nv = k / In::EPV;
 #define HIPFP8_ROWWISE_CFG(B, V) rowwise_vec_kernel<In, F, B, V><<<(unsigned)grid, B, 0, st>>>(xp, out, scales, m, k, pow2)
@@ -94,7 +94,7 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
   // 1024-thread workgroup gets on CDNA and spills to scratch there.
   else HIPFP8_ROWWISE_CFG(512, 8);
 #undef HIPFP8_ROWWISE_CFG
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 // ------------------------------------------------------------------------------ per_group_rowwise
@@ -222,7 +222,7 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
   } while (0)
   if (!vec) {
     HIPFP8_PGR_CFG(256, 4, false);
-    HIPFP8_LAUNCH_CHECK();
+    HIPFP8_RETURN_LAUNCH_STATUS();
   }
   const int64_t nv = k / In::EPV;
   if (nv <= 512) HIPFP8_PGR_CFG(128, 4, true);
@@ -230,7 +230,7 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
   else if (nv <= 2048) HIPFP8_PGR_CFG(256, 8, true);
   else HIPFP8_PGR_CFG(512, 8, true);
 #undef HIPFP8_PGR_CFG
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 // ------------------------------------------------------------------------------ rowwise_2d_padded
@@ -329,7 +329,7 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   else if (nv <= 2048) HIPFP8_PAD_CFG(256, 8);
   else HIPFP8_PAD_CFG(512, 8);
 #undef HIPFP8_PAD_CFG
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 }  // namespace hipfp8

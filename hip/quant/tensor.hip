@@ -245,7 +245,7 @@ static int launch_tensorwise(const void* x, int64_t n, uint8_t* out, float* scal
     tensor_amax_kernel<In, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab);
     tensor_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
   }
-  HIPFP8_LAUNCH_CHECK();
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
