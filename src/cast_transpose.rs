@@ -2,9 +2,7 @@
 //! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
 
 use crate::error::Result;
-use crate::ops::{
-    BackendKind, CastParams, Context, Dst, HpSrc, StreamRef, checked_mul, require_nonzero,
-};
+use crate::ops::{CastParams, Context, Dst, HpSrc, StreamRef, checked_mul, require_nonzero};
 use crate::quant::with_hp;
 use crate::reference;
 
@@ -49,28 +47,28 @@ impl Context {
         self.check_dst("scales", &mut scales, ns)?;
         self.check_dst("scales_t", &mut scales_t, ns_t)?;
         let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
+        let (xp, dtype) = x.raw_parts();
+        let (op, otp) = (out.as_mut_ptr(), out_t.as_mut_ptr());
+        let (sp, stp) = (scales.as_mut_ptr(), scales_t.as_mut_ptr());
+        let ptrs = [
+            ("x", xp),
+            ("out", op as *const _),
+            ("out_t", otp as *const _),
+            ("scales", sp as *const _),
+            ("scales_t", stp as *const _),
+        ];
+        self.dispatch(
+            false,
+            &ptrs,
+            || {
                 let (o, ot) = (out.host_slice_mut(), out_t.host_slice_mut());
                 let (s, st) = (scales.host_slice_mut(), scales_t.host_slice_mut());
                 let pw = p.pow2_scales;
                 with_hp!(x, |x| reference::cast_transpose::cast_transpose(
                     fmt, pw, scaling, m, k, x, o, ot, s, st
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                let (xp, dtype) = x.raw_parts();
-                let (op, otp) = (out.as_mut_ptr(), out_t.as_mut_ptr());
-                let (sp, stp) = (scales.as_mut_ptr(), scales_t.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("out_t", otp as *const _),
-                    ("scales", sp as *const _),
-                    ("scales_t", stp as *const _),
-                ])?;
-                let _dev = self.activate()?;
+                ))
+            },
+            || {
                 let mut bytes = 0u64;
                 // SAFETY: arithmetic on the arguments; writes the out-pointer only.
                 crate::device::check_status("cast_transpose workspace size", unsafe {
@@ -105,7 +103,7 @@ impl Context {
                     };
                     crate::device::check_status("cast_transpose", st)
                 })
-            }
-        }
+            },
+        )
     }
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
 pub mod device;
+pub(crate) mod dispatch;
 pub mod error;
 pub mod ffi;
 pub mod format;

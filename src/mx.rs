@@ -1,9 +1,10 @@
 //! MXFP8 casts on [`Context`]: 32-element blocks with E8M0 power-of-two scales (OCP MX v1.0),
 //! torchao `to_mx` semantics. The exact rule is written in [`crate::reference::mx`].
 
+use crate::dispatch::{CastIo, ResolveFormat};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, Context, Dst, FormatChoice, HpSrc, StreamRef, checked_mul};
+use crate::ops::{Context, Dst, FormatChoice, HpSrc, StreamRef, checked_mul};
 use crate::quant::with_hp;
 use crate::reference;
 
@@ -37,6 +38,12 @@ impl MxParams {
     }
 }
 
+impl ResolveFormat for MxParams {
+    fn resolve_format(&self, ctx: &Context) -> Result<Fp8Format> {
+        ctx.mx_format(self)
+    }
+}
+
 impl Context {
     fn mx_format(&self, p: &MxParams) -> Result<Fp8Format> {
         let fmt = self.resolve(p.format);
@@ -56,53 +63,39 @@ impl Context {
         m: usize,
         k: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, u8>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("m*ceil(k/32)", m, k.div_ceil(32))?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, ns)?;
-        let fmt = self.mx_format(p)?;
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::mx::mxfp8_dim0(
-                    fmt, p.rounding, m, k, x, o, s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if mk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
+        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::mx::mxfp8_dim0(
+                    fmt, p.rounding, m, k, x, h.out, h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_mxfp8_dim0_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         fmt as i32,
                         p.rounding as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("mxfp8_dim0", st)
-            }
-        }
+            },
+        )
     }
 
     /// MXFP8 along dim 1: blocks of 32 consecutive rows of one column of the (M,K) row-major
@@ -114,52 +107,38 @@ impl Context {
         m: usize,
         k: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, u8>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("k*ceil(m/32)", k, m.div_ceil(32))?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, ns)?;
-        let fmt = self.mx_format(p)?;
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::mx::mxfp8_dim1(
-                    fmt, p.rounding, m, k, x, o, s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if mk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
+        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::mx::mxfp8_dim1(
+                    fmt, p.rounding, m, k, x, h.out, h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_mxfp8_dim1_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         fmt as i32,
                         p.rounding as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("mxfp8_dim1", st)
-            }
-        }
+            },
+        )
     }
 }

@@ -10,8 +10,10 @@ use std::marker::PhantomData;
 
 use half::bf16;
 
+use crate::dispatch::CastIo;
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
+use crate::quant::with_hp;
 use crate::reference;
 
 /// Where a view's memory lives.
@@ -428,6 +430,16 @@ impl Context {
         )
     }
 
+    /// Host-side validation of int32 END offsets (CPU backend only: on the GPU they live on
+    /// the device, are never read back, and kernels clamp them).
+    pub(crate) fn check_offsets(&self, offs: &Src<'_, i32>, extent: usize) -> Result<()> {
+        self.check_src("offs", offs, offs.len())?;
+        if self.backend() == BackendKind::Cpu {
+            crate::ops::validate_offsets(offs.host_slice(), extent)?;
+        }
+        Ok(())
+    }
+
     // ---- ops -----------------------------------------------------------------------------
 
     /// Rowwise (axiswise, last dim) scale-and-cast of an (m, k) row-major matrix:
@@ -439,60 +451,47 @@ impl Context {
         m: usize,
         k: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         require_nonzero("k", k)?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, m)?;
-        let fmt = self.resolve(p.format);
-        match self.backend {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                match x {
-                    HpSrc::Bf16(x) => {
-                        reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s)
-                    }
-                    HpSrc::F32(x) => {
-                        reference::rowwise_2d(fmt, p.pow2_scales, m, k, x.host_slice(), o, s)
-                    }
-                }
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if mk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                // SAFETY: the views were validated above: device memory of this context's GPU
-                // holding m*k inputs, m*k output bytes and m scales; the launcher only queues
-                // work on `stream` (docs/KERNEL_ABI.md).
+        let io = CastIo::new(x, out, scales, mk, m).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::rowwise_2d(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: the views were validated by cast_op: device memory of this context's
+                // GPU holding m*k inputs, m*k output bytes and m scales; the launcher only
+                // queues work on `stream` (docs/KERNEL_ABI.md).
                 let st = unsafe {
                     crate::sys::hipfp8_rowwise_2d_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         fmt as i32,
                         p.pow2_scales as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("rowwise_2d", st)
-            }
-        }
+            },
+        )
     }
 }
 

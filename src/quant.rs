@@ -1,8 +1,9 @@
 //! The scale-and-cast op family on [`Context`] (rowwise_2d itself lives in `ops.rs`):
 //! 3D expert weights, per-group (jagged) rowwise/colwise, tensorwise, blockwise and the
 //! token-group-padding cast. Each method validates every argument first (so nothing is
-//! written on error), then dispatches to exactly one backend.
+//! written on error), then dispatches to exactly one backend (`dispatch.rs`).
 
+use crate::dispatch::CastIo;
 use crate::error::{Error, Result};
 use crate::ops::{
     BackendKind, CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_nonzero,
@@ -29,16 +30,6 @@ macro_rules! with_hp {
 pub(crate) use with_hp;
 
 impl Context {
-    /// Host-side validation of int32 END offsets (CPU backend only: on the GPU they live on
-    /// the device, are never read back, and kernels clamp them).
-    pub(crate) fn check_offsets(&self, offs: &Src<'_, i32>, extent: usize) -> Result<()> {
-        self.check_src("offs", offs, offs.len())?;
-        if self.backend() == BackendKind::Cpu {
-            crate::ops::validate_offsets(offs.host_slice(), extent)?;
-        }
-        Ok(())
-    }
-
     /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
     /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
     /// Forward B operand of the MoE grouped GEMM.
@@ -49,63 +40,49 @@ impl Context {
         k: usize,
         n: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
         let en = checked_mul("e*n", e, n)?;
         let ekn = checked_mul("e*n*k", en, k)?;
         require_nonzero("k", k)?;
-        self.check_hp("x", &x, ekn)?;
-        self.check_dst("out", &mut out, ekn)?;
-        self.check_dst("scales", &mut scales, en)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::quant::colwise_3d(
+        let io = CastIo::new(x, out, scales, ekn, en).gpu_noop_if(ekn == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::colwise_3d(
                     fmt,
                     p.pow2_scales,
                     e,
                     k,
                     n,
                     x,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if ekn == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
                 // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
-                // SAFETY: validated above: device memory of this GPU with e*n*k inputs, e*n*k
-                // output bytes and e*n scales; the launcher only queues work on `stream`.
+                // SAFETY: validated by cast_op: device memory of this GPU with e*n*k inputs,
+                // e*n*k output bytes and e*n scales; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_rowwise_2d_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         en as i64,
                         k as i64,
                         fmt as i32,
                         p.pow2_scales as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("colwise_3d", st)
-            }
-        }
+            },
+        )
     }
 
     /// Transpose-rowwise cast of 3D expert weights (E,K,N) column-major: output (E,N,K)
@@ -117,67 +94,54 @@ impl Context {
         k: usize,
         n: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
         let ek = checked_mul("e*k", e, k)?;
         let ekn = checked_mul("e*k*n", ek, n)?;
         require_nonzero("n", n)?;
-        self.check_hp("x", &x, ekn)?;
-        self.check_dst("out", &mut out, ekn)?;
-        self.check_dst("scales", &mut scales, ek)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::quant::rowwise_3d_transpose_rhs(
+        let io = CastIo::new(x, out, scales, ekn, ek).gpu_noop_if(ekn == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::rowwise_3d_transpose_rhs(
                     fmt,
                     p.pow2_scales,
                     e,
                     k,
                     n,
                     x,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if ekn == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
                 self.with_colwise_workspace(e, k, 0, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with e*k*n inputs and
-                    // output bytes and e*k scales; `ws` is the context's zeroed workspace of the
-                    // size the launcher asked for; work is only queued on `stream`.
+                    // SAFETY: validated by cast_op: device memory of this GPU with e*k*n
+                    // inputs and output bytes and e*k scales; `ws` is the context's zeroed
+                    // workspace of the size the launcher asked for; work is only queued on
+                    // `stream`.
                     let st = unsafe {
                         crate::sys::hipfp8_rowwise_3d_transpose_rhs_launch(
-                            xp,
-                            op,
-                            sp,
+                            d.x,
+                            d.out,
+                            d.scales,
                             e as i64,
                             k as i64,
                             n as i64,
                             fmt as i32,
                             p.pow2_scales as i32,
-                            dtype,
+                            d.dtype,
                             ws,
                             stream.0,
                         )
                     };
                     crate::device::check_status("rowwise_3d_transpose_rhs", st)
                 })
-            }
-        }
+            },
+        )
     }
 
     /// Per-group colwise cast of an (M,K) row-major matrix with END offsets along M:
@@ -190,76 +154,57 @@ impl Context {
         k: usize,
         x: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
+        let g = offs.len();
         let mk = checked_mul("m*k", m, k)?;
-        let gk = checked_mul("g*k", offs.len(), k)?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, gk)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s, offs) = (
-                    out.host_slice_mut(),
-                    scales.host_slice_mut(),
-                    offs.host_slice(),
-                );
-                with_hp!(x, |x| reference::quant::per_group_colwise(
+        let gk = checked_mul("g*k", g, k)?;
+        let io = CastIo::new(x, out, scales, mk, gk)
+            .grouped(offs, m)
+            .gpu_noop_if(gk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::per_group_colwise(
                     fmt,
                     p.pow2_scales,
                     m,
                     k,
                     x,
-                    offs,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if gk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                let offp = offs.as_ptr();
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("offs", offp as *const _),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                let g = offs.len();
+                    h.offs,
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
                 self.with_colwise_workspace(g, k, 0, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with m*k inputs and
-                    // output bytes, G*k scales and G offsets (clamped by the kernel, never read
-                    // on the host); `ws` is the context's zeroed workspace of the size the
+                    // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs
+                    // and output bytes, G*k scales and G offsets (clamped by the kernel, never
+                    // read on the host); `ws` is the context's zeroed workspace of the size the
                     // launcher asked for; work is only queued on `stream`.
                     let st = unsafe {
                         crate::sys::hipfp8_per_group_colwise_launch(
-                            xp,
-                            offp,
-                            op,
-                            sp,
+                            d.x,
+                            d.offs,
+                            d.out,
+                            d.scales,
                             m as i64,
                             k as i64,
                             g as i64,
                             fmt as i32,
                             p.pow2_scales as i32,
-                            dtype,
+                            d.dtype,
                             ws,
                             stream.0,
                         )
                     };
                     crate::device::check_status("per_group_colwise", st)
                 })
-            }
-        }
+            },
+        )
     }
 
     /// Two [`Context::per_group_colwise`] casts sharing M and the offsets, in one launch
@@ -279,10 +224,11 @@ impl Context {
         mut scales2: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
+        let g = offs.len();
         let mk1 = checked_mul("m*k1", m, k1)?;
         let mk2 = checked_mul("m*k2", m, k2)?;
-        let gk1 = checked_mul("g*k1", offs.len(), k1)?;
-        let gk2 = checked_mul("g*k2", offs.len(), k2)?;
+        let gk1 = checked_mul("g*k1", g, k1)?;
+        let gk2 = checked_mul("g*k2", g, k2)?;
         self.check_hp("x1", &x1, mk1)?;
         self.check_hp("x2", &x2, mk2)?;
         self.check_dst("out1", &mut out1, mk1)?;
@@ -291,8 +237,32 @@ impl Context {
         self.check_dst("scales2", &mut scales2, gk2)?;
         self.check_offsets(&offs, m)?;
         let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
+        let gpu_noop = gk1 == 0 && gk2 == 0;
+        let (x1p, d1) = x1.raw_parts();
+        let (x2p, d2) = x2.raw_parts();
+        if self.backend() == BackendKind::Gpu && !gpu_noop && d1 != d2 {
+            return Err(Error::NotSupported(format!(
+                "per_group_colwise_dual on the GPU takes one input dtype for both tensors (got {} and {})",
+                x1.dtype_name(),
+                x2.dtype_name()
+            )));
+        }
+        let (o1, s1) = (out1.as_mut_ptr(), scales1.as_mut_ptr());
+        let (o2, s2) = (out2.as_mut_ptr(), scales2.as_mut_ptr());
+        let offp = offs.as_ptr();
+        let ptrs = [
+            ("x1", x1p),
+            ("x2", x2p),
+            ("offs", offp as *const _),
+            ("out1", o1 as *const _),
+            ("scales1", s1 as *const _),
+            ("out2", o2 as *const _),
+            ("scales2", s2 as *const _),
+        ];
+        self.dispatch(
+            gpu_noop,
+            &ptrs,
+            || {
                 let (o1, s1) = (out1.host_slice_mut(), scales1.host_slice_mut());
                 let (o2, s2) = (out2.host_slice_mut(), scales2.host_slice_mut());
                 let offs = offs.host_slice();
@@ -301,36 +271,9 @@ impl Context {
                     reference::quant::per_group_colwise_dual(
                         fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2,
                     )
-                }));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if gk1 == 0 && gk2 == 0 {
-                    return Ok(());
-                }
-                let (x1p, d1) = x1.raw_parts();
-                let (x2p, d2) = x2.raw_parts();
-                if d1 != d2 {
-                    return Err(Error::NotSupported(format!(
-                        "per_group_colwise_dual on the GPU takes one input dtype for both tensors (got {} and {})",
-                        x1.dtype_name(),
-                        x2.dtype_name()
-                    )));
-                }
-                let (o1, s1) = (out1.as_mut_ptr(), scales1.as_mut_ptr());
-                let (o2, s2) = (out2.as_mut_ptr(), scales2.as_mut_ptr());
-                let offp = offs.as_ptr();
-                self.check_device_pointers(&[
-                    ("x1", x1p),
-                    ("x2", x2p),
-                    ("offs", offp as *const _),
-                    ("out1", o1 as *const _),
-                    ("scales1", s1 as *const _),
-                    ("out2", o2 as *const _),
-                    ("scales2", s2 as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                let g = offs.len();
+                }))
+            },
+            || {
                 self.with_colwise_workspace(g, k1, k2, stream, |ws| {
                     // SAFETY: as for per_group_colwise, for both tensors (m*k1 and m*k2
                     // elements, G*k1 and G*k2 scales).
@@ -356,8 +299,8 @@ impl Context {
                     };
                     crate::device::check_status("per_group_colwise_dual", st)
                 })
-            }
-        }
+            },
+        )
     }
 
     /// Per-group rowwise cast of an (M,K) row-major matrix with END offsets along K:
@@ -370,72 +313,53 @@ impl Context {
         k: usize,
         x: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
+        let g = offs.len();
         let mk = checked_mul("m*k", m, k)?;
-        let gm = checked_mul("g*m", offs.len(), m)?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, gm)?;
-        self.check_offsets(&offs, k)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s, offs) = (
-                    out.host_slice_mut(),
-                    scales.host_slice_mut(),
-                    offs.host_slice(),
-                );
-                with_hp!(x, |x| reference::quant::per_group_rowwise(
+        let gm = checked_mul("g*m", g, m)?;
+        let io = CastIo::new(x, out, scales, mk, gm)
+            .grouped(offs, k)
+            .gpu_noop_if(gm == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::per_group_rowwise(
                     fmt,
                     p.pow2_scales,
                     m,
                     k,
                     x,
-                    offs,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if gm == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                let offp = offs.as_ptr();
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("offs", offp as *const _),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                let g = offs.len();
-                // SAFETY: validated above: device memory of this GPU with m*k inputs and output
-                // bytes, G*m scales and G offsets (clamped by the kernel); work is only queued on
-                // `stream`.
+                    h.offs,
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and
+                // output bytes, G*m scales and G offsets (clamped by the kernel); work is only
+                // queued on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_per_group_rowwise_launch(
-                        xp,
-                        offp,
-                        op,
-                        sp,
+                        d.x,
+                        d.offs,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         g as i64,
                         fmt as i32,
                         p.pow2_scales as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("per_group_rowwise", st)
-            }
-        }
+            },
+        )
     }
 
     /// Tensorwise cast of `n` elements: `amax[0]` over all of them, `scale[0]` from it,
@@ -455,8 +379,19 @@ impl Context {
         self.check_dst("scale", &mut scale, 1)?;
         self.check_dst("amax", &mut amax, 1)?;
         let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
+        let (xp, dtype) = x.raw_parts();
+        let (op, sp, ap) = (out.as_mut_ptr(), scale.as_mut_ptr(), amax.as_mut_ptr());
+        let ptrs = [
+            ("x", xp),
+            ("out", op as *const _),
+            ("scale", sp as *const _),
+            ("amax", ap as *const _),
+        ];
+        // n == 0 still launches: the amax and scale of an empty tensor are written.
+        self.dispatch(
+            false,
+            &ptrs,
+            || {
                 let (o, s, a) = (
                     out.host_slice_mut(),
                     scale.host_slice_mut(),
@@ -469,22 +404,9 @@ impl Context {
                     o,
                     &mut s[0],
                     &mut a[0]
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if false {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp, ap) = (out.as_mut_ptr(), scale.as_mut_ptr(), amax.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scale", sp as *const _),
-                    ("amax", ap as *const _),
-                ])?;
-                let _dev = self.activate()?;
+                ))
+            },
+            || {
                 // SAFETY: validated above: device memory of this GPU with n inputs, n output bytes, one scale and one amax; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_tensorwise_launch(
@@ -500,8 +422,8 @@ impl Context {
                     )
                 };
                 crate::device::check_status("tensorwise", st)
-            }
-        }
+            },
+        )
     }
 
     /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (M, ceil(K/128)) row-major;
@@ -512,59 +434,45 @@ impl Context {
         m: usize,
         k: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, ns)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::quant::blockwise_1x128(
+        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::blockwise_1x128(
                     fmt,
                     p.pow2_scales,
                     m,
                     k,
                     x,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if mk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_blockwise_1x128_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         fmt as i32,
                         p.pow2_scales as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("blockwise_1x128", st)
-            }
-        }
+            },
+        )
     }
 
     /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
@@ -575,59 +483,45 @@ impl Context {
         m: usize,
         k: usize,
         x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
         let ns = checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?;
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("scales", &mut scales, ns)?;
-        let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                with_hp!(x, |x| reference::quant::blockwise_128x128(
+        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::quant::blockwise_128x128(
                     fmt,
                     p.pow2_scales,
                     m,
                     k,
                     x,
-                    o,
-                    s
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if mk == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp) = (out.as_mut_ptr(), scales.as_mut_ptr());
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                ])?;
-                let _dev = self.activate()?;
-                // SAFETY: validated above: device memory of this GPU with m*k inputs and output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on `stream`.
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_blockwise_128x128_launch(
-                        xp,
-                        op,
-                        sp,
+                        d.x,
+                        d.out,
+                        d.scales,
                         m as i64,
                         k as i64,
                         fmt as i32,
                         p.pow2_scales as i32,
-                        dtype,
+                        d.dtype,
                         stream.0,
                     )
                 };
                 crate::device::check_status("blockwise_128x128", st)
-            }
-        }
+            },
+        )
     }
 
     /// Rowwise cast that pads every token group (END offsets along M) to a multiple of 16
@@ -672,8 +566,24 @@ impl Context {
         self.check_dst("padded_offs", &mut padded_offs, g)?;
         self.check_offsets(&offs, m)?;
         let fmt = self.resolve(p.format);
-        match self.backend() {
-            BackendKind::Cpu => {
+        let (xp, dtype) = x.raw_parts();
+        let (op, sp, pp) = (
+            out.as_mut_ptr(),
+            scales.as_mut_ptr(),
+            padded_offs.as_mut_ptr(),
+        );
+        let offp = offs.as_ptr();
+        let ptrs = [
+            ("x", xp),
+            ("offs", offp as *const _),
+            ("out", op as *const _),
+            ("scales", sp as *const _),
+            ("padded_offs", pp as *const _),
+        ];
+        self.dispatch(
+            g == 0,
+            &ptrs,
+            || {
                 let (o, s, po) = (
                     out.host_slice_mut(),
                     scales.host_slice_mut(),
@@ -689,28 +599,9 @@ impl Context {
                     o,
                     s,
                     po
-                ));
-                Ok(())
-            }
-            BackendKind::Gpu => {
-                if g == 0 {
-                    return Ok(());
-                }
-                let (xp, dtype) = x.raw_parts();
-                let (op, sp, pp) = (
-                    out.as_mut_ptr(),
-                    scales.as_mut_ptr(),
-                    padded_offs.as_mut_ptr(),
-                );
-                let offp = offs.as_ptr();
-                self.check_device_pointers(&[
-                    ("x", xp),
-                    ("offs", offp as *const _),
-                    ("out", op as *const _),
-                    ("scales", sp as *const _),
-                    ("padded_offs", pp as *const _),
-                ])?;
-                let _dev = self.activate()?;
+                ))
+            },
+            || {
                 // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; the launcher only queues work on `stream`.
                 let st = unsafe {
                     crate::sys::hipfp8_rowwise_2d_padded_launch(
@@ -729,7 +620,7 @@ impl Context {
                     )
                 };
                 crate::device::check_status("rowwise_2d_padded", st)
-            }
-        }
+            },
+        )
     }
 }
