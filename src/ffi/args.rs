@@ -47,6 +47,32 @@ macro_rules! descriptor {
 }
 pub(crate) use descriptor;
 
+/// A scale-and-cast descriptor: the dtype of its (first) input and the fields that become the
+/// op's parameters (format and flags, or format and MX rounding).
+pub(crate) trait CastDesc: Descriptor {
+    type Params;
+    /// `hipfp8_dtype` of x (x1 for the dual cast).
+    fn input_dtype(&self) -> u32;
+    fn params(&self) -> Result<Self::Params, FfiError>;
+}
+
+/// Implement [`CastDesc`] for descriptors with `input_dtype`, `format` and `flags` fields
+/// (parameters: [`cast_params`]).
+macro_rules! cast_desc {
+    ($($t:ident),* $(,)?) => {$(
+        impl $crate::ffi::args::CastDesc for $t {
+            type Params = $crate::ops::CastParams;
+            fn input_dtype(&self) -> u32 {
+                self.input_dtype
+            }
+            fn params(&self) -> Result<Self::Params, $crate::ffi::status::FfiError> {
+                $crate::ffi::args::cast_params(self.format, self.flags)
+            }
+        }
+    )*};
+}
+pub(crate) use cast_desc;
+
 /// Read a descriptor: NULL, alignment and the `size` field are checked before the rest of
 /// the struct is read, so a caller that passes a smaller (or larger) struct is told so rather
 /// than read out of bounds.
@@ -285,6 +311,29 @@ impl<'c> Views<'c> {
         // header says so); the GEMM checks `bytes` against what it needs. (The CPU backend
         // never touches it.)
         Ok(Some(unsafe { GemmWorkspace::from_raw(p, bytes) }))
+    }
+
+    /// A cast export's parameters, then its input `x` (of the descriptor's `input_dtype`).
+    pub(crate) fn cast_input<'a, D: CastDesc>(
+        &self,
+        d: &D,
+        x: *const c_void,
+        x_len: usize,
+    ) -> Result<(D::Params, HpSrc<'a>), FfiError> {
+        let p = d.params()?;
+        Ok((p, self.hp("x", d.input_dtype(), x, x_len)?))
+    }
+
+    /// A cast export's FP8 output `out`, then its `scales`.
+    pub(crate) fn cast_outputs<'a, S>(
+        &self,
+        out: *mut u8,
+        out_len: usize,
+        scales: *mut S,
+        scales_len: usize,
+    ) -> Result<(Dst<'a, u8>, Dst<'a, S>), FfiError> {
+        let out = self.dst("out", out, out_len)?;
+        Ok((out, self.dst("scales", scales, scales_len)?))
     }
 
     /// A high-precision input whose element type is a `hipfp8_dtype`.

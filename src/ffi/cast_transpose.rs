@@ -2,7 +2,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_params, descriptor};
+use super::args::{CastDesc, cast_desc, descriptor};
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
@@ -41,6 +41,7 @@ pub struct hipfp8_cast_transpose_desc {
 }
 
 descriptor!(hipfp8_cast_transpose_desc);
+cast_desc!(hipfp8_cast_transpose_desc);
 
 fn scaling(v: u32) -> Result<Scaling, FfiError> {
     const T: u32 = hipfp8_scaling::HIPFP8_SCALING_TENSORWISE as u32;
@@ -76,7 +77,7 @@ pub extern "C" fn hipfp8_cast_transpose(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_cast_transpose", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
+        let p = d.params()?;
         let sc = scaling(d.scaling)?;
         let x = v.hp("x", d.input_dtype, x, x_len)?;
         let out = v.dst("out", out, out_len)?;

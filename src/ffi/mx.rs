@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{descriptor, format_choice};
+use super::args::{CastDesc, descriptor, format_choice};
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
@@ -42,6 +42,16 @@ pub struct hipfp8_mxfp8_desc {
 
 descriptor!(hipfp8_mxfp8_desc);
 
+impl CastDesc for hipfp8_mxfp8_desc {
+    type Params = MxParams;
+    fn input_dtype(&self) -> u32 {
+        self.input_dtype
+    }
+    fn params(&self) -> Result<MxParams, FfiError> {
+        mx_params(self.format, self.rounding)
+    }
+}
+
 fn mx_params(format: u32, rounding: u32) -> Result<MxParams, FfiError> {
     const FLOOR: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_FLOOR as u32;
     const RCEIL: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_RCEIL as u32;
@@ -73,10 +83,8 @@ pub extern "C" fn hipfp8_mxfp8_dim0(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_mxfp8_dim0", ctx, desc, |c, d, v| {
-        let p = mx_params(d.format, d.rounding)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.mxfp8_dim0(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
     })
 }
@@ -97,10 +105,8 @@ pub extern "C" fn hipfp8_mxfp8_dim1(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_mxfp8_dim1", ctx, desc, |c, d, v| {
-        let p = mx_params(d.format, d.rounding)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.mxfp8_dim1(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
     })
 }

@@ -10,7 +10,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_params, descriptor};
+use super::args::{CastDesc, cast_desc, descriptor};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
@@ -126,6 +126,13 @@ descriptor!(
     hipfp8_tensorwise_desc,
     hipfp8_padded_desc
 );
+cast_desc!(
+    hipfp8_cast_2d_desc,
+    hipfp8_cast_3d_desc,
+    hipfp8_cast_dual_desc,
+    hipfp8_tensorwise_desc,
+    hipfp8_padded_desc
+);
 
 /// Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
 /// from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
@@ -143,10 +150,8 @@ pub extern "C" fn hipfp8_rowwise_2d(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_rowwise_2d", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.rowwise_2d(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
     })
 }
@@ -167,10 +172,8 @@ pub extern "C" fn hipfp8_colwise_3d(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_colwise_3d", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.colwise_3d(&p, d.e, d.k, d.n, x, out, scales, StreamRef(stream.cast()))?)
     })
 }
@@ -191,10 +194,8 @@ pub extern "C" fn hipfp8_rowwise_3d_transpose_rhs(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_rowwise_3d_transpose_rhs", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         let s = StreamRef(stream.cast());
         Ok(c.rowwise_3d_transpose_rhs(&p, d.e, d.k, d.n, x, out, scales, s)?)
     })
@@ -219,11 +220,9 @@ pub extern "C" fn hipfp8_per_group_colwise(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_per_group_colwise", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
         let offs = v.src("offs", offs, num_groups)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         let s = StreamRef(stream.cast());
         Ok(c.per_group_colwise(&p, d.m, d.k, x, offs, out, scales, s)?)
     })
@@ -254,7 +253,7 @@ pub extern "C" fn hipfp8_per_group_colwise_dual(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_per_group_colwise_dual", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
+        let p = d.params()?;
         let x1 = v.hp("x1", d.input_dtype, x1, x1_len)?;
         let x2 = v.hp("x2", d.input_dtype2, x2, x2_len)?;
         let offs = v.src("offs", offs, num_groups)?;
@@ -287,11 +286,9 @@ pub extern "C" fn hipfp8_per_group_rowwise(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_per_group_rowwise", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
         let offs = v.src("offs", offs, num_groups)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         let s = StreamRef(stream.cast());
         Ok(c.per_group_rowwise(&p, d.m, d.k, x, offs, out, scales, s)?)
     })
@@ -315,8 +312,7 @@ pub extern "C" fn hipfp8_tensorwise(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_tensorwise", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
         let out = v.dst("out", out, out_len)?;
         let scale = v.dst("scale", scale, scale_len)?;
         let amax = v.dst("amax", amax, amax_len)?;
@@ -340,10 +336,8 @@ pub extern "C" fn hipfp8_blockwise_1x128(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_blockwise_1x128", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.blockwise_1x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
     })
 }
@@ -364,10 +358,8 @@ pub extern "C" fn hipfp8_blockwise_128x128(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_blockwise_128x128", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         Ok(c.blockwise_128x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
     })
 }
@@ -394,11 +386,9 @@ pub extern "C" fn hipfp8_rowwise_2d_padded(
     stream: hipStream_t,
 ) -> hipfp8_status {
     op_entry("hipfp8_rowwise_2d_padded", ctx, desc, |c, d, v| {
-        let p = cast_params(d.format, d.flags)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let (p, x) = v.cast_input(&d, x, x_len)?;
         let offs = v.src("offs", offs, num_groups)?;
-        let out = v.dst("out", out, out_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
+        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
         let po = v.dst("padded_offs", padded_offs, padded_offs_len)?;
         let s = StreamRef(stream.cast());
         Ok(c.rowwise_2d_padded(&p, d.m, d.k, d.m_cap, x, offs, out, scales, po, s)?)
