@@ -14,118 +14,14 @@
 
 mod common;
 
-use common::{
-    Fill, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same_bits,
-};
-use hipfp8::device::{DeviceBuffer, DeviceCopy, Event, Stream, gpu_for_tests};
+use common::gpu::{DevHp, Out, check, check_f32, check_u8, params, runner};
+use common::{Fill, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, offsets};
+use hipfp8::device::{DeviceBuffer, Event, Stream, gpu_for_tests};
 use hipfp8::mx::{MxParams, MxRounding};
-use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, Scaling, StreamRef, bf16};
+use hipfp8::{CastParams, Context, Fp8Format, HpSrc, Scaling, StreamRef, bf16};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 // ------------------------------------------------------------------------------ helpers
-
-/// A test tensor on the device, optionally starting `skew` elements into its buffer.
-enum DevHp {
-    B(DeviceBuffer<bf16>, usize, usize),
-    F(DeviceBuffer<f32>, usize, usize),
-}
-
-impl DevHp {
-    fn new(ctx: &Context, t: &Tensor, skew: usize) -> DevHp {
-        let n = t.vals.len();
-        match &t.b {
-            Some(b) => {
-                let mut h = vec![bf16::from_f32(0.0); skew];
-                h.extend_from_slice(b);
-                DevHp::B(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
-            }
-            None => {
-                let mut h = vec![0.0f32; skew];
-                h.extend_from_slice(&t.vals);
-                DevHp::F(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
-            }
-        }
-    }
-    fn hp(&self) -> HpSrc<'_> {
-        match self {
-            DevHp::B(b, s, n) => HpSrc::Bf16(b.src_range(*s..*s + *n).unwrap()),
-            DevHp::F(b, s, n) => HpSrc::F32(b.src_range(*s..*s + *n).unwrap()),
-        }
-    }
-}
-
-/// Host and device output buffers pre-filled with the same sentinel, 7 elements of slack, the
-/// op's view starting `skew` elements in.
-struct Out<T: DeviceCopy + PartialEq + std::fmt::Debug> {
-    host: Vec<T>,
-    dev: DeviceBuffer<T>,
-    skew: usize,
-    len: usize,
-}
-
-impl<T: DeviceCopy + PartialEq + std::fmt::Debug> Out<T> {
-    fn new(ctx: &Context, len: usize, sentinel: T, skew: usize) -> Out<T> {
-        let host = vec![sentinel; len + skew + 7];
-        let dev = DeviceBuffer::from_host(ctx, &host).unwrap();
-        Out {
-            host,
-            dev,
-            skew,
-            len,
-        }
-    }
-    fn cpu(&mut self) -> Dst<'_, T> {
-        (&mut self.host[self.skew..self.skew + self.len]).into()
-    }
-    fn gpu(&mut self) -> Dst<'_, T> {
-        self.dev.dst_range(self.skew..self.skew + self.len).unwrap()
-    }
-}
-
-fn check<T: DeviceCopy + PartialEq + std::fmt::Debug>(
-    what: &str,
-    o: &Out<T>,
-    eq: impl Fn(&T, &T) -> bool,
-) -> Result<(), TestCaseError> {
-    let g = o.dev.to_vec().unwrap();
-    let bad: Vec<usize> = (0..g.len()).filter(|&i| !eq(&g[i], &o.host[i])).collect();
-    if let Some(&i) = bad.first() {
-        return Err(TestCaseError::fail(format!(
-            "{what}: {} of {} elements differ; first at view index {}: gpu {:?} cpu {:?}",
-            bad.len(),
-            g.len(),
-            i as i64 - o.skew as i64,
-            g[i],
-            o.host[i]
-        )));
-    }
-    Ok(())
-}
-
-fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
-    check(what, o, |a, b| a == b)
-}
-fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
-    check(what, o, |a, b| same_bits(*a, *b))
-}
-
-fn runner(default_cases: u32) -> TestRunner {
-    TestRunner::new(Config {
-        cases: common::cases(default_cases),
-        failure_persistence: None,
-        ..Config::default()
-    })
-}
-
-fn params() -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
-    (
-        fmt_strategy(),
-        any::<bool>(),
-        fill_strategy(),
-        prop_oneof![3 => Just(false), 1 => Just(true)],
-    )
-}
 
 fn mx_params() -> impl Strategy<Value = (MxParams, Fill, bool)> {
     (
@@ -147,7 +43,7 @@ fn run_cast_transpose(ctx: &Context, scaling: Scaling, cases: u32) {
     let c = Context::cpu();
     let mut r = runner(cases);
     r.run(
-        &((big_dim(), dim(300)), params()),
+        &((big_dim(), dim(300)), params(3)),
         |((m, k), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);
@@ -225,7 +121,7 @@ fn tensorwise_gpu_eq_cpu() {
     let c = Context::cpu();
     let mut r = runner(64);
     let n = prop_oneof![3 => 0usize..3000, 1 => 3000usize..400_000];
-    r.run(&(n, params()), |(n, (fmt, pow2, fill, skew))| {
+    r.run(&(n, params(3)), |(n, (fmt, pow2, fill, skew))| {
         let p = CastParams::new(fmt, pow2);
         let t = Tensor::new(&fill, n, 97);
         let s = skew as usize;
@@ -361,7 +257,7 @@ fn blockwise_gpu_eq_cpu() {
     let c = Context::cpu();
     let mut r = runner(96);
     r.run(
-        &((big_dim(), dim(700), any::<bool>()), params()),
+        &((big_dim(), dim(700), any::<bool>()), params(3)),
         |((m, k, big), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);
@@ -452,7 +348,7 @@ fn rowwise_2d_padded_gpu_eq_cpu() {
         any::<u64>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(3)),
         |((m, k, g, oseed), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);

@@ -12,121 +12,14 @@
 
 mod common;
 
-use common::{
-    Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, fill_strategy, fmt_strategy, offsets, same_bits,
-};
+use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner};
+use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, offsets};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
-use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, StreamRef, bf16};
+use hipfp8::{CastParams, Context, Fp8Format, StreamRef};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 // ------------------------------------------------------------------------------ helpers
-
-/// A test tensor on the device, optionally starting `skew` elements into its buffer.
-enum DevHp {
-    B(DeviceBuffer<bf16>, usize, usize),
-    F(DeviceBuffer<f32>, usize, usize),
-}
-
-impl DevHp {
-    fn new(ctx: &Context, t: &Tensor, skew: usize) -> DevHp {
-        let n = t.vals.len();
-        match &t.b {
-            Some(b) => {
-                let mut h = vec![bf16::from_f32(0.0); skew];
-                h.extend_from_slice(b);
-                DevHp::B(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
-            }
-            None => {
-                let mut h = vec![0.0f32; skew];
-                h.extend_from_slice(&t.vals);
-                DevHp::F(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
-            }
-        }
-    }
-    fn hp(&self) -> HpSrc<'_> {
-        match self {
-            DevHp::B(b, s, n) => HpSrc::Bf16(b.src_range(*s..*s + *n).unwrap()),
-            DevHp::F(b, s, n) => HpSrc::F32(b.src_range(*s..*s + *n).unwrap()),
-        }
-    }
-}
-
-/// An output buffer pair (host for the CPU run, device for the GPU run), both pre-filled with
-/// the same sentinel, `slack` elements longer than the op needs, the view starting at `skew`.
-struct Out<T: hipfp8::device::DeviceCopy + PartialEq + std::fmt::Debug> {
-    host: Vec<T>,
-    dev: DeviceBuffer<T>,
-    skew: usize,
-    len: usize,
-}
-
-impl<T: hipfp8::device::DeviceCopy + PartialEq + std::fmt::Debug> Out<T> {
-    fn new(ctx: &Context, len: usize, sentinel: T, skew: usize) -> Out<T> {
-        let total = len + skew + 7;
-        let host = vec![sentinel; total];
-        let dev = DeviceBuffer::from_host(ctx, &host).unwrap();
-        Out {
-            host,
-            dev,
-            skew,
-            len,
-        }
-    }
-    fn cpu(&mut self) -> Dst<'_, T> {
-        (&mut self.host[self.skew..self.skew + self.len]).into()
-    }
-    fn gpu(&mut self) -> Dst<'_, T> {
-        self.dev.dst_range(self.skew..self.skew + self.len).unwrap()
-    }
-    fn gpu_host(&self) -> Vec<T> {
-        self.dev.to_vec().unwrap()
-    }
-}
-
-fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
-    let g = o.gpu_host();
-    if let Some(i) = (0..g.len()).find(|&i| g[i] != o.host[i]) {
-        let bad = (0..g.len()).filter(|&i| g[i] != o.host[i]).count();
-        return Err(TestCaseError::fail(format!(
-            "{what}: {bad} of {} bytes differ; first at {} (view index {}): gpu {:#04x} cpu {:#04x}",
-            g.len(),
-            i,
-            i as i64 - o.skew as i64,
-            g[i],
-            o.host[i]
-        )));
-    }
-    Ok(())
-}
-
-fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
-    let g = o.gpu_host();
-    if let Some(i) = (0..g.len()).find(|&i| !same_bits(g[i], o.host[i])) {
-        let bad = (0..g.len())
-            .filter(|&i| !same_bits(g[i], o.host[i]))
-            .count();
-        return Err(TestCaseError::fail(format!(
-            "{what}: {bad} of {} scales differ; first at {} (view index {}): gpu {:e} ({:#010x}) cpu {:e} ({:#010x})",
-            g.len(),
-            i,
-            i as i64 - o.skew as i64,
-            g[i],
-            g[i].to_bits(),
-            o.host[i],
-            o.host[i].to_bits()
-        )));
-    }
-    Ok(())
-}
-
-fn runner(default_cases: u32) -> TestRunner {
-    TestRunner::new(Config {
-        cases: common::cases(default_cases),
-        failure_persistence: None,
-        ..Config::default()
-    })
-}
 
 fn cpu() -> Context {
     Context::cpu()
@@ -157,15 +50,6 @@ fn skewed_offsets(seed: u64, g: usize, extent: usize) -> Vec<i32> {
         offs[i] = offs[i].max(offs[i - 1]);
     }
     offs
-}
-
-fn params() -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
-    (
-        fmt_strategy(),
-        any::<bool>(),
-        fill_strategy(),
-        prop_oneof![4 => Just(false), 1 => Just(true)],
-    )
 }
 
 // ------------------------------------------------------------------------------ codec
@@ -222,7 +106,7 @@ fn rowwise_2d_gpu_eq_cpu() {
     let c = cpu();
     let mut r = runner(96);
     let shapes = (dim(300), prop_oneof![3 => dim(300), 1 => 1000usize..20000]);
-    r.run(&(shapes, params()), |((m, k), (fmt, pow2, fill, skew))| {
+    r.run(&(shapes, params(4)), |((m, k), (fmt, pow2, fill, skew))| {
         let p = CastParams::new(fmt, pow2);
         let t = Tensor::new(&fill, m * k, k);
         let s = skew as usize;
@@ -250,7 +134,7 @@ fn colwise_3d_gpu_eq_cpu() {
     let c = cpu();
     let mut r = runner(48);
     r.run(
-        &((1usize..5, dim(160), dim(160)), params()),
+        &((1usize..5, dim(160), dim(160)), params(4)),
         |((e, k, n), (fmt, pow2, fill, _))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, e * k * n, k);
@@ -283,7 +167,7 @@ fn per_group_rowwise_gpu_eq_cpu() {
         any::<bool>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);
@@ -347,7 +231,7 @@ fn per_group_colwise_gpu_eq_cpu() {
         any::<bool>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);
@@ -476,7 +360,7 @@ fn per_group_colwise_dual_gpu_eq_cpu() {
         any::<u64>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((m, k1, k2, g, oseed), (fmt, pow2, fill, _))| {
             let p = CastParams::new(fmt, pow2);
             let t1 = Tensor::new(&fill, m * k1, k1);
@@ -552,7 +436,7 @@ fn rowwise_3d_transpose_rhs_gpu_eq_cpu() {
         prop_oneof![3 => dim(200), 1 => 1000usize..3000],
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((e, k, n), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, e * k * n, k);
@@ -687,7 +571,7 @@ fn tensorwise_gpu_eq_cpu() {
     let c = cpu();
     let mut r = runner(64);
     let shapes = prop_oneof![3 => 0usize..3000, 1 => 100_000usize..400_000];
-    r.run(&(shapes, params()), |(n, (fmt, pow2, fill, skew))| {
+    r.run(&(shapes, params(4)), |(n, (fmt, pow2, fill, skew))| {
         let p = CastParams::new(fmt, pow2);
         let t = Tensor::new(&fill, n, 64);
         let s = skew as usize;
@@ -736,7 +620,7 @@ fn cast_transpose_gpu_eq_cpu() {
         any::<bool>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((m, k, rowwise), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let scaling = if rowwise {
@@ -846,7 +730,7 @@ fn blockwise_gpu_eq_cpu() {
         prop_oneof![3 => dim(300), 1 => 500usize..1500],
         prop_oneof![3 => dim(400), 1 => 1000usize..3000],
     );
-    r.run(&(shapes, params()), |((m, k), (fmt, pow2, fill, skew))| {
+    r.run(&(shapes, params(4)), |((m, k), (fmt, pow2, fill, skew))| {
         let p = CastParams::new(fmt, pow2);
         let t = Tensor::new(&fill, m * k, k);
         let s = skew as usize;
@@ -886,7 +770,7 @@ fn mxfp8_gpu_eq_cpu() {
         any::<bool>(),
     );
     r.run(
-        &(shapes, mxp, params()),
+        &(shapes, mxp, params(4)),
         |((m, k), (fmt, rceil), (_, _, fill, skew))| {
             let mp = hipfp8::MxParams::new(
                 fmt,
@@ -937,7 +821,7 @@ fn rowwise_2d_padded_gpu_eq_cpu() {
         any::<bool>(),
     );
     r.run(
-        &(shapes, params()),
+        &(shapes, params(4)),
         |((m, k, g, oseed, skewed), (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);

@@ -3,6 +3,8 @@
 //! the crate's own scaling functions, so a bug there cannot hide behind itself.
 #![allow(dead_code)]
 
+pub mod gpu;
+
 use hipfp8::{Fp8Format, bf16};
 use proptest::prelude::*;
 

@@ -1,0 +1,145 @@
+//! The harness of the GPU == CPU suites (`gpu_quant`, `gpu_cast_mx`): test tensors on the
+//! device, output buffers run on both backends from the same sentinel, and their comparison
+//! over the whole buffer (so an element written by one backend and not the other is caught).
+//! Views may start `skew` elements into their buffer, which sends kernels down their
+//! unaligned paths.
+
+use hipfp8::device::{DeviceBuffer, DeviceCopy};
+use hipfp8::{Context, Dst, Fp8Format, HpSrc, bf16};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use super::{Fill, Tensor, fill_strategy, fmt_strategy, same_bits};
+
+/// A test tensor on the device, optionally starting `skew` elements into its buffer.
+pub enum DevHp {
+    B(DeviceBuffer<bf16>, usize, usize),
+    F(DeviceBuffer<f32>, usize, usize),
+}
+
+impl DevHp {
+    pub fn new(ctx: &Context, t: &Tensor, skew: usize) -> DevHp {
+        let n = t.vals.len();
+        match &t.b {
+            Some(b) => {
+                let mut h = vec![bf16::from_f32(0.0); skew];
+                h.extend_from_slice(b);
+                DevHp::B(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
+            }
+            None => {
+                let mut h = vec![0.0f32; skew];
+                h.extend_from_slice(&t.vals);
+                DevHp::F(DeviceBuffer::from_host(ctx, &h).unwrap(), skew, n)
+            }
+        }
+    }
+    pub fn hp(&self) -> HpSrc<'_> {
+        match self {
+            DevHp::B(b, s, n) => HpSrc::Bf16(b.src_range(*s..*s + *n).unwrap()),
+            DevHp::F(b, s, n) => HpSrc::F32(b.src_range(*s..*s + *n).unwrap()),
+        }
+    }
+}
+
+/// An output buffer pair (host for the CPU run, device for the GPU run), both pre-filled with
+/// the same sentinel, 7 elements longer than the op needs, the op's view starting at `skew`.
+pub struct Out<T: DeviceCopy + PartialEq + std::fmt::Debug> {
+    pub host: Vec<T>,
+    dev: DeviceBuffer<T>,
+    skew: usize,
+    len: usize,
+}
+
+impl<T: DeviceCopy + PartialEq + std::fmt::Debug> Out<T> {
+    pub fn new(ctx: &Context, len: usize, sentinel: T, skew: usize) -> Out<T> {
+        let host = vec![sentinel; len + skew + 7];
+        let dev = DeviceBuffer::from_host(ctx, &host).unwrap();
+        Out {
+            host,
+            dev,
+            skew,
+            len,
+        }
+    }
+    /// The view the CPU run writes.
+    pub fn cpu(&mut self) -> Dst<'_, T> {
+        (&mut self.host[self.skew..self.skew + self.len]).into()
+    }
+    /// The view the GPU run writes.
+    pub fn gpu(&mut self) -> Dst<'_, T> {
+        self.dev.dst_range(self.skew..self.skew + self.len).unwrap()
+    }
+    /// The whole device buffer, copied to the host.
+    pub fn gpu_host(&self) -> Vec<T> {
+        self.dev.to_vec().unwrap()
+    }
+}
+
+/// The whole device buffer equals the host one under `eq`; else a failure naming `what`, how
+/// many `unit` differ and the first difference (`show` formats an element).
+fn check_by<T: DeviceCopy + PartialEq + std::fmt::Debug>(
+    what: &str,
+    o: &Out<T>,
+    unit: &str,
+    eq: impl Fn(&T, &T) -> bool,
+    show: impl Fn(&T) -> String,
+) -> Result<(), TestCaseError> {
+    let g = o.gpu_host();
+    let bad: Vec<usize> = (0..g.len()).filter(|&i| !eq(&g[i], &o.host[i])).collect();
+    if let Some(&i) = bad.first() {
+        return Err(TestCaseError::fail(format!(
+            "{what}: {} of {} {unit} differ; first at {} (view index {}): gpu {} cpu {}",
+            bad.len(),
+            g.len(),
+            i,
+            i as i64 - o.skew as i64,
+            show(&g[i]),
+            show(&o.host[i])
+        )));
+    }
+    Ok(())
+}
+
+/// GPU == CPU under `eq`, elements shown with `{:?}`.
+pub fn check<T: DeviceCopy + PartialEq + std::fmt::Debug>(
+    what: &str,
+    o: &Out<T>,
+    eq: impl Fn(&T, &T) -> bool,
+) -> Result<(), TestCaseError> {
+    check_by(what, o, "elements", eq, |v| format!("{v:?}"))
+}
+
+/// FP8 codes (or E8M0 scales): GPU == CPU byte for byte.
+pub fn check_u8(what: &str, o: &Out<u8>) -> Result<(), TestCaseError> {
+    check_by(what, o, "bytes", |a, b| a == b, |v| format!("{v:#04x}"))
+}
+
+/// f32 scales (or amax): GPU == CPU bit for bit, NaN payloads included.
+pub fn check_f32(what: &str, o: &Out<f32>) -> Result<(), TestCaseError> {
+    check_by(
+        what,
+        o,
+        "scales",
+        |a, b| same_bits(*a, *b),
+        |v| format!("{v:e} ({:#010x})", v.to_bits()),
+    )
+}
+
+/// A runner with the case count from [`super::cases`] and no failure persistence.
+pub fn runner(default_cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases: super::cases(default_cases),
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// Format, pow2 scales, fill and skew (skewed views one time in `1 + unskewed_weight`).
+pub fn params(unskewed_weight: u32) -> impl Strategy<Value = (Fp8Format, bool, Fill, bool)> {
+    (
+        fmt_strategy(),
+        any::<bool>(),
+        fill_strategy(),
+        prop_oneof![unskewed_weight => Just(false), 1 => Just(true)],
+    )
+}
