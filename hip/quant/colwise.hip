@@ -6,13 +6,14 @@
 //   rowwise_3d_transpose_rhs x (E,K,N) column-major = E row-major (N,K) matrices; per expert a
 //                            single group of N rows -> out[e*N*K + k*N + n], scales[e*K + k]
 //
-// Tile: a block of 256 threads covers 1024 rows x (4 vectors = 32 bf16 / 16 f32 columns).
+// Tile: a block of 256 threads covers (256 / CG) * 16 rows x CG 16-byte column vectors (CG = 4:
+// 1024 rows x 32 bf16 / 16 f32 columns; the launcher picks CG per launch, see colwise_cg).
 // Thread (rg, cg) loads 16 consecutive rows of one 16-byte column vector, so after scaling it
 // holds, for each of its columns, 16 consecutive rows = 16 output bytes: the transposed stores are
-// 16-byte vectors and a wavefront writes 128-byte runs of each column (no LDS transpose needed;
-// the transpose happens in registers because each thread owns a 16x8 sub-tile).
+// 16-byte vectors and a wavefront writes runs of (32 / CG) * 16 bytes of each column (the
+// transpose happens in registers because each thread owns a 16 x EPV sub-tile; no LDS round trip).
 //
-// Jagged groups: a group's rows are cut into chunks of 1024 rows (aligned to absolute 16-row
+// Jagged groups: a group's rows are cut into chunks of L sub-chunks (aligned to absolute 16-row
 // units, so rows of a neighbouring group in a shared unit are masked). A slab = (group, column
 // tile). Small slabs are one chunk: one block, no communication. A big slab (a skewed expert with
 // 10k tokens) is spread over many blocks -- so no block stalls the grid -- which combine their
@@ -33,19 +34,22 @@
 namespace hipfp8 {
 
 constexpr int kColBlock = 256;
-constexpr int kColCG = 4;                          // 16-byte vectors across a tile
-constexpr int kColRPT = 16;                        // rows per thread (= bytes per column store)
-constexpr int kColUnits = kColBlock / kColCG;      // 16-row units per sub-chunk
-constexpr int kColRows = kColUnits * kColRPT;      // 1024 rows per sub-chunk
-constexpr int kColMaxCols = kColCG * 8;            // columns per tile (bf16)
+// CG = 16-byte vectors across a tile, RPT = rows per thread (= bytes per column store), both
+// template parameters: a tile is (256 / CG) * RPT rows by CG vectors (CG * 8 bf16 / CG * 4 f32
+// columns); a thread holds RPT 16-byte vectors (RPT * 4 registers). Instantiated: CG 2, 4, 8, 16
+// with RPT 16. RPT 8 (80 instead of 128 registers, 3 blocks per SM instead of 2) was measured
+// slower on every shape (NOTES v4) and is not instantiated.
+constexpr int kColMaxCG = 16;
+template <int CG, int RPT> struct ColGeom {
+  static constexpr int units = kColBlock / CG;     // RPT-row units per sub-chunk
+  static constexpr int rows = units * RPT;         // rows per sub-chunk
+};
 // Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
 constexpr int kColDefaultL = 2;
 constexpr int kCol3dDefaultL = 2;
 
-struct ColSlabWs {
-  uint32_t amax[kColMaxCols];
-  uint32_t arrive, depart;
-};
+// Workspace: a header, then one slab record per (tensor, group, column tile): COLS amax words,
+// then the arrive and depart counters (COLS + 2 words; COLS depends on the launch's tile).
 struct ColWsHeader {
   uint32_t ticket, done;
   uint32_t pad[2];
@@ -85,18 +89,25 @@ __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int
 }
 
 // Chunks (work items per column tile) of a group spanning rows [gs, ge).
+template <int CG, int RPT>
 __device__ inline int group_chunks(int64_t gs, int64_t ge, int L) {
-  const int64_t units = (ge + kColRPT - 1) / kColRPT - gs / kColRPT;
-  const int64_t per = (int64_t)kColUnits * L;
+  const int64_t units = (ge + RPT - 1) / RPT - gs / RPT;
+  const int64_t per = (int64_t)ColGeom<CG, RPT>::units * L;
   const int64_t n = (units + per - 1) / per;
   return n < 1 ? 1 : (int)n;
 }
 
-template <class In, uint32_t F>
+template <class In, uint32_t F, int CG, int RPT>
 __global__ void __launch_bounds__(kColBlock)
 colwise_vec_kernel(ColWork w) {
   constexpr int EPV = In::EPV;
+  constexpr int kColCG = CG;
+  constexpr int kColRPT = RPT;
+  constexpr int kColUnits = ColGeom<CG, RPT>::units;
+  constexpr int kColRows = ColGeom<CG, RPT>::rows;
+  static_assert(RPT == 8 || RPT == 16, "rows per thread: 8 or 16");
   constexpr int COLS = kColCG * EPV;
+  static_assert(kColCG <= HIPFP8_WAVE && COLS <= kColBlock, "tile wider than a wavefront / block");
   constexpr int NW = kColBlock / HIPFP8_WAVE;
   typedef typename In::elem E;
   extern __shared__ int32_t cdyn[];
@@ -108,7 +119,7 @@ colwise_vec_kernel(ColWork w) {
   __shared__ int s_item;
 
   ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
-  ColSlabWs* slabs = reinterpret_cast<ColSlabWs*>(hdr + 1);
+  uint32_t* slabs = reinterpret_cast<uint32_t*>(hdr + 1);
   const int tid = threadIdx.x;
   const int cg = tid % kColCG;
   const int rg = tid / kColCG;
@@ -122,7 +133,7 @@ colwise_vec_kernel(ColWork w) {
       int64_t gs, ge;
       group_bounds(w, s_offs, g, gs, ge);
       s_cbase[g] = acc;
-      acc += group_chunks(gs, ge, w.L);
+      acc += group_chunks<CG, RPT>(gs, ge, w.L);
     }
     s_cbase[G] = acc;
   }
@@ -204,18 +215,19 @@ colwise_vec_kernel(ColWork w) {
       s_amax[tid] = a;
     }
     if (nch > 1) {
-      ColSlabWs* sw = slabs + T.slab_base + (int64_t)g * T.ntiles + t;
-      if (tid < COLS) atomicMax(&sw->amax[tid], s_amax[tid]);
+      uint32_t* sw = slabs + (T.slab_base + (int64_t)g * T.ntiles + t) * (COLS + 2);
+      uint32_t* arrive = sw + COLS;
+      if (tid < COLS) atomicMax(&sw[tid], s_amax[tid]);
       __threadfence();
       __syncthreads();
       if (tid == 0) {
         // the last to arrive has nothing to wait for
-        if (atomicAdd(&sw->arrive, 1u) + 1 < (uint32_t)nch)
-          while (atomicAdd(&sw->arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
+        if (atomicAdd(arrive, 1u) + 1 < (uint32_t)nch)
+          while (atomicAdd(arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
         __threadfence();
       }
       __syncthreads();
-      if (tid < COLS) s_amax[tid] = atomicOr(&sw->amax[tid], 0u);
+      if (tid < COLS) s_amax[tid] = atomicOr(&sw[tid], 0u);
     }
     uint32_t next_ticket = 0;
     if (tid == 0) next_ticket = atomicAdd(&hdr->ticket, 1u);
@@ -228,11 +240,11 @@ colwise_vec_kernel(ColWork w) {
     if (nch > 1 && tid == 0) {
       // every thread of this block has read the slab's amax (barrier above); the last block of
       // the slab to get here leaves the slab zeroed for the next launch
-      ColSlabWs* sw = slabs + T.slab_base + (int64_t)g * T.ntiles + t;
-      if (atomicAdd(&sw->depart, 1u) == (uint32_t)nch - 1) {
-        for (int i = 0; i < COLS; ++i) atomicExch(&sw->amax[i], 0u);
-        atomicExch(&sw->arrive, 0u);
-        atomicExch(&sw->depart, 0u);
+      uint32_t* sw = slabs + (T.slab_base + (int64_t)g * T.ntiles + t) * (COLS + 2);
+      if (atomicAdd(&sw[COLS + 1], 1u) == (uint32_t)nch - 1) {
+        for (int i = 0; i < COLS; ++i) atomicExch(&sw[i], 0u);
+        atomicExch(&sw[COLS], 0u);
+        atomicExch(&sw[COLS + 1], 0u);
       }
     }
 
@@ -253,21 +265,24 @@ colwise_vec_kernel(ColWork w) {
 #pragma unroll
       for (int e = 0; e < EPV; ++e) {
         const float s = s_scale[cg * EPV + e];
-        uint32_t q[4];
+        uint32_t q[RPT / 4];
         if (amax_bits_finite(s_amax[cg * EPV + e])) {
 #pragma unroll
-          for (int k4 = 0; k4 < 4; ++k4)
+          for (int k4 = 0; k4 < RPT / 4; ++k4)
             q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                       In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
         } else {
 #pragma unroll
-          for (int k4 = 0; k4 < 4; ++k4)
+          for (int k4 = 0; k4 < RPT / 4; ++k4)
             q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                   In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
         }
         uint8_t* dst = T.out + obase + (mycol + e) * T.out_ld + rb;
         if (full) {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+          if constexpr (RPT == 16)
+            *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+          else
+            *reinterpret_cast<uint2*>(dst) = make_uint2(q[0], q[1]);
         } else {
 #pragma unroll
           for (int rr = 0; rr < kColRPT; ++rr) {
@@ -337,7 +352,7 @@ colwise_scalar_kernel(ColWork w) {
 
 constexpr int kColNumDevices = 64;
 
-template <class In, uint32_t F>
+template <class In, uint32_t F, int CG, int RPT>
 static int colwise_grid() {
   // Co-resident blocks of the persistent kernel (cached per device).
   static int cache[kColNumDevices];
@@ -347,7 +362,7 @@ static int colwise_grid() {
   if (p == 0) {
     int per_sm = 0;
     // dynamic shared memory is small (offsets); size it for 1024 groups
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F>, kColBlock, 8 * 1024 + 8) !=
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CG, RPT>, kColBlock, 8 * 1024 + 8) !=
             hipSuccess ||
         per_sm < 1)
       per_sm = 1;
@@ -372,6 +387,68 @@ static int colwise_min_L(bool is3d) {
   return r;
 }
 
+// Vectors across a tile (CG). Measured on the H200 (bench/NOTES.md, v4 sweep): a slab that is
+// ONE sub-chunk (no L2 re-read, no waiting for other blocks) is what pays, so the tile is the
+// narrowest whose sub-chunk ((256 / CG) * 16 rows) covers a group: 3D groups of N = 2048 rows
+// run at 79% with CG=2 against 67% with CG=4. Groups longer than 2048 rows (3D N = 7168) are
+// multi-chunk with any tile; CG=8 is the best measured there (71% against 64%). Jagged groups
+// are sized by their mean (M / G, known without reading the offsets): 1024 rows -> CG=4, the
+// best for balanced groups (84% against 75% for CG=8; Zipf groups of the same mean would prefer
+// CG=8, 62% against 54%, but the launcher cannot see the skew without a host sync).
+// HIPFP8_COLWISE_CG (2, 4, 8, 16) overrides it (a tuning knob for the bench, read once).
+static int colwise_cg(const ColWork& w) {
+  static int v;
+  int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+  if (r == 0) {
+    const char* e = getenv("HIPFP8_COLWISE_CG");
+    r = e ? atoi(e) : 0;
+    if (r != 2 && r != 4 && r != 8 && r != 16) r = -1;
+    __atomic_store_n(&v, r, __ATOMIC_RELAXED);
+  }
+  if (r > 0) return r;
+  const int64_t rows = w.offs ? (w.G > 0 ? (w.M + w.G - 1) / w.G : w.M) : w.group_rows;
+  if (rows <= 256) return 16;
+  if (rows <= 512) return 8;
+  if (rows <= 1024) return 4;
+  if (rows <= 2048) return 2;
+  return 8;
+}
+
+// Tile kernel launch for a given CG (vectors across a tile).
+template <class In, uint32_t F, int CG, int RPT>
+static int launch_colwise_cg(ColWork w, size_t smem, hipStream_t st) {
+  constexpr int COLS = CG * In::EPV;
+  int slab = 0;
+  for (int i = 0; i < w.ntensors; ++i) {
+    w.t[i].ntiles = (int)((w.t[i].K + COLS - 1) / COLS);
+    w.t[i].slab_base = slab;
+    slab += w.t[i].ntiles * w.G;
+  }
+  const int grid = colwise_grid<In, F, CG, RPT>();
+  // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
+  const int64_t max_units = (w.offs ? w.M : w.group_rows) / RPT + 2;
+  // Rows per work item: L sub-chunks, read once for the amax and once more (from L2: the block
+  // read them microseconds before) for the cast, except the last one, which stays in registers.
+  // L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
+  constexpr int64_t units = ColGeom<CG, RPT>::units;
+  int L = colwise_min_L(w.offs == nullptr);
+  while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
+  w.L = L;
+  if (smem > 48 * 1024) return kLaunchUnsupported;
+  colwise_vec_kernel<In, F, CG, RPT><<<grid, kColBlock, smem, st>>>(w);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+template <class In, uint32_t F>
+static int launch_colwise_tiles(const ColWork& w, size_t smem, int cg, hipStream_t st) {
+  switch (cg) {
+    case 2: return launch_colwise_cg<In, F, 2, 16>(w, smem, st);
+    case 8: return launch_colwise_cg<In, F, 8, 16>(w, smem, st);
+    case 16: return launch_colwise_cg<In, F, 16, 16>(w, smem, st);
+    default: return launch_colwise_cg<In, F, 4, 16>(w, smem, st);
+  }
+}
+
 template <class In, uint32_t F>
 static int launch_colwise(ColWork w, hipStream_t st) {
   bool vec = true;
@@ -391,25 +468,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     colwise_scalar_kernel<In, F><<<grid, 256, smem, st>>>(w);
     HIPFP8_RETURN_LAUNCH_STATUS();
   }
-  constexpr int COLS = kColCG * In::EPV;
-  int slab = 0;
-  for (int i = 0; i < w.ntensors; ++i) {
-    w.t[i].ntiles = (int)((w.t[i].K + COLS - 1) / COLS);
-    w.t[i].slab_base = slab;
-    slab += w.t[i].ntiles * w.G;
-  }
-  const int grid = colwise_grid<In, F>();
-  // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
-  const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
-  // Rows per work item: L sub-chunks of 1024 rows, read once for the amax and once more (from
-  // L2: the block read them microseconds before) for the cast, except the last one, which stays
-  // in registers. L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
-  int L = colwise_min_L(w.offs == nullptr);
-  while ((max_units + (int64_t)kColUnits * L - 1) / ((int64_t)kColUnits * L) > grid / 2 && L < (1 << 20)) L *= 2;
-  w.L = L;
-  if (smem > 48 * 1024) return kLaunchUnsupported;
-  colwise_vec_kernel<In, F><<<grid, kColBlock, smem, st>>>(w);
-  HIPFP8_RETURN_LAUNCH_STATUS();
+  return launch_colwise_tiles<In, F>(w, smem, colwise_cg(w), st);
 }
 
 template <class In>
@@ -434,9 +493,15 @@ using namespace hipfp8;
 HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int64_t k2, uint64_t* bytes) noexcept {
   if (!bytes) return kLaunchNull;
   if (groups < 0 || k1 < 0 || k2 < 0) return kLaunchBadShape;
-  // f32 tiles are 16 columns wide, bf16 ones 32: size for the narrower.
-  const uint64_t tiles = (uint64_t)((k1 + 15) / 16) + (uint64_t)((k2 + 15) / 16);
-  *bytes = sizeof(ColWsHeader) + sizeof(ColSlabWs) * (uint64_t)groups * tiles;
+  // One slab record of (COLS + 2) words per (group, column tile); size for the tile width that
+  // needs the most (every CG, bf16 and f32 columns per vector).
+  uint64_t most = 0;
+  for (int cols = 8; cols <= kColMaxCG * 8; cols *= 2) {
+    const uint64_t tiles = (uint64_t)((k1 + cols - 1) / cols) + (uint64_t)((k2 + cols - 1) / cols);
+    const uint64_t words = tiles * (uint64_t)(cols + 2);
+    if (words > most) most = words;
+  }
+  *bytes = sizeof(ColWsHeader) + 4 * (uint64_t)groups * most;
   return kLaunchOk;
 }
 

@@ -52,17 +52,20 @@ tensor_cast_kernel(const typename In::elem* __restrict__ x, int64_t n, uint32_t*
   const bool fin = amax_bits_finite(am);
   const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
   const int64_t stride = (int64_t)gridDim.x * kTensorBlock;
+  // Walk x from its END (chunk nchunk-1-i): the amax pass read it front to back, so its tail is
+  // still in L2 and this second read of x finds it there (only the L2-sized tail; see NOTES).
   for (int64_t i0 = (int64_t)blockIdx.x * kTensorBlock + threadIdx.x; i0 < nchunk; i0 += stride * kTensorUnroll) {
     uint4 v[kTensorUnroll];
 #pragma unroll
     for (int u = 0; u < kTensorUnroll; ++u) {
       const int64_t i = i0 + u * stride;
-      v[u] = i < nchunk ? load_chunk<In, VEC>(x, i, n) : zero4();
+      v[u] = i < nchunk ? load_chunk<In, VEC>(x, nchunk - 1 - i, n) : zero4();
     }
 #pragma unroll
     for (int u = 0; u < kTensorUnroll; ++u) {
       const int64_t i = i0 + u * stride;
-      if (i < nchunk) store_chunk<In, VEC>(out, i, n, fin ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s));
+      if (i < nchunk)
+        store_chunk<In, VEC>(out, nchunk - 1 - i, n, fin ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s));
     }
   }
 }
@@ -146,11 +149,15 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
   __shared__ float s_cs[kCtCG * 8];
   __shared__ uint32_t s_cfin[kCtCG * 8];
   const int cg = threadIdx.x % kCtCG, rg = threadIdx.x / kCtCG;
-  const int64_t chunk = (int64_t)blockIdx.x * kCtCG + cg;
+  // Tiles in reverse launch order (last rows first): phase 1 read x front to back, so the tail of
+  // x is still in L2 for the first blocks of this second read.
+  const int64_t bx = (int64_t)gridDim.x - 1 - blockIdx.x;
+  const int64_t by = (int64_t)gridDim.y - 1 - blockIdx.y;
+  const int64_t chunk = bx * kCtCG + cg;
   const int64_t nchunk = (K + EPV - 1) / EPV;
-  const int64_t rbase = (int64_t)blockIdx.y * kCtRows;
+  const int64_t rbase = by * kCtRows;
   const int64_t r0 = rbase + rg * 16;
-  const int64_t cbase = (int64_t)blockIdx.x * kCtCG * EPV;
+  const int64_t cbase = bx * kCtCG * EPV;
   // scales of this tile's rows and columns (shared memory: each computed once per block)
   if (rowwise) {
     for (int i = threadIdx.x; i < kCtRows; i += kTensorBlock) {
@@ -158,20 +165,20 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
       const uint32_t a = r < M ? ws[r] : 0;
       s_rs[i] = amax_to_scale<F>(a, pow2 != 0);
       s_rfin[i] = amax_bits_finite(a);
-      if (blockIdx.x == 0 && r < M) scales[r] = s_rs[i];
+      if (bx == 0 && r < M) scales[r] = s_rs[i];
     }
     if (threadIdx.x < kCtCG * EPV) {
       const int64_t c = cbase + threadIdx.x;
       const uint32_t a = c < K ? ws[M + c] : 0;
       s_cs[threadIdx.x] = amax_to_scale<F>(a, pow2 != 0);
       s_cfin[threadIdx.x] = amax_bits_finite(a);
-      if (blockIdx.y == 0 && c < K) scales_t[c] = s_cs[threadIdx.x];
+      if (by == 0 && c < K) scales_t[c] = s_cs[threadIdx.x];
     }
   } else if (threadIdx.x == 0) {
     const uint32_t a = ws[0];
     s_cs[0] = amax_to_scale<F>(a, pow2 != 0);
     s_cfin[0] = amax_bits_finite(a);
-    if (blockIdx.x == 0 && blockIdx.y == 0) {
+    if (bx == 0 && by == 0) {
       scales[0] = s_cs[0];
       scales_t[0] = s_cs[0];
     }

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# gpu_session.sh -- one device call over a bundle from scripts/build-gpu-bundle.sh: any of
+#   tests    the whole test suite (run-gpu-bundle.sh, HIPFP8_REQUIRE_GPU=1)
+#   cgtests  gpu_quant's column-cast and MX tests once per tile variant (HIPFP8_COLWISE_CG /
+#            HIPFP8_MXDIM1_CG; CGS_TEST lists them; the default variant is run by `tests`)
+#   cg       bench binary over the column casts and MX dim1 for every tile variant (CGS, MXCGS)
+#   ncu      Nsight Compute (--clock-control none) on one launch of each kernel below 90%
+#   bench    the bench binary, every op
+#   compare  bench/compare_torchao.py --quick (torchao wheel unpacked from .whl/)
+#   sanitize compute-sanitizer memcheck + racecheck over gpu_quant (3 cases)
+#
+#   bash bench/gpu_session.sh BUNDLE_DIR STEPS        # STEPS: comma-separated, in the order above
+# Logs go to $OUT (the device tool returns that folder).
+set -uo pipefail
+BD=${1:?bundle dir}
+STEPS=${2:-tests,bench,compare}
+OUT=${OUT:-/tmp/hipfp8-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 RUST_BACKTRACE=1
+t0=$(date +%s)
+stamp() { echo "=== [+$(( $(date +%s) - t0 ))s] $*"; }
+U=/tmp/hipfp8-bundle
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+
+if has tests; then
+  stamp "test suite"
+  TEST_TIMEOUT=${TEST_TIMEOUT:-180} PROPTEST_CASES=${CASES:-24} bash "$BD/run-gpu-bundle.sh" "$BD" 2>&1 | tail -30
+else
+  # unpack only
+  rm -rf "$U" && mkdir -p "$U" && xz -dc "$BD/payload.tar.xz" | tar -xf - -C "$U"
+fi
+BENCH=$U/bin/hipfp8-bench
+TQ=$U/tests/gpu_quant
+
+if has cgtests; then
+  for cg in ${CGS_TEST:-2 8 16 104 108 116}; do
+    stamp "gpu_quant column casts with HIPFP8_COLWISE_CG=$cg"
+    (cd "$U/crate" && export HIPFP8_COLWISE_CG=$cg HIPFP8_MXDIM1_CG=$cg HIPFP8_REQUIRE_GPU=1 \
+      PROPTEST_CASES=${CASES:-24} && timeout 200 "$TQ" --test-threads=4 colwise rowwise_3d bad_device mxfp8 &&
+      timeout 100 "$U/tests/gpu_cast_mx" --test-threads=4 mx) > "$OUT/cgtests-$cg.log" 2>&1
+    echo "CG=$cg rc=$?"; grep -E "^test |test result" "$OUT/cgtests-$cg.log"
+  done
+fi
+
+if has cg; then
+  stamp "column-cast tile width sweep"
+  : > "$OUT/cg-sweep.log"
+  for cg in ${CGS:-2 4 8 16 104 108 116}; do
+    echo "--- CG=$cg" >> "$OUT/cg-sweep.log"
+    HIPFP8_COLWISE_CG=$cg timeout 90 "$BENCH" --quick \
+      --filter per_group_colwise,rowwise_3d_transpose_rhs >> "$OUT/cg-sweep.log" 2>&1
+  done
+  for cg in ${MXCGS:-2 4 8 104 108}; do
+    echo "--- MXDIM1_CG=$cg" >> "$OUT/cg-sweep.log"
+    HIPFP8_MXDIM1_CG=$cg timeout 60 "$BENCH" --quick --filter mxfp8 >> "$OUT/cg-sweep.log" 2>&1
+  done
+  grep -E "^---|per_group_colwise|rowwise_3d|mxfp8_dim1|copy" "$OUT/cg-sweep.log"
+fi
+
+if has ncu; then
+  stamp "ncu --clock-control none"
+  SECT="--section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats"
+  : > "$OUT/ncu.log"
+  prof() {  # name filter kernel-regex [launches]
+    echo "##### $1" >> "$OUT/ncu.log"
+    timeout 120 ncu --clock-control none $SECT -k "regex:$3" -s 6 -c "${4:-1}" "$BENCH" --quick --filter "$2" \
+      >> "$OUT/ncu.log" 2>&1 || echo "ncu $1 rc=$?" >> "$OUT/ncu.log"
+  }
+  prof rowwise_2d rowwise_2d rowwise_vec_kernel
+  prof per_group_colwise per_group_colwise colwise_vec_kernel
+  prof rowwise_3d_transpose_rhs rowwise_3d_transpose_rhs colwise_vec_kernel
+  prof per_group_rowwise per_group_rowwise per_group_rowwise_kernel
+  prof mxfp8_dim1 mxfp8 mx_dim1_kernel
+  prof tensorwise tensorwise "tensor_(amax|cast)_kernel" 2
+  prof cast_transpose cast_transpose "ct_(amax|cast)_kernel" 2
+  grep -E "^#####|==PROF==|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Block Limit|Warp Cycles Per Issued|rc=" "$OUT/ncu.log" | head -150
+fi
+
+if has bench; then
+  stamp "bench binary"
+  timeout 200 "$BENCH" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+  cat "$OUT/bench.log"
+fi
+
+if has compare; then
+  stamp "torchao comparison"
+  if [ ! -d /tmp/site/torchao ]; then
+    mkdir -p /tmp/site && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+      .whl/torchao-0.18.0-*.whl /tmp/site
+  fi
+  # COMPARE_ONLY=op1,op2: a subset, written as h200-partial.{json,md}
+  PYTHONPATH=/tmp/site HIPFP8_LIB=$U/lib/libhipfp8.so timeout 300 python3 bench/compare_torchao.py --quick \
+    ${COMPARE_ONLY:+--only "$COMPARE_ONLY" --tag partial} > "$OUT/compare.log" 2>&1
+  echo "compare rc=$?"; tail -45 "$OUT/compare.log"
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    stamp "compute-sanitizer $tool"
+    (cd "$U/crate" && HIPFP8_REQUIRE_GPU=1 PROPTEST_CASES=3 timeout 240 compute-sanitizer --tool $tool \
+      --error-exitcode 9 "$TQ" --test-threads=1 --skip codec_hw --skip big_groups) > "$OUT/sanitize-$tool.log" 2>&1
+    echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$OUT/sanitize-$tool.log"
+  done
+fi
+stamp done
