@@ -182,6 +182,44 @@ __host__ __device__ inline float amax_to_scale(uint32_t amax_bits, bool pow2) {
   return pow2 ? round_down_pow2(s) : s;
 }
 
+// amax_to_scale without a division, bit-identical to it for every amax bit pattern (checked
+// exhaustively on the host: bench/scale_host_check.cu; IEEE f64 fma and integer ops only, so
+// host, NVIDIA and AMD compute the same bits). Why: nvcc's f64 (and f32) IEEE division has an
+// out-of-line slow path, and a call inside a kernel that holds a row in registers makes ptxas
+// spill that row around it. Here d is an f32 value > 1e-12 (else the quotient is a constant):
+// y = 1/d from a bit-trick seed (relative error < 1/8) and 5 Newton steps (each squares the
+// error) is within ~2^-52 of 1/d, MAXF*y within ~2^-51 of the quotient; the quotient of a
+// 4-bit constant by a 24-bit significand is never within 2^-49 (relative) of an f32 rounding
+// midpoint, so rounding MAXF*y to f32 gives the same float as rounding MAXF/d twice.
+__host__ __device__ inline uint64_t d2u64(double f) {
+  uint64_t u;
+  memcpy(&u, &f, 8);
+  return u;
+}
+__host__ __device__ inline double u642d(uint64_t u) {
+  double f;
+  memcpy(&f, &u, 8);
+  return f;
+}
+template <uint32_t F>
+__host__ __device__ inline float amax_to_scale_nodiv(uint32_t amax_bits, bool pow2) {
+  if (amax_bits > 0x7F800000u) return u2f(0x7FC00000u);
+  float s;
+  const double a = (double)u2f(amax_bits);
+  if (amax_bits == 0x7F800000u) {
+    s = 0.0f;  // MAXF / Inf
+  } else if (!(a > 1e-12)) {
+    constexpr double q = Fp8Traits<F>::MAXF / 1e-12;
+    s = (float)q;
+  } else {
+    double y = u642d(0x7FDE623822FC16E6ull - d2u64(a));
+#pragma unroll
+    for (int i = 0; i < 5; ++i) y = fma(y, fma(-a, y, 1.0), y);
+    s = (float)(Fp8Traits<F>::MAXF * y);
+  }
+  return pow2 ? round_down_pow2(s) : s;
+}
+
 
 // ---------------------------------------------------------------------------------- MXFP8
 // E8M0 block scales, exactly as src/reference/mx.rs (torchao 0.18 to_mx): read the rule there.

@@ -134,6 +134,23 @@ static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __floa
 #if defined(HIPFP8_VENDOR_AMD)
 // Butterfly exchange within one wavefront (every lane active).
 #define HIPFP8_SHFL_XOR(v, m) __shfl_xor((v), (m))
+// Value of v in lane `src` of this wavefront (every lane active; src taken modulo the wave).
+#define HIPFP8_SHFL(v, src) __shfl((v), (src))
+// Orders the shared-memory accesses of one wavefront (its lanes run in lockstep on AMD).
+#define HIPFP8_SYNC_WAVE() __builtin_amdgcn_wave_barrier()
+// __launch_bounds__ with a minimum of resident blocks per SM (NVIDIA: caps the registers so that
+// many blocks fit). On AMD only the block size is passed: HIP reads a second argument as
+// waves per EU, a different budget (the VGPR file of a CU differs too).
+#define HIPFP8_LAUNCH_BOUNDS_MIN_BLOCKS(threads, blocks) __launch_bounds__(threads)
+// Max over the wavefront (every lane active); every lane gets it.
+static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
+#pragma unroll
+  for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor(v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
 // Polite spin-wait step for inter-block flags.
 #define HIPFP8_BACKOFF() __builtin_amdgcn_s_sleep(2)
 #if defined(HIPFP8_HW_FP8_FNUZ) || defined(HIPFP8_HW_FP8_OCP)
@@ -149,6 +166,21 @@ static inline __device__ uint32_t hipfp8_hw_cvt_e5m2x2(float lo, float hi) {
 #endif
 #else
 #define HIPFP8_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+#define HIPFP8_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
+#define HIPFP8_SYNC_WAVE() __syncwarp()
+#define HIPFP8_LAUNCH_BOUNDS_MIN_BLOCKS(threads, blocks) __launch_bounds__(threads, blocks)
+static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);  // one redux.sync
+#else
+#pragma unroll
+  for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+#endif
+}
 #define HIPFP8_BACKOFF() __nanosleep(64)
 #if defined(HIPFP8_HW_FP8_OCP)
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32: RNE, finite overflow saturates (byte 0 = lo).

@@ -214,6 +214,79 @@ fn per_group_rowwise_gpu_eq_cpu() {
     .unwrap();
 }
 
+/// per_group_rowwise on shapes the test above does not reach: many more rows than resident
+/// blocks (each block walks several rows, rotating its shared amax buffers), rows longer than a
+/// block's registers (the re-read tail), and group ends on 16-column boundaries (wavefronts
+/// spanning a group end without any vector straddling it: the segmented reduction alone).
+#[test]
+fn per_group_rowwise_many_and_long_rows_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_rowwise_many_and_long_rows_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(12);
+    let shapes = prop_oneof![
+        // many rows, short to medium rows (the 128- and 256-thread variants, several rows per block)
+        2 => (2000usize..=4500, 1usize..=700),
+        // a few rows per block of the 512-thread variant (bf16: whole row in registers)
+        1 => (270usize..=500, 16385usize..=33000),
+        // rows longer than the registers hold
+        1 => (1usize..=300, 32769usize..=40000),
+    ];
+    r.run(
+        &(shapes, 0usize..40, any::<u64>(), 0u8..3, params()),
+        |((m, k), g, oseed, kind, (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t = Tensor::new(&fill, m * k, k);
+            let offs = match kind {
+                0 => offsets(oseed, g, k),
+                1 => skewed_offsets(oseed, g, k),
+                _ => skewed_offsets(oseed, g, k)
+                    .into_iter()
+                    .map(|o| o / 16 * 16)
+                    .collect(),
+            };
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let doffs = DeviceBuffer::from_host(&ctx, &offs)
+                .unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
+            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+            let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
+            c.per_group_rowwise(
+                &p,
+                m,
+                k,
+                t.hp(),
+                (&offs).into(),
+                o.cpu(),
+                sc.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.per_group_rowwise(
+                &p,
+                m,
+                k,
+                dx.hp(),
+                doffs.src(),
+                o.gpu(),
+                sc.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            check_u8(
+                &format!("per_group_rowwise m={m} k={k} g={g} kind={kind} {fmt} skew={s}"),
+                &o,
+            )?;
+            check_f32(
+                &format!("per_group_rowwise scales m={m} k={k} offs={offs:?}"),
+                &sc,
+            )
+        },
+    )
+    .unwrap();
+}
+
 // ------------------------------------------------------------------------------ column family
 
 #[test]

@@ -9,6 +9,8 @@
 // Slow path (odd K / misaligned): same structure, element at a time, second pass re-reads.
 #include "common.h"
 
+#include <stdlib.h>
+
 namespace hipfp8 {
 
 // ------------------------------------------------------------------------------ rowwise_2d
@@ -99,138 +101,295 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
 
 // ------------------------------------------------------------------------------ per_group_rowwise
 // Groups are runs of columns [offs[g-1], offs[g]) shared by every row; scales[g*M + row].
-// One block owns a row at a time (grid-stride: the offsets and the vector -> group map are
-// computed once per block and kept in shared memory, not registers, so a 512-thread block
-// holding a 64 KB row stays under 64 registers per thread and two blocks fit an SM).
-// Per-group amax: when a whole wavefront's vector j lies in one group, a shuffle reduction and
-// one shared atomicMax (same-address shared atomics serialise); otherwise one atomic per vector,
-// or per element for the few vectors that straddle a group boundary. Then scales, then the cast
-// from registers. Shared memory: offsets, amax, scale per group (12*G bytes) + the map
-// (2 bytes per vector of the first VPT*BLOCK).
+// Persistent grid (as many blocks as are resident): a block owns rows blockIdx.x, +gridDim.x, ...
+// and keeps the row in registers (VPT 16-byte vectors per thread). Per block, once: the clamped
+// offsets and a map of its register-held vectors (shared memory, 2 bytes per vector: group,
+// whole-wavefront flag). Per row, ONE barrier:
+//   pass 1  per-group amax into shared memory: a wavefront whose vector j lies in one group
+//           reduces it (redux / shuffles) and sends one atomicMax; a wavefront spanning a group
+//           end does a segmented max (groups are monotone over its lanes) and one atomic per
+//           segment; vectors that straddle a group end (rare: group ends not on a vector
+//           boundary) go element by element in a loop that is not unrolled.
+//   barrier
+//   scales  with G <= wave size, each lane of each wavefront computes the scale of group
+//           `lane` into the wavefront's own table in shared memory, where each vector reads its
+//           group's (no second barrier: the wavefront orders its own table); with more groups, the scales overwrite the row's amax
+//           buffer in shared memory behind a second barrier. amax_to_scale_nodiv: no division,
+//           so no out-of-line call that would make the compiler spill the row.
+//   pass 2  cast from registers and store; then the next row's loads go out at once.
+// The amax buffers rotate over 3 (the one reset after the barrier of row r was last read in
+// row r-1, before that barrier, and is next written in row r+2, after the next barrier).
+// The first row's loads are issued before the per-block set-up so that its latency hides them.
+// Rows longer than VPT*BLOCK vectors re-read the rest (L2-resident) vector by vector.
+// Shared memory: offsets 4*G, amax 12*G, wavefront scale tables 4*BLOCK, map 2*BLOCK*VPT bytes.
 
 constexpr int kRowwiseMaxGroups = 2048;
-constexpr int kMapStraddle = 0x7FFF;  // map entry: vector crosses a group end (or is past the last)
-constexpr int kMapUniform = 0x4000;   // map flag: the whole wavefront's vector j is in this group
+constexpr uint32_t kMapNone = 0x7FFF;      // this lane's vector crosses a group end, or lies past the last group
+constexpr uint32_t kMapUniform = 0x8000;   // flag: the whole wavefront's vector j is in this group
+constexpr uint32_t kMapWaveNone = 0xFFFF;  // every lane of the wavefront is kMapNone
 
-template <class In, uint32_t F, int BLOCK, int VPT, bool VEC>
-__global__ void __launch_bounds__(BLOCK)
+// VPT 2-byte map entries of one thread, read from shared memory at once (few registers, and
+// the compiler cannot hoist VPT separate loads into VPT live registers).
+template <int VPT> struct PgrMap;
+template <> struct PgrMap<4> {
+  uint2 w;
+  __device__ inline void load(const uint16_t* p) { w = *reinterpret_cast<const uint2*>(p); }
+  __device__ inline uint32_t get(int j) const {
+    const uint32_t x = (j >> 1) == 0 ? w.x : w.y;
+    return (j & 1) ? x >> 16 : x & 0xFFFFu;
+  }
+};
+template <> struct PgrMap<8> {
+  uint4 w;
+  __device__ inline void load(const uint16_t* p) { w = *reinterpret_cast<const uint4*>(p); }
+  __device__ inline uint32_t get(int j) const {
+    const uint32_t x = (j >> 1) == 0 ? w.x : (j >> 1) == 1 ? w.y : (j >> 1) == 2 ? w.z : w.w;
+    return (j & 1) ? x >> 16 : x & 0xFFFFu;
+  }
+};
+
+// Whether the scale amax_to_scale produced comes from a finite amax: a finite amax gives a
+// positive normal finite scale (fp8_max / [1e-12, FLT_MAX], pow2 rounding keeps it normal),
+// an infinite one 0, a NaN one NaN. So: bits in [1, 0x7F7FFFFF].
+__device__ inline bool scale_of_finite_amax(float s) { return f2u(s) - 1u < 0x7F7FFFFFu; }
+
+template <class In, uint32_t F, int BLOCK, int VPT, bool VEC, bool SMALLG>
+__global__ void HIPFP8_LAUNCH_BOUNDS_MIN_BLOCKS(BLOCK, 1024 / BLOCK)
 per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t* __restrict__ offs, int G,
                          uint8_t* __restrict__ out, float* __restrict__ scales, int64_t M, int64_t K, int pow2) {
   constexpr int EPV = In::EPV;  // chunks of EPV elements; !VEC loads them element by element
-  extern __shared__ uint32_t dyn[];
-  int32_t* s_offs = reinterpret_cast<int32_t*>(dyn);
-  uint32_t* s_amax = dyn + G;
-  float* s_scale = reinterpret_cast<float*>(dyn + 2 * G);
-  uint16_t* s_map = reinterpret_cast<uint16_t*>(dyn + 3 * G);
+  constexpr int W = HIPFP8_WAVE;
+  extern __shared__ uint4 pgr_smem[];
+  int32_t* s_offs = reinterpret_cast<int32_t*>(pgr_smem);
+  uint32_t* s_amax = reinterpret_cast<uint32_t*>(pgr_smem) + G;  // 3 rotating buffers of G
+  float* s_wsc = reinterpret_cast<float*>(pgr_smem) + 4 * G;  // [BLOCK / W][W]: per-wavefront scales
+  uint16_t* s_map = reinterpret_cast<uint16_t*>(reinterpret_cast<uint32_t*>(pgr_smem) + 4 * G + BLOCK);  // [BLOCK][VPT]
+  const int lane = threadIdx.x % W;
+  int64_t row = blockIdx.x;  // < M: the grid is at most M blocks
   load_clamped_offsets<BLOCK>(offs, G, K, s_offs);
-  const int64_t kend = G > 0 ? s_offs[G - 1] : 0;  // columns past the last group are not written
-  const int64_t nv = (kend + EPV - 1) / EPV;
-  // The map of the register-held vectors (row-independent).
-#pragma unroll
+  const int kend = s_offs[G - 1];  // columns past the last group are not written (offsets are int32)
+  const int nv = (int)(((int64_t)kend + EPV - 1) / EPV);
+  for (int g = threadIdx.x; g < 2 * G; g += BLOCK) s_amax[g] = 0;  // buffers 0 and 1
+#pragma unroll 1
   for (int j = 0; j < VPT; ++j) {
     const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
     const int64_t c0 = i * EPV;
     const int g = upper_bound_i32(s_offs, G, c0);
-    int gv = (i < nv && g < G && c0 + EPV <= s_offs[g]) ? g : -1;
+    const int gv = (i < nv && g < G && c0 + EPV <= s_offs[g]) ? g : -1;
     int mn = gv, mx = gv;
 #pragma unroll
-    for (int o = HIPFP8_WAVE / 2; o > 0; o >>= 1) {
+    for (int o = W / 2; o > 0; o >>= 1) {
       const int a = HIPFP8_SHFL_XOR(mn, o), b = HIPFP8_SHFL_XOR(mx, o);
       mn = a < mn ? a : mn;
       mx = b > mx ? b : mx;
     }
-    s_map[threadIdx.x + j * BLOCK] = (uint16_t)(gv < 0 ? kMapStraddle : (gv | (mn == mx ? kMapUniform : 0)));
+    const uint32_t e = mx < 0 ? kMapWaveNone : gv < 0 ? kMapNone : (uint32_t)gv | (mn == mx ? kMapUniform : 0u);
+    s_map[threadIdx.x * VPT + j] = (uint16_t)e;
   }
-  const bool lane0 = threadIdx.x % HIPFP8_WAVE == 0;
-  for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
-    const typename In::elem* xr = x + row * K;
-    for (int g = threadIdx.x; g < G; g += BLOCK) s_amax[g] = 0;
-    __syncthreads();
-    uint4 v[VPT];
-    // pass 1: amax per group
-#pragma unroll
+  __syncthreads();
+  // Pass 1 off the fast path, for row r into amax buffer am: lanes whose vector straddles a
+  // group end (element by element) and vectors past the register-held ones (rows longer than
+  // VPT*BLOCK vectors). Both re-read x and need no register-held data, so they run where the
+  // row's registers are dead: for the next row, right before its loads go out.
+  auto rare_pass1 = [&](int64_t r, uint32_t* am) {
+    const typename In::elem* xr = x + r * K;
+#pragma unroll 1
     for (int j = 0; j < VPT; ++j) {
-      const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      const int mp = s_map[threadIdx.x + j * BLOCK];
-      v[j] = i < nv ? load_chunk<In, VEC>(xr, i, K) : zero4();
-      if (mp != kMapStraddle && (mp & kMapUniform)) {  // uniform over the wavefront
-        const uint32_t m = wave_max(In::absmax(v[j]));
-        if (lane0) atomicMax(&s_amax[mp & 0x3FFF], m);
-      } else if (i < nv && mp != kMapStraddle) {
-        atomicMax(&s_amax[mp], In::absmax(v[j]));
+      if ((s_map[threadIdx.x * VPT + j] & kMapNone) != kMapNone) continue;
+      const int64_t c0 = (threadIdx.x + (int64_t)j * BLOCK) * EPV;
+      for (int64_t c = c0; c < c0 + EPV && c < kend; ++c)
+        atomicMax(&am[upper_bound_i32(s_offs, G, c)], abs_bits(In::load1(xr, c)));
+    }
+    for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) {
+      const int64_t c0 = i * EPV;
+      const int g = upper_bound_i32(s_offs, G, c0);
+      if (c0 + EPV <= s_offs[g]) {
+        atomicMax(&am[g], In::absmax(load_chunk<In, VEC>(xr, i, K)));
+      } else {
+        for (int64_t c = c0; c < c0 + EPV && c < kend; ++c)
+          atomicMax(&am[upper_bound_i32(s_offs, G, c)], abs_bits(In::load1(xr, c)));
       }
     }
-    // Vectors that straddle a group end (a few per row) and those past the register-held ones:
-    // element by element, re-read (L1-resident), in loops that are NOT unrolled so this rare
-    // path does not inflate the register allocation of the common one.
-    for (int j = 0; j < VPT; ++j) {
-      const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      if (i < nv && s_map[threadIdx.x + j * BLOCK] == kMapStraddle)
-        for (int64_t c = i * EPV; c < i * EPV + EPV && c < kend; ++c)
-          atomicMax(&s_amax[upper_bound_i32(s_offs, G, c)], abs_bits(In::load1(xr, c)));
-    }
-    for (int64_t c = (threadIdx.x + (int64_t)VPT * BLOCK) * EPV; c < kend; c += (int64_t)BLOCK * EPV)
-      for (int64_t cc = c; cc < c + EPV && cc < kend; ++cc)
-        atomicMax(&s_amax[upper_bound_i32(s_offs, G, cc)], abs_bits(In::load1(xr, cc)));
-    __syncthreads();
-    for (int g = threadIdx.x; g < G; g += BLOCK) {
-      const float sc = amax_to_scale<F>(s_amax[g], pow2 != 0);
-      s_scale[g] = sc;
-      scales[(int64_t)g * M + row] = sc;
-    }
-    __syncthreads();
-    // pass 2: cast
-    uint8_t* orow = out + row * K;
+  };
+  auto load_row = [&](int64_t r, uint4* v) {
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      const int mp = s_map[threadIdx.x + j * BLOCK];
-      if (i < nv && mp != kMapStraddle) {
-        const int g = mp & 0x3FFF;
-        const float sc = s_scale[g];
-        const uint2 c = amax_bits_finite(s_amax[g]) ? cast_vec<In, F, true>(v[j], sc) : cast_vec<In, F, false>(v[j], sc);
+      v[j] = i < nv ? load_chunk<In, VEC>(x + r * K, i, K) : zero4();
+    }
+  };
+  uint4 v[VPT];
+  rare_pass1(row, s_amax);
+  load_row(row, v);
+  int buf = 0;
+  for (; row < M; row += gridDim.x) {
+    const typename In::elem* xr = x + row * K;
+    uint32_t* am = s_amax + buf * G;
+    // pass 1: amax per group
+    PgrMap<VPT> mp;
+    mp.load(s_map + threadIdx.x * VPT);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const uint32_t e = mp.get(j);  // the branches below are uniform over the wavefront
+      if (e == kMapWaveNone) continue;
+      const uint32_t a = In::absmax(v[j]);
+      if (e & kMapUniform) {
+        const uint32_t m = hipfp8_wave_max_u32(a);
+        if (lane == 0) atomicMax(&am[e & kMapNone], m);
+      } else {
+        // segmented max over lanes of equal group (contiguous runs; kMapNone lanes are -1)
+        const int gl = e == kMapNone ? -1 : (int)e;
+        uint32_t m = a;
+#pragma unroll
+        for (int o = 1; o < W; o <<= 1) {
+          const int src = lane >= o ? lane - o : lane;
+          const uint32_t om = HIPFP8_SHFL(m, src);
+          const int og = HIPFP8_SHFL(gl, src);
+          if (og == gl) m = om > m ? om : m;
+        }
+        const int ng = HIPFP8_SHFL(gl, lane + 1 < W ? lane + 1 : lane);
+        if (gl >= 0 && (lane == W - 1 || ng != gl)) atomicMax(&am[gl], m);
+      }
+    }
+    __syncthreads();
+    {
+      uint32_t* nb = s_amax + (buf == 0 ? 2 : buf - 1) * G;
+      for (int g = threadIdx.x; g < G; g += BLOCK) nb[g] = 0;
+    }
+    // scales. Few groups: lane l of every wavefront holds the scale of group l. Many: the amax
+    // buffer of this row is overwritten with the scales (its owner thread is its only reader
+    // here) and a second barrier publishes them.
+    float* wsc = s_wsc + (threadIdx.x - lane);
+    if (SMALLG) {
+      const float lsc = amax_to_scale_nodiv<F>(lane < G ? am[lane] : 0u, pow2 != 0);
+      wsc[lane] = lsc;
+      if ((int)threadIdx.x < G) scales[(int64_t)threadIdx.x * M + row] = lsc;
+      HIPFP8_SYNC_WAVE();
+    } else {
+      for (int g = threadIdx.x; g < G; g += BLOCK) {
+        const float sc = amax_to_scale_nodiv<F>(am[g], pow2 != 0);
+        am[g] = f2u(sc);
+        scales[(int64_t)g * M + row] = sc;
+      }
+      __syncthreads();
+    }
+    // the scale of group g, off the fast path
+    auto scale_of = [&](int g) { return SMALLG ? amax_to_scale_nodiv<F>(am[g], pow2 != 0) : u2f(am[g]); };
+    // pass 2: cast from registers
+    uint8_t* orow = out + row * K;
+    mp.load(s_map + threadIdx.x * VPT);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const uint32_t e = mp.get(j);
+      if ((e & kMapNone) != kMapNone) {
+        const float sc = SMALLG ? wsc[e & (W - 1)] : u2f(am[e & kMapNone]);
+        const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
+        uint2 c;
+        if (scale_of_finite_amax(sc)) c = cast_vec<In, F, true>(v[j], sc);
+        else c = cast_vec<In, F, false>(v[j], sc);
         store_chunk<In, VEC>(orow, i, K, c);
       }
     }
+#pragma unroll 1
     for (int j = 0; j < VPT; ++j) {
-      const int64_t i = threadIdx.x + (int64_t)j * BLOCK;
-      if (i < nv && s_map[threadIdx.x + j * BLOCK] == kMapStraddle)
-        for (int64_t c = i * EPV; c < i * EPV + EPV && c < kend; ++c)
-          orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * s_scale[upper_bound_i32(s_offs, G, c)]);
+      if ((s_map[threadIdx.x * VPT + j] & kMapNone) != kMapNone) continue;
+      const int64_t c0 = (threadIdx.x + (int64_t)j * BLOCK) * EPV;
+      for (int64_t c = c0; c < c0 + EPV && c < kend; ++c)
+        orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * scale_of(upper_bound_i32(s_offs, G, c)));
     }
-    for (int64_t c = (threadIdx.x + (int64_t)VPT * BLOCK) * EPV; c < kend; c += (int64_t)BLOCK * EPV)
-      for (int64_t cc = c; cc < c + EPV && cc < kend; ++cc)
-        orow[cc] = (uint8_t)encode_sw<F>(In::load1(xr, cc) * s_scale[upper_bound_i32(s_offs, G, cc)]);
-    __syncthreads();  // s_amax is reset for the next row
+    for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) {
+      const int64_t c0 = i * EPV;
+      const int g = upper_bound_i32(s_offs, G, c0);
+      if (c0 + EPV <= s_offs[g]) {
+        const float sc = scale_of(g);
+        const uint4 w = load_chunk<In, VEC>(xr, i, K);
+        if (scale_of_finite_amax(sc)) store_chunk<In, VEC>(orow, i, K, cast_vec<In, F, true>(w, sc));
+        else store_chunk<In, VEC>(orow, i, K, cast_vec<In, F, false>(w, sc));
+      } else {
+        for (int64_t c = c0; c < c0 + EPV && c < kend; ++c)
+          orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * scale_of(upper_bound_i32(s_offs, G, c)));
+      }
+    }
+    // the next row: its rare pass-1 work, then its loads go out (its barrier is the only wait)
+    buf = buf == 2 ? 0 : buf + 1;
+    const int64_t nrow = row + gridDim.x;
+    if (nrow < M) {
+      rare_pass1(nrow, s_amax + buf * G);
+      load_row(nrow, v);
+    }
   }
+}
+
+// Bench knobs, read once per process (unset: the defaults): HIPFP8_PGR_BLOCKS_PER_SM=n sizes the
+// grid by n blocks per SM instead of the resident count; HIPFP8_PGR_TWO_BARRIER=1 sends few
+// groups through the many-groups path (scales through shared memory, a second barrier).
+static int pgr_knob(int which) {
+  static int v[2];  // value + 1; 0 = not read yet
+  int r = __atomic_load_n(&v[which], __ATOMIC_RELAXED);
+  if (r == 0) {
+    const char* e = getenv(which == 0 ? "HIPFP8_PGR_BLOCKS_PER_SM" : "HIPFP8_PGR_TWO_BARRIER");
+    int x = e ? atoi(e) : 0;
+    if (x < 0 || x > 64) x = 0;
+    r = x + 1;
+    __atomic_store_n(&v[which], r, __ATOMIC_RELAXED);
+  }
+  return r - 1;
+}
+
+// Resident blocks of one kernel instance at a dynamic shared memory size (cached per instance,
+// device and size: the occupancy query is a host computation, but not free).
+template <class In, uint32_t F, int B, int V, bool VECF, bool SMALLG>
+static int pgr_grid_cap(size_t smem) {
+  constexpr int kDevs = 64;
+  static unsigned long long cache[kDevs];  // (smem << 16) | blocks per SM; 0 = not yet
+  int dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kDevs) dev = 0;
+  const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+  int per_sm = 0;
+  if (c != 0 && (c >> 16) == smem) {
+    per_sm = (int)(c & 0xFFFF);
+  } else {
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, per_group_rowwise_kernel<In, F, B, V, VECF, SMALLG>, B, smem) !=
+            hipSuccess ||
+        per_sm < 1)
+      per_sm = 1;
+    if (per_sm > 0xFFFF) per_sm = 0xFFFF;
+    __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
+  }
+  const int knob = pgr_knob(0);
+  return (knob > 0 ? knob : per_sm) * device_sm_count();
+}
+
+template <class In, uint32_t F, int B, int V, bool VECF, bool SMALLG>
+static int launch_pgr_cfg(const typename In::elem* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
+                          float* scales, int pow2, hipStream_t st) {
+  // dynamic shared memory: 16 bytes per group, 4 per thread, 2 per register-held vector
+  const size_t smem = (size_t)G * 16 + (size_t)B * 4 + (size_t)B * V * 2;
+  const int64_t cap = pgr_grid_cap<In, F, B, V, VECF, SMALLG>(smem);
+  const int64_t grid = m < cap ? m : cap;
+  per_group_rowwise_kernel<In, F, B, V, VECF, SMALLG><<<(unsigned)grid, B, smem, st>>>(x, offs, G, out, scales, m, k, pow2);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+template <class In, uint32_t F, bool SMALLG>
+static int launch_pgr_shape(const typename In::elem* xp, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
+                            float* scales, int pow2, hipStream_t st) {
+  const bool vec = k % In::EPV == 0 && aligned16(xp) && ((uintptr_t)out % In::EPV == 0);
+  if (!vec) return launch_pgr_cfg<In, F, 256, 4, false, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  const int64_t nv = k / In::EPV;
+  if (nv <= 512) return launch_pgr_cfg<In, F, 128, 4, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  if (nv <= 1024) return launch_pgr_cfg<In, F, 256, 4, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  if (nv <= 2048) return launch_pgr_cfg<In, F, 256, 8, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  return launch_pgr_cfg<In, F, 512, 8, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
 }
 
 template <class In, uint32_t F>
 static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
                                     float* scales, int pow2, hipStream_t st) {
   if (G > kRowwiseMaxGroups) return kLaunchUnsupported;
-  typedef typename In::elem E;
-  const E* xp = static_cast<const E*>(x);
-  const int64_t cap = (int64_t)device_sm_count() * 8;
-  const int64_t grid = m < cap ? m : cap;
-  const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
-  // dynamic shared memory: 12 bytes per group + 2 bytes per register-held vector (4-aligned)
-#define HIPFP8_PGR_CFG(B, V, VECF)                                                                              \
-  do {                                                                                                          \
-    const size_t smem = (size_t)G * 12 + (((size_t)(B) * (V) * 2 + 3) & ~(size_t)3);                            \
-    per_group_rowwise_kernel<In, F, B, V, VECF><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, m, k, pow2); \
-  } while (0)
-  if (!vec) {
-    HIPFP8_PGR_CFG(256, 4, false);
-    HIPFP8_RETURN_LAUNCH_STATUS();
-  }
-  const int64_t nv = k / In::EPV;
-  if (nv <= 512) HIPFP8_PGR_CFG(128, 4, true);
-  else if (nv <= 1024) HIPFP8_PGR_CFG(256, 4, true);
-  else if (nv <= 2048) HIPFP8_PGR_CFG(256, 8, true);
-  else HIPFP8_PGR_CFG(512, 8, true);
-#undef HIPFP8_PGR_CFG
-  HIPFP8_RETURN_LAUNCH_STATUS();
+  const typename In::elem* xp = static_cast<const typename In::elem*>(x);
+  if (G <= HIPFP8_WAVE && pgr_knob(1) == 0) return launch_pgr_shape<In, F, true>(xp, offs, G, m, k, out, scales, pow2, st);
+  return launch_pgr_shape<In, F, false>(xp, offs, G, m, k, out, scales, pow2, st);
 }
 
 // ------------------------------------------------------------------------------ rowwise_2d_padded
