@@ -18,6 +18,14 @@ Exactness: hipfp8's FP8 bytes and scales are compared with a torchao reference, 
     a skewed case is the time of its (wrong) Triton kernel, marked "wrong bytes".
   * per_group_rowwise: torchao 0.18's Triton kernel writes its data with a bad output stride
     (row + col), so its bytes are not comparable; the eager reference is used, timing marked.
+  * blockwise 1x128 / 128x128: torchao's Triton kernels (act_quant_lhs, weight_quant_rhs) store
+    DEQUANT scales and round no scale to a power of 2: compared with pow2 off, same FP8 bytes
+    (logically: weight_quant_rhs writes column-major) and torchao scale == 1 / ours.
+  * rowwise_2d_padded: torchao's sm_90 path, torch_pad_token_groups (eager; its fused kernel
+    needs sm_100) + its Triton rowwise cast; offsets, bytes and scales up to the padded end.
+  * MXFP8: the reference is torchao's eager to_mx; the time is torchao's Triton kernel, which
+    torchao 0.18 only defines on sm_100+ (see load_mx_kernels for how it is run on sm_90); its
+    bytes are checked against ours too.
 Writes bench/results/h200-latest.json (list of {op, shape, us, gbps, pct_copy, torchao_us,
 exact_match, ...}) and .md into $OUT (or bench/results/).
 

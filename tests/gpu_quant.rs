@@ -234,7 +234,7 @@ fn per_group_rowwise_many_and_long_rows_gpu_eq_cpu() {
         1 => (1usize..=300, 32769usize..=40000),
     ];
     r.run(
-        &(shapes, 0usize..40, any::<u64>(), 0u8..3, params()),
+        &(shapes, 0usize..40, any::<u64>(), 0u8..3, params(4)),
         |((m, k), g, oseed, kind, (fmt, pow2, fill, skew))| {
             let p = CastParams::new(fmt, pow2);
             let t = Tensor::new(&fill, m * k, k);
