@@ -66,12 +66,12 @@ if has ncu; then
   prof per_group_colwise per_group_colwise colwise_vec_kernel
   prof rowwise_3d_transpose_rhs rowwise_3d_transpose_rhs colwise_vec_kernel
   prof per_group_rowwise per_group_rowwise per_group_rowwise_kernel
-  prof mxfp8_dim1 mxfp8 mx_dim1_kernel
+  prof mxfp8_dim1 mxfp8 "mx_dim1_(lds_)?kernel"
   prof tensorwise tensorwise "tensor_(amax|cast)_kernel" 2
   prof cast_transpose cast_transpose "ct_(amax|cast)_kernel" 2
   # DRAM bytes moved per kernel against the minimal bytes (excess traffic shows here)
   echo "##### dram bytes" >> "$OUT/ncu.log"
-  for f in "rowwise_2d rowwise_vec_kernel" "per_group_colwise colwise_vec_kernel" "mxfp8 mx_dim1_kernel" \
+  for f in "rowwise_2d rowwise_vec_kernel" "per_group_colwise colwise_vec_kernel" "mxfp8 mx_dim1_lds_kernel" \
            "cast_transpose ct_cast_kernel" "per_group_rowwise per_group_rowwise_kernel"; do
     set -- $f
     timeout 90 ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
