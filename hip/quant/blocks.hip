@@ -10,8 +10,6 @@
 // per thread in flight. Odd K / unaligned views use element loads with the same arithmetic.
 #include "common.h"
 
-#include <stdlib.h>
-
 namespace hipfp8 {
 
 enum : int { kScaleF32 = 0, kScaleE8M0 = 1 };
@@ -113,17 +111,21 @@ tile128_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ ou
   }
 }
 
-// MXFP8 dim1: a block of 256 threads covers (256 / CG) * RPT rows x CG chunks of columns (CG and
-// RPT template parameters); thread (rg, cg) holds RPT consecutive rows of one chunk, and the
-// 32 / RPT threads rg .. rg + 32/RPT - 1 with the same cg (lanes cg + j*CG of one wavefront) hold
-// one 32-row MX block: their amax is combined with shuffles. The transposed output goes out as
-// RPT-byte column runs.
-template <class In, uint32_t F, bool VEC, int kMxCG, int RPT>
+// MXFP8 dim1 through a register transpose (HIPFP8_MXDIM1_LDS=0): a block of 256 threads covers
+// (256 / kMxCG) * RPT = 512 rows x kMxCG = 4 chunks of columns; thread (rg, cg) holds RPT = 8
+// consecutive rows of one chunk, and the 32 / RPT threads rg .. rg + 32/RPT - 1 with the same cg
+// (lanes cg + j*kMxCG of one wavefront) hold one 32-row MX block: their amax is combined with
+// shuffles. The transposed output goes out as 8-byte column runs. (The best of the register tiles
+// measured, NOTES v4: 4 x 16 rows and 8 x 16 rows were 1-4 points slower.)
+constexpr int kMxCG = 4;
+constexpr int kMxRPT = 8;
+template <class In, uint32_t F, bool VEC>
 __global__ void __launch_bounds__(256)
 mx_dim1_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out, uint8_t* __restrict__ scales,
                int64_t M, int64_t K, int rceil, int vec_store) {
+  constexpr int RPT = kMxRPT;
   constexpr int PARTS = 32 / RPT;  // threads sharing one 32-row MX block (rg .. rg + PARTS - 1)
-  static_assert((RPT == 8 || RPT == 16) && kMxCG * PARTS <= HIPFP8_WAVE, "an MX block must lie in one wavefront");
+  static_assert(kMxCG * PARTS <= HIPFP8_WAVE, "an MX block must lie in one wavefront");
   constexpr int EPV = In::EPV;
   const int cg = threadIdx.x % kMxCG, rg = threadIdx.x / kMxCG;
   const int64_t chunk = (int64_t)blockIdx.x * kMxCG + cg;
@@ -169,10 +171,7 @@ mx_dim1_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ ou
     }
     uint8_t* dst = out + col * M + r0;
     if (full) {
-      if constexpr (RPT == 16)
-        *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
-      else
-        *reinterpret_cast<uint2*>(dst) = make_uint2(q[0], q[1]);
+      *reinterpret_cast<uint2*>(dst) = make_uint2(q[0], q[1]);
     } else {
 #pragma unroll
       for (int r = 0; r < RPT; ++r)
@@ -304,31 +303,25 @@ static int launch_tile128(const void* x, uint8_t* out, float* scales, int64_t m,
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
-template <class In, uint32_t F, int CG, int RPT>
-static void launch_mx_dim1_cg(const typename In::elem* xp, uint8_t* out, uint8_t* scales, int64_t m, int64_t k,
-                              int rceil, hipStream_t st) {
+template <class In, uint32_t F>
+static void launch_mx_dim1_regs(const typename In::elem* xp, uint8_t* out, uint8_t* scales, int64_t m, int64_t k,
+                                int rceil, hipStream_t st) {
   const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
-  constexpr int64_t rows = (256 / CG) * RPT;
-  const dim3 grid((unsigned)((nchunk + CG - 1) / CG), (unsigned)((m + rows - 1) / rows));
+  constexpr int64_t rows = (256 / kMxCG) * kMxRPT;
+  const dim3 grid((unsigned)((nchunk + kMxCG - 1) / kMxCG), (unsigned)((m + rows - 1) / rows));
   const int vs = m % 16 == 0 && aligned16(out);
   if (k % In::EPV == 0 && aligned16(xp))
-    mx_dim1_kernel<In, F, true, CG, RPT><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
+    mx_dim1_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
   else
-    mx_dim1_kernel<In, F, false, CG, RPT><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
+    mx_dim1_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
 }
 
 // HIPFP8_MXDIM1_LDS: unset / 1 = the LDS transpose (mx_dim1_lds_kernel, the default: 91.5%
 // of copy on the H200 against 83% for both FLOOR and RCEIL, NOTES "MX dim1 through LDS"),
 // 0 = the register transpose (mx_dim1_kernel). A tuning knob for the bench, read once per process.
 static bool mx_dim1_lds() {
-  static int v;  // 0 unread, 1 register transpose, 2 LDS
-  int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
-  if (r == 0) {
-    const char* e = getenv("HIPFP8_MXDIM1_LDS");
-    r = (e && atoi(e) == 0) ? 1 : 2;
-    __atomic_store_n(&v, r, __ATOMIC_RELAXED);
-  }
-  return r == 2;
+  static EnvKnob knob;
+  return env_knob(knob, "HIPFP8_MXDIM1_LDS", 1) != 0;
 }
 
 template <class In, uint32_t F>
@@ -347,14 +340,10 @@ static int launch_mx_dim1(const void* x, uint8_t* out, uint8_t* scales, int64_t 
                           hipStream_t st) {
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  // LDS transpose by default. Register transpose (HIPFP8_MXDIM1_LDS=0): 4 chunks x 8 rows per
-  // thread (512 rows per tile, 64 registers, 4 blocks per SM): the best of the measured register
-  // tiles (NOTES v4: 83-84% of copy; 4 x 16 rows 79-82%, 8 x 16 rows 81-84%).
-  if (mx_dim1_lds()) {
+  if (mx_dim1_lds())
     launch_mx_dim1_lds<In, F>(xp, out, scales, m, k, rceil, st);
-  } else {
-    launch_mx_dim1_cg<In, F, 4, 8>(xp, out, scales, m, k, rceil, st);
-  }
+  else
+    launch_mx_dim1_regs<In, F>(xp, out, scales, m, k, rceil, st);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 

@@ -29,20 +29,19 @@
 // block of a slab resets it, the last block of the grid resets the ticket).
 #include "common.h"
 
-#include <stdlib.h>
-
 namespace hipfp8 {
 
 constexpr int kColBlock = 256;
-// CG = 16-byte vectors across a tile, RPT = rows per thread (= bytes per column store), both
-// template parameters: a tile is (256 / CG) * RPT rows by CG vectors (CG * 8 bf16 / CG * 4 f32
-// columns); a thread holds RPT 16-byte vectors (RPT * 4 registers). Instantiated: CG 2, 4, 8, 16
-// with RPT 16. RPT 8 (80 instead of 128 registers, 3 blocks per SM instead of 2) was measured
-// slower on every shape (NOTES v4) and is not instantiated.
+// CG = 16-byte vectors across a tile (template parameter): a tile is (256 / CG) * 16 rows by CG
+// vectors (CG * 8 bf16 / CG * 4 f32 columns); a thread holds kColRPT = 16 rows (= bytes per
+// column store) of one vector, 64 registers. Instantiated: CG 2, 4, 8, 16. 8 rows per thread (80
+// instead of 128 registers, 3 blocks per SM instead of 2) was measured slower on every shape but
+// Zipf (NOTES v4) and was removed.
+constexpr int kColRPT = 16;
 constexpr int kColMaxCG = 16;
-template <int CG, int RPT> struct ColGeom {
-  static constexpr int units = kColBlock / CG;     // RPT-row units per sub-chunk
-  static constexpr int rows = units * RPT;         // rows per sub-chunk
+template <int CG> struct ColGeom {
+  static constexpr int units = kColBlock / CG;     // 16-row units per sub-chunk
+  static constexpr int rows = units * kColRPT;     // rows per sub-chunk
 };
 // Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
 constexpr int kColDefaultL = 2;
@@ -89,23 +88,21 @@ __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int
 }
 
 // Chunks (work items per column tile) of a group spanning rows [gs, ge).
-template <int CG, int RPT>
+template <int CG>
 __device__ inline int group_chunks(int64_t gs, int64_t ge, int L) {
-  const int64_t units = (ge + RPT - 1) / RPT - gs / RPT;
-  const int64_t per = (int64_t)ColGeom<CG, RPT>::units * L;
+  const int64_t units = (ge + kColRPT - 1) / kColRPT - gs / kColRPT;
+  const int64_t per = (int64_t)ColGeom<CG>::units * L;
   const int64_t n = (units + per - 1) / per;
   return n < 1 ? 1 : (int)n;
 }
 
-template <class In, uint32_t F, int CG, int RPT>
+template <class In, uint32_t F, int CG>
 __global__ void __launch_bounds__(kColBlock)
 colwise_vec_kernel(ColWork w) {
   constexpr int EPV = In::EPV;
   constexpr int kColCG = CG;
-  constexpr int kColRPT = RPT;
-  constexpr int kColUnits = ColGeom<CG, RPT>::units;
-  constexpr int kColRows = ColGeom<CG, RPT>::rows;
-  static_assert(RPT == 8 || RPT == 16, "rows per thread: 8 or 16");
+  constexpr int kColUnits = ColGeom<CG>::units;
+  constexpr int kColRows = ColGeom<CG>::rows;
   constexpr int COLS = kColCG * EPV;
   static_assert(kColCG <= HIPFP8_WAVE && COLS <= kColBlock, "tile wider than a wavefront / block");
   constexpr int NW = kColBlock / HIPFP8_WAVE;
@@ -133,7 +130,7 @@ colwise_vec_kernel(ColWork w) {
       int64_t gs, ge;
       group_bounds(w, s_offs, g, gs, ge);
       s_cbase[g] = acc;
-      acc += group_chunks<CG, RPT>(gs, ge, w.L);
+      acc += group_chunks<CG>(gs, ge, w.L);
     }
     s_cbase[G] = acc;
   }
@@ -265,24 +262,21 @@ colwise_vec_kernel(ColWork w) {
 #pragma unroll
       for (int e = 0; e < EPV; ++e) {
         const float s = s_scale[cg * EPV + e];
-        uint32_t q[RPT / 4];
+        uint32_t q[4];
         if (amax_bits_finite(s_amax[cg * EPV + e])) {
 #pragma unroll
-          for (int k4 = 0; k4 < RPT / 4; ++k4)
+          for (int k4 = 0; k4 < 4; ++k4)
             q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                       In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
         } else {
 #pragma unroll
-          for (int k4 = 0; k4 < RPT / 4; ++k4)
+          for (int k4 = 0; k4 < 4; ++k4)
             q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                   In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
         }
         uint8_t* dst = T.out + obase + (mycol + e) * T.out_ld + rb;
         if (full) {
-          if constexpr (RPT == 16)
-            *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
-          else
-            *reinterpret_cast<uint2*>(dst) = make_uint2(q[0], q[1]);
+          *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
         } else {
 #pragma unroll
           for (int rr = 0; rr < kColRPT; ++rr) {
@@ -352,7 +346,7 @@ colwise_scalar_kernel(ColWork w) {
 
 constexpr int kColNumDevices = 64;
 
-template <class In, uint32_t F, int CG, int RPT>
+template <class In, uint32_t F, int CG>
 static int colwise_grid() {
   // Co-resident blocks of the persistent kernel (cached per device).
   static int cache[kColNumDevices];
@@ -362,7 +356,7 @@ static int colwise_grid() {
   if (p == 0) {
     int per_sm = 0;
     // dynamic shared memory is small (offsets); size it for 1024 groups
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CG, RPT>, kColBlock, 8 * 1024 + 8) !=
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CG>, kColBlock, 8 * 1024 + 8) !=
             hipSuccess ||
         per_sm < 1)
       per_sm = 1;
@@ -376,14 +370,9 @@ static int colwise_grid() {
 // N rows): the defaults below, or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (tuning knobs for the
 // bench, read once per process).
 static int colwise_min_L(bool is3d) {
-  static int v[2];
-  int r = __atomic_load_n(&v[is3d], __ATOMIC_RELAXED);
-  if (r == 0) {
-    const char* e = getenv(is3d ? "HIPFP8_COLWISE3D_L" : "HIPFP8_COLWISE_L");
-    r = e ? atoi(e) : 0;
-    if (r < 1 || r > 64) r = is3d ? kCol3dDefaultL : kColDefaultL;
-    __atomic_store_n(&v[is3d], r, __ATOMIC_RELAXED);
-  }
+  static EnvKnob knob[2];
+  const int r = env_knob(knob[is3d], is3d ? "HIPFP8_COLWISE3D_L" : "HIPFP8_COLWISE_L", 0);
+  if (r < 1 || r > 64) return is3d ? kCol3dDefaultL : kColDefaultL;
   return r;
 }
 
@@ -397,15 +386,9 @@ static int colwise_min_L(bool is3d) {
 // CG=8, 62% against 54%, but the launcher cannot see the skew without a host sync).
 // HIPFP8_COLWISE_CG (2, 4, 8, 16) overrides it (a tuning knob for the bench, read once).
 static int colwise_cg(const ColWork& w) {
-  static int v;
-  int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
-  if (r == 0) {
-    const char* e = getenv("HIPFP8_COLWISE_CG");
-    r = e ? atoi(e) : 0;
-    if (r != 2 && r != 4 && r != 8 && r != 16) r = -1;
-    __atomic_store_n(&v, r, __ATOMIC_RELAXED);
-  }
-  if (r > 0) return r;
+  static EnvKnob knob;
+  const int r = env_knob(knob, "HIPFP8_COLWISE_CG", 0);
+  if (r == 2 || r == 4 || r == 8 || r == 16) return r;
   const int64_t rows = w.offs ? (w.G > 0 ? (w.M + w.G - 1) / w.G : w.M) : w.group_rows;
   if (rows <= 256) return 16;
   if (rows <= 512) return 8;
@@ -415,7 +398,7 @@ static int colwise_cg(const ColWork& w) {
 }
 
 // Tile kernel launch for a given CG (vectors across a tile).
-template <class In, uint32_t F, int CG, int RPT>
+template <class In, uint32_t F, int CG>
 static int launch_colwise_cg(ColWork w, size_t smem, hipStream_t st) {
   constexpr int COLS = CG * In::EPV;
   int slab = 0;
@@ -424,28 +407,28 @@ static int launch_colwise_cg(ColWork w, size_t smem, hipStream_t st) {
     w.t[i].slab_base = slab;
     slab += w.t[i].ntiles * w.G;
   }
-  const int grid = colwise_grid<In, F, CG, RPT>();
+  const int grid = colwise_grid<In, F, CG>();
   // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
-  const int64_t max_units = (w.offs ? w.M : w.group_rows) / RPT + 2;
+  const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
   // Rows per work item: L sub-chunks, read once for the amax and once more (from L2: the block
   // read them microseconds before) for the cast, except the last one, which stays in registers.
   // L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
-  constexpr int64_t units = ColGeom<CG, RPT>::units;
+  constexpr int64_t units = ColGeom<CG>::units;
   int L = colwise_min_L(w.offs == nullptr);
   while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
   w.L = L;
   if (smem > 48 * 1024) return kLaunchUnsupported;
-  colwise_vec_kernel<In, F, CG, RPT><<<grid, kColBlock, smem, st>>>(w);
+  colwise_vec_kernel<In, F, CG><<<grid, kColBlock, smem, st>>>(w);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
 static int launch_colwise_tiles(const ColWork& w, size_t smem, int cg, hipStream_t st) {
   switch (cg) {
-    case 2: return launch_colwise_cg<In, F, 2, 16>(w, smem, st);
-    case 8: return launch_colwise_cg<In, F, 8, 16>(w, smem, st);
-    case 16: return launch_colwise_cg<In, F, 16, 16>(w, smem, st);
-    default: return launch_colwise_cg<In, F, 4, 16>(w, smem, st);
+    case 2: return launch_colwise_cg<In, F, 2>(w, smem, st);
+    case 8: return launch_colwise_cg<In, F, 8>(w, smem, st);
+    case 16: return launch_colwise_cg<In, F, 16>(w, smem, st);
+    default: return launch_colwise_cg<In, F, 4>(w, smem, st);
   }
 }
 

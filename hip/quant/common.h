@@ -184,6 +184,15 @@ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 // Multiprocessor count of the current device (cached per device; cheap after the first call).
 int device_sm_count();
 
+// Bench tuning knobs: the integer value of environment variable `name` (atoi), read once per
+// process and cached in `knob` (a zero-initialised static of the caller); `unset` when the
+// variable is not set. Callers validate the value.
+struct EnvKnob {
+  int ready;
+  int value;
+};
+int env_knob(EnvKnob& knob, const char* name, int unset);
+
 }  // namespace hipfp8
 
 // Dispatch a runtime format value to a template argument; FN(FMT) must be an expression.

@@ -1,6 +1,8 @@
 // common.hip -- host helpers shared by the quantization launchers, and the codec self-test.
 #include "common.h"
 
+#include <stdlib.h>
+
 namespace hipfp8 {
 
 int device_sm_count() {
@@ -13,6 +15,15 @@ int device_sm_count() {
     __atomic_store_n(&cache[dev], n, __ATOMIC_RELAXED);
   }
   return n;
+}
+
+int env_knob(EnvKnob& knob, const char* name, int unset) {
+  if (__atomic_load_n(&knob.ready, __ATOMIC_ACQUIRE)) return __atomic_load_n(&knob.value, __ATOMIC_RELAXED);
+  const char* e = getenv(name);
+  const int v = e ? atoi(e) : unset;
+  __atomic_store_n(&knob.value, v, __ATOMIC_RELAXED);
+  __atomic_store_n(&knob.ready, 1, __ATOMIC_RELEASE);
+  return v;
 }
 
 // Every finite f32 bit pattern (2^32 minus the NaN/Inf ones), each converted by encode4_finite

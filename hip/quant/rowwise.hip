@@ -9,8 +9,6 @@
 // Slow path (odd K / misaligned): same structure, element at a time, second pass re-reads.
 #include "common.h"
 
-#include <stdlib.h>
-
 namespace hipfp8 {
 
 // ------------------------------------------------------------------------------ rowwise_2d
@@ -324,16 +322,9 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
 // grid by n blocks per SM instead of the resident count; HIPFP8_PGR_TWO_BARRIER=1 sends few
 // groups through the many-groups path (scales through shared memory, a second barrier).
 static int pgr_knob(int which) {
-  static int v[2];  // value + 1; 0 = not read yet
-  int r = __atomic_load_n(&v[which], __ATOMIC_RELAXED);
-  if (r == 0) {
-    const char* e = getenv(which == 0 ? "HIPFP8_PGR_BLOCKS_PER_SM" : "HIPFP8_PGR_TWO_BARRIER");
-    int x = e ? atoi(e) : 0;
-    if (x < 0 || x > 64) x = 0;
-    r = x + 1;
-    __atomic_store_n(&v[which], r, __ATOMIC_RELAXED);
-  }
-  return r - 1;
+  static EnvKnob knob[2];
+  const int x = env_knob(knob[which], which == 0 ? "HIPFP8_PGR_BLOCKS_PER_SM" : "HIPFP8_PGR_TWO_BARRIER", 0);
+  return x < 0 || x > 64 ? 0 : x;
 }
 
 // Resident blocks of one kernel instance at a dynamic shared memory size (cached per instance,
