@@ -247,6 +247,87 @@ fn two_phase_workspace_reuse() {
     }
 }
 
+/// Tensors larger than the L2 (64-80 MB; every other test here is a few MB): the amax pass and
+/// the cast pass no longer share a cache-resident input, and many blocks race on the amax
+/// atomics. (Written for the one-read kernels of branch `oneread`, where this size also forces
+/// their re-read path; kept for the two-kernel path.)
+#[test]
+fn large_tensors_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("large_tensors_gpu_eq_cpu") else {
+        return;
+    };
+    let c = Context::cpu();
+    // bf16 80 MB / f32 64 MB; one odd column count so the last strip and row are partial
+    for (rep, (m, k, bf)) in [(6144usize, 6656usize, true), (4099, 3903, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let fill = Fill {
+            seed: 40 + rep as u64,
+            special_pct: 0,
+            zero_row_pct: 2,
+            mag_exp: 3,
+            bf16: bf,
+        };
+        let t = Tensor::new(&fill, m * k, k);
+        let dx = DevHp::new(&ctx, &t, 0);
+        let p = CastParams::new(Fp8Format::E4M3Fn, rep == 1);
+        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
+        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
+        c.tensorwise(&p, m * k, t.hp(), o.cpu(), sc.cpu(), am.cpu(), StreamRef::DEFAULT)
+            .unwrap();
+        ctx.tensorwise(&p, m * k, dx.hp(), o.gpu(), sc.gpu(), am.gpu(), StreamRef::DEFAULT)
+            .unwrap();
+        let w = format!("tensorwise large n={}", m * k);
+        check_u8(&w, &o).unwrap();
+        check_f32(&w, &sc).unwrap();
+        check_f32(&w, &am).unwrap();
+        for scaling in [Scaling::Rowwise, Scaling::Tensorwise] {
+            let (ns, nst) = if scaling == Scaling::Rowwise {
+                (m, k)
+            } else {
+                (1, 1)
+            };
+            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut sc = Out::new(&ctx, ns, SENT_F32, 0);
+            let mut sct = Out::new(&ctx, nst, SENT_F32, 0);
+            c.cast_transpose(
+                &p,
+                scaling,
+                m,
+                k,
+                t.hp(),
+                o.cpu(),
+                ot.cpu(),
+                sc.cpu(),
+                sct.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            ctx.cast_transpose(
+                &p,
+                scaling,
+                m,
+                k,
+                dx.hp(),
+                o.gpu(),
+                ot.gpu(),
+                sc.gpu(),
+                sct.gpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            let w = format!("cast_transpose large {scaling:?} m={m} k={k}");
+            check_u8(&w, &o).unwrap();
+            check_u8(&w, &ot).unwrap();
+            check_f32(&w, &sc).unwrap();
+            check_f32(&w, &sct).unwrap();
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------ blockwise
 
 #[test]
