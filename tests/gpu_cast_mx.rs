@@ -275,10 +275,26 @@ fn large_tensors_gpu_eq_cpu() {
         let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
         let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
         let mut am = Out::new(&ctx, 1, SENT_F32, 0);
-        c.tensorwise(&p, m * k, t.hp(), o.cpu(), sc.cpu(), am.cpu(), StreamRef::DEFAULT)
-            .unwrap();
-        ctx.tensorwise(&p, m * k, dx.hp(), o.gpu(), sc.gpu(), am.gpu(), StreamRef::DEFAULT)
-            .unwrap();
+        c.tensorwise(
+            &p,
+            m * k,
+            t.hp(),
+            o.cpu(),
+            sc.cpu(),
+            am.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        ctx.tensorwise(
+            &p,
+            m * k,
+            dx.hp(),
+            o.gpu(),
+            sc.gpu(),
+            am.gpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
         let w = format!("tensorwise large n={}", m * k);
         check_u8(&w, &o).unwrap();
         check_f32(&w, &sc).unwrap();
