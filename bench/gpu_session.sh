@@ -93,7 +93,7 @@ if has compare; then
       .whl/torchao-0.18.0-*.whl /tmp/site
   fi
   # COMPARE_ONLY=op1,op2: a subset, written as h200-partial.{json,md}
-  PYTHONPATH=/tmp/site HIPFP8_LIB=$U/lib/libhipfp8.so timeout 300 python3 bench/compare_torchao.py --quick \
+  PYTHONPATH=/tmp/site HIPFP8_LIB=$U/lib/libhipfp8.so timeout ${COMPARE_TIMEOUT:-500} python3 bench/compare_torchao.py --quick \
     ${COMPARE_ONLY:+--only "$COMPARE_ONLY" --tag partial} > "$OUT/compare.log" 2>&1
   echo "compare rc=$?"; tail -45 "$OUT/compare.log"
 fi
