@@ -29,6 +29,15 @@ macro_rules! with_hp {
 #[allow(unused_imports)] // used by the other op-family modules
 pub(crate) use with_hp;
 
+/// Tile of a blockwise cast.
+#[derive(Clone, Copy)]
+enum BlockTile {
+    /// 1x128 (activations): one scale per row per 128 columns.
+    Row128,
+    /// 128x128 (weights).
+    Square128,
+}
+
 impl Context {
     /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
     /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
@@ -438,41 +447,7 @@ impl Context {
         scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let ns = checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?;
-        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::blockwise_1x128(
-                    fmt,
-                    p.pow2_scales,
-                    m,
-                    k,
-                    x,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_blockwise_1x128_launch(
-                        d.x,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                crate::device::check_status("blockwise_1x128", st)
-            },
-        )
+        self.blockwise(BlockTile::Row128, p, m, k, x, out, scales, stream)
     }
 
     /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
@@ -487,27 +462,60 @@ impl Context {
         scales: Dst<'_, f32>,
         stream: StreamRef,
     ) -> Result<()> {
+        self.blockwise(BlockTile::Square128, p, m, k, x, out, scales, stream)
+    }
+
+    /// The two blockwise casts: they differ only in the scale count, the reference function
+    /// and the launcher.
+    #[allow(clippy::too_many_arguments)]
+    fn blockwise(
+        &self,
+        tile: BlockTile,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
+        stream: StreamRef,
+    ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
-        let ns = checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?;
+        let ns = match tile {
+            BlockTile::Row128 => checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?,
+            BlockTile::Square128 => {
+                checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?
+            }
+        };
         let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
         self.cast_op(
             p,
             io,
             |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::blockwise_128x128(
-                    fmt,
-                    p.pow2_scales,
-                    m,
-                    k,
-                    x,
-                    h.out,
-                    h.scales
-                ))
+                with_hp!(h.x, |x| match tile {
+                    BlockTile::Row128 => reference::quant::blockwise_1x128(
+                        fmt,
+                        p.pow2_scales,
+                        m,
+                        k,
+                        x,
+                        h.out,
+                        h.scales
+                    ),
+                    BlockTile::Square128 => reference::quant::blockwise_128x128(
+                        fmt,
+                        p.pow2_scales,
+                        m,
+                        k,
+                        x,
+                        h.out,
+                        h.scales
+                    ),
+                })
             },
             |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_blockwise_128x128_launch(
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and `ns` scales (the tile's count); the launchers only queue work on `stream`.
+                let (st, name) = unsafe {
+                    let (x, o, sc, mm, kk, f, p2, dt) = (
                         d.x,
                         d.out,
                         d.scales,
@@ -516,10 +524,23 @@ impl Context {
                         fmt as i32,
                         p.pow2_scales as i32,
                         d.dtype,
-                        stream.0,
-                    )
+                    );
+                    match tile {
+                        BlockTile::Row128 => (
+                            crate::sys::hipfp8_blockwise_1x128_launch(
+                                x, o, sc, mm, kk, f, p2, dt, stream.0,
+                            ),
+                            "blockwise_1x128",
+                        ),
+                        BlockTile::Square128 => (
+                            crate::sys::hipfp8_blockwise_128x128_launch(
+                                x, o, sc, mm, kk, f, p2, dt, stream.0,
+                            ),
+                            "blockwise_128x128",
+                        ),
+                    }
                 };
-                crate::device::check_status("blockwise_128x128", st)
+                crate::device::check_status(name, st)
             },
         )
     }
