@@ -67,35 +67,7 @@ impl Context {
         scales: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let ns = checked_mul("m*ceil(k/32)", m, k.div_ceil(32))?;
-        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::mx::mxfp8_dim0(
-                    fmt, p.rounding, m, k, x, h.out, h.scales
-                ))
-            },
-            |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_mxfp8_dim0_launch(
-                        d.x,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.rounding as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                crate::device::check_status("mxfp8_dim0", st)
-            },
-        )
+        self.mxfp8(false, p, m, k, x, out, scales, stream)
     }
 
     /// MXFP8 along dim 1: blocks of 32 consecutive rows of one column of the (M,K) row-major
@@ -111,33 +83,60 @@ impl Context {
         scales: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<()> {
+        self.mxfp8(true, p, m, k, x, out, scales, stream)
+    }
+
+    /// Both MXFP8 directions: they differ only in the scale count, the reference function and
+    /// the launcher.
+    #[allow(clippy::too_many_arguments)]
+    fn mxfp8(
+        &self,
+        dim1: bool,
+        p: &MxParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<()> {
         let mk = checked_mul("m*k", m, k)?;
-        let ns = checked_mul("k*ceil(m/32)", k, m.div_ceil(32))?;
+        let ns = if dim1 {
+            checked_mul("k*ceil(m/32)", k, m.div_ceil(32))?
+        } else {
+            checked_mul("m*ceil(k/32)", m, k.div_ceil(32))?
+        };
         let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
         self.cast_op(
             p,
             io,
             |fmt, h| {
-                with_hp!(h.x, |x| reference::mx::mxfp8_dim1(
-                    fmt, p.rounding, m, k, x, h.out, h.scales
-                ))
+                with_hp!(h.x, |x| if dim1 {
+                    reference::mx::mxfp8_dim1(fmt, p.rounding, m, k, x, h.out, h.scales)
+                } else {
+                    reference::mx::mxfp8_dim0(fmt, p.rounding, m, k, x, h.out, h.scales)
+                })
             },
             |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block; the launcher only queues work on `stream`.
+                let (x, o, sc, mm, kk, f, r, dt) = (
+                    d.x,
+                    d.out,
+                    d.scales,
+                    m as i64,
+                    k as i64,
+                    fmt as i32,
+                    p.rounding as i32,
+                    d.dtype,
+                );
+                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and the E8M0 scales of every 32-block (`ns`); the launchers only queue work on `stream`.
                 let st = unsafe {
-                    crate::sys::hipfp8_mxfp8_dim1_launch(
-                        d.x,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.rounding as i32,
-                        d.dtype,
-                        stream.0,
-                    )
+                    if dim1 {
+                        crate::sys::hipfp8_mxfp8_dim1_launch(x, o, sc, mm, kk, f, r, dt, stream.0)
+                    } else {
+                        crate::sys::hipfp8_mxfp8_dim0_launch(x, o, sc, mm, kk, f, r, dt, stream.0)
+                    }
                 };
-                crate::device::check_status("mxfp8_dim1", st)
+                crate::device::check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
             },
         )
     }
