@@ -26,8 +26,7 @@ if has tests; then
   stamp "test suite"
   TEST_TIMEOUT=${TEST_TIMEOUT:-180} PROPTEST_CASES=${CASES:-24} bash "$BD/run-gpu-bundle.sh" "$BD" 2>&1 | tail -30
 else
-  # unpack only
-  rm -rf "$U" && mkdir -p "$U" && xz -dc "$BD/payload.tar.xz" | tar -xf - -C "$U"
+  BUNDLE_UNPACK_DIR=$U UNPACK_ONLY=1 bash "$BD/run-gpu-bundle.sh" "$BD" || exit 1
 fi
 BENCH=$U/bin/hipfp8-bench
 TQ=$U/tests/gpu_quant

@@ -12,7 +12,8 @@
 # Full output goes to $OUT/gpu-tests.log (or BUNDLE_DIR/logs/); the console gets a summary.
 # Env: TEST_THREADS (default 4), TEST_TIMEOUT seconds per binary (default 480),
 #      ONLY (a regex of test binary names to run), FIRST (names of binaries to run first, in
-#      order; default "gpu_runtime gpu_quant ffi_gpu gpu_grouped_gemm").
+#      order; default "gpu_runtime gpu_quant ffi_gpu gpu_grouped_gemm"), UNPACK_ONLY=1 (unpack
+#      and link the build paths, run nothing).
 set -uo pipefail
 B=${1:-$(dirname "$0")}
 [ $# -gt 0 ] && shift
@@ -50,6 +51,9 @@ if [ -f "$B/testbin/paths.tsv" ]; then
 fi
 # The C-ABI tests link the bundle's libraries (tests/ffi_examples.rs).
 if [ -f "$B/lib/libhipfp8.a" ] && [ -f "$B/lib/libhipfp8.so" ]; then export HIPFP8_LIB_DIR="$B/lib"; fi
+# UNPACK_ONLY=1: stop here (bundle unpacked, build paths linked) for callers that run single
+# binaries themselves (bench/gpu_session.sh).
+if [ "${UNPACK_ONLY:-0}" = 1 ]; then echo "bundle unpacked at $B"; exit 0; fi
 THREADS=${TEST_THREADS:-4}
 TMO=${TEST_TIMEOUT:-480}
 
