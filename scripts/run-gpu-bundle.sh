@@ -32,9 +32,6 @@ if [ -f "$B/payload.tar.xz" ]; then
   fi || { echo "cannot unpack $B/payload.tar.xz" >&2; exit 1; }
   B=$U
 fi
-mkdir -p "$LOGDIR"
-LOG="$LOGDIR/gpu-tests.log"
-: > "$LOG"
 export HIPFP8_REQUIRE_GPU=${HIPFP8_REQUIRE_GPU:-1}
 export RUST_BACKTRACE=${RUST_BACKTRACE:-1}
 # Tests embed build-machine paths at compile time (env!("CARGO_MANIFEST_DIR") for data files,
@@ -54,6 +51,9 @@ if [ -f "$B/lib/libhipfp8.a" ] && [ -f "$B/lib/libhipfp8.so" ]; then export HIPF
 # UNPACK_ONLY=1: stop here (bundle unpacked, build paths linked) for callers that run single
 # binaries themselves (bench/gpu_session.sh).
 if [ "${UNPACK_ONLY:-0}" = 1 ]; then echo "bundle unpacked at $B"; exit 0; fi
+mkdir -p "$LOGDIR"
+LOG="$LOGDIR/gpu-tests.log"
+: > "$LOG"
 THREADS=${TEST_THREADS:-4}
 TMO=${TEST_TIMEOUT:-480}
 
