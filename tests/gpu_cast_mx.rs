@@ -37,10 +37,108 @@ fn big_dim() -> impl Strategy<Value = usize> {
     prop_oneof![4 => dim(300), 1 => 1000usize..2600]
 }
 
-// ------------------------------------------------------------------------------ cast_transpose
+// ------------------------------------------------------------------------------ tensorwise / cast_transpose
+
+/// tensorwise of `t` (`dx` on the device, `skew` elements into its buffer, the same skew for
+/// the output) on the GPU against the CPU: bytes, scale and amax. `stream`: the GPU call's
+/// stream, synchronized before the comparison (None: the default stream).
+#[allow(clippy::too_many_arguments)]
+fn tensorwise_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    n: usize,
+    t: &Tensor,
+    dx: &DevHp,
+    skew: usize,
+    stream: Option<&Stream>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let mut o = Out::new(ctx, n, SENT_U8, skew);
+    let mut sc = Out::new(ctx, 1, SENT_F32, 0);
+    let mut am = Out::new(ctx, 1, SENT_F32, 0);
+    Context::cpu()
+        .tensorwise(
+            p,
+            n,
+            t.hp(),
+            o.cpu(),
+            sc.cpu(),
+            am.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    let st = stream.map_or(StreamRef::DEFAULT, Stream::handle);
+    ctx.tensorwise(p, n, dx.hp(), o.gpu(), sc.gpu(), am.gpu(), st)
+        .unwrap();
+    if let Some(s) = stream {
+        s.synchronize().unwrap();
+    }
+    check_u8(what, &o)?;
+    check_f32(&format!("{what} scale"), &sc)?;
+    check_f32(&format!("{what} amax"), &am)
+}
+
+/// cast_transpose of `t` (m, k) on the GPU against the CPU: both layouts and both scale
+/// vectors. `skew`, `stream`: as for `tensorwise_vs_cpu` (the skew applies to `out`).
+#[allow(clippy::too_many_arguments)]
+fn cast_transpose_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    scaling: Scaling,
+    m: usize,
+    k: usize,
+    t: &Tensor,
+    dx: &DevHp,
+    skew: usize,
+    stream: Option<&Stream>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let (ns, nst) = match scaling {
+        Scaling::Tensorwise => (1, 1),
+        Scaling::Rowwise => (m, k),
+    };
+    let mut o = Out::new(ctx, m * k, SENT_U8, skew);
+    let mut ot = Out::new(ctx, m * k, SENT_U8, 0);
+    let mut sc = Out::new(ctx, ns, SENT_F32, 0);
+    let mut sct = Out::new(ctx, nst, SENT_F32, 0);
+    Context::cpu()
+        .cast_transpose(
+            p,
+            scaling,
+            m,
+            k,
+            t.hp(),
+            o.cpu(),
+            ot.cpu(),
+            sc.cpu(),
+            sct.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    let st = stream.map_or(StreamRef::DEFAULT, Stream::handle);
+    ctx.cast_transpose(
+        p,
+        scaling,
+        m,
+        k,
+        dx.hp(),
+        o.gpu(),
+        ot.gpu(),
+        sc.gpu(),
+        sct.gpu(),
+        st,
+    )
+    .unwrap();
+    if let Some(s) = stream {
+        s.synchronize().unwrap();
+    }
+    check_u8(&format!("{what} out"), &o)?;
+    check_u8(&format!("{what} out_t"), &ot)?;
+    check_f32(&format!("{what} scales"), &sc)?;
+    check_f32(&format!("{what} scales_t"), &sct)
+}
 
 fn run_cast_transpose(ctx: &Context, scaling: Scaling, cases: u32) {
-    let c = Context::cpu();
     let mut r = runner(cases);
     r.run(
         &((big_dim(), dim(300)), params(3)),
@@ -49,47 +147,10 @@ fn run_cast_transpose(ctx: &Context, scaling: Scaling, cases: u32) {
             let t = Tensor::new(&fill, m * k, k);
             let s = skew as usize;
             let dx = DevHp::new(ctx, &t, s);
-            let (ns, nst) = match scaling {
-                Scaling::Tensorwise => (1, 1),
-                Scaling::Rowwise => (m, k),
-            };
-            let mut o = Out::new(ctx, m * k, SENT_U8, s);
-            let mut ot = Out::new(ctx, m * k, SENT_U8, 0);
-            let mut sc = Out::new(ctx, ns, SENT_F32, 0);
-            let mut sct = Out::new(ctx, nst, SENT_F32, 0);
-            c.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                t.hp(),
-                o.cpu(),
-                ot.cpu(),
-                sc.cpu(),
-                sct.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                dx.hp(),
-                o.gpu(),
-                ot.gpu(),
-                sc.gpu(),
-                sct.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
             let w = format!(
                 "cast_transpose {scaling:?} m={m} k={k} {fmt} pow2={pow2} skew={s} fill={fill:?}"
             );
-            check_u8(&format!("{w} out"), &o)?;
-            check_u8(&format!("{w} out_t"), &ot)?;
-            check_f32(&format!("{w} scales"), &sc)?;
-            check_f32(&format!("{w} scales_t"), &sct)
+            cast_transpose_vs_cpu(ctx, &p, scaling, m, k, &t, &dx, s, None, &w)
         },
     )
     .unwrap();
@@ -118,7 +179,6 @@ fn tensorwise_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("tensorwise_gpu_eq_cpu") else {
         return;
     };
-    let c = Context::cpu();
     let mut r = runner(64);
     let n = prop_oneof![3 => 0usize..3000, 1 => 3000usize..400_000];
     r.run(&(n, params(3)), |(n, (fmt, pow2, fill, skew))| {
@@ -126,33 +186,8 @@ fn tensorwise_gpu_eq_cpu() {
         let t = Tensor::new(&fill, n, 97);
         let s = skew as usize;
         let dx = DevHp::new(&ctx, &t, s);
-        let mut o = Out::new(&ctx, n, SENT_U8, s);
-        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
-        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
-        c.tensorwise(
-            &p,
-            n,
-            t.hp(),
-            o.cpu(),
-            sc.cpu(),
-            am.cpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        ctx.tensorwise(
-            &p,
-            n,
-            dx.hp(),
-            o.gpu(),
-            sc.gpu(),
-            am.gpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
         let w = format!("tensorwise n={n} {fmt} pow2={pow2} skew={s} fill={fill:?}");
-        check_u8(&w, &o)?;
-        check_f32(&format!("{w} scale"), &sc)?;
-        check_f32(&format!("{w} amax"), &am)
+        tensorwise_vs_cpu(&ctx, &p, n, &t, &dx, s, None, &w)
     })
     .unwrap();
 }
@@ -164,7 +199,6 @@ fn two_phase_workspace_reuse() {
     let Some(ctx) = gpu_for_tests("two_phase_workspace_reuse") else {
         return;
     };
-    let c = Context::cpu();
     let streams = [
         Stream::new(&ctx).unwrap(),
         Stream::new_non_blocking(&ctx).unwrap(),
@@ -180,69 +214,22 @@ fn two_phase_workspace_reuse() {
         };
         let t = Tensor::new(&fill, m * k, k);
         let dx = DevHp::new(&ctx, &t, 0);
-        let st = streams[rep as usize % 2].handle();
+        let stream = &streams[rep as usize % 2];
         let p = CastParams::new(Fp8Format::E4M3Fn, rep % 3 == 0);
-        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
-        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
-        c.tensorwise(
+        tensorwise_vs_cpu(
+            &ctx,
             &p,
             m * k,
-            t.hp(),
-            o.cpu(),
-            sc.cpu(),
-            am.cpu(),
-            StreamRef::DEFAULT,
+            &t,
+            &dx,
+            0,
+            Some(stream),
+            "tensorwise reuse",
         )
         .unwrap();
-        ctx.tensorwise(&p, m * k, dx.hp(), o.gpu(), sc.gpu(), am.gpu(), st)
-            .unwrap();
-        streams[rep as usize % 2].synchronize().unwrap();
-        check_u8("tensorwise reuse", &o).unwrap();
-        check_f32("tensorwise reuse scale", &sc).unwrap();
-        check_f32("tensorwise reuse amax", &am).unwrap();
         for scaling in [Scaling::Rowwise, Scaling::Tensorwise] {
-            let (ns, nst) = if scaling == Scaling::Rowwise {
-                (m, k)
-            } else {
-                (1, 1)
-            };
-            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
-            let mut sc = Out::new(&ctx, ns, SENT_F32, 0);
-            let mut sct = Out::new(&ctx, nst, SENT_F32, 0);
-            c.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                t.hp(),
-                o.cpu(),
-                ot.cpu(),
-                sc.cpu(),
-                sct.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                dx.hp(),
-                o.gpu(),
-                ot.gpu(),
-                sc.gpu(),
-                sct.gpu(),
-                st,
-            )
-            .unwrap();
-            streams[rep as usize % 2].synchronize().unwrap();
             let w = format!("cast_transpose reuse {scaling:?} rep={rep}");
-            check_u8(&w, &o).unwrap();
-            check_u8(&w, &ot).unwrap();
-            check_f32(&w, &sc).unwrap();
-            check_f32(&w, &sct).unwrap();
+            cast_transpose_vs_cpu(&ctx, &p, scaling, m, k, &t, &dx, 0, Some(stream), &w).unwrap();
         }
     }
 }
@@ -256,7 +243,6 @@ fn large_tensors_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("large_tensors_gpu_eq_cpu") else {
         return;
     };
-    let c = Context::cpu();
     // bf16 80 MB / f32 64 MB; one odd column count so the last strip and row are partial
     for (rep, (m, k, bf)) in [(6144usize, 6656usize, true), (4099, 3903, false)]
         .into_iter()
@@ -272,74 +258,11 @@ fn large_tensors_gpu_eq_cpu() {
         let t = Tensor::new(&fill, m * k, k);
         let dx = DevHp::new(&ctx, &t, 0);
         let p = CastParams::new(Fp8Format::E4M3Fn, rep == 1);
-        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
-        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
-        c.tensorwise(
-            &p,
-            m * k,
-            t.hp(),
-            o.cpu(),
-            sc.cpu(),
-            am.cpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        ctx.tensorwise(
-            &p,
-            m * k,
-            dx.hp(),
-            o.gpu(),
-            sc.gpu(),
-            am.gpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
         let w = format!("tensorwise large n={}", m * k);
-        check_u8(&w, &o).unwrap();
-        check_f32(&w, &sc).unwrap();
-        check_f32(&w, &am).unwrap();
+        tensorwise_vs_cpu(&ctx, &p, m * k, &t, &dx, 0, None, &w).unwrap();
         for scaling in [Scaling::Rowwise, Scaling::Tensorwise] {
-            let (ns, nst) = if scaling == Scaling::Rowwise {
-                (m, k)
-            } else {
-                (1, 1)
-            };
-            let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
-            let mut sc = Out::new(&ctx, ns, SENT_F32, 0);
-            let mut sct = Out::new(&ctx, nst, SENT_F32, 0);
-            c.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                t.hp(),
-                o.cpu(),
-                ot.cpu(),
-                sc.cpu(),
-                sct.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                dx.hp(),
-                o.gpu(),
-                ot.gpu(),
-                sc.gpu(),
-                sct.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
             let w = format!("cast_transpose large {scaling:?} m={m} k={k}");
-            check_u8(&w, &o).unwrap();
-            check_u8(&w, &ot).unwrap();
-            check_f32(&w, &sc).unwrap();
-            check_f32(&w, &sct).unwrap();
+            cast_transpose_vs_cpu(&ctx, &p, scaling, m, k, &t, &dx, 0, None, &w).unwrap();
         }
     }
 }
