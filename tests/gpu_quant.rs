@@ -152,12 +152,57 @@ fn colwise_3d_gpu_eq_cpu() {
     .unwrap();
 }
 
+/// per_group_rowwise of `t` (m, k) over END offsets `offs` on the GPU (offsets device-resident,
+/// input and output `skew` elements into their buffers) against the CPU: bytes and scales.
+#[allow(clippy::too_many_arguments)]
+fn per_group_rowwise_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    m: usize,
+    k: usize,
+    t: &Tensor,
+    offs: &[i32],
+    skew: usize,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let g = offs.len();
+    let dx = DevHp::new(ctx, t, skew);
+    let doffs =
+        DeviceBuffer::from_host(ctx, offs).unwrap_or_else(|_| DeviceBuffer::alloc(ctx, 0).unwrap());
+    let mut o = Out::new(ctx, m * k, SENT_U8, skew);
+    let mut sc = Out::new(ctx, g * m, SENT_F32, 0);
+    cpu()
+        .per_group_rowwise(
+            p,
+            m,
+            k,
+            t.hp(),
+            offs.into(),
+            o.cpu(),
+            sc.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    ctx.per_group_rowwise(
+        p,
+        m,
+        k,
+        dx.hp(),
+        doffs.src(),
+        o.gpu(),
+        sc.gpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    check_u8(what, &o)?;
+    check_f32(&format!("{what} scales"), &sc)
+}
+
 #[test]
 fn per_group_rowwise_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("per_group_rowwise_gpu_eq_cpu") else {
         return;
     };
-    let c = cpu();
     let mut r = runner(96);
     let shapes = (
         dim(200),
@@ -177,38 +222,16 @@ fn per_group_rowwise_gpu_eq_cpu() {
                 offsets(oseed, g, k)
             };
             let s = skew as usize;
-            let dx = DevHp::new(&ctx, &t, s);
-            let doffs = DeviceBuffer::from_host(&ctx, &offs)
-                .unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
-            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
-            let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
-            c.per_group_rowwise(
+            per_group_rowwise_vs_cpu(
+                &ctx,
                 &p,
                 m,
                 k,
-                t.hp(),
-                (&offs).into(),
-                o.cpu(),
-                sc.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.per_group_rowwise(
-                &p,
-                m,
-                k,
-                dx.hp(),
-                doffs.src(),
-                o.gpu(),
-                sc.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            check_u8(
+                &t,
+                &offs,
+                s,
                 &format!("per_group_rowwise m={m} k={k} offs={offs:?} {fmt} skew={s}"),
-                &o,
-            )?;
-            check_f32(&format!("per_group_rowwise scales offs={offs:?}"), &sc)
+            )
         },
     )
     .unwrap();
@@ -223,7 +246,6 @@ fn per_group_rowwise_many_and_long_rows_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("per_group_rowwise_many_and_long_rows_gpu_eq_cpu") else {
         return;
     };
-    let c = cpu();
     let mut r = runner(12);
     let shapes = prop_oneof![
         // many rows, short to medium rows (the 128- and 256-thread variants, several rows per block)
@@ -247,40 +269,17 @@ fn per_group_rowwise_many_and_long_rows_gpu_eq_cpu() {
                     .collect(),
             };
             let s = skew as usize;
-            let dx = DevHp::new(&ctx, &t, s);
-            let doffs = DeviceBuffer::from_host(&ctx, &offs)
-                .unwrap_or_else(|_| DeviceBuffer::alloc(&ctx, 0).unwrap());
-            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
-            let mut sc = Out::new(&ctx, g * m, SENT_F32, 0);
-            c.per_group_rowwise(
+            per_group_rowwise_vs_cpu(
+                &ctx,
                 &p,
                 m,
                 k,
-                t.hp(),
-                (&offs).into(),
-                o.cpu(),
-                sc.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.per_group_rowwise(
-                &p,
-                m,
-                k,
-                dx.hp(),
-                doffs.src(),
-                o.gpu(),
-                sc.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            check_u8(
-                &format!("per_group_rowwise m={m} k={k} g={g} kind={kind} {fmt} skew={s}"),
-                &o,
-            )?;
-            check_f32(
-                &format!("per_group_rowwise scales m={m} k={k} offs={offs:?}"),
-                &sc,
+                &t,
+                &offs,
+                s,
+                &format!(
+                    "per_group_rowwise m={m} k={k} g={g} kind={kind} {fmt} skew={s} offs={offs:?}"
+                ),
             )
         },
     )
