@@ -405,25 +405,16 @@ def colwise_3d_case(k, n):
         all(o for o, _ in ok), "; ".join(w for o, w in ok if not o))
 
 
-def compiled_or_none(fn):
-    """torch.compile(fn), or None when compilation is not available here (the row then reports the
-    eager time). torchao's float8 training runs these functions under torch.compile (TorchTitan),
-    where inductor fuses them into Triton kernels: that, not eager, is the competitor."""
+def compiled_timing(fn, args, refs):
+    """(us, bytes_equal, note) of torch.compile(fn), or (None, None, why) when compiling or
+    running it fails here (the row then reports the eager time). torchao's float8 training runs
+    these functions under torch.compile (TorchTitan), where inductor fuses them into Triton
+    kernels: that, not eager, is the competitor."""
     try:
-        return torch.compile(fn, dynamic=False)
-    except Exception as e:  # noqa: BLE001 -- reported in the row's note
-        print(f"torch.compile unavailable: {e}", flush=True)
-        return None
-
-
-def compiled_timing(fn_c, args, refs):
-    """(us, bytes_equal, note) of the compiled torchao function, or (None, None, why)."""
-    if fn_c is None:
-        return None, None, "torch.compile unavailable"
-    try:
+        fn_c = torch.compile(fn, dynamic=False)
         got = fn_c(*args)
         torch.cuda.synchronize()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 -- reported in the row's note
         return None, None, f"torch.compile failed: {type(e).__name__}: {str(e)[:80]}"
     eq = all(torch.equal(a.view(torch.uint8) if a.dtype == F8 else a, b.view(torch.uint8) if b.dtype == F8 else b)
              for a, b in zip(got, refs))
@@ -454,7 +445,7 @@ def tensorwise_case(m, k):
     ok = [same_bytes(out, rd), same_f32(sc, rs.reshape(1))]
     us = bench(hip)
     eager_us = bench(ao)
-    c_us, c_eq, c_why = compiled_timing(compiled_or_none(ao_fn), (x,), (rd, rs))
+    c_us, c_eq, c_why = compiled_timing(ao_fn, (x,), (rd, rs))
     if c_us is None:
         ao_us, note = eager_us, f"torchao: eager tensor_to_scale + to_fp8_saturated ({c_why})"
     else:
@@ -498,7 +489,7 @@ def cast_transpose_case(m, k, rowwise):
     ok = [same_bytes(out, r1), same_bytes(out_t, r2), same_f32(sc, rs), same_f32(sct, rst)]
     us = bench(hip)
     eager_us = bench(ao)
-    c_us, c_eq, c_why = compiled_timing(compiled_or_none(ao_fn), (x,), (r1, r2, rs, rst))
+    c_us, c_eq, c_why = compiled_timing(ao_fn, (x,), (r1, r2, rs, rst))
     if c_us is None:
         ao_us, note = eager_us, f"torchao: eager casts + transpose copy ({c_why})"
     else:
