@@ -8,6 +8,9 @@
 #   bench    the bench binary, every op
 #   compare  bench/compare_torchao.py --quick (torchao wheel unpacked from .whl/)
 #   sanitize compute-sanitizer memcheck + racecheck over gpu_quant (3 cases)
+#   knob     A/B of one launcher knob in one call: KNOB=NAME, KNOB_VALUES (default "1 0 1 0"),
+#            gpu_quant's tests KNOB_TESTS (default the column casts) once per distinct value,
+#            then the bench binary over KNOB_FILTER once per value, alternating
 #
 #   bash bench/gpu_session.sh BUNDLE_DIR STEPS        # STEPS: comma-separated, in the order above
 # Logs go to $OUT (the device tool returns that folder).
@@ -107,5 +110,23 @@ if has sanitize; then
     cat "$OUT/sanitize-part.log" >> "$OUT/sanitize.log"; rm -f "$OUT/sanitize-part.log"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$OUT/sanitize.log" | tail -3
   done
+fi
+if has knob; then
+  : "${KNOB:?KNOB=NAME for the knob step}"
+  vals=${KNOB_VALUES:-1 0 1 0}
+  for v in $(echo $vals | tr ' ' '\n' | awk '!seen[$0]++'); do
+    stamp "gpu_quant ${KNOB_TESTS:-colwise rowwise_3d} with $KNOB=$v"
+    (cd "$U/crate" && export $KNOB=$v HIPFP8_REQUIRE_GPU=1 PROPTEST_CASES=${CASES:-24} &&
+      timeout 200 "$TQ" --test-threads=4 ${KNOB_TESTS:-colwise rowwise_3d}) > "$OUT/$KNOB-tests-$v.log" 2>&1
+    echo "$KNOB=$v tests rc=$?"; grep -E "^test |test result" "$OUT/$KNOB-tests-$v.log"
+  done
+  : > "$OUT/$KNOB-bench.log"
+  for v in $vals; do
+    stamp "bench with $KNOB=$v"
+    echo "--- $KNOB=$v" >> "$OUT/$KNOB-bench.log"
+    env $KNOB=$v timeout 120 "$BENCH" --quick --filter "${KNOB_FILTER:-per_group_colwise,rowwise_3d_transpose_rhs}" \
+      >> "$OUT/$KNOB-bench.log" 2>&1
+  done
+  grep -E "^---|copy|%" "$OUT/$KNOB-bench.log"
 fi
 stamp done
