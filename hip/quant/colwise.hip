@@ -173,6 +173,25 @@ colwise_vec_kernel(ColWork w) {
     const bool colvalid = mycol < K;
     const int64_t row_base = (gs / kColRPT + (int64_t)c * kColUnits * w.L) * kColRPT;
     const E* X = static_cast<const E*>(T.x);
+    // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
+    // group (every thread but those at a group's ends) takes one 64-bit base and a 32-bit row
+    // stride (one multiply-add per row); the others test each row. xstride: bytes per row when
+    // 16 rows of it stay below 2^31 (then 32-bit products cannot overflow), else 0.
+    const uint32_t xstride = row_stride32(K, sizeof(E));
+    auto load_sub = [&](int64_t rb, uint4* v) {
+      if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge) {
+        const char* p = reinterpret_cast<const char*>(X + rb * K + mycol);
+#pragma unroll
+        for (int rr = 0; rr < kColRPT; ++rr)
+          v[rr] = HIPFP8_LDG(reinterpret_cast<const uint4*>(p + (uint64_t)xstride * (uint32_t)rr));
+      } else {
+#pragma unroll
+        for (int rr = 0; rr < kColRPT; ++rr) {
+          const int64_t m = rb + rr;
+          v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+        }
+      }
+    };
 
     uint4 v[kColRPT];
     uint32_t cam[EPV];
@@ -183,11 +202,7 @@ colwise_vec_kernel(ColWork w) {
     while (nsub > 1 && row_base + (int64_t)(nsub - 1) * kColRows >= ge) --nsub;
     for (int sub = 0; sub < nsub; ++sub) {
       const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
-#pragma unroll
-      for (int rr = 0; rr < kColRPT; ++rr) {
-        const int64_t m = rb + rr;
-        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
-      }
+      load_sub(rb, v);
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr)
 #pragma unroll
@@ -250,15 +265,12 @@ colwise_vec_kernel(ColWork w) {
     const int64_t obase = w.offs ? 0 : gs * (K - 1);
     for (int sub = nsub - 1; sub >= 0; --sub) {
       const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
-      if (sub != nsub - 1) {
-#pragma unroll
-        for (int rr = 0; rr < kColRPT; ++rr) {
-          const int64_t m = rb + rr;
-          v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
-        }
-      }
+      if (sub != nsub - 1) load_sub(rb, v);
       if (!colvalid || rb + kColRPT <= gs || rb >= ge) continue;
       const bool full = T.vec_store && rb >= gs && rb + kColRPT <= ge;
+      // column e's 16 bytes at dst0 + e * out_ld (32-bit stride where it fits, as for loads)
+      uint8_t* dst0 = T.out + obase + mycol * T.out_ld + rb;
+      const bool small_ld = T.out_ld < (int64_t(1) << 28);
 #pragma unroll
       for (int e = 0; e < EPV; ++e) {
         const float s = s_scale[cg * EPV + e];
@@ -274,7 +286,7 @@ colwise_vec_kernel(ColWork w) {
             q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                   In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
         }
-        uint8_t* dst = T.out + obase + (mycol + e) * T.out_ld + rb;
+        uint8_t* dst = small_ld ? dst0 + (uint64_t)(uint32_t)T.out_ld * (uint32_t)e : dst0 + e * T.out_ld;
         if (full) {
           *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
         } else {

@@ -103,6 +103,13 @@ __device__ inline uint4 load_chunk(const typename In::elem* row, int64_t i, int6
   }
 }
 
+// Bytes per row (K elements of elem_bytes) when 16 such rows stay below 2^31, else 0: then row
+// offsets of a 16-row run can be 32-bit products added to one 64-bit base (one multiply-add per
+// row instead of a 64-bit multiply; hip/quant/colwise.hip).
+__host__ __device__ inline uint32_t row_stride32(int64_t K, int64_t elem_bytes) {
+  return K * elem_bytes < (int64_t(1) << 27) ? (uint32_t)(K * elem_bytes) : 0u;
+}
+
 // Store the EPV codes of chunk i of an output row of K bytes (VEC: one 8- or 4-byte store).
 template <class In, bool VEC>
 __device__ inline void store_chunk(uint8_t* orow, int64_t i, int64_t K, uint2 c) {
