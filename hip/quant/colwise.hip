@@ -7,7 +7,8 @@
 //                            single group of N rows -> out[e*N*K + k*N + n], scales[e*K + k]
 //
 // Tile: a block of 256 threads covers (256 / CG) * 16 rows x CG 16-byte column vectors (CG = 4:
-// 1024 rows x 32 bf16 / 16 f32 columns; the launcher picks CG per launch, see colwise_cg).
+// 1024 rows x 32 bf16 / 16 f32 columns). Each group takes its own CG (col_geo_for_rows: the
+// narrowest tile whose rows cover the group), so one launch mixes tiles when groups are skewed.
 // Thread (rg, cg) loads 16 consecutive rows of one 16-byte column vector, so after scaling it
 // holds, for each of its columns, 16 consecutive rows = 16 output bytes: the transposed stores are
 // 16-byte vectors and a wavefront writes runs of (32 / CG) * 16 bytes of each column (the
@@ -32,23 +33,37 @@
 namespace hipfp8 {
 
 constexpr int kColBlock = 256;
-// CG = 16-byte vectors across a tile (template parameter): a tile is (256 / CG) * 16 rows by CG
-// vectors (CG * 8 bf16 / CG * 4 f32 columns); a thread holds kColRPT = 16 rows (= bytes per
-// column store) of one vector, 64 registers. Instantiated: CG 2, 4, 8, 16. 8 rows per thread (80
+// A tile geometry gi (0..3) has CG = 2 << gi 16-byte vectors across (2, 4, 8, 16): a sub-chunk is
+// (256 / CG) * 16 rows by CG vectors (CG * 8 bf16 / CG * 4 f32 columns); a thread holds
+// kColRPT = 16 rows (= bytes per column store) of one vector, 64 registers. 8 rows per thread (80
 // instead of 128 registers, 3 blocks per SM instead of 2) was measured slower on every shape but
 // Zipf (NOTES v4) and was removed.
 constexpr int kColRPT = 16;
 constexpr int kColMaxCG = 16;
-template <int CG> struct ColGeom {
-  static constexpr int units = kColBlock / CG;     // 16-row units per sub-chunk
-  static constexpr int rows = units * kColRPT;     // rows per sub-chunk
-};
+constexpr int kColNumGeo = 4;
+__host__ __device__ constexpr int col_cg_of(int gi) { return 2 << gi; }
+__host__ __device__ constexpr int col_units_of(int gi) { return kColBlock / col_cg_of(gi); }  // 16-row units per sub-chunk
+// The geometry for a group of `rows` rows. Measured on the H200 (bench/NOTES.md, v4 sweep): a
+// slab that is ONE sub-chunk (no L2 re-read, no waiting for other blocks) is what pays, so the
+// tile is the narrowest whose sub-chunk covers the group (3D groups of N = 2048 rows: 79% with
+// CG=2 against 67% with CG=4); groups longer than 2048 rows are multi-chunk with any tile and
+// CG=8 is the best measured there (3D N = 7168: 71% against 64%). Chosen per group on the device
+// (session 4): a launch with skewed groups gives each group its own tile.
+__host__ __device__ inline int col_geo_for_rows(int64_t rows) {
+  if (rows <= 256) return 3;
+  if (rows <= 512) return 2;
+  if (rows <= 1024) return 1;
+  if (rows <= 2048) return 0;
+  return 2;
+}
 // Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
 constexpr int kColDefaultL = 2;
 constexpr int kCol3dDefaultL = 2;
 
-// Workspace: a header, then one slab record per (tensor, group, column tile): COLS amax words,
-// then the arrive and depart counters (COLS + 2 words; COLS depends on the launch's tile).
+// Workspace: a header, then per group a region of ws_group_words words holding one slab record
+// per (tensor, column tile of the group's geometry): COLS amax words, then the arrive and depart
+// counters (COLS + 2 words). ws_group_words is the most any geometry needs
+// (hipfp8_colwise_workspace_bytes sizes the workspace with the same formula).
 struct ColWsHeader {
   uint32_t ticket, done;
   uint32_t pad[2];
@@ -60,8 +75,7 @@ struct ColTensor {
   float* scales;
   int64_t K;
   int64_t out_ld;
-  int ntiles;
-  int slab_base;
+  int ntiles;  // scalar kernel only (32-column tiles)
   int vec_store;
 };
 
@@ -72,10 +86,25 @@ struct ColWork {
   int G;
   int64_t group_rows;
   int64_t M;
-  int L;                // sub-chunks (of kColRows rows) per work item
+  int L[kColNumGeo];    // sub-chunks per work item, per geometry
+  int fixed_geo;        // >= 0: every group takes this geometry; -1: col_geo_for_rows per group
   int pow2;
   void* ws;
+  int64_t ws_group_words;
 };
+
+__host__ __device__ inline int64_t col_ntiles(int64_t K, int cols) { return (K + cols - 1) / cols; }
+
+// Words per group of the workspace: the most over every tile width (8 ... 128 columns covers
+// bf16 and f32 at every CG) of (tiles of k1 + tiles of k2) * (cols + 2).
+__host__ __device__ inline int64_t col_ws_group_words(int64_t k1, int64_t k2) {
+  int64_t most = 0;
+  for (int cols = 8; cols <= kColMaxCG * 8; cols *= 2) {
+    const int64_t words = (col_ntiles(k1, cols) + col_ntiles(k2, cols)) * (cols + 2);
+    if (words > most) most = words;
+  }
+  return most;
+}
 
 __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int g, int64_t& gs, int64_t& ge) {
   if (w.offs) {
@@ -87,218 +116,273 @@ __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int
   }
 }
 
-// Chunks (work items per column tile) of a group spanning rows [gs, ge).
-template <int CG>
-__device__ inline int group_chunks(int64_t gs, int64_t ge, int L) {
-  const int64_t units = (ge + kColRPT - 1) / kColRPT - gs / kColRPT;
-  const int64_t per = (int64_t)ColGeom<CG>::units * L;
-  const int64_t n = (units + per - 1) / per;
+// Chunks (work items per column tile) of a group spanning rows [gs, ge) in geometry gi. 32-bit
+// division (units < 2^28 for int32 offsets, per <= 128 * 2^20): a 64-bit division costs a few
+// hundred cycles, and every block runs this for every group before its first item.
+__device__ inline int group_chunks(int64_t gs, int64_t ge, int gi, int L) {
+  const uint32_t units = (uint32_t)((ge + kColRPT - 1) / kColRPT - gs / kColRPT);
+  const uint32_t per = (uint32_t)col_units_of(gi) * (uint32_t)L;
+  const uint32_t n = (units + per - 1) / per;
   return n < 1 ? 1 : (int)n;
 }
+// Column tiles of a row of K elements in geometry gi (CG * EPV columns, a power of two: a shift).
+template <int EPV>
+__device__ inline int64_t col_ntiles_geo(int64_t K, int gi) {
+  constexpr int le = EPV == 8 ? 3 : EPV == 4 ? 2 : EPV == 2 ? 1 : 0;
+  static_assert((1 << le) == EPV, "EPV is a power of two");
+  const int sh = gi + 1 + le;
+  return (K + (int64_t(1) << sh) - 1) >> sh;
+}
 
-template <class In, uint32_t F, int CG>
-__global__ void __launch_bounds__(kColBlock)
-colwise_vec_kernel(ColWork w) {
+// Block-shared state of the tile kernel.
+template <int MAXCOLS>
+struct ColShared {
+  uint32_t red[kColBlock / HIPFP8_WAVE][MAXCOLS];
+  uint32_t amax[MAXCOLS];
+  float scale[MAXCOLS];
+  int item;
+};
+
+// One work item: chunk c (of nch) of column tile t of group g of tensor T, in geometry gi.
+// The tile width is a runtime value (uniform over the block): one body serves every geometry,
+// so a launch that mixes them needs no more registers than one of them. (Four inlined bodies,
+// one per CG, cost nothing on sm_90 but made the AMD compiler spill: 256 VGPRs, 336 bytes of
+// scratch per lane.)
+template <class In, uint32_t F, int CGC, int MAXCOLS>
+__device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& T, uint32_t* slab, int g, int t, int c,
+                                             int nch, int gi, int64_t gs, int64_t ge, ColShared<MAXCOLS>& sh,
+                                             ColWsHeader* hdr) {
   constexpr int EPV = In::EPV;
-  constexpr int kColCG = CG;
-  constexpr int kColUnits = ColGeom<CG>::units;
-  constexpr int kColRows = ColGeom<CG>::rows;
-  constexpr int COLS = kColCG * EPV;
-  static_assert(kColCG <= HIPFP8_WAVE && COLS <= kColBlock, "tile wider than a wavefront / block");
+  static_assert(kColMaxCG <= HIPFP8_WAVE && kColMaxCG * EPV <= kColBlock && kColMaxCG * EPV <= MAXCOLS,
+                "tile wider than a wavefront / block");
   constexpr int NW = kColBlock / HIPFP8_WAVE;
+  // log2 CG: a compile-time constant for CGC = 2, 4, 8, 16; from gi for CGC = 0
+  const int lcg = CGC == 2 ? 1 : CGC == 4 ? 2 : CGC == 8 ? 3 : CGC == 16 ? 4 : gi + 1;
+  const int kColCG = 1 << lcg;
+  const int kColUnits = kColBlock >> lcg;
+  const int kColRows = kColUnits * kColRPT;
+  const int COLS = kColCG * EPV;
+  const int L = w.L[gi];
   typedef typename In::elem E;
-  extern __shared__ int32_t cdyn[];
-  int32_t* s_offs = cdyn;              // G
-  int32_t* s_cbase = cdyn + w.G;       // G + 1: chunk prefix per column tile
-  __shared__ uint32_t red[NW][COLS];
-  __shared__ uint32_t s_amax[COLS];
-  __shared__ float s_scale[COLS];
-  __shared__ int s_item;
-
-  ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
-  uint32_t* slabs = reinterpret_cast<uint32_t*>(hdr + 1);
   const int tid = threadIdx.x;
-  const int cg = tid % kColCG;
-  const int rg = tid / kColCG;
-  const int G = w.G;
-
-  if (w.offs) load_clamped_offsets<kColBlock>(w.offs, G, w.M, s_offs);
-  // chunk prefix sums (serial over groups by one thread per 64-group block, G is small)
-  if (tid == 0) {
-    int32_t acc = 0;
-    for (int g = 0; g < G; ++g) {
-      int64_t gs, ge;
-      group_bounds(w, s_offs, g, gs, ge);
-      s_cbase[g] = acc;
-      acc += group_chunks<CG>(gs, ge, w.L);
+  const int cg = tid & (kColCG - 1);
+  const int rg = tid >> lcg;
+  const int64_t K = T.K;
+  const int64_t col0 = (int64_t)t * COLS;
+  const int64_t mycol = col0 + cg * EPV;
+  const bool colvalid = mycol < K;
+  const int64_t row_base = (gs / kColRPT + (int64_t)c * kColUnits * L) * kColRPT;
+  const E* X = static_cast<const E*>(T.x);
+  // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
+  // group (every thread but those at a group's ends) takes one 64-bit base and a 32-bit row
+  // stride (one multiply-add per row); the others test each row. xstride: bytes per row when
+  // 16 rows of it stay below 2^31 (then 32-bit products cannot overflow), else 0.
+  const uint32_t xstride = row_stride32(K, sizeof(E));
+  auto load_sub = [&](int64_t rb, uint4* v) {
+    if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge) {
+      const char* p = reinterpret_cast<const char*>(X + rb * K + mycol);
+#pragma unroll
+      for (int rr = 0; rr < kColRPT; ++rr)
+        v[rr] = HIPFP8_LDG(reinterpret_cast<const uint4*>(p + (uint64_t)xstride * (uint32_t)rr));
+    } else {
+#pragma unroll
+      for (int rr = 0; rr < kColRPT; ++rr) {
+        const int64_t m = rb + rr;
+        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+      }
     }
-    s_cbase[G] = acc;
+  };
+
+  uint4 v[kColRPT];
+  uint32_t cam[EPV];
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) cam[e] = 0;
+  // sub-chunks past the group's end are empty for every thread: stop there (uniform)
+  int nsub = L;
+  while (nsub > 1 && row_base + (int64_t)(nsub - 1) * kColRows >= ge) --nsub;
+  for (int sub = 0; sub < nsub; ++sub) {
+    const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
+    load_sub(rb, v);
+#pragma unroll
+    for (int rr = 0; rr < kColRPT; ++rr)
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[rr], e)));
+  }
+  // reduce over the row groups of the wavefront (lanes with equal cg), then across wavefronts;
+  // the EPV shuffles of one step are independent (the step count depends on the tile width)
+  for (int o = kColCG; o < HIPFP8_WAVE; o <<= 1) {
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
+  }
+  const int lane = tid % HIPFP8_WAVE;
+  if (lane < kColCG) {
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) sh.red[tid / HIPFP8_WAVE][lane * EPV + e] = cam[e];
   }
   __syncthreads();
-  const int64_t C = s_cbase[G];
-  int64_t total = 0;
-  for (int i = 0; i < w.ntensors; ++i) total += (int64_t)w.t[i].ntiles * C;
-
-  // Tickets: the first is taken here; each next one is taken once the current item's amax is
-  // final (never while waiting for other blocks, see the deadlock argument at the top), so its
-  // latency overlaps the cast and the stores.
-  if (tid == 0) s_item = (int)atomicAdd(&hdr->ticket, 1u);
-  for (;;) {
-    __syncthreads();
-    int64_t item = s_item;
-    __syncthreads();
-    if (item >= total) break;
-    int ti = 0;
-    if (w.ntensors > 1 && item >= (int64_t)w.t[0].ntiles * C) {
-      item -= (int64_t)w.t[0].ntiles * C;
-      ti = 1;
-    }
-    const ColTensor& T = w.t[ti];
-    // group: last g with ntiles * cbase[g] <= item
-    int lo = 0, hi = G;  // answer in [0, G)
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) >> 1;
-      if ((int64_t)T.ntiles * s_cbase[mid] <= item) lo = mid; else hi = mid;
-    }
-    const int g = lo;
-    const int nch = s_cbase[g + 1] - s_cbase[g];
-    const int64_t r = item - (int64_t)T.ntiles * s_cbase[g];
-    const int t = (int)(r / nch);
-    const int c = (int)(r % nch);
-    int64_t gs, ge;
-    group_bounds(w, s_offs, g, gs, ge);
-    const int64_t K = T.K;
-    const int64_t col0 = (int64_t)t * COLS;
-    const int64_t mycol = col0 + cg * EPV;
-    const bool colvalid = mycol < K;
-    const int64_t row_base = (gs / kColRPT + (int64_t)c * kColUnits * w.L) * kColRPT;
-    const E* X = static_cast<const E*>(T.x);
-    // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
-    // group (every thread but those at a group's ends) takes one 64-bit base and a 32-bit row
-    // stride (one multiply-add per row); the others test each row. xstride: bytes per row when
-    // 16 rows of it stay below 2^31 (then 32-bit products cannot overflow), else 0.
-    const uint32_t xstride = row_stride32(K, sizeof(E));
-    auto load_sub = [&](int64_t rb, uint4* v) {
-      if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge) {
-        const char* p = reinterpret_cast<const char*>(X + rb * K + mycol);
+  if (tid < COLS) {
+    uint32_t a = sh.red[0][tid];
 #pragma unroll
-        for (int rr = 0; rr < kColRPT; ++rr)
-          v[rr] = HIPFP8_LDG(reinterpret_cast<const uint4*>(p + (uint64_t)xstride * (uint32_t)rr));
+    for (int i = 1; i < NW; ++i) a = max(a, sh.red[i][tid]);
+    sh.amax[tid] = a;
+  }
+  if (nch > 1) {
+    uint32_t* arrive = slab + COLS;
+    if (tid < COLS) atomicMax(&slab[tid], sh.amax[tid]);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      // the last to arrive has nothing to wait for
+      if (atomicAdd(arrive, 1u) + 1 < (uint32_t)nch)
+        while (atomicAdd(arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
+      __threadfence();
+    }
+    __syncthreads();
+    if (tid < COLS) sh.amax[tid] = atomicOr(&slab[tid], 0u);
+  }
+  uint32_t next_ticket = 0;
+  if (tid == 0) next_ticket = atomicAdd(&hdr->ticket, 1u);
+  if (tid < COLS) {
+    const float s = amax_to_scale<F>(sh.amax[tid], w.pow2 != 0);
+    sh.scale[tid] = s;
+    if (c == 0 && col0 + tid < K) T.scales[(int64_t)g * K + col0 + tid] = s;
+  }
+  __syncthreads();
+  if (nch > 1 && tid == 0) {
+    // every thread of this block has read the slab's amax (barrier above); the last block of
+    // the slab to get here leaves the slab zeroed for the next launch
+    if (atomicAdd(&slab[COLS + 1], 1u) == (uint32_t)nch - 1) {
+      for (int i = 0; i < COLS; ++i) atomicExch(&slab[i], 0u);
+      atomicExch(&slab[COLS], 0u);
+      atomicExch(&slab[COLS + 1], 0u);
+    }
+  }
+
+  // out index = obase + k * out_ld + m  (per_group_colwise: 0 + k*M + m;
+  //                                      3D: e*N*K + k*N + (m - e*N))
+  const int64_t obase = w.offs ? 0 : gs * (K - 1);
+  for (int sub = nsub - 1; sub >= 0; --sub) {
+    const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
+    if (sub != nsub - 1) load_sub(rb, v);
+    if (!colvalid || rb + kColRPT <= gs || rb >= ge) continue;
+    const bool full = T.vec_store && rb >= gs && rb + kColRPT <= ge;
+    // column e's 16 bytes at dst0 + e * out_ld (32-bit stride where it fits, as for loads)
+    uint8_t* dst0 = T.out + obase + mycol * T.out_ld + rb;
+    const bool small_ld = T.out_ld < (int64_t(1) << 28);
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) {
+      const float s = sh.scale[cg * EPV + e];
+      uint32_t q[4];
+      if (amax_bits_finite(sh.amax[cg * EPV + e])) {
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4)
+          q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                                    In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+      } else {
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4)
+          q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
+                                In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
+      }
+      uint8_t* dst = small_ld ? dst0 + (uint64_t)(uint32_t)T.out_ld * (uint32_t)e : dst0 + e * T.out_ld;
+      if (full) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
       } else {
 #pragma unroll
         for (int rr = 0; rr < kColRPT; ++rr) {
           const int64_t m = rb + rr;
-          v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+          if (m >= gs && m < ge) dst[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
         }
       }
-    };
+    }
+  }
+  if (tid == 0) sh.item = (int)next_ticket;
+}
 
-    uint4 v[kColRPT];
-    uint32_t cam[EPV];
-#pragma unroll
-    for (int e = 0; e < EPV; ++e) cam[e] = 0;
-    // sub-chunks past the group's end are empty for every thread: stop there (uniform)
-    int nsub = w.L;
-    while (nsub > 1 && row_base + (int64_t)(nsub - 1) * kColRows >= ge) --nsub;
-    for (int sub = 0; sub < nsub; ++sub) {
-      const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
-      load_sub(rb, v);
-#pragma unroll
-      for (int rr = 0; rr < kColRPT; ++rr)
-#pragma unroll
-        for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[rr], e)));
-    }
-    // reduce over the row groups of the wavefront (lanes with equal cg), then across wavefronts
-#pragma unroll
-    for (int e = 0; e < EPV; ++e) {
-#pragma unroll
-      for (int o = kColCG; o < HIPFP8_WAVE; o <<= 1) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
-    }
-    const int lane = tid % HIPFP8_WAVE;
-    if (lane < kColCG) {
-#pragma unroll
-      for (int e = 0; e < EPV; ++e) red[tid / HIPFP8_WAVE][lane * EPV + e] = cam[e];
-    }
-    __syncthreads();
-    if (tid < COLS) {
-      uint32_t a = red[0][tid];
-#pragma unroll
-      for (int i = 1; i < NW; ++i) a = max(a, red[i][tid]);
-      s_amax[tid] = a;
-    }
-    if (nch > 1) {
-      uint32_t* sw = slabs + (T.slab_base + (int64_t)g * T.ntiles + t) * (COLS + 2);
-      uint32_t* arrive = sw + COLS;
-      if (tid < COLS) atomicMax(&sw[tid], s_amax[tid]);
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) {
-        // the last to arrive has nothing to wait for
-        if (atomicAdd(arrive, 1u) + 1 < (uint32_t)nch)
-          while (atomicAdd(arrive, 0u) < (uint32_t)nch) HIPFP8_BACKOFF();
-        __threadfence();
-      }
-      __syncthreads();
-      if (tid < COLS) s_amax[tid] = atomicOr(&sw[tid], 0u);
-    }
-    uint32_t next_ticket = 0;
-    if (tid == 0) next_ticket = atomicAdd(&hdr->ticket, 1u);
-    if (tid < COLS) {
-      const float s = amax_to_scale<F>(s_amax[tid], w.pow2 != 0);
-      s_scale[tid] = s;
-      if (c == 0 && col0 + tid < K) T.scales[(int64_t)g * K + col0 + tid] = s;
-    }
-    __syncthreads();
-    if (nch > 1 && tid == 0) {
-      // every thread of this block has read the slab's amax (barrier above); the last block of
-      // the slab to get here leaves the slab zeroed for the next launch
-      uint32_t* sw = slabs + (T.slab_base + (int64_t)g * T.ntiles + t) * (COLS + 2);
-      if (atomicAdd(&sw[COLS + 1], 1u) == (uint32_t)nch - 1) {
-        for (int i = 0; i < COLS; ++i) atomicExch(&sw[i], 0u);
-        atomicExch(&sw[COLS], 0u);
-        atomicExch(&sw[COLS + 1], 0u);
-      }
-    }
+// Dynamic shared memory of the tile kernel, in words: offsets (G), per-group packed chunks and
+// geometry (G), item prefix per tensor (ntensors x (G + 1)).
+__host__ __device__ inline size_t col_smem_words(int G, int ntensors) { return (size_t)2 * G + (size_t)ntensors * (G + 1); }
 
-    // out index = obase + k * out_ld + m  (per_group_colwise: 0 + k*M + m;
-    //                                      3D: e*N*K + k*N + (m - e*N))
-    const int64_t obase = w.offs ? 0 : gs * (K - 1);
-    for (int sub = nsub - 1; sub >= 0; --sub) {
-      const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
-      if (sub != nsub - 1) load_sub(rb, v);
-      if (!colvalid || rb + kColRPT <= gs || rb >= ge) continue;
-      const bool full = T.vec_store && rb >= gs && rb + kColRPT <= ge;
-      // column e's 16 bytes at dst0 + e * out_ld (32-bit stride where it fits, as for loads)
-      uint8_t* dst0 = T.out + obase + mycol * T.out_ld + rb;
-      const bool small_ld = T.out_ld < (int64_t(1) << 28);
-#pragma unroll
-      for (int e = 0; e < EPV; ++e) {
-        const float s = s_scale[cg * EPV + e];
-        uint32_t q[4];
-        if (amax_bits_finite(s_amax[cg * EPV + e])) {
-#pragma unroll
-          for (int k4 = 0; k4 < 4; ++k4)
-            q[k4] = encode4_finite<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
-                                      In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
-        } else {
-#pragma unroll
-          for (int k4 = 0; k4 < 4; ++k4)
-            q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
-                                  In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
-        }
-        uint8_t* dst = small_ld ? dst0 + (uint64_t)(uint32_t)T.out_ld * (uint32_t)e : dst0 + e * T.out_ld;
-        if (full) {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
-        } else {
-#pragma unroll
-          for (int rr = 0; rr < kColRPT; ++rr) {
-            const int64_t m = rb + rr;
-            if (m >= gs && m < ge) dst[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
-          }
-        }
-      }
+// CGC = 0: each group takes its own tile (col_geo_for_rows), the tile width a
+// runtime value; CGC = 2, 4, 8, 16: every group takes that tile, compiled for it (launches whose
+// groups the host knows to be uniform: 3D, or a forced tile).
+template <class In, uint32_t F, int CGC>
+__global__ void __launch_bounds__(kColBlock)
+colwise_vec_kernel(ColWork w) {
+  constexpr int EPV = In::EPV;
+  constexpr int MAXCOLS = kColMaxCG * EPV;
+  extern __shared__ int32_t cdyn[];
+  const int G = w.G;
+  int32_t* s_offs = cdyn;       // G
+  int32_t* s_pk = cdyn + G;     // G: chunks << 2 | geometry
+  int32_t* s_ib = cdyn + 2 * G; // ntensors x (G + 1): first item of each group, per tensor
+  __shared__ ColShared<MAXCOLS> sh;
+
+  ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
+  uint32_t* slabs = reinterpret_cast<uint32_t*>(hdr + 1);
+  const int tid = threadIdx.x;
+
+  if (w.offs) load_clamped_offsets<kColBlock>(w.offs, G, w.M, s_offs);
+  // per-group geometry and chunks, and each group's item count per tensor (one thread per
+  // group), then the item prefix (serial over groups by one thread: additions only)
+  __syncthreads();
+  for (int g = tid; g < G; g += kColBlock) {
+    int64_t gs, ge;
+    group_bounds(w, s_offs, g, gs, ge);
+    const int gi = CGC ? (CGC == 2 ? 0 : CGC == 4 ? 1 : CGC == 8 ? 2 : 3)
+                       : w.fixed_geo >= 0 ? w.fixed_geo : col_geo_for_rows(ge - gs);
+    const int nch = group_chunks(gs, ge, gi, w.L[gi]);
+    s_pk[g] = nch << 2 | gi;
+    s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
+    if (w.ntensors > 1) s_ib[G + 1 + g] = (int32_t)col_ntiles_geo<EPV>(w.t[1].K, gi) * nch;
+  }
+  __syncthreads();
+  if (tid < w.ntensors) {
+    int32_t* ib = s_ib + tid * (G + 1);
+    int32_t acc = 0;
+    for (int g = 0; g < G; ++g) {
+      const int32_t n = ib[g];
+      ib[g] = acc;
+      acc += n;
     }
-    if (tid == 0) s_item = (int)next_ticket;
+    ib[G] = acc;
+  }
+  __syncthreads();
+
+  // Tickets: the first is taken here; each next one is taken once the current item's amax is
+  // final (never while waiting for other blocks, see the deadlock argument at the top), so its
+  // latency overlaps the cast and the stores.
+  if (tid == 0) sh.item = (int)atomicAdd(&hdr->ticket, 1u);
+  for (;;) {
+    __syncthreads();
+    int64_t item = sh.item;
+    __syncthreads();
+    int ti = 0;
+    if (item >= s_ib[G]) {
+      if (w.ntensors < 2 || item >= (int64_t)s_ib[G] + s_ib[2 * G + 1]) break;
+      item -= s_ib[G];
+      ti = 1;
+    }
+    const int32_t* ib = s_ib + ti * (G + 1);
+    // group: last g with ib[g] <= item (every group has at least one item)
+    int lo = 0, hi = G;  // answer in [0, G)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (ib[mid] <= item) lo = mid; else hi = mid;
+    }
+    const int g = lo;
+    const int gi = s_pk[g] & 3;
+    const int nch = s_pk[g] >> 2;
+    const int r = (int)(item - ib[g]);
+    const int t = r / nch;
+    const int c = r % nch;
+    int64_t gs, ge;
+    group_bounds(w, s_offs, g, gs, ge);
+    const ColTensor& T = w.t[ti];
+    const int cols = col_cg_of(gi) * EPV;
+    uint32_t* slab = slabs + (int64_t)g * w.ws_group_words +
+                     ((ti ? col_ntiles_geo<EPV>(w.t[0].K, gi) : 0) + t) * (int64_t)(cols + 2);
+    colwise_item<In, F, CGC>(w, T, slab, g, t, c, nch, gi, gs, ge, sh, hdr);
   }
   // the last block out resets the ticket for the next launch
   if (tid == 0) {
@@ -358,24 +442,25 @@ colwise_scalar_kernel(ColWork w) {
 
 constexpr int kColNumDevices = 64;
 
-template <class In, uint32_t F, int CG>
-static int colwise_grid() {
-  // Co-resident blocks of the persistent kernel (cached per device).
-  static int cache[kColNumDevices];
+// Co-resident blocks of the persistent tile kernel at a dynamic shared memory size (cached per
+// device and size: the occupancy query is a host computation, but not free).
+template <class In, uint32_t F, int CGC>
+static int colwise_grid(size_t smem) {
+  static unsigned long long cache[kColNumDevices];  // (smem << 16) | blocks per SM; 0 = not yet
   int dev = 0;
   if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kColNumDevices) dev = 0;
-  int p = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
-  if (p == 0) {
-    int per_sm = 0;
-    // dynamic shared memory is small (offsets); size it for 1024 groups
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CG>, kColBlock, 8 * 1024 + 8) !=
-            hipSuccess ||
+  const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
+  int per_sm = 0;
+  if (c != 0 && (c >> 16) == smem) {
+    per_sm = (int)(c & 0xFFFF);
+  } else {
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CGC>, kColBlock, smem) != hipSuccess ||
         per_sm < 1)
       per_sm = 1;
-    p = per_sm * device_sm_count();
-    __atomic_store_n(&cache[dev], p, __ATOMIC_RELAXED);
+    if (per_sm > 0xFFFF) per_sm = 0xFFFF;
+    __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
   }
-  return p;
+  return per_sm * device_sm_count();
 }
 
 // Smallest L (sub-chunks per work item) for jagged groups and for the 3D op (uniform groups of
@@ -388,59 +473,60 @@ static int colwise_min_L(bool is3d) {
   return r;
 }
 
-// Vectors across a tile (CG). Measured on the H200 (bench/NOTES.md, v4 sweep): a slab that is
-// ONE sub-chunk (no L2 re-read, no waiting for other blocks) is what pays, so the tile is the
-// narrowest whose sub-chunk ((256 / CG) * 16 rows) covers a group: 3D groups of N = 2048 rows
-// run at 79% with CG=2 against 67% with CG=4. Groups longer than 2048 rows (3D N = 7168) are
-// multi-chunk with any tile; CG=8 is the best measured there (71% against 64%). Jagged groups
-// are sized by their mean (M / G, known without reading the offsets): 1024 rows -> CG=4, the
-// best for balanced groups (84% against 75% for CG=8; Zipf groups of the same mean would prefer
-// CG=8, 62% against 54%, but the launcher cannot see the skew without a host sync).
-// HIPFP8_COLWISE_CG (2, 4, 8, 16) overrides it (a tuning knob for the bench, read once).
-static int colwise_cg(const ColWork& w) {
-  static EnvKnob knob;
-  const int r = env_knob(knob, "HIPFP8_COLWISE_CG", 0);
-  if (r == 2 || r == 4 || r == 8 || r == 16) return r;
-  const int64_t rows = w.offs ? (w.G > 0 ? (w.M + w.G - 1) / w.G : w.M) : w.group_rows;
-  if (rows <= 256) return 16;
-  if (rows <= 512) return 8;
-  if (rows <= 1024) return 4;
-  if (rows <= 2048) return 2;
-  return 8;
+// Tile geometry of a launch: 3D launches (uniform groups) take their group's tile, compiled for it;
+// jagged launches let each group take its own. Bench / test knobs (read once per process):
+//   HIPFP8_COLWISE_CG = 2, 4, 8, 16  every group takes that tile (compiled for it);
+//   HIPFP8_COLWISE_PERGROUP = 0      jagged groups all take the tile of the MEAN group (M / G
+//                                    rows; the launcher's rule before session 4), compiled for it.
+// Returns the fixed geometry, or -1 for per group.
+static int colwise_fixed_geo(const ColWork& w) {
+  static EnvKnob knob_cg, knob_pg;
+  const int r = env_knob(knob_cg, "HIPFP8_COLWISE_CG", 0);
+  if (r == 2) return 0;
+  if (r == 4) return 1;
+  if (r == 8) return 2;
+  if (r == 16) return 3;
+  if (!w.offs) return col_geo_for_rows(w.group_rows);
+  if (env_knob(knob_pg, "HIPFP8_COLWISE_PERGROUP", 1) == 0) return col_geo_for_rows(w.G > 0 ? (w.M + w.G - 1) / w.G : w.M);
+  return -1;
 }
 
-// Tile kernel launch for a given CG (vectors across a tile).
-template <class In, uint32_t F, int CG>
-static int launch_colwise_cg(ColWork w, size_t smem, hipStream_t st) {
-  constexpr int COLS = CG * In::EPV;
-  int slab = 0;
-  for (int i = 0; i < w.ntensors; ++i) {
-    w.t[i].ntiles = (int)((w.t[i].K + COLS - 1) / COLS);
-    w.t[i].slab_base = slab;
-    slab += w.t[i].ntiles * w.G;
-  }
-  const int grid = colwise_grid<In, F, CG>();
-  // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
-  const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
-  // Rows per work item: L sub-chunks, read once for the amax and once more (from L2: the block
-  // read them microseconds before) for the cast, except the last one, which stays in registers.
-  // L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
-  constexpr int64_t units = ColGeom<CG>::units;
-  int L = colwise_min_L(w.offs == nullptr);
-  while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
-  w.L = L;
-  if (smem > 48 * 1024) return kLaunchUnsupported;
-  colwise_vec_kernel<In, F, CG><<<grid, kColBlock, smem, st>>>(w);
+template <class In, uint32_t F, int CGC>
+static int launch_colwise_geo(const ColWork& w, size_t smem, int grid, hipStream_t st) {
+  colwise_vec_kernel<In, F, CGC><<<grid, kColBlock, smem, st>>>(w);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
-static int launch_colwise_tiles(const ColWork& w, size_t smem, int cg, hipStream_t st) {
-  switch (cg) {
-    case 2: return launch_colwise_cg<In, F, 2>(w, smem, st);
-    case 8: return launch_colwise_cg<In, F, 8>(w, smem, st);
-    case 16: return launch_colwise_cg<In, F, 16>(w, smem, st);
-    default: return launch_colwise_cg<In, F, 4>(w, smem, st);
+static int launch_colwise_tiles(ColWork w, size_t smem, hipStream_t st) {
+  if (smem > 48 * 1024) return kLaunchUnsupported;
+  w.fixed_geo = colwise_fixed_geo(w);
+  int grid = 0;
+  switch (w.fixed_geo) {
+    case 0: grid = colwise_grid<In, F, 2>(smem); break;
+    case 1: grid = colwise_grid<In, F, 4>(smem); break;
+    case 2: grid = colwise_grid<In, F, 8>(smem); break;
+    case 3: grid = colwise_grid<In, F, 16>(smem); break;
+    default: grid = colwise_grid<In, F, 0>(smem); break;
+  }
+  w.ws_group_words = col_ws_group_words(w.t[0].K, w.ntensors > 1 ? w.t[1].K : 0);
+  // Rows per work item, per geometry: L sub-chunks, read once for the amax and once more (from
+  // L2: the block read them microseconds before) for the cast, except the last one, which stays
+  // in registers. L > 1 trades an L2 re-read for fewer blocks that must wait for each other.
+  // Bound the chunks of any one slab to half the co-resident grid (deadlock freedom, see top).
+  const int64_t max_units = (w.offs ? w.M : w.group_rows) / kColRPT + 2;
+  for (int gi = 0; gi < kColNumGeo; ++gi) {
+    const int64_t units = col_units_of(gi);
+    int L = colwise_min_L(w.offs == nullptr);
+    while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
+    w.L[gi] = L;
+  }
+  switch (w.fixed_geo) {
+    case 0: return launch_colwise_geo<In, F, 2>(w, smem, grid, st);
+    case 1: return launch_colwise_geo<In, F, 4>(w, smem, grid, st);
+    case 2: return launch_colwise_geo<In, F, 8>(w, smem, grid, st);
+    case 3: return launch_colwise_geo<In, F, 16>(w, smem, grid, st);
+    default: return launch_colwise_geo<In, F, 0>(w, smem, grid, st);
   }
 }
 
@@ -452,8 +538,9 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     vec = vec && T.K % In::EPV == 0 && aligned16(T.x);
     T.vec_store = T.out_ld % 16 == 0 && aligned16(T.out) && (w.offs != nullptr || w.group_rows % 16 == 0);
   }
-  const size_t smem = (size_t)(2 * w.G + 1) * sizeof(int32_t);
   if (!vec) {
+    const size_t smem = (size_t)w.G * sizeof(int32_t);
+    if (smem > 48 * 1024) return kLaunchUnsupported;
     int64_t maxt = 1;
     for (int i = 0; i < w.ntensors; ++i) {
       w.t[i].ntiles = (int)((w.t[i].K + 31) / 32);
@@ -463,7 +550,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     colwise_scalar_kernel<In, F><<<grid, 256, smem, st>>>(w);
     HIPFP8_RETURN_LAUNCH_STATUS();
   }
-  return launch_colwise_tiles<In, F>(w, smem, colwise_cg(w), st);
+  return launch_colwise_tiles<In, F>(w, col_smem_words(w.G, w.ntensors) * sizeof(int32_t), st);
 }
 
 template <class In>
@@ -488,14 +575,9 @@ using namespace hipfp8;
 HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int64_t k2, uint64_t* bytes) noexcept {
   if (!bytes) return kLaunchNull;
   if (groups < 0 || k1 < 0 || k2 < 0) return kLaunchBadShape;
-  // One slab record of (COLS + 2) words per (group, column tile); size for the tile width that
-  // needs the most (every CG, bf16 and f32 columns per vector).
-  uint64_t most = 0;
-  for (int cols = 8; cols <= kColMaxCG * 8; cols *= 2) {
-    const uint64_t tiles = (uint64_t)((k1 + cols - 1) / cols) + (uint64_t)((k2 + cols - 1) / cols);
-    const uint64_t words = tiles * (uint64_t)(cols + 2);
-    if (words > most) most = words;
-  }
+  // Per group, one slab record of (COLS + 2) words per column tile of each tensor, for the tile
+  // width that needs the most (every CG, bf16 and f32 columns per vector; col_ws_group_words).
+  const uint64_t most = (uint64_t)col_ws_group_words(k1, k2);
   *bytes = sizeof(ColWsHeader) + 4 * (uint64_t)groups * most;
   return kLaunchOk;
 }
@@ -510,7 +592,7 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_launch(const void* x, const int32_t* 
   if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
   if (!offs || !scales || !workspace || (m > 0 && (!x || !out))) return kLaunchNull;
   ColWork w{};
-  w.t[0] = ColTensor{x, out, scales, k, m, 0, 0, 0};
+  w.t[0] = ColTensor{x, out, scales, k, m, 0, 0};
   w.ntensors = 1;
   w.offs = offs;
   w.G = (int)groups;
@@ -535,11 +617,11 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_launch(const void* x1, const voi
   int nt = 0;
   if (k1 > 0) {
     if (!scales1 || (m > 0 && (!x1 || !out1))) return kLaunchNull;
-    w.t[nt++] = ColTensor{x1, out1, scales1, k1, m, 0, 0, 0};
+    w.t[nt++] = ColTensor{x1, out1, scales1, k1, m, 0, 0};
   }
   if (k2 > 0) {
     if (!scales2 || (m > 0 && (!x2 || !out2))) return kLaunchNull;
-    w.t[nt++] = ColTensor{x2, out2, scales2, k2, m, 0, 0, 0};
+    w.t[nt++] = ColTensor{x2, out2, scales2, k2, m, 0, 0};
   }
   w.ntensors = nt;
   w.offs = offs;
@@ -561,7 +643,7 @@ HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t*
   if (e > 0x7FFFFFFF) return kLaunchUnsupported;
   if (!x || !out || !scales || !workspace) return kLaunchNull;
   ColWork w{};
-  w.t[0] = ColTensor{x, out, scales, k, n, 0, 0, 0};
+  w.t[0] = ColTensor{x, out, scales, k, n, 0, 0};
   w.ntensors = 1;
   w.offs = nullptr;
   w.G = (int)e;
