@@ -440,27 +440,11 @@ colwise_scalar_kernel(ColWork w) {
   }
 }
 
-constexpr int kColNumDevices = 64;
-
-// Co-resident blocks of the persistent tile kernel at a dynamic shared memory size (cached per
-// device and size: the occupancy query is a host computation, but not free).
+// Co-resident blocks of the persistent tile kernel at a dynamic shared memory size.
 template <class In, uint32_t F, int CGC>
 static int colwise_grid(size_t smem) {
-  static unsigned long long cache[kColNumDevices];  // (smem << 16) | blocks per SM; 0 = not yet
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kColNumDevices) dev = 0;
-  const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
-  int per_sm = 0;
-  if (c != 0 && (c >> 16) == smem) {
-    per_sm = (int)(c & 0xFFFF);
-  } else {
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colwise_vec_kernel<In, F, CGC>, kColBlock, smem) != hipSuccess ||
-        per_sm < 1)
-      per_sm = 1;
-    if (per_sm > 0xFFFF) per_sm = 0xFFFF;
-    __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
-  }
-  return per_sm * device_sm_count();
+  static unsigned long long cache[kResidentDevs];
+  return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC>), kColBlock, smem);
 }
 
 // Smallest L (sub-chunks per work item) for jagged groups and for the 3D op (uniform groups of

@@ -190,6 +190,14 @@ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 // Multiprocessor count of the current device (cached per device; cheap after the first call).
 int device_sm_count();
+// Blocks of `kernel` (launched with `block` threads and `smem` bytes of dynamic shared memory)
+// that are resident on the current device at once: the occupancy query times the SM count, at
+// least one per SM. A grid-stride or persistent kernel launched with MORE blocks than this runs
+// its last blocks as a partial wave after the others have done all their work (a tail of up to
+// one block's whole share); with exactly this many every block starts at once. `cache` is one
+// call site's slot per device (kResidentDevs entries, zero-initialised static storage).
+constexpr int kResidentDevs = 64;
+int resident_grid(unsigned long long* cache, const void* kernel, int block, size_t smem);
 
 // Bench tuning knobs: the integer value of environment variable `name` (atoi), read once per
 // process and cached in `knob` (a zero-initialised static of the caller); `unset` when the

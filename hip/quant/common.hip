@@ -17,6 +17,24 @@ int device_sm_count() {
   return n;
 }
 
+int resident_grid(unsigned long long* cache, const void* kernel, int block, size_t smem) {
+  int dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kResidentDevs) dev = 0;
+  const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);  // (smem << 16) | per SM
+  int per_sm = 0;
+  if (c != 0 && (c >> 16) == smem) {
+    per_sm = (int)(c & 0xFFFF);
+  } else {
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, smem) != hipSuccess || per_sm < 1) {
+      (void)hipGetLastError();
+      per_sm = 1;
+    }
+    if (per_sm > 0xFFFF) per_sm = 0xFFFF;
+    __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
+  }
+  return per_sm * device_sm_count();
+}
+
 int env_knob(EnvKnob& knob, const char* name, int unset) {
   if (__atomic_load_n(&knob.ready, __ATOMIC_ACQUIRE)) return __atomic_load_n(&knob.value, __ATOMIC_RELAXED);
   const char* e = getenv(name);

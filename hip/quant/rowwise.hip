@@ -327,28 +327,14 @@ static int pgr_knob(int which) {
   return x < 0 || x > 64 ? 0 : x;
 }
 
-// Resident blocks of one kernel instance at a dynamic shared memory size (cached per instance,
-// device and size: the occupancy query is a host computation, but not free).
+// Blocks of the persistent kernel: the resident count (resident_grid), or the
+// HIPFP8_PGR_BLOCKS_PER_SM knob times the SM count.
 template <class In, uint32_t F, int B, int V, bool VECF, bool SMALLG>
 static int pgr_grid_cap(size_t smem) {
-  constexpr int kDevs = 64;
-  static unsigned long long cache[kDevs];  // (smem << 16) | blocks per SM; 0 = not yet
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kDevs) dev = 0;
-  const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
-  int per_sm = 0;
-  if (c != 0 && (c >> 16) == smem) {
-    per_sm = (int)(c & 0xFFFF);
-  } else {
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, per_group_rowwise_kernel<In, F, B, V, VECF, SMALLG>, B, smem) !=
-            hipSuccess ||
-        per_sm < 1)
-      per_sm = 1;
-    if (per_sm > 0xFFFF) per_sm = 0xFFFF;
-    __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
-  }
   const int knob = pgr_knob(0);
-  return (knob > 0 ? knob : per_sm) * device_sm_count();
+  if (knob > 0) return knob * device_sm_count();
+  static unsigned long long cache[kResidentDevs];
+  return resident_grid(cache, reinterpret_cast<const void*>(per_group_rowwise_kernel<In, F, B, V, VECF, SMALLG>), B, smem);
 }
 
 template <class In, uint32_t F, int B, int V, bool VECF, bool SMALLG>
@@ -464,13 +450,19 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   const E* xp = static_cast<const E*>(x);
   const size_t smem = (size_t)G * 8;
   const int64_t rows_bound = m + 15 * (int64_t)G;
-  const int64_t cap = (int64_t)device_sm_count() * 16;
-  int64_t grid = rows_bound < cap ? rows_bound : cap;
-  if (grid < 1) grid = 1;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
   const int64_t nv = (k + In::EPV - 1) / In::EPV;
+  // Grid: the blocks resident at once (each walks rows blockIdx.x, +gridDim.x, ...). Before
+  // session 4 it was 16 blocks per SM whatever the occupancy (5 per SM at 48 registers): the
+  // blocks past the first waves then ran their whole share of rows as a last, mostly empty wave.
 #define HIPFP8_PAD_CFG(B, V)                                                                                      \
   do {                                                                                                            \
+    static unsigned long long cache[2][kResidentDevs];                                                            \
+    const void* kfn = vec ? reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, B, V, true>)              \
+                          : reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, B, V, false>);            \
+    int64_t grid = resident_grid(cache[vec], kfn, B, smem);                                                       \
+    if (grid > rows_bound) grid = rows_bound;                                                                     \
+    if (grid < 1) grid = 1;                                                                                       \
     if (vec) rowwise_padded_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
     else rowwise_padded_kernel<In, F, B, V, false><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
   } while (0)

@@ -228,11 +228,24 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
   }
 }
 
-static int tensor_grid(int64_t nchunk) {
+// Grid of a grid-stride tensor kernel: one block per kTensorBlock * kTensorUnroll chunks, capped
+// at the blocks resident at once (`resident`, from resident_grid for that kernel): a cap above it
+// (the fixed 8 blocks per SM used before session 4) left the cast kernel, 6 blocks per SM at 40
+// registers, a last partial wave doing a full share of the work.
+static int tensor_grid(int64_t nchunk, int resident) {
   int64_t g = (nchunk + (int64_t)kTensorBlock * kTensorUnroll - 1) / ((int64_t)kTensorBlock * kTensorUnroll);
-  const int64_t cap = (int64_t)device_sm_count() * 8;
-  if (g > cap) g = cap;
+  if (g > resident) g = resident;
   return g < 1 ? 1 : (int)g;
+}
+template <class In, bool VEC>
+static int tensor_amax_grid(int64_t nchunk) {
+  static unsigned long long cache[kResidentDevs];
+  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_amax_kernel<In, VEC>), kTensorBlock, 0));
+}
+template <class In, uint32_t F, bool VEC>
+static int tensor_cast_grid(int64_t nchunk) {
+  static unsigned long long cache[kResidentDevs];
+  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_cast_kernel<In, F, VEC>), kTensorBlock, 0));
 }
 
 template <class In, uint32_t F>
@@ -243,14 +256,14 @@ static int launch_tensorwise(const void* x, int64_t n, uint8_t* out, float* scal
   uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
   hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
   if (e != hipSuccess) return (int)e;
-  const int grid = tensor_grid((n + In::EPV - 1) / In::EPV);
+  const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
   const bool vec = n % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
   if (vec) {
-    tensor_amax_kernel<In, true><<<grid, kTensorBlock, 0, st>>>(xp, n, ab);
-    tensor_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
+    tensor_amax_kernel<In, true><<<tensor_amax_grid<In, true>(nchunk), kTensorBlock, 0, st>>>(xp, n, ab);
+    tensor_cast_kernel<In, F, true><<<tensor_cast_grid<In, F, true>(nchunk), kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
   } else {
-    tensor_amax_kernel<In, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab);
-    tensor_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
+    tensor_amax_kernel<In, false><<<tensor_amax_grid<In, false>(nchunk), kTensorBlock, 0, st>>>(xp, n, ab);
+    tensor_cast_kernel<In, F, false><<<tensor_cast_grid<In, F, false>(nchunk), kTensorBlock, 0, st>>>(xp, n, ab, out, scale, pow2);
   }
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
@@ -271,13 +284,13 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
   if (vec) {
     if (m > 0) {
       if (rowwise) ct_amax_kernel<In, true><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
-      else tensor_amax_kernel<In, true><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
+      else tensor_amax_kernel<In, true><<<tensor_amax_grid<In, true>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
     ct_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
   } else {
     if (m > 0) {
       if (rowwise) ct_amax_kernel<In, false><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
-      else tensor_amax_kernel<In, false><<<tensor_grid(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
+      else tensor_amax_kernel<In, false><<<tensor_amax_grid<In, false>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
     ct_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
   }
