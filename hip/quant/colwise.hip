@@ -7,8 +7,9 @@
 //                            single group of N rows -> out[e*N*K + k*N + n], scales[e*K + k]
 //
 // Tile: a block of 256 threads covers (256 / CG) * 16 rows x CG 16-byte column vectors (CG = 4:
-// 1024 rows x 32 bf16 / 16 f32 columns). Each group takes its own CG (col_geo_for_rows: the
-// narrowest tile whose rows cover the group), so one launch mixes tiles when groups are skewed.
+// 1024 rows x 32 bf16 / 16 f32 columns). In a jagged launch each group takes its own CG
+// (col_geo_for_rows: the narrowest tile whose rows cover the group), so one launch mixes tiles
+// when groups are skewed; a 3D launch (uniform groups) runs a kernel compiled for its one tile.
 // Thread (rg, cg) loads 16 consecutive rows of one 16-byte column vector, so after scaling it
 // holds, for each of its columns, 16 consecutive rows = 16 output bytes: the transposed stores are
 // 16-byte vectors and a wavefront writes runs of (32 / CG) * 16 bytes of each column (the
