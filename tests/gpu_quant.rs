@@ -12,7 +12,9 @@
 
 mod common;
 
-use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner};
+use common::gpu::{
+    DevHp, Out, cast_transpose_vs_cpu, check_f32, check_u8, params, runner, tensorwise_vs_cpu,
+};
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, offsets};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Fp8Format, StreamRef};
@@ -640,7 +642,6 @@ fn tensorwise_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("tensorwise_gpu_eq_cpu") else {
         return;
     };
-    let c = cpu();
     let mut r = runner(64);
     let shapes = prop_oneof![3 => 0usize..3000, 1 => 100_000usize..400_000];
     r.run(&(shapes, params(4)), |(n, (fmt, pow2, fill, skew))| {
@@ -648,33 +649,8 @@ fn tensorwise_gpu_eq_cpu() {
         let t = Tensor::new(&fill, n, 64);
         let s = skew as usize;
         let dx = DevHp::new(&ctx, &t, s);
-        let mut o = Out::new(&ctx, n, SENT_U8, s);
-        let mut sc = Out::new(&ctx, 1, SENT_F32, 0);
-        let mut am = Out::new(&ctx, 1, SENT_F32, 0);
-        c.tensorwise(
-            &p,
-            n,
-            t.hp(),
-            o.cpu(),
-            sc.cpu(),
-            am.cpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        ctx.tensorwise(
-            &p,
-            n,
-            dx.hp(),
-            o.gpu(),
-            sc.gpu(),
-            am.gpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
         let w = format!("tensorwise n={n} {fmt} pow2={pow2} skew={s}");
-        check_u8(&w, &o)?;
-        check_f32(&w, &sc)?;
-        check_f32(&w, &am)
+        tensorwise_vs_cpu(&ctx, &p, n, &t, &dx, s, None, &w)
     })
     .unwrap();
 }
@@ -684,7 +660,6 @@ fn cast_transpose_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("cast_transpose_gpu_eq_cpu") else {
         return;
     };
-    let c = cpu();
     let mut r = runner(64);
     let shapes = (
         prop_oneof![3 => 0usize..300, 1 => 1000usize..3000],
@@ -700,45 +675,11 @@ fn cast_transpose_gpu_eq_cpu() {
             } else {
                 hipfp8::Scaling::Tensorwise
             };
-            let (ns, nst) = if rowwise { (m, k) } else { (1, 1) };
             let t = Tensor::new(&fill, m * k, k);
             let s = skew as usize;
             let dx = DevHp::new(&ctx, &t, s);
-            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
-            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
-            let mut sc = Out::new(&ctx, ns, SENT_F32, 0);
-            let mut sct = Out::new(&ctx, nst, SENT_F32, 0);
-            c.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                t.hp(),
-                o.cpu(),
-                ot.cpu(),
-                sc.cpu(),
-                sct.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-            ctx.cast_transpose(
-                &p,
-                scaling,
-                m,
-                k,
-                dx.hp(),
-                o.gpu(),
-                ot.gpu(),
-                sc.gpu(),
-                sct.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
             let w = format!("cast_transpose {scaling:?} m={m} k={k} {fmt} pow2={pow2} skew={s}");
-            check_u8(&w, &o)?;
-            check_u8(&(w.clone() + " (transposed)"), &ot)?;
-            check_f32(&w, &sc)?;
-            check_f32(&w, &sct)
+            cast_transpose_vs_cpu(&ctx, &p, scaling, m, k, &t, &dx, s, None, &w)
         },
     )
     .unwrap();
@@ -754,40 +695,21 @@ fn cast_transpose_gpu_eq_cpu() {
     let t = Tensor::new(&fill, m * k, k);
     let dx = DevHp::new(&ctx, &t, 0);
     let p = CastParams::new(Fp8Format::E4M3Fn, false);
-    for _ in 0..2 {
-        let mut o = Out::new(&ctx, m * k, SENT_U8, 0);
-        let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
-        let mut sc = Out::new(&ctx, m, SENT_F32, 0);
-        let mut sct = Out::new(&ctx, k, SENT_F32, 0);
-        let sr = hipfp8::Scaling::Rowwise;
-        c.cast_transpose(
+    for rep in 0..2 {
+        let w = format!("cast_transpose repeat {rep}");
+        cast_transpose_vs_cpu(
+            &ctx,
             &p,
-            sr,
+            hipfp8::Scaling::Rowwise,
             m,
             k,
-            t.hp(),
-            o.cpu(),
-            ot.cpu(),
-            sc.cpu(),
-            sct.cpu(),
-            StreamRef::DEFAULT,
+            &t,
+            &dx,
+            0,
+            None,
+            &w,
         )
         .unwrap();
-        ctx.cast_transpose(
-            &p,
-            sr,
-            m,
-            k,
-            dx.hp(),
-            o.gpu(),
-            ot.gpu(),
-            sc.gpu(),
-            sct.gpu(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
-        check_u8("cast_transpose repeat", &ot).unwrap();
-        check_f32("cast_transpose repeat", &sct).unwrap();
     }
 }
 

@@ -4,12 +4,12 @@
 //! Views may start `skew` elements into their buffer, which sends kernels down their
 //! unaligned paths.
 
-use hipfp8::device::{DeviceBuffer, DeviceCopy};
-use hipfp8::{Context, Dst, Fp8Format, HpSrc, bf16};
+use hipfp8::device::{DeviceBuffer, DeviceCopy, Stream};
+use hipfp8::{CastParams, Context, Dst, Fp8Format, HpSrc, Scaling, StreamRef, bf16};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use super::{Fill, Tensor, fill_strategy, fmt_strategy, same_bits};
+use super::{Fill, SENT_F32, SENT_U8, Tensor, fill_strategy, fmt_strategy, same_bits};
 
 /// A test tensor on the device, optionally starting `skew` elements into its buffer.
 pub enum DevHp {
@@ -142,4 +142,105 @@ pub fn params(unskewed_weight: u32) -> impl Strategy<Value = (Fp8Format, bool, F
         fill_strategy(),
         prop_oneof![unskewed_weight => Just(false), 1 => Just(true)],
     )
+}
+
+// ------------------------------------------------------------------------------ two-phase casts
+
+/// tensorwise of `t` (`dx` on the device, `skew` elements into its buffer, the same skew for
+/// the output) on the GPU against the CPU: bytes, scale and amax. `stream`: the GPU call's
+/// stream, synchronized before the comparison (None: the default stream).
+#[allow(clippy::too_many_arguments)]
+pub fn tensorwise_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    n: usize,
+    t: &Tensor,
+    dx: &DevHp,
+    skew: usize,
+    stream: Option<&Stream>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let mut o = Out::new(ctx, n, SENT_U8, skew);
+    let mut sc = Out::new(ctx, 1, SENT_F32, 0);
+    let mut am = Out::new(ctx, 1, SENT_F32, 0);
+    Context::cpu()
+        .tensorwise(
+            p,
+            n,
+            t.hp(),
+            o.cpu(),
+            sc.cpu(),
+            am.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    let st = stream.map_or(StreamRef::DEFAULT, Stream::handle);
+    ctx.tensorwise(p, n, dx.hp(), o.gpu(), sc.gpu(), am.gpu(), st)
+        .unwrap();
+    if let Some(s) = stream {
+        s.synchronize().unwrap();
+    }
+    check_u8(what, &o)?;
+    check_f32(&format!("{what} scale"), &sc)?;
+    check_f32(&format!("{what} amax"), &am)
+}
+
+/// cast_transpose of `t` (m, k) on the GPU against the CPU: both layouts and both scale
+/// vectors. `skew`, `stream`: as for `tensorwise_vs_cpu` (the skew applies to `out`).
+#[allow(clippy::too_many_arguments)]
+pub fn cast_transpose_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    scaling: Scaling,
+    m: usize,
+    k: usize,
+    t: &Tensor,
+    dx: &DevHp,
+    skew: usize,
+    stream: Option<&Stream>,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let (ns, nst) = match scaling {
+        Scaling::Tensorwise => (1, 1),
+        Scaling::Rowwise => (m, k),
+    };
+    let mut o = Out::new(ctx, m * k, SENT_U8, skew);
+    let mut ot = Out::new(ctx, m * k, SENT_U8, 0);
+    let mut sc = Out::new(ctx, ns, SENT_F32, 0);
+    let mut sct = Out::new(ctx, nst, SENT_F32, 0);
+    Context::cpu()
+        .cast_transpose(
+            p,
+            scaling,
+            m,
+            k,
+            t.hp(),
+            o.cpu(),
+            ot.cpu(),
+            sc.cpu(),
+            sct.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    let st = stream.map_or(StreamRef::DEFAULT, Stream::handle);
+    ctx.cast_transpose(
+        p,
+        scaling,
+        m,
+        k,
+        dx.hp(),
+        o.gpu(),
+        ot.gpu(),
+        sc.gpu(),
+        sct.gpu(),
+        st,
+    )
+    .unwrap();
+    if let Some(s) = stream {
+        s.synchronize().unwrap();
+    }
+    check_u8(&format!("{what} out"), &o)?;
+    check_u8(&format!("{what} out_t"), &ot)?;
+    check_f32(&format!("{what} scales"), &sc)?;
+    check_f32(&format!("{what} scales_t"), &sct)
 }
