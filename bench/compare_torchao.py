@@ -405,20 +405,21 @@ def colwise_3d_case(k, n):
         all(o for o, _ in ok), "; ".join(w for o, w in ok if not o))
 
 
-def compiled_timing(fn, args, refs):
-    """(us, bytes_equal, note) of torch.compile(fn), or (None, None, why) when compiling or
-    running it fails here (the row then reports the eager time). torchao's float8 training runs
-    these functions under torch.compile (TorchTitan), where inductor fuses them into Triton
-    kernels: that, not eager, is the competitor."""
+def compiled_or_eager(fn, args, refs, eager_us, what):
+    """(torchao us, note) for a row whose competitor is torch.compile of torchao's functions
+    (`what` names them): torchao's float8 training runs them under torch.compile (TorchTitan),
+    where inductor fuses them into Triton kernels, so that, not eager, is the competitor. The
+    note says whether the compiled bytes equal the eager reference `refs`; when compiling or
+    running fails here, the eager time `eager_us` is reported with the reason."""
     try:
         fn_c = torch.compile(fn, dynamic=False)
         got = fn_c(*args)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 -- reported in the row's note
-        return None, None, f"torch.compile failed: {type(e).__name__}: {str(e)[:80]}"
+        return eager_us, f"torchao: eager {what} (torch.compile failed: {type(e).__name__}: {str(e)[:80]})"
     eq = all(torch.equal(a.view(torch.uint8) if a.dtype == F8 else a, b.view(torch.uint8) if b.dtype == F8 else b)
              for a, b in zip(got, refs))
-    return bench(lambda: fn_c(*args)), eq, ""
+    return bench(lambda: fn_c(*args)), f"torchao: torch.compile({what}), eager {eager_us:.1f} us; compiled bytes == eager: {eq}"
 
 
 def tensorwise_case(m, k):
@@ -444,13 +445,7 @@ def tensorwise_case(m, k):
     rd, rs = ao()
     ok = [same_bytes(out, rd), same_f32(sc, rs.reshape(1))]
     us = bench(hip)
-    eager_us = bench(ao)
-    c_us, c_eq, c_why = compiled_timing(ao_fn, (x,), (rd, rs))
-    if c_us is None:
-        ao_us, note = eager_us, f"torchao: eager tensor_to_scale + to_fp8_saturated ({c_why})"
-    else:
-        ao_us, note = c_us, (f"torchao: torch.compile(tensor_to_scale + to_fp8_saturated), eager {eager_us:.1f} us; "
-                             f"compiled bytes == eager: {c_eq}")
+    ao_us, note = compiled_or_eager(ao_fn, (x,), (rd, rs), bench(ao), "tensor_to_scale + to_fp8_saturated")
     add("tensorwise", f"({m},{k})", "", us, 3 * n + 8, ao_us, all(o for o, _ in ok),
         note + "".join("; " + w for o, w in ok if not o))
 
@@ -488,13 +483,7 @@ def cast_transpose_case(m, k, rowwise):
     r1, r2, rs, rst = ao()
     ok = [same_bytes(out, r1), same_bytes(out_t, r2), same_f32(sc, rs), same_f32(sct, rst)]
     us = bench(hip)
-    eager_us = bench(ao)
-    c_us, c_eq, c_why = compiled_timing(ao_fn, (x,), (r1, r2, rs, rst))
-    if c_us is None:
-        ao_us, note = eager_us, f"torchao: eager casts + transpose copy ({c_why})"
-    else:
-        ao_us, note = c_us, (f"torchao: torch.compile(casts + transpose copy), eager {eager_us:.1f} us; "
-                             f"compiled bytes == eager: {c_eq}")
+    ao_us, note = compiled_or_eager(ao_fn, (x,), (r1, r2, rs, rst), bench(ao), "casts + transpose copy")
     add("cast_transpose_" + ("rowwise" if rowwise else "tensorwise"), f"({m},{k})", "", us, 4 * m * k + 4 * (ns + nst),
         ao_us, all(o for o, _ in ok), note + "".join("; " + w for o, w in ok if not o))
 
