@@ -43,6 +43,8 @@ constexpr int kColRPT = 16;
 constexpr int kColMaxCG = 16;
 constexpr int kColNumGeo = 4;
 __host__ __device__ constexpr int col_cg_of(int gi) { return 2 << gi; }
+// The geometry of a tile width CG (2, 4, 8, 16), the inverse of col_cg_of.
+__host__ __device__ constexpr int col_geo_of_cg(int cg) { return cg == 2 ? 0 : cg == 4 ? 1 : cg == 8 ? 2 : 3; }
 __host__ __device__ constexpr int col_units_of(int gi) { return kColBlock / col_cg_of(gi); }  // 16-row units per sub-chunk
 // The geometry for a group of `rows` rows. Measured on the H200 (bench/NOTES.md, v4 sweep): a
 // slab that is ONE sub-chunk (no L2 re-read, no waiting for other blocks) is what pays, so the
@@ -88,7 +90,6 @@ struct ColWork {
   int64_t group_rows;
   int64_t M;
   int L[kColNumGeo];    // sub-chunks per work item, per geometry
-  int fixed_geo;        // >= 0: every group takes this geometry; -1: col_geo_for_rows per group
   int pow2;
   void* ws;
   int64_t ws_group_words;
@@ -158,7 +159,7 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
                 "tile wider than a wavefront / block");
   constexpr int NW = kColBlock / HIPFP8_WAVE;
   // log2 CG: a compile-time constant for CGC = 2, 4, 8, 16; from gi for CGC = 0
-  const int lcg = CGC == 2 ? 1 : CGC == 4 ? 2 : CGC == 8 ? 3 : CGC == 16 ? 4 : gi + 1;
+  const int lcg = (CGC ? col_geo_of_cg(CGC) : gi) + 1;
   const int kColCG = 1 << lcg;
   const int kColUnits = kColBlock >> lcg;
   const int kColRows = kColUnits * kColRPT;
@@ -330,8 +331,7 @@ colwise_vec_kernel(ColWork w) {
   for (int g = tid; g < G; g += kColBlock) {
     int64_t gs, ge;
     group_bounds(w, s_offs, g, gs, ge);
-    const int gi = CGC ? (CGC == 2 ? 0 : CGC == 4 ? 1 : CGC == 8 ? 2 : 3)
-                       : w.fixed_geo >= 0 ? w.fixed_geo : col_geo_for_rows(ge - gs);
+    const int gi = CGC ? col_geo_of_cg(CGC) : col_geo_for_rows(ge - gs);
     const int nch = group_chunks(gs, ge, gi, w.L[gi]);
     s_pk[g] = nch << 2 | gi;
     s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
@@ -365,13 +365,8 @@ colwise_vec_kernel(ColWork w) {
       ti = 1;
     }
     const int32_t* ib = s_ib + ti * (G + 1);
-    // group: last g with ib[g] <= item (every group has at least one item)
-    int lo = 0, hi = G;  // answer in [0, G)
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) >> 1;
-      if (ib[mid] <= item) lo = mid; else hi = mid;
-    }
-    const int g = lo;
+    // group: the last g with ib[g] <= item (ib[0] = 0; every group has at least one item)
+    const int g = upper_bound_i32(ib, G, item) - 1;
     const int gi = s_pk[g] & 3;
     const int nch = s_pk[g] >> 2;
     const int r = (int)(item - ib[g]);
@@ -476,24 +471,10 @@ static int colwise_fixed_geo(const ColWork& w) {
   return -1;
 }
 
+// Launch the tile kernel for tile CGC (0: per group) on the co-resident grid.
 template <class In, uint32_t F, int CGC>
-static int launch_colwise_geo(const ColWork& w, size_t smem, int grid, hipStream_t st) {
-  colwise_vec_kernel<In, F, CGC><<<grid, kColBlock, smem, st>>>(w);
-  HIPFP8_RETURN_LAUNCH_STATUS();
-}
-
-template <class In, uint32_t F>
-static int launch_colwise_tiles(ColWork w, size_t smem, hipStream_t st) {
-  if (smem > 48 * 1024) return kLaunchUnsupported;
-  w.fixed_geo = colwise_fixed_geo(w);
-  int grid = 0;
-  switch (w.fixed_geo) {
-    case 0: grid = colwise_grid<In, F, 2>(smem); break;
-    case 1: grid = colwise_grid<In, F, 4>(smem); break;
-    case 2: grid = colwise_grid<In, F, 8>(smem); break;
-    case 3: grid = colwise_grid<In, F, 16>(smem); break;
-    default: grid = colwise_grid<In, F, 0>(smem); break;
-  }
+static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
+  const int grid = colwise_grid<In, F, CGC>(smem);
   w.ws_group_words = col_ws_group_words(w.t[0].K, w.ntensors > 1 ? w.t[1].K : 0);
   // Rows per work item, per geometry: L sub-chunks, read once for the amax and once more (from
   // L2: the block read them microseconds before) for the cast, except the last one, which stays
@@ -506,12 +487,19 @@ static int launch_colwise_tiles(ColWork w, size_t smem, hipStream_t st) {
     while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
     w.L[gi] = L;
   }
-  switch (w.fixed_geo) {
-    case 0: return launch_colwise_geo<In, F, 2>(w, smem, grid, st);
-    case 1: return launch_colwise_geo<In, F, 4>(w, smem, grid, st);
-    case 2: return launch_colwise_geo<In, F, 8>(w, smem, grid, st);
-    case 3: return launch_colwise_geo<In, F, 16>(w, smem, grid, st);
-    default: return launch_colwise_geo<In, F, 0>(w, smem, grid, st);
+  colwise_vec_kernel<In, F, CGC><<<grid, kColBlock, smem, st>>>(w);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+template <class In, uint32_t F>
+static int launch_colwise_tiles(const ColWork& w, size_t smem, hipStream_t st) {
+  if (smem > 48 * 1024) return kLaunchUnsupported;
+  switch (colwise_fixed_geo(w)) {
+    case 0: return launch_colwise_geo<In, F, 2>(w, smem, st);
+    case 1: return launch_colwise_geo<In, F, 4>(w, smem, st);
+    case 2: return launch_colwise_geo<In, F, 8>(w, smem, st);
+    case 3: return launch_colwise_geo<In, F, 16>(w, smem, st);
+    default: return launch_colwise_geo<In, F, 0>(w, smem, st);
   }
 }
 
