@@ -28,6 +28,9 @@ Exactness: hipfp8's FP8 bytes and scales are compared with a torchao reference, 
     torch.compile(...) of the eager functions (inductor's fused Triton kernels), the eager time in
     the note; the reference bytes are the eager ones, and the note says whether the compiled
     bytes equal them.
+  * tensorwise_scaled / cast_transpose_scaled (delayed scaling, the caller's scale): torchao has no
+    kernel; the time is torch.compile of to_fp8_saturated(x * scale) (+ the transpose copy) and
+    tensor_to_amax, the reference bytes and amax the eager ones.
   * MXFP8: the reference is torchao's eager to_mx; the time is torchao's Triton kernel, which
     torchao 0.18 only defines on sm_100+ (see load_mx_kernels for how it is run on sm_90); its
     bytes are checked against ours too.
@@ -110,7 +113,8 @@ def load_lib():
     lib.hipfp8_context_create.argtypes = [c_uint32, c_int32, POINTER(c_void_p)]
     for name in ("rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
                  "per_group_colwise_dual", "per_group_rowwise", "tensorwise", "cast_transpose",
-                 "mxfp8_dim0", "mxfp8_dim1", "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded"):
+                 "mxfp8_dim0", "mxfp8_dim1", "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded",
+                 "tensorwise_scaled", "cast_transpose_scaled"):
         f = getattr(lib, "hipfp8_" + name)
         f.restype = c_uint32  # argtypes left open: every argument is passed as an int / pointer
     return lib
@@ -488,6 +492,49 @@ def cast_transpose_case(m, k, rowwise):
         ao_us, all(o for o, _ in ok), note + "".join("; " + w for o, w in ok if not o))
 
 
+def scaled_case(m, k, transpose):
+    """Delayed scaling: a scale the caller already has (here the exact non-pow2 scale of x, as a
+    steady-state amax history gives), one read. torchao 0.18 has no delayed-scaling kernel any
+    more; the competitor is torch.compile of its cast (to_fp8_saturated of x * scale, plus the
+    transpose copy) and of the amax the history needs (tensor_to_amax)."""
+    from torchao.float8.float8_utils import tensor_to_amax, tensor_to_scale, to_fp8_saturated
+    n = m * k
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    s = tensor_to_scale(x, F8, round_scales_to_power_of_2=False).reshape(1).contiguous()
+    out = torch.empty(n, dtype=torch.uint8, device=dev)
+    out_t = torch.empty(n, dtype=torch.uint8, device=dev)
+    am = torch.empty(1, dtype=torch.float32, device=dev)
+    if transpose:
+        d = Cast2d(ctypes.sizeof(Cast2d), DT_BF16, FMT_E4M3FN, 0, m, k)
+
+        def hip():
+            check(LIB.hipfp8_cast_transpose_scaled(CTX, byref(d), P(x), S(n), P(s), S(1), P(out), S(n), P(out_t),
+                                                   S(n), P(am), S(1), stream()), "cast_transpose_scaled")
+    else:
+        d = Tensorwise(ctypes.sizeof(Tensorwise), DT_BF16, FMT_E4M3FN, 0, n)
+
+        def hip():
+            check(LIB.hipfp8_tensorwise_scaled(CTX, byref(d), P(x), S(n), P(s), S(1), P(out), S(n), P(am), S(1),
+                                               stream()), "tensorwise_scaled")
+
+    def ao_fn(x, s):
+        d1 = to_fp8_saturated(x.to(torch.float32) * s, F8)
+        a = tensor_to_amax(x).to(torch.float32).reshape(1)
+        return (d1, d1.t().contiguous(), a) if transpose else (d1, a)
+
+    hip()
+    ref = ao_fn(x, s)
+    ok = [same_bytes(out, ref[0]), same_f32(am, ref[-1])]
+    if transpose:
+        ok.append(same_bytes(out_t, ref[1]))
+    us = bench(hip)
+    what = "x * scale cast" + (" + transpose copy" if transpose else "") + " + amax"
+    ao_us, note = compiled_or_eager(ao_fn, (x, s), ref, bench(lambda: ao_fn(x, s)), what)
+    op = "cast_transpose_scaled" if transpose else "tensorwise_scaled"
+    add(op, f"({m},{k})", "", us, (4 if transpose else 3) * n + 8, ao_us, all(o for o, _ in ok),
+        note + "".join("; " + w for o, w in ok if not o))
+
+
 MXK_NOTE = ""
 
 
@@ -674,6 +721,8 @@ def main():
         run("tensorwise", lambda: tensorwise_case(m, k))
         run("cast_transpose", lambda: cast_transpose_case(m, k, False))
         run("cast_transpose", lambda: cast_transpose_case(m, k, True))
+        run("tensorwise_scaled", lambda: scaled_case(m, k, False))
+        run("cast_transpose_scaled", lambda: scaled_case(m, k, True))
     for dim in (0, 1):
         for mode in ("floor", "rceil"):
             run("mxfp8", lambda: mx_case(MT, H, dim, mode))

@@ -1,7 +1,9 @@
 /* 03_cast_transpose.c -- one read of x (M, K), two FP8 layouts: out (M, K) and out_t (K, M),
  * as a dense linear layer's forward (x) and backward (x^T) need. Rowwise scaling gives each
  * row of x its scale for out and each column its scale for out_t; tensorwise gives both the
- * one tensor scale. Both modes are checked against check.h. */
+ * one tensor scale. Delayed scaling (hipfp8_cast_transpose_scaled) takes a scale the caller
+ * already has -- here half of this step's tensor scale, as an amax history might give -- and
+ * returns this step's amax. Every mode is checked against check.h. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -89,11 +91,43 @@ int main(void) {
     }
     bad += check_layouts(x, out, out_t, row_scale, col_scale, spec);
 
+    /* Delayed scaling: the caller's scale (e.g. from earlier steps' amax); the amax comes back. */
+    {
+        hipfp8_cast_2d_desc sdesc;
+        float given = 0.5f * scales[0], amax_out = -1.0f;
+        memset(&sdesc, 0, sizeof sdesc);
+        sdesc.size = sizeof sdesc;
+        sdesc.input_dtype = HIPFP8_DTYPE_BF16;
+        sdesc.format = HIPFP8_FORMAT_E4M3FN;
+        sdesc.m = M;
+        sdesc.k = K;
+        if (check_status("cast_transpose_scaled",
+                         hipfp8_cast_transpose_scaled(ctx, &sdesc, x, M * K, &given, 1, out, M * K, out_t, M * K,
+                                                      &amax_out, 1, NULL)))
+            return 1;
+        for (m = 0; m < M; m++) row_scale[m] = given;
+        for (k = 0; k < K; k++) col_scale[k] = given;
+        if (amax_out != amax_all) {
+            fprintf(stderr, "cast_transpose_scaled amax %g, expected %g\n", amax_out, amax_all);
+            bad++;
+        }
+        bad += check_layouts(x, out, out_t, row_scale, col_scale, spec);
+        /* pow2 rounding does not apply to a given scale: refused, nothing written. */
+        sdesc.flags = HIPFP8_FLAG_POW2_SCALES;
+        amax_out = -1.0f;
+        if (hipfp8_cast_transpose_scaled(ctx, &sdesc, x, M * K, &given, 1, out, M * K, out_t, M * K, &amax_out, 1,
+                                         NULL) == HIPFP8_STATUS_SUCCESS ||
+            amax_out != -1.0f) {
+            fprintf(stderr, "cast_transpose_scaled accepted HIPFP8_FLAG_POW2_SCALES\n");
+            bad++;
+        }
+    }
+
     hipfp8_context_destroy(ctx);
     if (bad) {
         fprintf(stderr, "03_cast_transpose: %d mismatches\n", bad);
         return 1;
     }
-    printf("03_cast_transpose: OK (%d x %d, rowwise and tensorwise; tensor scale %g)\n", M, K, scales[0]);
+    printf("03_cast_transpose: OK (%d x %d, rowwise, tensorwise and a given scale; tensor scale %g)\n", M, K, scales[0]);
     return 0;
 }

@@ -362,7 +362,7 @@ typedef struct hipfp8_context hipfp8_context;
  * A 2D scale-and-cast problem: x is (m, k) row-major.
  *
  * Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
- * `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`.
+ * `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`, `hipfp8_cast_transpose_scaled`.
  */
 typedef struct hipfp8_cast_2d_desc {
   /**
@@ -884,6 +884,24 @@ hipfp8_status hipfp8_tensorwise(const struct hipfp8_context *ctx,
                                 hipStream_t stream);
 
 /**
+ * Tensorwise cast with the caller's scale (delayed scaling): `out[i] = encode(x[i] *
+ * scale[0])`, `amax[0] = max |x|` (for the amax history). One read of x; the scale is read
+ * on the device and used as is. flags must not have HIPFP8_FLAG_POW2_SCALES. x: n elements;
+ * scale: 1; out: n bytes; amax: 1.
+ */
+hipfp8_status hipfp8_tensorwise_scaled(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_tensorwise_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       const float *scale,
+                                       size_t scale_len,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *amax,
+                                       size_t amax_len,
+                                       hipStream_t stream);
+
+/**
  * Blockwise 1x128 cast (DeepSeek-V3 activations): scales (m, ceil(k/128)) row-major; a
  * row's last block reduces over the columns that exist. x: m*k; out: m*k bytes; scales:
  * m*ceil(k/128).
@@ -953,6 +971,26 @@ hipfp8_status hipfp8_cast_transpose(const struct hipfp8_context *ctx,
                                     float *scales_t,
                                     size_t scales_t_len,
                                     hipStream_t stream);
+
+/**
+ * Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
+ * and out_t (k, m) row-major, both `encode(x * scale[0])`; `amax[0] = max |x|` (for the
+ * amax history). The scale is read on the device and used as is; flags must not have
+ * HIPFP8_FLAG_POW2_SCALES. Needs k > 0. x: m*k; scale: 1; out, out_t: m*k bytes each; amax: 1.
+ */
+hipfp8_status hipfp8_cast_transpose_scaled(const struct hipfp8_context *ctx,
+                                           const struct hipfp8_cast_2d_desc *desc,
+                                           const void *x,
+                                           size_t x_len,
+                                           const float *scale,
+                                           size_t scale_len,
+                                           uint8_t *out,
+                                           size_t out_len,
+                                           uint8_t *out_t,
+                                           size_t out_t_len,
+                                           float *amax,
+                                           size_t amax_len,
+                                           hipStream_t stream);
 
 /**
  * MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;

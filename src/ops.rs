@@ -509,6 +509,18 @@ pub fn require_nonzero(what: &str, v: usize) -> Result<()> {
     }
 }
 
+/// The `*_scaled` ops take the caller's scale as is: power-of-two rounding, which applies to
+/// a scale the op derives, is refused rather than silently ignored.
+pub fn require_no_pow2(p: &CastParams) -> Result<()> {
+    if p.pow2_scales {
+        Err(Error::InvalidEnum(
+            "pow2_scales does not apply to a given scale (round it before the call)".into(),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 fn check_view(
     ctx_loc: Loc,
     what: &'static str,

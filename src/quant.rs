@@ -6,7 +6,8 @@
 use crate::dispatch::CastIo;
 use crate::error::{Error, Result};
 use crate::ops::{
-    BackendKind, CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_nonzero,
+    BackendKind, CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_no_pow2,
+    require_nonzero,
 };
 use crate::reference;
 
@@ -431,6 +432,63 @@ impl Context {
                     )
                 };
                 crate::device::check_status("tensorwise", st)
+            },
+        )
+    }
+
+    /// Tensorwise cast with a scale the caller already has (delayed scaling: a scale from the
+    /// amax history of earlier steps): `out[i] = encode(x[i] * scale[0])`, and `amax[0] =
+    /// max |x|` for the history. One read of x, one kernel on the GPU; the scale is read on the
+    /// device (no host sync). Any scale is accepted and used as is (NaN, Inf, 0 and values that
+    /// overflow the format follow the encode rule); `p.pow2_scales` must be false, since no
+    /// scale is derived here.
+    pub fn tensorwise_scaled(
+        &self,
+        p: &CastParams,
+        n: usize,
+        x: HpSrc<'_>,
+        scale: Src<'_, f32>,
+        mut out: Dst<'_, u8>,
+        mut amax: Dst<'_, f32>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        require_no_pow2(p)?;
+        self.check_hp("x", &x, n)?;
+        self.check_src("scale", &scale, 1)?;
+        self.check_dst("out", &mut out, n)?;
+        self.check_dst("amax", &mut amax, 1)?;
+        let fmt = self.resolve(p.format);
+        let (xp, dtype) = x.raw_parts();
+        let (scp, op, ap) = (scale.as_ptr(), out.as_mut_ptr(), amax.as_mut_ptr());
+        let ptrs = [
+            ("x", xp),
+            ("scale", scp as *const _),
+            ("out", op as *const _),
+            ("amax", ap as *const _),
+        ];
+        // n == 0 still launches: the amax of an empty tensor (0) is written.
+        self.dispatch(
+            false,
+            &ptrs,
+            || {
+                let sc = scale.host_slice()[0];
+                let (o, a) = (out.host_slice_mut(), amax.host_slice_mut());
+                a[0] = with_hp!(x, |x| reference::quant::tensorwise_scaled(
+                    fmt,
+                    sc,
+                    &x[..n],
+                    o
+                ));
+            },
+            || {
+                // SAFETY: validated above: device memory of this GPU with n inputs, one scale,
+                // n output bytes and one amax; the launcher only queues work on `stream`.
+                let st = unsafe {
+                    crate::sys::hipfp8_tensorwise_scaled_launch(
+                        xp, scp, op, ap, n as i64, fmt as i32, dtype, stream.0,
+                    )
+                };
+                crate::device::check_status("tensorwise_scaled", st)
             },
         )
     }

@@ -15,7 +15,7 @@ mod common;
 use common::gpu::{
     DevHp, Out, cast_transpose_vs_cpu, check_f32, check_u8, params, runner, tensorwise_vs_cpu,
 };
-use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, offsets};
+use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, given_scale_strategy, offsets};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Fp8Format, StreamRef};
 use proptest::prelude::*;
@@ -711,6 +711,95 @@ fn cast_transpose_gpu_eq_cpu() {
         )
         .unwrap();
     }
+}
+
+/// The given-scale (delayed scaling) casts: both layouts and the amax, for scales from
+/// all-underflow through saturation plus NaN / Inf / negative / zero scales, and a second
+/// call on the same amax buffer (it is zeroed by each call, not accumulated).
+#[test]
+fn scaled_casts_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("scaled_casts_gpu_eq_cpu") else {
+        return;
+    };
+    let c = cpu();
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![3 => 0usize..300, 1 => 1000usize..3000],
+        dim(300),
+    );
+    r.run(
+        &(shapes, params(4), given_scale_strategy()),
+        |((m, k), (fmt, _, fill, skew), scale)| {
+            let p = CastParams::new(fmt, false);
+            let t = Tensor::new(&fill, m * k, k);
+            let s = skew as usize;
+            let dx = DevHp::new(&ctx, &t, s);
+            let hs = vec![scale];
+            let ds = DeviceBuffer::from_host(&ctx, &hs).unwrap();
+            let w = format!("scaled m={m} k={k} {fmt} scale={scale:e} skew={s}");
+            let mut o = Out::new(&ctx, m * k, SENT_U8, s);
+            let mut ot = Out::new(&ctx, m * k, SENT_U8, 0);
+            let mut am = Out::new(&ctx, 1, SENT_F32, 0);
+            c.cast_transpose_scaled(
+                &p,
+                m,
+                k,
+                t.hp(),
+                (&hs).into(),
+                o.cpu(),
+                ot.cpu(),
+                am.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            for rep in 0..2 {
+                ctx.cast_transpose_scaled(
+                    &p,
+                    m,
+                    k,
+                    dx.hp(),
+                    ds.src(),
+                    o.gpu(),
+                    ot.gpu(),
+                    am.gpu(),
+                    StreamRef::DEFAULT,
+                )
+                .unwrap();
+                check_u8(&format!("cast_transpose_{w} out (call {rep})"), &o)?;
+                check_u8(&format!("cast_transpose_{w} out_t (call {rep})"), &ot)?;
+                check_f32(&format!("cast_transpose_{w} amax (call {rep})"), &am)?;
+            }
+            let n = m * k;
+            let mut o = Out::new(&ctx, n, SENT_U8, s);
+            let mut am = Out::new(&ctx, 1, SENT_F32, 0);
+            c.tensorwise_scaled(
+                &p,
+                n,
+                t.hp(),
+                (&hs).into(),
+                o.cpu(),
+                am.cpu(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+            for rep in 0..2 {
+                ctx.tensorwise_scaled(
+                    &p,
+                    n,
+                    dx.hp(),
+                    ds.src(),
+                    o.gpu(),
+                    am.gpu(),
+                    StreamRef::DEFAULT,
+                )
+                .unwrap();
+                check_u8(&format!("tensorwise_{w} out (call {rep})"), &o)?;
+                check_f32(&format!("tensorwise_{w} amax (call {rep})"), &am)?;
+            }
+            Ok(())
+        },
+    )
+    .unwrap();
 }
 
 #[test]

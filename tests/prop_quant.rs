@@ -2,7 +2,8 @@
 //! `encode(x * scale)` for its group's scale, scales follow torchao's `amax_to_scale`
 //! (computed here from the definition), and the ops agree with each other where they must
 //! (3D transpose == 2D on the transposed tensor, dual == two singles, padded == pad then
-//! cast, cast_transpose == rowwise + colwise). Honors PROPTEST_CASES.
+//! cast, cast_transpose == rowwise + colwise, a given scale == the derived one). Honors
+//! PROPTEST_CASES.
 
 // Index loops spell out each op's layout formula; that is the point of the oracle.
 #![allow(clippy::needless_range_loop)]
@@ -256,6 +257,39 @@ proptest! {
         prop_assert!(sc[..mp].iter().zip(&sc2).all(|(a, b)| same(*a, *b)));
         prop_assert!(out[mp * k..].iter().all(|&b| b == SENT_U8), "rows past the padded end were written");
         prop_assert!(sc[mp..].iter().all(|&s| s == SENT_F32));
+    }
+
+    #[test]
+    fn scaled_casts_match_definition(m in 0usize..120, k in dim(120), fmt in fmt_strategy(), f in fill_strategy(), scale in given_scale_strategy()) {
+        // Given scale: every code is encode(x * scale) in both layouts, the amax is the
+        // oracle's, and tensorwise_scaled writes cast_transpose_scaled's row-major output.
+        let x = Tensor::new(&f, m * k, k);
+        let ctx = Context::cpu();
+        let p = params(fmt, false);
+        let sc = vec![scale];
+        let (mut o, mut ot, mut am) = (vec![SENT_U8; m * k], vec![SENT_U8; m * k], vec![SENT_F32]);
+        ctx.cast_transpose_scaled(&p, m, k, x.hp(), (&sc).into(), (&mut o).into(), (&mut ot).into(), (&mut am).into(), S).unwrap();
+        let amax = oracle_amax(x.vals.iter().copied());
+        prop_assert!(same(am[0], amax), "amax {:e} != oracle {:e}", am[0], amax);
+        for i in 0..m {
+            for j in 0..k {
+                check_code(o[i * k + j], x.vals[i * k + j], scale, fmt, "cast_transpose_scaled out")?;
+                prop_assert_eq!(ot[j * m + i], o[i * k + j]);
+            }
+        }
+        let (mut tw, mut ta) = (vec![SENT_U8; m * k], vec![SENT_F32]);
+        ctx.tensorwise_scaled(&p, m * k, x.hp(), (&sc).into(), (&mut tw).into(), (&mut ta).into(), S).unwrap();
+        prop_assert_eq!(&tw, &o);
+        prop_assert!(same(ta[0], amax));
+        // With the scale the exact-amax op derives, the given-scale op is that op.
+        for pow2 in [false, true] {
+            let pd = params(fmt, pow2);
+            let (mut d, mut dt, mut ds, mut dst) = (vec![SENT_U8; m * k], vec![SENT_U8; m * k], vec![SENT_F32], vec![SENT_F32]);
+            ctx.cast_transpose(&pd, Scaling::Tensorwise, m, k, x.hp(), (&mut d).into(), (&mut dt).into(), (&mut ds).into(), (&mut dst).into(), S).unwrap();
+            ctx.cast_transpose_scaled(&p, m, k, x.hp(), (&ds).into(), (&mut o).into(), (&mut ot).into(), (&mut am).into(), S).unwrap();
+            prop_assert_eq!(&o, &d);
+            prop_assert_eq!(&ot, &dt);
+        }
     }
 
     #[test]

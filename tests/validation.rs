@@ -372,6 +372,152 @@ fn cast_transpose_errors() {
 }
 
 #[test]
+fn scaled_cast_errors() {
+    let ctx = Context::cpu();
+    let x = vec![2.0f32; 64];
+    let scale = vec![1.0f32];
+    let (mut o, mut ot, mut a) = (vec![SU; 64], vec![SU; 64], vec![SF]);
+    let pow2 = CastParams::new(Fp8Format::E4M3Fn, true);
+    macro_rules! ct {
+        ($p:expr, $m:expr, $k:expr, $x:expr, $sc:expr, $o:expr, $ot:expr, $a:expr) => {
+            ctx.cast_transpose_scaled($p, $m, $k, $x, $sc, $o, $ot, $a, S)
+        };
+    }
+    // pow2 rounding applies to derived scales only: refused, not ignored.
+    let r = ct!(
+        &pow2,
+        8,
+        8,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a).into()
+    );
+    assert!(matches!(r, Err(Error::InvalidEnum(_))), "{r:?}");
+    let r = ctx.tensorwise_scaled(
+        &pow2,
+        64,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut a).into(),
+        S,
+    );
+    assert!(matches!(r, Err(Error::InvalidEnum(_))), "{r:?}");
+    // The scale is an input of one element.
+    let r = ct!(
+        &p(),
+        8,
+        8,
+        (&x).into(),
+        (&scale[..0]).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a).into()
+    );
+    assert!(
+        matches!(r, Err(Error::InputTooSmall { what: "scale", .. })),
+        "{r:?}"
+    );
+    let r = ctx.tensorwise_scaled(
+        &p(),
+        64,
+        (&x).into(),
+        (&scale[..0]).into(),
+        (&mut o).into(),
+        (&mut a).into(),
+        S,
+    );
+    assert!(
+        matches!(r, Err(Error::InputTooSmall { what: "scale", .. })),
+        "{r:?}"
+    );
+    let r = ct!(
+        &p(),
+        8,
+        0,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a).into()
+    );
+    assert!(matches!(r, Err(Error::InvalidShape(_))), "{r:?}");
+    let r = ct!(
+        &p(),
+        8,
+        8,
+        device_f32(&x),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a).into()
+    );
+    assert!(matches!(r, Err(Error::WrongLocation(_))), "{r:?}");
+    let r = ct!(
+        &p(),
+        8,
+        8,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot[..63]).into(),
+        (&mut a).into()
+    );
+    assert!(
+        matches!(r, Err(Error::OutputTooSmall { what: "out_t", .. })),
+        "{r:?}"
+    );
+    let r = ct!(
+        &p(),
+        8,
+        8,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a[..0]).into()
+    );
+    assert!(
+        matches!(r, Err(Error::OutputTooSmall { what: "amax", .. })),
+        "{r:?}"
+    );
+    let r = ctx.tensorwise_scaled(
+        &p(),
+        65,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut a).into(),
+        S,
+    );
+    assert!(
+        matches!(r, Err(Error::InputTooSmall { what: "x", .. })),
+        "{r:?}"
+    );
+    untouched(&o, &a);
+    untouched(&ot, &a);
+    ct!(
+        &p(),
+        8,
+        8,
+        (&x).into(),
+        (&scale).into(),
+        (&mut o).into(),
+        (&mut ot).into(),
+        (&mut a).into()
+    )
+    .unwrap();
+    assert_eq!(a[0], 2.0);
+    assert!(
+        o.iter()
+            .chain(&ot)
+            .all(|&b| b == Fp8Format::E4M3Fn.encode(2.0))
+    );
+}
+
+#[test]
 fn mx_errors() {
     let ctx = Context::cpu();
     let x = vec![1.0f32; 64];

@@ -7,6 +7,10 @@
 //                   column runs), scales tensorwise or rowwise (per row of x for out, per column
 //                   for out_t). Phase 1 accumulates amax in the context workspace, phase 2 casts,
 //                   then an async memset hands the workspace back zeroed.
+//   *_scaled        the same casts with a scale the caller already has (delayed scaling: the
+//                   scale comes from an amax history of earlier steps, as Transformer Engine's
+//                   recipe does): ONE read of x, one kernel, and the amax of x written for the
+//                   history (relaxed atomicMax of |x| bits, NaN canonicalised before the atomic).
 // Minimal bytes for these ops assume one read of x; two phases read it twice, so on tensors
 // larger than the L2 the bound is (in + out) / (2 in + out) of copy bandwidth: 60% for
 // tensorwise bf16 -> fp8, 67% for cast_transpose. That is the price of the exact amax (the
@@ -68,6 +72,51 @@ tensor_cast_kernel(const typename In::elem* __restrict__ x, int64_t n, uint32_t*
         store_chunk<In, VEC>(out, nchunk - 1 - i, n, fin ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s));
     }
   }
+}
+
+// Whether every product of an element of magnitude <= amax (bits) with s is finite: then the
+// hardware converter path is exact for all of them (it saturates every finite value; NaN and Inf
+// take the software rule). A NaN amax or scale, or 0 * Inf, fails the test.
+__device__ inline bool scaled_finite(uint32_t amax_bits, float s) {
+  return abs_bits(u2f(amax_bits) * s) < 0x7F800000u;
+}
+// amax bits of a block into the amax output: canonical NaN (0x7FC00000, as the CPU reference)
+// before the atomic, so the maximum over blocks is exactly the reference's value.
+__device__ inline void publish_amax(uint32_t am, uint32_t* amax_out) {
+  if (am > 0x7F800000u) am = 0x7FC00000u;
+  if (am != 0) atomicMax(amax_out, am);
+}
+
+// Given scale (delayed scaling): out = encode(x * scale_in[0]) and amax_out = max |x|, one read.
+template <class In, uint32_t F, bool VEC>
+__global__ void __launch_bounds__(kTensorBlock)
+tensor_scaled_kernel(const typename In::elem* __restrict__ x, int64_t n, const float* __restrict__ scale_in,
+                     uint8_t* __restrict__ out, uint32_t* amax_out) {
+  __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
+  const float s = *scale_in;
+  const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
+  const int64_t stride = (int64_t)gridDim.x * kTensorBlock;
+  uint32_t am = 0;
+  for (int64_t i0 = (int64_t)blockIdx.x * kTensorBlock + threadIdx.x; i0 < nchunk; i0 += stride * kTensorUnroll) {
+    uint4 v[kTensorUnroll];
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      v[u] = i < nchunk ? load_chunk<In, VEC>(x, i, n) : zero4();
+    }
+    uint32_t a = 0;
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) a = max(a, In::absmax(v[u]));
+    am = max(am, a);
+    const bool fin = scaled_finite(a, s);
+#pragma unroll
+    for (int u = 0; u < kTensorUnroll; ++u) {
+      const int64_t i = i0 + u * stride;
+      if (i < nchunk) store_chunk<In, VEC>(out, i, n, fin ? cast_vec<In, F, true>(v[u], s) : cast_vec<In, F, false>(v[u], s));
+    }
+  }
+  am = block_max<kTensorBlock>(am, red);
+  if (threadIdx.x == 0) publish_amax(am, amax_out);
 }
 
 // ------------------------------------------------------------------------------ cast_transpose
@@ -138,16 +187,21 @@ ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
 }
 
 // Phase 2: both layouts. rowwise = 0: ws[0] is the tensor amax; 1: ws[row], ws[M + col].
-template <class In, uint32_t F, bool VEC>
+// GIVEN (the one-pass op with the caller's scale, no phase 1): the scale is scale_in[0], ws is
+// the amax output (atomicMax of this block's |x| bits), scales / scales_t are not written, and a
+// thread takes the hardware converter path when every product of its tile is finite.
+template <class In, uint32_t F, bool VEC, bool GIVEN>
 __global__ void __launch_bounds__(kTensorBlock)
-ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, const uint32_t* __restrict__ ws,
+ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, uint32_t* ws,
                int rowwise, int pow2, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
-               float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t) {
+               float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t,
+               const float* __restrict__ scale_in) {
   constexpr int EPV = In::EPV;
   __shared__ float s_rs[kCtRows];
   __shared__ uint32_t s_rfin[kCtRows];
   __shared__ float s_cs[kCtCG * 8];
   __shared__ uint32_t s_cfin[kCtCG * 8];
+  __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
   const int cg = threadIdx.x % kCtCG, rg = threadIdx.x / kCtCG;
   // Tiles in reverse launch order (last rows first): phase 1 read x front to back, so the tail of
   // x is still in L2 for the first blocks of this second read.
@@ -159,7 +213,9 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
   const int64_t r0 = rbase + rg * 16;
   const int64_t cbase = bx * kCtCG * EPV;
   // scales of this tile's rows and columns (shared memory: each computed once per block)
-  if (rowwise) {
+  if constexpr (GIVEN) {
+    if (threadIdx.x == 0) s_cs[0] = *scale_in;  // read like the tensor scale below
+  } else if (rowwise) {
     for (int i = threadIdx.x; i < kCtRows; i += kTensorBlock) {
       const int64_t r = rbase + i;
       const uint32_t a = r < M ? ws[r] : 0;
@@ -188,13 +244,34 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
 #pragma unroll
   for (int r = 0; r < 16; ++r)
     v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
-  if (r0 >= M || chunk >= nchunk) return;
+  bool gfin = false;  // GIVEN: every product of this thread's tile is finite
+  uint32_t gam = 0;   // GIVEN: amax bits of this thread's tile (rows / columns past the end are zero)
+  if constexpr (GIVEN) {
+    if constexpr (In::EPV == 8) {
+      // bf16: the maxima of the low and the high halves, on the packed words. In::absmax
+      // shifts the low halves up, the same expression the cast's bf16 -> f32 uses; the compiler
+      // then kept all 128 converted values live between the amax and the stores (161 registers
+      // on sm_90 against 112).
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        lo = max(lo, max(max(v[r].x & 0x7FFFu, v[r].y & 0x7FFFu), max(v[r].z & 0x7FFFu, v[r].w & 0x7FFFu)));
+        hi = max(hi, max(max(v[r].x & 0x7FFF0000u, v[r].y & 0x7FFF0000u), max(v[r].z & 0x7FFF0000u, v[r].w & 0x7FFF0000u)));
+      }
+      gam = max(lo << 16, hi);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 16; ++r) gam = max(gam, In::absmax(v[r]));
+    }
+    gfin = scaled_finite(gam, s_cs[0]);
+  }
+  if (r0 < M && chunk < nchunk) {  // (no early return: the GIVEN block reduction follows)
   // row-major output: chunk of each row with its row scale (or the tensor scale)
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
     if (r0 + r >= M) break;
     const float s = rowwise ? s_rs[rg * 16 + r] : s_cs[0];
-    const bool fin = rowwise ? s_rfin[rg * 16 + r] != 0 : s_cfin[0] != 0;
+    const bool fin = GIVEN ? gfin : rowwise ? s_rfin[rg * 16 + r] != 0 : s_cfin[0] != 0;
     store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
   }
   // transposed output: per column, 16 consecutive rows = 16 bytes
@@ -204,7 +281,7 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
     const int64_t col = chunk * EPV + e;
     if (col >= K) break;
     const float s = rowwise ? s_cs[cg * EPV + e] : s_cs[0];
-    const bool fin = rowwise ? s_cfin[cg * EPV + e] != 0 : s_cfin[0] != 0;
+    const bool fin = GIVEN ? gfin : rowwise ? s_cfin[cg * EPV + e] != 0 : s_cfin[0] != 0;
     uint32_t q[4];
     if (fin) {
 #pragma unroll
@@ -225,6 +302,12 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, co
       for (int r = 0; r < 16; ++r)
         if (r0 + r < M) dst[r] = (uint8_t)(q[r >> 2] >> (8 * (r & 3)));
     }
+  }
+  }
+  if constexpr (GIVEN) {
+    // After the stores, so the tile's registers are dead across the barrier.
+    gam = block_max<kTensorBlock>(gam, red);
+    if (threadIdx.x == 0) publish_amax(gam, ws);
   }
 }
 
@@ -286,19 +369,57 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
       if (rowwise) ct_amax_kernel<In, true><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, true><<<tensor_amax_grid<In, true>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
+    ct_cast_kernel<In, F, true, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
   } else {
     if (m > 0) {
       if (rowwise) ct_amax_kernel<In, false><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, false><<<tensor_amax_grid<In, false>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst);
+    ct_cast_kernel<In, F, false, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
   }
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) return (int)e;
   // hand the workspace back zeroed (ordered after the cast on this stream)
   e = hipMemsetAsync(w, 0, (size_t)(rowwise ? m + k : 1) * sizeof(uint32_t), st);
   return (int)e;
+}
+
+// Given-scale casts: the amax output is zeroed on the stream first, then one kernel.
+template <class In, uint32_t F, bool VEC>
+static int tensor_scaled_grid(int64_t nchunk) {
+  static unsigned long long cache[kResidentDevs];
+  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_scaled_kernel<In, F, VEC>), kTensorBlock, 0));
+}
+template <class In, uint32_t F>
+static int launch_tensorwise_scaled(const void* x, int64_t n, const float* scale, uint8_t* out, float* amax,
+                                    hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
+  hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
+  if (e != hipSuccess || n == 0) return (int)e;
+  const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
+  const bool vec = n % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
+  if (vec) tensor_scaled_kernel<In, F, true><<<tensor_scaled_grid<In, F, true>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, ab);
+  else tensor_scaled_kernel<In, F, false><<<tensor_scaled_grid<In, F, false>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, ab);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+template <class In, uint32_t F>
+static int launch_cast_transpose_scaled(const void* x, int64_t m, int64_t k, const float* scale, uint8_t* out,
+                                        uint8_t* out_t, float* amax, hipStream_t st) {
+  typedef typename In::elem E;
+  const E* xp = static_cast<const E*>(x);
+  uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
+  hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
+  if (e != hipSuccess || m == 0) return (int)e;
+  const bool vec = k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
+  const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
+  const dim3 grid((unsigned)((nchunk + kCtCG - 1) / kCtCG), (unsigned)((m + kCtRows - 1) / kCtRows));
+  const int vst = m % 16 == 0 && aligned16(out_t);
+  if (vec) ct_cast_kernel<In, F, true, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
+  else ct_cast_kernel<In, F, false, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 }  // namespace hipfp8
@@ -336,5 +457,31 @@ HIPFP8_EXTERN int hipfp8_cast_transpose_launch(const void* x, uint8_t* out, uint
   const uint32_t fmt = (uint32_t)format;
   if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose<Bf16In, FMT>(x, m, k, scaling, out, out_t, scales, scales_t, pow2, workspace, stream))); }
   if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose<F32In, FMT>(x, m, k, scaling, out, out_t, scales, scales_t, pow2, workspace, stream))); }
+  return kLaunchBadEnum;
+}
+
+// Given scale (delayed scaling), one read of x: out[i] = encode(x[i] * scale[0]) for n elements,
+// amax[0] = max |x| (0 for n == 0). scale is device memory, read by the kernel (no host sync).
+HIPFP8_EXTERN int hipfp8_tensorwise_scaled_launch(const void* x, const float* scale, uint8_t* out, float* amax,
+                                                  int64_t n, int format, int in_dtype, hipStream_t stream) noexcept {
+  if (n < 0) return kLaunchBadShape;
+  if (!scale || !amax || (n > 0 && (!x || !out))) return kLaunchNull;
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<Bf16In, FMT>(x, n, scale, out, amax, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<F32In, FMT>(x, n, scale, out, amax, stream))); }
+  return kLaunchBadEnum;
+}
+
+// Given scale, one read of x (m, k) row-major: out (m, k) and out_t (k, m) row-major, both
+// encode(x * scale[0]); amax[0] = max |x|. No workspace.
+HIPFP8_EXTERN int hipfp8_cast_transpose_scaled_launch(const void* x, const float* scale, uint8_t* out, uint8_t* out_t,
+                                                      float* amax, int64_t m, int64_t k, int format, int in_dtype,
+                                                      hipStream_t stream) noexcept {
+  if (m < 0 || k <= 0) return kLaunchBadShape;
+  if (!scale || !amax || (m > 0 && (!x || !out || !out_t))) return kLaunchNull;
+  if ((m + kCtRows - 1) / kCtRows > 65535) return kLaunchUnsupported;
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<Bf16In, FMT>(x, m, k, scale, out, out_t, amax, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<F32In, FMT>(x, m, k, scale, out, out_t, amax, stream))); }
   return kLaunchBadEnum;
 }

@@ -438,6 +438,76 @@ fn main() {
             }
         }
     }
+    // Delayed scaling: the caller's scale (here the one the exact-amax op derives for the same
+    // tensor, so the codes are the usual ones), one read of x.
+    let (tws, cts) = (
+        b.enabled("tensorwise_scaled"),
+        b.enabled("cast_transpose_scaled"),
+    );
+    if tws || cts {
+        let pg = CastParams::new(Fp8Format::E4M3Fn, false);
+        let mut given = DeviceBuffer::<f32>::alloc(&b.ctx, 1).unwrap();
+        for (m, k) in [(8192usize, 4096usize), (8192, 14336)] {
+            b.ctx
+                .tensorwise(
+                    &pg,
+                    m * k,
+                    xs(m * k),
+                    out.dst(),
+                    given.dst(),
+                    amax.dst(),
+                    StreamRef::DEFAULT,
+                )
+                .unwrap();
+            if tws {
+                let us = b.time(|s| {
+                    b.ctx
+                        .tensorwise_scaled(
+                            &pg,
+                            m * k,
+                            xs(m * k),
+                            given.src(),
+                            out.dst(),
+                            amax.dst(),
+                            s,
+                        )
+                        .unwrap()
+                });
+                b.record(
+                    "tensorwise_scaled",
+                    format!("({m},{k})"),
+                    "",
+                    us,
+                    (3 * m * k + 8) as u64,
+                );
+            }
+            if !cts {
+                continue;
+            }
+            let us = b.time(|s| {
+                b.ctx
+                    .cast_transpose_scaled(
+                        &pg,
+                        m,
+                        k,
+                        xs(m * k),
+                        given.src(),
+                        out.dst(),
+                        out2.dst(),
+                        amax.dst(),
+                        s,
+                    )
+                    .unwrap()
+            });
+            b.record(
+                "cast_transpose_scaled",
+                format!("({m},{k})"),
+                "",
+                us,
+                (4 * m * k + 8) as u64,
+            );
+        }
+    }
     // ---- DeepSeek-V3 blockwise and MXFP8
     if b.enabled("blockwise") {
         let (m, k) = (MTOK, H);

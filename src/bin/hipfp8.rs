@@ -485,6 +485,50 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// Delayed scaling: a given scale of twice the exact one (as if amax had halved since the
+    /// history was taken), so the largest values saturate; codes, transpose and amax checked.
+    fn cast_transpose_scaled(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
+        let x = gen_bf16(m * k, k, 3);
+        let amax = x.iter().fold(0f32, |acc, v| amax_combine(acc, v.to_f32()));
+        let given = 2.0 * amax_to_scale(amax, self.fmt, false);
+        let xb = self.put(&x)?;
+        let gb = self.put(&[given])?;
+        let (mut ob, mut otb) = (self.zeros::<u8>(m * k)?, self.zeros::<u8>(m * k)?);
+        let mut ab = self.zeros::<f32>(1)?;
+        let pg = CastParams::new(self.p.format, false);
+        let t = self.time(|st| {
+            self.ctx.cast_transpose_scaled(
+                &pg,
+                m,
+                k,
+                xb.hp(),
+                gb.src(),
+                ob.dst(),
+                otb.dst(),
+                ab.dst(),
+                st,
+            )
+        })?;
+        let (o, ot, a) = (ob.get()?, otb.get()?, ab.get()?);
+        let mut bad = 0;
+        for i in 0..m {
+            for j in 0..k {
+                let want = self.fmt.encode(x[i * k + j].to_f32() * given);
+                bad += usize::from(o[i * k + j] != want) + usize::from(ot[j * m + i] != want);
+            }
+        }
+        let bad_amax = usize::from(a[0].to_bits() != amax.to_bits());
+        self.push(
+            op,
+            shape,
+            Some(t),
+            4 * m * k + 8,
+            0.0,
+            verdict(bad, bad_amax),
+        );
+        Ok(())
+    }
+
     fn per_group_colwise(
         &mut self,
         op: &str,
@@ -1103,6 +1147,11 @@ fn main() -> ExitCode {
             b.cast_transpose(op, sh, dm, dk, sc)
         });
     }
+    b.run(
+        "cast_transpose given scale",
+        format!("({dm},{dk})"),
+        |b, op, sh| b.cast_transpose_scaled(op, sh, dm, dk),
+    );
     let ck = if small { 512 } else { h };
     b.run(
         "per_group_colwise",

@@ -3,6 +3,7 @@
 use std::ffi::c_void;
 
 use super::args::{CastDesc, cast_desc, descriptor};
+use super::quant::hipfp8_cast_2d_desc;
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
@@ -86,5 +87,37 @@ pub extern "C" fn hipfp8_cast_transpose(
         let scales_t = v.dst("scales_t", scales_t, scales_t_len)?;
         let s = StreamRef(stream.cast());
         Ok(c.cast_transpose(&p, sc, d.m, d.k, x, out, out_t, scales, scales_t, s)?)
+    })
+}
+
+/// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
+/// and out_t (k, m) row-major, both `encode(x * scale[0])`; `amax[0] = max |x|` (for the
+/// amax history). The scale is read on the device and used as is; flags must not have
+/// HIPFP8_FLAG_POW2_SCALES. Needs k > 0. x: m*k; scale: 1; out, out_t: m*k bytes each; amax: 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_cast_transpose_scaled(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_2d_desc,
+    x: *const c_void,
+    x_len: usize,
+    scale: *const f32,
+    scale_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    out_t: *mut u8,
+    out_t_len: usize,
+    amax: *mut f32,
+    amax_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_cast_transpose_scaled", ctx, desc, |c, d, v| {
+        let p = d.params()?;
+        let x = v.hp("x", d.input_dtype, x, x_len)?;
+        let scale = v.src("scale", scale, scale_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let out_t = v.dst("out_t", out_t, out_t_len)?;
+        let amax = v.dst("amax", amax, amax_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.cast_transpose_scaled(&p, d.m, d.k, x, scale, out, out_t, amax, s)?)
     })
 }

@@ -19,7 +19,7 @@ use crate::ops::StreamRef;
 /// A 2D scale-and-cast problem: x is (m, k) row-major.
 ///
 /// Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
-/// `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`.
+/// `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`, `hipfp8_cast_transpose_scaled`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct hipfp8_cast_2d_desc {
@@ -317,6 +317,34 @@ pub extern "C" fn hipfp8_tensorwise(
         let scale = v.dst("scale", scale, scale_len)?;
         let amax = v.dst("amax", amax, amax_len)?;
         Ok(c.tensorwise(&p, d.n, x, out, scale, amax, StreamRef(stream.cast()))?)
+    })
+}
+
+/// Tensorwise cast with the caller's scale (delayed scaling): `out[i] = encode(x[i] *
+/// scale[0])`, `amax[0] = max |x|` (for the amax history). One read of x; the scale is read
+/// on the device and used as is. flags must not have HIPFP8_FLAG_POW2_SCALES. x: n elements;
+/// scale: 1; out: n bytes; amax: 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_tensorwise_scaled(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_tensorwise_desc,
+    x: *const c_void,
+    x_len: usize,
+    scale: *const f32,
+    scale_len: usize,
+    out: *mut u8,
+    out_len: usize,
+    amax: *mut f32,
+    amax_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry("hipfp8_tensorwise_scaled", ctx, desc, |c, d, v| {
+        let (p, x) = v.cast_input(&d, x, x_len)?;
+        let scale = v.src("scale", scale, scale_len)?;
+        let out = v.dst("out", out, out_len)?;
+        let amax = v.dst("amax", amax, amax_len)?;
+        let s = StreamRef(stream.cast());
+        Ok(c.tensorwise_scaled(&p, d.n, x, scale, out, amax, s)?)
     })
 }
 

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::Hp;
-use super::quant::{COL_BLOCK, colwise_over_ranges, tensorwise};
+use super::quant::{COL_BLOCK, colwise_over_ranges, tensorwise, tensorwise_scaled};
 use crate::cast_transpose::Scaling;
 use crate::format::Fp8Format;
 
@@ -29,23 +29,7 @@ pub fn cast_transpose<T: Hp>(
             let mut amax = 0.0;
             tensorwise(fmt, pow2, x, &mut out[..m * k], &mut scales[0], &mut amax);
             scales_t[0] = scales[0];
-            if m == 0 {
-                return;
-            }
-            // Same scale, so the transposed codes are the codes transposed.
-            let out = &out[..m * k];
-            out_t[..m * k]
-                .par_chunks_mut(COL_BLOCK * m)
-                .enumerate()
-                .for_each(|(b, ob)| {
-                    let c0 = b * COL_BLOCK;
-                    let cn = ob.len() / m;
-                    for (r, row) in out.chunks(k).enumerate() {
-                        for (j, &c) in row[c0..c0 + cn].iter().enumerate() {
-                            ob[j * m + r] = c;
-                        }
-                    }
-                });
+            transpose_codes(m, k, &out[..m * k], out_t);
         }
         Scaling::Rowwise => {
             rayon::join(
@@ -54,4 +38,40 @@ pub fn cast_transpose<T: Hp>(
             );
         }
     }
+}
+
+/// See [`crate::Context::cast_transpose_scaled`]: both layouts of `encode(x * scale)` with
+/// the caller's scale; returns amax(x). `k > 0`.
+pub fn cast_transpose_scaled<T: Hp>(
+    fmt: Fp8Format,
+    scale: f32,
+    m: usize,
+    k: usize,
+    x: &[T],
+    out: &mut [u8],
+    out_t: &mut [u8],
+) -> f32 {
+    let amax = tensorwise_scaled(fmt, scale, &x[..m * k], &mut out[..m * k]);
+    transpose_codes(m, k, &out[..m * k], out_t);
+    amax
+}
+
+/// One scale for every element, so the transposed codes are the codes transposed:
+/// `out_t[j*m + r] = out[r*k + j]`.
+fn transpose_codes(m: usize, k: usize, out: &[u8], out_t: &mut [u8]) {
+    if m == 0 {
+        return;
+    }
+    out_t[..m * k]
+        .par_chunks_mut(COL_BLOCK * m)
+        .enumerate()
+        .for_each(|(b, ob)| {
+            let c0 = b * COL_BLOCK;
+            let cn = ob.len() / m;
+            for (r, row) in out.chunks(k).enumerate() {
+                for (j, &c) in row[c0..c0 + cn].iter().enumerate() {
+                    ob[j * m + r] = c;
+                }
+            }
+        });
 }

@@ -283,6 +283,13 @@ pub fn tensorwise<T: Hp>(
     *amax = a;
 }
 
+/// See [`crate::Context::tensorwise_scaled`]: `out[i] = encode(x[i] * scale)` with the
+/// caller's scale; returns amax(x).
+pub fn tensorwise_scaled<T: Hp>(fmt: Fp8Format, scale: f32, x: &[T], out: &mut [u8]) -> f32 {
+    cast_with_scale(fmt, scale, x, &mut out[..x.len()]);
+    amax_par(x)
+}
+
 /// See [`crate::Context::blockwise_1x128`]: scales (m, ceil(k/128)) row-major; the last block
 /// of a row reduces over the columns that exist.
 pub fn blockwise_1x128<T: Hp>(

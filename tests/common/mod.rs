@@ -231,6 +231,27 @@ pub fn fmt_strategy() -> impl Strategy<Value = Fp8Format> {
     ]
 }
 
+/// A caller's scale for the `*_scaled` ops: mostly positive normals 2^-60..2^60 (codes from
+/// all-zero through saturation), any f32 bit pattern (NaN payloads, Inf, negative, subnormal)
+/// and the special values themselves.
+pub fn given_scale_strategy() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        4 => (-60i32..60, 0u32..(1 << 23))
+            .prop_map(|(e, m)| f32::from_bits((((e + 127) as u32) << 23) | m)),
+        2 => any::<u32>().prop_map(f32::from_bits),
+        1 => prop::sample::select(vec![
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -1.0,
+            f32::MIN_POSITIVE / 4.0,
+            f32::MAX,
+        ]),
+    ]
+}
+
 /// Dimension: mostly small, with 1, odd sizes, and 16/32/128 +- 1 edges.
 pub fn dim(max: usize) -> impl Strategy<Value = usize> {
     prop_oneof![
