@@ -84,7 +84,8 @@ fi
 
 if has bench; then
   stamp "bench binary"
-  timeout 200 "$BENCH" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+  # BENCH_FILTER=op1,op2: a subset (the binary's --filter)
+  timeout 200 "$BENCH" ${BENCH_FILTER:+--filter "$BENCH_FILTER"} > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
   cat "$OUT/bench.log"
 fi
 

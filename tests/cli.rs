@@ -52,6 +52,7 @@ fn cli_runs_every_op_and_every_check_passes() {
             "mxfp8_dim1 floor",
             "mxfp8_dim1 rceil",
             "rowwise_2d_padded",
+            "cast_transpose given scale",
             "grouped_gemm_2d3d",
             "grouped_gemm_2d2d",
         ] {
@@ -60,7 +61,7 @@ fn cli_runs_every_op_and_every_check_passes() {
                 "{op} missing: {json}"
             );
         }
-        assert_eq!(json.matches("\"check\":\"exact\"").count(), 16, "{json}");
+        assert_eq!(json.matches("\"check\":\"exact\"").count(), 17, "{json}");
     }
 }
 

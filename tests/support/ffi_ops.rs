@@ -665,6 +665,83 @@ pub fn all_ops() -> Vec<Op> {
         );
     }
     {
+        type D = hipfp8_tensorwise_desc;
+        let n = 7usize;
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: F32,
+            format: 0,
+            flags: 0,
+            n,
+        };
+        ops.push(
+            Op::new(
+                "hipfp8_tensorwise_scaled",
+                d,
+                vec![
+                    Buf::input("x", 4, n),
+                    Buf::input("scale", 4, 1),
+                    Buf::output("out", 1, n),
+                    Buf::output("amax", 4, 1),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_tensorwise_scaled(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        ps[1].cast(),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        NS,
+                    )
+                },
+            )
+            .enums(&[
+                ("format", offset_of!(D, format)),
+                ("dtype", offset_of!(D, input_dtype)),
+            ])
+            .flags(offset_of!(D, flags)),
+        );
+        let (m, k) = (3usize, 5usize);
+        ops.push(
+            cast_2d(
+                "hipfp8_cast_transpose_scaled",
+                m,
+                k,
+                BF16,
+                vec![
+                    Buf::input("x", 2, m * k),
+                    Buf::input("scale", 4, 1),
+                    Buf::output("out", 1, m * k),
+                    Buf::output("out_t", 1, m * k),
+                    Buf::output("amax", 4, 1),
+                ],
+                |c, d, ps, ls| {
+                    hipfp8_cast_transpose_scaled(
+                        c,
+                        d.cast(),
+                        ps[0].cast(),
+                        ls[0],
+                        ps[1].cast(),
+                        ls[1],
+                        p(ps, 2),
+                        ls[2],
+                        p(ps, 3),
+                        ls[3],
+                        p(ps, 4),
+                        ls[4],
+                        NS,
+                    )
+                },
+            )
+            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
+        );
+    }
+    {
         let (m, k) = (3usize, 130usize);
         ops.push(cast_2d(
             "hipfp8_blockwise_1x128",
