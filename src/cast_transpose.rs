@@ -158,20 +158,15 @@ impl Context {
                 ));
             },
             || {
-                let bytes = crate::device::scaled_workspace_bytes()?;
-                self.workspace.with(self, bytes, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with m*k inputs, one
-                    // scale, m*k bytes for each output and one amax; `ws` is the context's
-                    // zeroed workspace of the size asked for, which the launch leaves zeroed;
-                    // work is only queued on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_cast_transpose_scaled_launch(
-                            xp, scp, op, otp, ap, m as i64, k as i64, fmt as i32, dtype, ws,
-                            stream.0,
-                        )
-                    };
-                    crate::device::check_status("cast_transpose_scaled", st)
-                })
+                // SAFETY: validated above: device memory of this GPU with m*k inputs, one
+                // scale, m*k bytes for each output and one amax; work is only queued on
+                // `stream`.
+                let st = unsafe {
+                    crate::sys::hipfp8_cast_transpose_scaled_launch(
+                        xp, scp, op, otp, ap, m as i64, k as i64, fmt as i32, dtype, stream.0,
+                    )
+                };
+                crate::device::check_status("cast_transpose_scaled", st)
             },
         )
     }

@@ -69,17 +69,6 @@ pub fn status_string(code: i32) -> (String, String) {
     }
 }
 
-/// Workspace bytes of the given-scale ops (`tensorwise_scaled`, `cast_transpose_scaled`), as
-/// the kernel library reports them.
-pub(crate) fn scaled_workspace_bytes() -> Result<usize> {
-    let mut bytes = 0u64;
-    // SAFETY: writes the out-pointer only.
-    check_status("scaled workspace size", unsafe {
-        sys::hipfp8_scaled_workspace_bytes(&mut bytes)
-    })?;
-    Ok(bytes as usize)
-}
-
 /// Turn a shim / launcher status into a `Result`. `what` names the call for the message.
 /// Used by every GPU arm of every op.
 pub fn check_status(what: &str, code: c_int) -> Result<()> {

@@ -481,19 +481,14 @@ impl Context {
                 ));
             },
             || {
-                let bytes = crate::device::scaled_workspace_bytes()?;
-                self.workspace.with(self, bytes, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with n inputs, one
-                    // scale, n output bytes and one amax; `ws` is the context's zeroed
-                    // workspace of the size asked for, which the launch leaves zeroed; work is
-                    // only queued on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_tensorwise_scaled_launch(
-                            xp, scp, op, ap, n as i64, fmt as i32, dtype, ws, stream.0,
-                        )
-                    };
-                    crate::device::check_status("tensorwise_scaled", st)
-                })
+                // SAFETY: validated above: device memory of this GPU with n inputs, one scale,
+                // n output bytes and one amax; the launcher only queues work on `stream`.
+                let st = unsafe {
+                    crate::sys::hipfp8_tensorwise_scaled_launch(
+                        xp, scp, op, ap, n as i64, fmt as i32, dtype, stream.0,
+                    )
+                };
+                crate::device::check_status("tensorwise_scaled", st)
             },
         )
     }

@@ -173,10 +173,7 @@ foreign! {
     /// Tensorwise cast with the caller's scale (device f32), one read; amax out.
     "hipfp8_tensorwise_scaled_launch" => pub fn hipfp8_tensorwise_scaled_launch(
         x: *const c_void, scale: *const f32, out: *mut u8, amax: *mut f32, n: i64,
-        format: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
-    /// Workspace bytes of the two given-scale ops (zero before use, left zero).
-    "hipfp8_scaled_workspace_bytes" => pub fn hipfp8_scaled_workspace_bytes(
-        bytes: *mut u64) -> c_int;
+        format: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
     /// Blockwise 1x128 cast: scales (m, ceil(k/128)).
     "hipfp8_blockwise_1x128_launch" => pub fn hipfp8_blockwise_1x128_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
@@ -209,8 +206,7 @@ foreign! {
     /// Cast-transpose with the caller's scale (device f32), one read; amax out.
     "hipfp8_cast_transpose_scaled_launch" => pub fn hipfp8_cast_transpose_scaled_launch(
         x: *const c_void, scale: *const f32, out: *mut u8, out_t: *mut u8, amax: *mut f32,
-        m: i64, k: i64, format: i32, in_dtype: i32, workspace: *mut c_void,
-        stream: hipStream_t) -> c_int;
+        m: i64, k: i64, format: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
     /// Codec self-test: every finite f32 through the hardware-path encoder and the software
     /// rule; `mismatches` = 2 device u64 (count, recorded), `first_bad` = 24 device u32
     /// ((input bits, hw, sw) x 8), `has_hw` = 1 device i32 (does this target convert `format`

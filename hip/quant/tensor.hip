@@ -10,7 +10,7 @@
 //   *_scaled        the same casts with a scale the caller already has (delayed scaling: the
 //                   scale comes from an amax history of earlier steps, as Transformer Engine's
 //                   recipe does): ONE read of x, one kernel, and the amax of x written for the
-//                   history (a 2-word workspace collects it; the last block writes it out).
+//                   history (relaxed atomicMax of |x| bits, NaN canonicalised before the atomic).
 // Minimal bytes for these ops assume one read of x; two phases read it twice, so on tensors
 // larger than the L2 the bound is (in + out) / (2 in + out) of copy bandwidth: 60% for
 // tensorwise bf16 -> fp8, 67% for cast_transpose. That is the price of the exact amax (the
@@ -80,29 +80,18 @@ tensor_cast_kernel(const typename In::elem* __restrict__ x, int64_t n, uint32_t*
 __device__ inline bool scaled_finite(uint32_t amax_bits, float s) {
   return abs_bits(u2f(amax_bits) * s) < 0x7F800000u;
 }
-// One block's amax bits (thread 0, after the block reduction) into the op's amax output without
-// a memset before the launch (a separate node of ~3-5 us on the H200's timeline, NOTES session 5):
-// ws = 2 words, zero before the launch and left zero: ws[0] collects the maximum (relaxed
-// atomicMax; canonical NaN 0x7FC00000 before the atomic, so the maximum over blocks is exactly
-// the CPU reference's value), ws[1] counts arrivals; the last of `blocks` to arrive (it sees
-// every other block's atomicMax: each fenced before arriving) writes the output and resets ws.
-__device__ inline void finish_amax(uint32_t am, uint32_t* ws, uint32_t blocks, float* amax_out) {
+// amax bits of a block into the amax output: canonical NaN (0x7FC00000, as the CPU reference)
+// before the atomic, so the maximum over blocks is exactly the reference's value.
+__device__ inline void publish_amax(uint32_t am, uint32_t* amax_out) {
   if (am > 0x7F800000u) am = 0x7FC00000u;
-  if (am != 0) atomicMax(&ws[0], am);
-  __threadfence();
-  if (atomicAdd(&ws[1], 1u) == blocks - 1) {
-    __threadfence();
-    *reinterpret_cast<uint32_t*>(amax_out) = atomicExch(&ws[0], 0u);
-    atomicExch(&ws[1], 0u);
-  }
+  if (am != 0) atomicMax(amax_out, am);
 }
 
-// Given scale (delayed scaling): out = encode(x * scale_in[0]) and amax_out = max |x|, one read;
-// ws: see finish_amax.
+// Given scale (delayed scaling): out = encode(x * scale_in[0]) and amax_out = max |x|, one read.
 template <class In, uint32_t F, bool VEC>
 __global__ void __launch_bounds__(kTensorBlock)
 tensor_scaled_kernel(const typename In::elem* __restrict__ x, int64_t n, const float* __restrict__ scale_in,
-                     uint8_t* __restrict__ out, uint32_t* ws, float* amax_out) {
+                     uint8_t* __restrict__ out, uint32_t* amax_out) {
   __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
   const float s = *scale_in;
   const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
@@ -127,7 +116,7 @@ tensor_scaled_kernel(const typename In::elem* __restrict__ x, int64_t n, const f
     }
   }
   am = block_max<kTensorBlock>(am, red);
-  if (threadIdx.x == 0) finish_amax(am, ws, gridDim.x, amax_out);
+  if (threadIdx.x == 0) publish_amax(am, amax_out);
 }
 
 // ------------------------------------------------------------------------------ cast_transpose
@@ -205,16 +194,15 @@ ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
 }
 
 // Phase 2: both layouts. rowwise = 0: ws[0] is the tensor amax; 1: ws[row], ws[M + col].
-// GIVEN (the one-pass op with the caller's scale, no phase 1): the scale is scale_in[0], the
-// amax goes to amax_out through the 2-word workspace ws (finish_amax), scales / scales_t are not
-// written, and a thread takes the hardware converter path when every product of its tile is
-// finite.
+// GIVEN (the one-pass op with the caller's scale, no phase 1): the scale is scale_in[0], ws is
+// the amax output (atomicMax of this block's |x| bits), scales / scales_t are not written, and a
+// thread takes the hardware converter path when every product of its tile is finite.
 template <class In, uint32_t F, bool VEC, bool GIVEN>
 __global__ void __launch_bounds__(kTensorBlock)
 ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, uint32_t* ws,
                int rowwise, int pow2, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
                float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t,
-               const float* __restrict__ scale_in, float* amax_out) {
+               const float* __restrict__ scale_in) {
   constexpr int EPV = In::EPV;
   __shared__ float s_rs[kCtCastRows];
   __shared__ uint32_t s_rfin[kCtCastRows];
@@ -326,7 +314,7 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   if constexpr (GIVEN) {
     // After the stores, so the tile's registers are dead across the barrier.
     gam = block_max<kTensorBlock>(gam, red);
-    if (threadIdx.x == 0) finish_amax(gam, ws, gridDim.x * gridDim.y, amax_out);
+    if (threadIdx.x == 0) publish_amax(gam, ws);
   }
 }
 
@@ -396,13 +384,13 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
       if (rowwise) ct_amax_kernel<In, true><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, true><<<tensor_amax_grid<In, true>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, true, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr, nullptr);
+    ct_cast_kernel<In, F, true, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
   } else {
     if (m > 0) {
       if (rowwise) ct_amax_kernel<In, false><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, false><<<tensor_amax_grid<In, false>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, false, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr, nullptr);
+    ct_cast_kernel<In, F, false, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
   }
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) return (int)e;
@@ -411,7 +399,7 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
   return (int)e;
 }
 
-// Given-scale casts: one kernel; the amax reaches its output through the workspace (finish_amax).
+// Given-scale casts: the amax output is zeroed on the stream first, then one kernel.
 template <class In, uint32_t F, bool VEC>
 static int tensor_scaled_grid(int64_t nchunk) {
   static unsigned long long cache[kResidentDevs];
@@ -419,30 +407,32 @@ static int tensor_scaled_grid(int64_t nchunk) {
 }
 template <class In, uint32_t F>
 static int launch_tensorwise_scaled(const void* x, int64_t n, const float* scale, uint8_t* out, float* amax,
-                                    void* ws, hipStream_t st) {
+                                    hipStream_t st) {
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  uint32_t* w = static_cast<uint32_t*>(ws);
-  if (n == 0) return (int)hipMemsetAsync(amax, 0, sizeof(float), st);  // no blocks: the amax of nothing
+  uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
+  hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
+  if (e != hipSuccess || n == 0) return (int)e;
   const int64_t nchunk = (n + In::EPV - 1) / In::EPV;
   const bool vec = n % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
-  if (vec) tensor_scaled_kernel<In, F, true><<<tensor_scaled_grid<In, F, true>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, w, amax);
-  else tensor_scaled_kernel<In, F, false><<<tensor_scaled_grid<In, F, false>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, w, amax);
+  if (vec) tensor_scaled_kernel<In, F, true><<<tensor_scaled_grid<In, F, true>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, ab);
+  else tensor_scaled_kernel<In, F, false><<<tensor_scaled_grid<In, F, false>(nchunk), kTensorBlock, 0, st>>>(xp, n, scale, out, ab);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
 static int launch_cast_transpose_scaled(const void* x, int64_t m, int64_t k, const float* scale, uint8_t* out,
-                                        uint8_t* out_t, float* amax, void* ws, hipStream_t st) {
+                                        uint8_t* out_t, float* amax, hipStream_t st) {
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  uint32_t* w = static_cast<uint32_t*>(ws);
-  if (m == 0) return (int)hipMemsetAsync(amax, 0, sizeof(float), st);  // no blocks: the amax of nothing
+  uint32_t* ab = reinterpret_cast<uint32_t*>(amax);
+  hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
+  if (e != hipSuccess || m == 0) return (int)e;
   const bool vec = k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
   const dim3 grid = ct_cast_grid(m, (k + In::EPV - 1) / In::EPV);
   const int vst = m % 16 == 0 && aligned16(out_t);
-  if (vec) ct_cast_kernel<In, F, true, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, 0, 0, out, out_t, nullptr, nullptr, vst, scale, amax);
-  else ct_cast_kernel<In, F, false, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, 0, 0, out, out_t, nullptr, nullptr, vst, scale, amax);
+  if (vec) ct_cast_kernel<In, F, true, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
+  else ct_cast_kernel<In, F, false, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -484,37 +474,28 @@ HIPFP8_EXTERN int hipfp8_cast_transpose_launch(const void* x, uint8_t* out, uint
   return kLaunchBadEnum;
 }
 
-// Workspace bytes of the given-scale ops (tensorwise_scaled, cast_transpose_scaled): zero before
-// use, left zero.
-HIPFP8_EXTERN int hipfp8_scaled_workspace_bytes(uint64_t* bytes) noexcept {
-  if (!bytes) return kLaunchNull;
-  *bytes = 2 * sizeof(uint32_t);
-  return kLaunchOk;
-}
-
 // Given scale (delayed scaling), one read of x: out[i] = encode(x[i] * scale[0]) for n elements,
 // amax[0] = max |x| (0 for n == 0). scale is device memory, read by the kernel (no host sync).
 HIPFP8_EXTERN int hipfp8_tensorwise_scaled_launch(const void* x, const float* scale, uint8_t* out, float* amax,
-                                                  int64_t n, int format, int in_dtype, void* workspace,
-                                                  hipStream_t stream) noexcept {
+                                                  int64_t n, int format, int in_dtype, hipStream_t stream) noexcept {
   if (n < 0) return kLaunchBadShape;
-  if (!scale || !amax || !workspace || (n > 0 && (!x || !out))) return kLaunchNull;
+  if (!scale || !amax || (n > 0 && (!x || !out))) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<Bf16In, FMT>(x, n, scale, out, amax, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<F32In, FMT>(x, n, scale, out, amax, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<Bf16In, FMT>(x, n, scale, out, amax, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_tensorwise_scaled<F32In, FMT>(x, n, scale, out, amax, stream))); }
   return kLaunchBadEnum;
 }
 
 // Given scale, one read of x (m, k) row-major: out (m, k) and out_t (k, m) row-major, both
-// encode(x * scale[0]); amax[0] = max |x|.
+// encode(x * scale[0]); amax[0] = max |x|. No workspace.
 HIPFP8_EXTERN int hipfp8_cast_transpose_scaled_launch(const void* x, const float* scale, uint8_t* out, uint8_t* out_t,
                                                       float* amax, int64_t m, int64_t k, int format, int in_dtype,
-                                                      void* workspace, hipStream_t stream) noexcept {
+                                                      hipStream_t stream) noexcept {
   if (m < 0 || k <= 0) return kLaunchBadShape;
-  if (!scale || !amax || !workspace || (m > 0 && (!x || !out || !out_t))) return kLaunchNull;
+  if (!scale || !amax || (m > 0 && (!x || !out || !out_t))) return kLaunchNull;
   if ((m + kCtCastRows - 1) / kCtCastRows > 65535) return kLaunchUnsupported;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<Bf16In, FMT>(x, m, k, scale, out, out_t, amax, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<F32In, FMT>(x, m, k, scale, out, out_t, amax, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<Bf16In, FMT>(x, m, k, scale, out, out_t, amax, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_cast_transpose_scaled<F32In, FMT>(x, m, k, scale, out, out_t, amax, stream))); }
   return kLaunchBadEnum;
 }
