@@ -5,6 +5,7 @@
 #            them; the launcher's own choice is run by `tests`)
 #   cg       bench binary over the column casts for every tile width (CGS)
 #   ncu      Nsight Compute (--clock-control none) on one launch of each kernel below 90%
+#            (NCU_ONLY=name1,name2: just those)
 #   bench    the bench binary, every op
 #   compare  bench/compare_torchao.py --quick (torchao wheel unpacked from .whl/)
 #   sanitize compute-sanitizer memcheck + racecheck over gpu_quant (3 cases)
@@ -59,7 +60,8 @@ if has ncu; then
   stamp "ncu --clock-control none"
   SECT="--section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats"
   : > "$OUT/ncu.log"
-  prof() {  # name filter kernel-regex [launches]
+  prof() {  # name filter kernel-regex [launches]; NCU_ONLY=name1,name2 profiles just those
+    [ -n "${NCU_ONLY:-}" ] && [[ ",$NCU_ONLY," != *",$1,"* ]] && return 0
     echo "##### $1" >> "$OUT/ncu.log"
     timeout 120 ncu --clock-control none $SECT -k "regex:$3" -s 6 -c "${4:-1}" "$BENCH" --quick --filter "$2" \
       >> "$OUT/ncu.log" 2>&1 || echo "ncu $1 rc=$?" >> "$OUT/ncu.log"
@@ -71,11 +73,15 @@ if has ncu; then
   prof mxfp8_dim1 mxfp8 "mx_dim1_(lds_)?kernel"
   prof tensorwise tensorwise "tensor_(amax|cast)_kernel" 2
   prof cast_transpose cast_transpose "ct_(amax|cast)_kernel" 2
+  prof tensorwise_scaled tensorwise_scaled tensor_scaled_kernel
+  prof cast_transpose_scaled cast_transpose_scaled ct_cast_kernel
   # DRAM bytes moved per kernel against the minimal bytes (excess traffic shows here)
   echo "##### dram bytes" >> "$OUT/ncu.log"
   for f in "rowwise_2d rowwise_vec_kernel" "per_group_colwise colwise_vec_kernel" "mxfp8 mx_dim1_lds_kernel" \
-           "cast_transpose ct_cast_kernel" "per_group_rowwise per_group_rowwise_kernel"; do
+           "cast_transpose ct_cast_kernel" "per_group_rowwise per_group_rowwise_kernel" \
+           "cast_transpose_scaled ct_cast_kernel" "tensorwise_scaled tensor_scaled_kernel"; do
     set -- $f
+    [ -n "${NCU_ONLY:-}" ] && [[ ",$NCU_ONLY," != *",$1,"* ]] && continue
     timeout 90 ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
       -k "regex:$2" -s 6 -c 1 "$BENCH" --quick --filter "$1" >> "$OUT/ncu.log" 2>&1
   done
