@@ -318,6 +318,132 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   }
 }
 
+// The same op through shared memory (HIPFP8_CT_LDS=1, experiment): 256 threads = 32 row groups
+// x 8 chunks, a thread holds 8 rows x 16 B (32 registers of data instead of 64), so more blocks
+// fit per SM. Row-major codes go out from registers (64 B per row per warp); the transposed
+// codes of each column (8 rows = 8 bytes per thread) go to an LDS tile of 256 rows x 8 * EPV
+// columns, 16-byte slots XOR-swizzled by the writer's chunk (conflict-free both ways), and are
+// read back as 16-byte runs of one column (16 lanes cover a column's 256 rows).
+constexpr int kCtLdsRows = 256;
+template <class In, uint32_t F, bool VEC, bool GIVEN>
+__global__ void __launch_bounds__(kTensorBlock)
+ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, uint32_t* ws,
+                   int rowwise, int pow2, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
+                   float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t,
+                   const float* __restrict__ scale_in) {
+  constexpr int EPV = In::EPV, CH = 8, RPT = 8, ROWS = kCtLdsRows, COLS = CH * EPV;
+  constexpr int U = ROWS / 8;  // 8-byte units per tile column
+  __shared__ float s_rs[ROWS];
+  __shared__ uint32_t s_rfin[ROWS];
+  __shared__ float s_cs[COLS];
+  __shared__ uint32_t s_cfin[COLS];
+  __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
+  __shared__ uint2 tile[COLS * U];
+  const int t = threadIdx.x, cg = t % CH, rg = t / CH;
+  const int64_t bx = (int64_t)gridDim.x - 1 - blockIdx.x;
+  const int64_t by = (int64_t)gridDim.y - 1 - blockIdx.y;
+  const int64_t chunk = bx * CH + cg;
+  const int64_t nchunk = (K + EPV - 1) / EPV;
+  const int64_t rbase = by * ROWS;
+  const int64_t r0 = rbase + rg * RPT;
+  const int64_t cbase = bx * COLS;
+  if constexpr (GIVEN) {
+    if (t == 0) s_cs[0] = *scale_in;
+  } else if (rowwise) {
+    for (int i = t; i < ROWS; i += kTensorBlock) {
+      const int64_t r = rbase + i;
+      const uint32_t a = r < M ? ws[r] : 0;
+      s_rs[i] = amax_to_scale<F>(a, pow2 != 0);
+      s_rfin[i] = amax_bits_finite(a);
+      if (bx == 0 && r < M) scales[r] = s_rs[i];
+    }
+    if (t < COLS) {
+      const int64_t c = cbase + t;
+      const uint32_t a = c < K ? ws[M + c] : 0;
+      s_cs[t] = amax_to_scale<F>(a, pow2 != 0);
+      s_cfin[t] = amax_bits_finite(a);
+      if (by == 0 && c < K) scales_t[c] = s_cs[t];
+    }
+  } else if (t == 0) {
+    const uint32_t a = ws[0];
+    s_cs[0] = amax_to_scale<F>(a, pow2 != 0);
+    s_cfin[0] = amax_bits_finite(a);
+    if (bx == 0 && by == 0) {
+      scales[0] = s_cs[0];
+      scales_t[0] = s_cs[0];
+    }
+  }
+  __syncthreads();
+  uint4 v[RPT];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r)
+    v[r] = (r0 + r < M && chunk < nchunk) ? load_chunk<In, VEC>(x + (r0 + r) * K, chunk, K) : zero4();
+  bool gfin = false;
+  uint32_t gam = 0;
+  if constexpr (GIVEN) {
+    if constexpr (EPV == 8) {
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        lo = max(lo, max(max(v[r].x & 0x7FFFu, v[r].y & 0x7FFFu), max(v[r].z & 0x7FFFu, v[r].w & 0x7FFFu)));
+        hi = max(hi, max(max(v[r].x & 0x7FFF0000u, v[r].y & 0x7FFF0000u), max(v[r].z & 0x7FFF0000u, v[r].w & 0x7FFF0000u)));
+      }
+      gam = max(lo << 16, hi);
+    } else {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) gam = max(gam, In::absmax(v[r]));
+    }
+    gfin = scaled_finite(gam, s_cs[0]);
+  }
+  if (chunk < nchunk) {
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      if (r0 + r >= M) break;
+      const float s = rowwise ? s_rs[rg * RPT + r] : s_cs[0];
+      const bool fin = GIVEN ? gfin : rowwise ? s_rfin[rg * RPT + r] != 0 : s_cfin[0] != 0;
+      store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
+    }
+  }
+  // transposed codes of this thread's 8 rows, one 8-byte unit per column, into the tile
+  const int wslot = ((rg >> 1) ^ (cg << 1)) * 2 + (rg & 1);
+#pragma unroll
+  for (int e = 0; e < EPV; ++e) {
+    const int c = cg * EPV + e;
+    const float s = rowwise ? s_cs[c] : s_cs[0];
+    const bool fin = GIVEN ? gfin : rowwise ? s_cfin[c] != 0 : s_cfin[0] != 0;
+    uint2 q;
+    if (fin) {
+      q.x = encode4_finite<F>(In::get(v[0], e) * s, In::get(v[1], e) * s, In::get(v[2], e) * s, In::get(v[3], e) * s);
+      q.y = encode4_finite<F>(In::get(v[4], e) * s, In::get(v[5], e) * s, In::get(v[6], e) * s, In::get(v[7], e) * s);
+    } else {
+      q.x = encode4_sw<F>(In::get(v[0], e) * s, In::get(v[1], e) * s, In::get(v[2], e) * s, In::get(v[3], e) * s);
+      q.y = encode4_sw<F>(In::get(v[4], e) * s, In::get(v[5], e) * s, In::get(v[6], e) * s, In::get(v[7], e) * s);
+    }
+    tile[c * U + wslot] = q;
+  }
+  __syncthreads();
+  // read-out: item = (column c, 16-row run j); 16 lanes cover one column's 256 rows
+#pragma unroll
+  for (int i = t; i < COLS * (U / 2); i += kTensorBlock) {
+    const int c = i / (U / 2), j = i % (U / 2);
+    const int64_t col = cbase + c, row = rbase + 16 * j;
+    if (col >= K || row >= M) continue;
+    const int slot = j ^ ((c / EPV) << 1);
+    const uint2 a = tile[c * U + 2 * slot], b = tile[c * U + 2 * slot + 1];
+    uint8_t* dst = out_t + col * M + row;
+    if (vec_store_t && row + 16 <= M) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(a.x, a.y, b.x, b.y);
+    } else {
+      const uint32_t w[4] = {a.x, a.y, b.x, b.y};
+      for (int r = 0; r < 16 && row + r < M; ++r) dst[r] = (uint8_t)(w[r >> 2] >> (8 * (r & 3)));
+    }
+  }
+  if constexpr (GIVEN) {
+    gam = block_max<kTensorBlock>(gam, red);
+    if (t == 0) publish_amax(gam, ws);
+  }
+}
+
 // Grid of a grid-stride tensor kernel: one block per kTensorBlock * kTensorUnroll chunks, capped
 // at the blocks resident at once (`resident`, from resident_grid for that kernel): a cap above it
 // (the fixed 8 blocks per SM used before session 4) left the cast kernel, 6 blocks per SM at 40
@@ -338,10 +464,28 @@ static int tensor_cast_grid(int64_t nchunk) {
   return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_cast_kernel<In, F, VEC>), kTensorBlock, 0));
 }
 
+// HIPFP8_CT_LDS=1 (experiment): the cast phase through shared memory (ct_cast_lds_kernel).
+static bool ct_lds() {
+  static EnvKnob knob;
+  return env_knob(knob, "HIPFP8_CT_LDS", 0) == 1;
+}
 // Grid of ct_cast_kernel: column tiles x row tiles (at least one row of blocks).
 static dim3 ct_cast_grid(int64_t m, int64_t nchunk) {
   const int64_t ty = m > 0 ? (m + kCtCastRows - 1) / kCtCastRows : 1;
   return dim3((unsigned)((nchunk + kCtCastCG - 1) / kCtCastCG), (unsigned)ty);
+}
+template <class In, uint32_t F, bool VEC, bool GIVEN>
+static void launch_ct_cast(const typename In::elem* xp, int64_t m, int64_t k, uint32_t* w, int rowwise, int pow2,
+                           uint8_t* out, uint8_t* out_t, float* scales, float* scales_t, int vst, const float* scale_in,
+                           hipStream_t st) {
+  const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
+  const int64_t ly = m > 0 ? (m + kCtLdsRows - 1) / kCtLdsRows : 1;
+  if (ct_lds() && ly <= 65535) {
+    const dim3 grid((unsigned)((nchunk + 7) / 8), (unsigned)ly);
+    ct_cast_lds_kernel<In, F, VEC, GIVEN><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, scale_in);
+  } else {
+    ct_cast_kernel<In, F, VEC, GIVEN><<<ct_cast_grid(m, nchunk), kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, scale_in);
+  }
 }
 
 template <class In, uint32_t F>
@@ -373,7 +517,6 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
   const bool vec = k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
   const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
   // m == 0 still writes the scales of the empty tensor / empty columns: one row of blocks
-  const dim3 grid = ct_cast_grid(m, nchunk);
   const int vst = m % 16 == 0 && aligned16(out_t);
   // phase 1 (rowwise): kCtTilesPerBlock tiles of kCtCG vectors x kCtRows rows per block
   const int64_t atiles = (nchunk + kCtCG - 1) / kCtCG;
@@ -384,13 +527,13 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
       if (rowwise) ct_amax_kernel<In, true><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, true><<<tensor_amax_grid<In, true>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, true, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
+    launch_ct_cast<In, F, true, false>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr, st);
   } else {
     if (m > 0) {
       if (rowwise) ct_amax_kernel<In, false><<<agrid, kTensorBlock, 0, st>>>(xp, m, k, w);
       else tensor_amax_kernel<In, false><<<tensor_amax_grid<In, false>(m * nchunk), kTensorBlock, 0, st>>>(xp, m * k, w);
     }
-    ct_cast_kernel<In, F, false, false><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr);
+    launch_ct_cast<In, F, false, false>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr, st);
   }
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) return (int)e;
@@ -429,10 +572,9 @@ static int launch_cast_transpose_scaled(const void* x, int64_t m, int64_t k, con
   hipError_t e = hipMemsetAsync(ab, 0, sizeof(uint32_t), st);
   if (e != hipSuccess || m == 0) return (int)e;
   const bool vec = k % In::EPV == 0 && aligned16(x) && (uintptr_t)out % In::EPV == 0;
-  const dim3 grid = ct_cast_grid(m, (k + In::EPV - 1) / In::EPV);
   const int vst = m % 16 == 0 && aligned16(out_t);
-  if (vec) ct_cast_kernel<In, F, true, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
-  else ct_cast_kernel<In, F, false, true><<<grid, kTensorBlock, 0, st>>>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale);
+  if (vec) launch_ct_cast<In, F, true, true>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale, st);
+  else launch_ct_cast<In, F, false, true>(xp, m, k, ab, 0, 0, out, out_t, nullptr, nullptr, vst, scale, st);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
