@@ -72,9 +72,9 @@ if has ncu; then
   prof per_group_rowwise per_group_rowwise per_group_rowwise_kernel
   prof mxfp8_dim1 mxfp8 "mx_dim1_(lds_)?kernel"
   prof tensorwise tensorwise "tensor_(amax|cast)_kernel" 2
-  prof cast_transpose cast_transpose "ct_(amax|cast)_kernel" 2
+  prof cast_transpose cast_transpose "ct_(amax|cast|cast_lds)_kernel" 2
   prof tensorwise_scaled tensorwise_scaled tensor_scaled_kernel
-  prof cast_transpose_scaled cast_transpose_scaled ct_cast_kernel
+  prof cast_transpose_scaled cast_transpose_scaled "ct_cast_(lds_)?kernel"
   # DRAM bytes moved per kernel against the minimal bytes (excess traffic shows here)
   echo "##### dram bytes" >> "$OUT/ncu.log"
   for f in "rowwise_2d rowwise_vec_kernel" "per_group_colwise colwise_vec_kernel" "mxfp8 mx_dim1_lds_kernel" \

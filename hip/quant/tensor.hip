@@ -3,8 +3,9 @@
 //   tensorwise      amax kernel (atomicMax of |x| bits into the amax output, zeroed by an async
 //                   memset first), then a cast kernel that derives the scale on the device.
 //   cast_transpose  (M,K) -> out (M,K) row-major and out_t (K,M) row-major from a tile kernel
-//                   that holds 16 rows x 16 bytes per thread (transposed stores are 16-byte
-//                   column runs), scales tensorwise or rowwise (per row of x for out, per column
+//                   that holds 8 rows x 16 bytes per thread and transposes the codes through
+//                   shared memory (transposed stores are 16-byte column runs), scales
+//                   tensorwise or rowwise (per row of x for out, per column
 //                   for out_t). Phase 1 accumulates amax in the context workspace, phase 2 casts,
 //                   then an async memset hands the workspace back zeroed.
 //   *_scaled        the same casts with a scale the caller already has (delayed scaling: the
@@ -318,9 +319,11 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   }
 }
 
-// The same op through shared memory (HIPFP8_CT_LDS=1, experiment): 256 threads = 32 row groups
-// x 8 chunks, a thread holds 8 rows x 16 B (32 registers of data instead of 64), so more blocks
-// fit per SM. Row-major codes go out from registers (64 B per row per warp); the transposed
+// The same op through shared memory (the default; HIPFP8_CT_LDS=0 selects ct_cast_kernel above):
+// 256 threads = 32 row groups x 8 chunks, a thread holds 8 rows x 16 B (32 registers of data
+// instead of 64: 59-64 registers on sm_90, 4 blocks of 8 warps per SM instead of 2), so more
+// loads are in flight; on the H200 +4-8 points on cast_transpose_scaled (88% at (8192,14336))
+// and +2-3 on the exact ops (bench/NOTES.md, session 5). Row-major codes go out from registers (64 B per row per warp); the transposed
 // codes of each column (8 rows = 8 bytes per thread) go to an LDS tile of 256 rows x 8 * EPV
 // columns, 16-byte slots XOR-swizzled by the writer's chunk (conflict-free both ways), and are
 // read back as 16-byte runs of one column (16 lanes cover a column's 256 rows).
@@ -464,10 +467,11 @@ static int tensor_cast_grid(int64_t nchunk) {
   return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_cast_kernel<In, F, VEC>), kTensorBlock, 0));
 }
 
-// HIPFP8_CT_LDS=1 (experiment): the cast phase through shared memory (ct_cast_lds_kernel).
+// The cast phase through shared memory (ct_cast_lds_kernel) unless HIPFP8_CT_LDS=0 (A/B knob);
+// the register kernel also takes launches whose 256-row tiles would exceed 65535 grid rows.
 static bool ct_lds() {
   static EnvKnob knob;
-  return env_knob(knob, "HIPFP8_CT_LDS", 0) == 1;
+  return env_knob(knob, "HIPFP8_CT_LDS", 1) != 0;
 }
 // Grid of ct_cast_kernel: column tiles x row tiles (at least one row of blocks).
 static dim3 ct_cast_grid(int64_t m, int64_t nchunk) {
