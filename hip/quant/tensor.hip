@@ -194,6 +194,87 @@ ct_amax_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   }
 }
 
+// The scales a cast tile needs, in shared memory (each computed once per block), for both cast
+// kernels below. ROWS / COLS: the tile's rows and columns.
+template <int ROWS, int COLS>
+struct CtScales {
+  float rs[ROWS];      // rowwise: row scales
+  uint32_t rfin[ROWS]; // rowwise: the row's amax is finite
+  float cs[COLS];      // rowwise: column scales; else cs[0] is the tensor (or the given) scale
+  uint32_t cfin[COLS];
+
+  // Tile (bx, by) at rows rbase.., columns cbase..; writes the op's scale outputs from the tiles
+  // of the first block column / row. GIVEN: cs[0] = scale_in[0] (the finiteness test is per
+  // thread then). Callers barrier before reading.
+  template <uint32_t F, bool GIVEN>
+  __device__ __forceinline__ void load(const uint32_t* ws, int64_t M, int64_t K, int rowwise, int pow2, int64_t rbase, int64_t cbase,
+                       int64_t bx, int64_t by, float* scales, float* scales_t, const float* scale_in) {
+    const int t = threadIdx.x;
+    if constexpr (GIVEN) {
+      if (t == 0) cs[0] = *scale_in;
+    } else if (rowwise) {
+      for (int i = t; i < ROWS; i += kTensorBlock) {
+        const int64_t r = rbase + i;
+        const uint32_t a = r < M ? ws[r] : 0;
+        rs[i] = amax_to_scale<F>(a, pow2 != 0);
+        rfin[i] = amax_bits_finite(a);
+        if (bx == 0 && r < M) scales[r] = rs[i];
+      }
+      if (t < COLS) {
+        const int64_t c = cbase + t;
+        const uint32_t a = c < K ? ws[M + c] : 0;
+        cs[t] = amax_to_scale<F>(a, pow2 != 0);
+        cfin[t] = amax_bits_finite(a);
+        if (by == 0 && c < K) scales_t[c] = cs[t];
+      }
+    } else if (t == 0) {
+      const uint32_t a = ws[0];
+      cs[0] = amax_to_scale<F>(a, pow2 != 0);
+      cfin[0] = amax_bits_finite(a);
+      if (bx == 0 && by == 0) {
+        scales[0] = cs[0];
+        scales_t[0] = cs[0];
+      }
+    }
+  }
+};
+
+// amax bits of a thread's R vectors. bf16: the maxima of the low and the high halves, on the
+// packed words. In::absmax shifts the low halves up, the same expression the cast's bf16 -> f32
+// uses; in the 16-row tile the compiler then kept all 128 converted values live between the amax
+// and the stores (161 registers on sm_90 against 112).
+template <class In, int R>
+__device__ __forceinline__ uint32_t tile_amax_bits(const uint4 (&v)[R]) {
+  uint32_t am = 0;
+  if constexpr (In::EPV == 8) {
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      lo = max(lo, max(max(v[r].x & 0x7FFFu, v[r].y & 0x7FFFu), max(v[r].z & 0x7FFFu, v[r].w & 0x7FFFu)));
+      hi = max(hi, max(max(v[r].x & 0x7FFF0000u, v[r].y & 0x7FFF0000u), max(v[r].z & 0x7FFF0000u, v[r].w & 0x7FFF0000u)));
+    }
+    am = max(lo << 16, hi);
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) am = max(am, In::absmax(v[r]));
+  }
+  return am;
+}
+
+// Row-major codes of a thread's R rows (r0..) of vector `chunk`, each with its row scale (row
+// i0 + r of the tile) or the tensor scale; GIVEN: fin is the thread's own finiteness test.
+template <class In, uint32_t F, bool VEC, bool GIVEN, int R, int ROWS, int COLS>
+__device__ __forceinline__ void ct_store_rows(const CtScales<ROWS, COLS>& sh, const uint4 (&v)[R], uint8_t* out, int64_t M,
+                                     int64_t K, int64_t r0, int i0, int64_t chunk, int rowwise, bool gfin) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r0 + r >= M) break;
+    const float s = rowwise ? sh.rs[i0 + r] : sh.cs[0];
+    const bool fin = GIVEN ? gfin : rowwise ? sh.rfin[i0 + r] != 0 : sh.cfin[0] != 0;
+    store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
+  }
+}
+
 // Phase 2: both layouts. rowwise = 0: ws[0] is the tensor amax; 1: ws[row], ws[M + col].
 // GIVEN (the one-pass op with the caller's scale, no phase 1): the scale is scale_in[0], ws is
 // the amax output (atomicMax of this block's |x| bits), scales / scales_t are not written, and a
@@ -205,10 +286,7 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
                float* __restrict__ scales, float* __restrict__ scales_t, int vec_store_t,
                const float* __restrict__ scale_in) {
   constexpr int EPV = In::EPV;
-  __shared__ float s_rs[kCtCastRows];
-  __shared__ uint32_t s_rfin[kCtCastRows];
-  __shared__ float s_cs[kCtCastCG * 8];
-  __shared__ uint32_t s_cfin[kCtCastCG * 8];
+  __shared__ CtScales<kCtCastRows, kCtCastCG * EPV> sh;
   __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
   const int cg = threadIdx.x % kCtCastCG, rg = threadIdx.x / kCtCastCG;
   // Tiles in reverse launch order (last rows first): phase 1 read x front to back, so the tail of
@@ -220,33 +298,7 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   const int64_t rbase = by * kCtCastRows;
   const int64_t r0 = rbase + rg * 16;
   const int64_t cbase = bx * kCtCastCG * EPV;
-  // scales of this tile's rows and columns (shared memory: each computed once per block)
-  if constexpr (GIVEN) {
-    if (threadIdx.x == 0) s_cs[0] = *scale_in;  // read like the tensor scale below
-  } else if (rowwise) {
-    for (int i = threadIdx.x; i < kCtCastRows; i += kTensorBlock) {
-      const int64_t r = rbase + i;
-      const uint32_t a = r < M ? ws[r] : 0;
-      s_rs[i] = amax_to_scale<F>(a, pow2 != 0);
-      s_rfin[i] = amax_bits_finite(a);
-      if (bx == 0 && r < M) scales[r] = s_rs[i];
-    }
-    if (threadIdx.x < kCtCastCG * EPV) {
-      const int64_t c = cbase + threadIdx.x;
-      const uint32_t a = c < K ? ws[M + c] : 0;
-      s_cs[threadIdx.x] = amax_to_scale<F>(a, pow2 != 0);
-      s_cfin[threadIdx.x] = amax_bits_finite(a);
-      if (by == 0 && c < K) scales_t[c] = s_cs[threadIdx.x];
-    }
-  } else if (threadIdx.x == 0) {
-    const uint32_t a = ws[0];
-    s_cs[0] = amax_to_scale<F>(a, pow2 != 0);
-    s_cfin[0] = amax_bits_finite(a);
-    if (bx == 0 && by == 0) {
-      scales[0] = s_cs[0];
-      scales_t[0] = s_cs[0];
-    }
-  }
+  sh.template load<F, GIVEN>(ws, M, K, rowwise, pow2, rbase, cbase, bx, by, scales, scales_t, scale_in);
   __syncthreads();
   uint4 v[16];
 #pragma unroll
@@ -255,41 +307,20 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
   bool gfin = false;  // GIVEN: every product of this thread's tile is finite
   uint32_t gam = 0;   // GIVEN: amax bits of this thread's tile (rows / columns past the end are zero)
   if constexpr (GIVEN) {
-    if constexpr (In::EPV == 8) {
-      // bf16: the maxima of the low and the high halves, on the packed words. In::absmax
-      // shifts the low halves up, the same expression the cast's bf16 -> f32 uses; the compiler
-      // then kept all 128 converted values live between the amax and the stores (161 registers
-      // on sm_90 against 112).
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        lo = max(lo, max(max(v[r].x & 0x7FFFu, v[r].y & 0x7FFFu), max(v[r].z & 0x7FFFu, v[r].w & 0x7FFFu)));
-        hi = max(hi, max(max(v[r].x & 0x7FFF0000u, v[r].y & 0x7FFF0000u), max(v[r].z & 0x7FFF0000u, v[r].w & 0x7FFF0000u)));
-      }
-      gam = max(lo << 16, hi);
-    } else {
-#pragma unroll
-      for (int r = 0; r < 16; ++r) gam = max(gam, In::absmax(v[r]));
-    }
-    gfin = scaled_finite(gam, s_cs[0]);
+    gam = tile_amax_bits<In>(v);
+    gfin = scaled_finite(gam, sh.cs[0]);
   }
   if (r0 < M && chunk < nchunk) {  // (no early return: the GIVEN block reduction follows)
   // row-major output: chunk of each row with its row scale (or the tensor scale)
-#pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    if (r0 + r >= M) break;
-    const float s = rowwise ? s_rs[rg * 16 + r] : s_cs[0];
-    const bool fin = GIVEN ? gfin : rowwise ? s_rfin[rg * 16 + r] != 0 : s_cfin[0] != 0;
-    store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
-  }
+  ct_store_rows<In, F, VEC, GIVEN>(sh, v, out, M, K, r0, rg * 16, chunk, rowwise, gfin);
   // transposed output: per column, 16 consecutive rows = 16 bytes
   const bool full = vec_store_t && r0 + 16 <= M;
 #pragma unroll
   for (int e = 0; e < EPV; ++e) {
     const int64_t col = chunk * EPV + e;
     if (col >= K) break;
-    const float s = rowwise ? s_cs[cg * EPV + e] : s_cs[0];
-    const bool fin = GIVEN ? gfin : rowwise ? s_cfin[cg * EPV + e] != 0 : s_cfin[0] != 0;
+    const float s = rowwise ? sh.cs[cg * EPV + e] : sh.cs[0];
+    const bool fin = GIVEN ? gfin : rowwise ? sh.cfin[cg * EPV + e] != 0 : sh.cfin[0] != 0;
     uint32_t q[4];
     if (fin) {
 #pragma unroll
@@ -323,8 +354,8 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
 // 256 threads = 32 row groups x 8 chunks, a thread holds 8 rows x 16 B (32 registers of data
 // instead of 64: 59-64 registers on sm_90, 4 blocks of 8 warps per SM instead of 2), so more
 // loads are in flight; on the H200 +4-8 points on cast_transpose_scaled (88% at (8192,14336))
-// and +2-3 on the exact ops (bench/NOTES.md, session 5). Row-major codes go out from registers (64 B per row per warp); the transposed
-// codes of each column (8 rows = 8 bytes per thread) go to an LDS tile of 256 rows x 8 * EPV
+// and +2-3 on the exact ops (bench/NOTES.md, session 5). Row-major codes go out from registers
+// (64 B per row per warp); the transposed codes of each column (8 rows = 8 bytes per thread) go to an LDS tile of 256 rows x 8 * EPV
 // columns, 16-byte slots XOR-swizzled by the writer's chunk (conflict-free both ways), and are
 // read back as 16-byte runs of one column (16 lanes cover a column's 256 rows).
 constexpr int kCtLdsRows = 256;
@@ -336,10 +367,7 @@ ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K
                    const float* __restrict__ scale_in) {
   constexpr int EPV = In::EPV, CH = 8, RPT = 8, ROWS = kCtLdsRows, COLS = CH * EPV;
   constexpr int U = ROWS / 8;  // 8-byte units per tile column
-  __shared__ float s_rs[ROWS];
-  __shared__ uint32_t s_rfin[ROWS];
-  __shared__ float s_cs[COLS];
-  __shared__ uint32_t s_cfin[COLS];
+  __shared__ CtScales<ROWS, COLS> sh;
   __shared__ uint32_t red[kTensorBlock / HIPFP8_WAVE];
   __shared__ uint2 tile[COLS * U];
   const int t = threadIdx.x, cg = t % CH, rg = t / CH;
@@ -350,32 +378,7 @@ ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K
   const int64_t rbase = by * ROWS;
   const int64_t r0 = rbase + rg * RPT;
   const int64_t cbase = bx * COLS;
-  if constexpr (GIVEN) {
-    if (t == 0) s_cs[0] = *scale_in;
-  } else if (rowwise) {
-    for (int i = t; i < ROWS; i += kTensorBlock) {
-      const int64_t r = rbase + i;
-      const uint32_t a = r < M ? ws[r] : 0;
-      s_rs[i] = amax_to_scale<F>(a, pow2 != 0);
-      s_rfin[i] = amax_bits_finite(a);
-      if (bx == 0 && r < M) scales[r] = s_rs[i];
-    }
-    if (t < COLS) {
-      const int64_t c = cbase + t;
-      const uint32_t a = c < K ? ws[M + c] : 0;
-      s_cs[t] = amax_to_scale<F>(a, pow2 != 0);
-      s_cfin[t] = amax_bits_finite(a);
-      if (by == 0 && c < K) scales_t[c] = s_cs[t];
-    }
-  } else if (t == 0) {
-    const uint32_t a = ws[0];
-    s_cs[0] = amax_to_scale<F>(a, pow2 != 0);
-    s_cfin[0] = amax_bits_finite(a);
-    if (bx == 0 && by == 0) {
-      scales[0] = s_cs[0];
-      scales_t[0] = s_cs[0];
-    }
-  }
+  sh.template load<F, GIVEN>(ws, M, K, rowwise, pow2, rbase, cbase, bx, by, scales, scales_t, scale_in);
   __syncthreads();
   uint4 v[RPT];
 #pragma unroll
@@ -384,36 +387,17 @@ ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K
   bool gfin = false;
   uint32_t gam = 0;
   if constexpr (GIVEN) {
-    if constexpr (EPV == 8) {
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int r = 0; r < RPT; ++r) {
-        lo = max(lo, max(max(v[r].x & 0x7FFFu, v[r].y & 0x7FFFu), max(v[r].z & 0x7FFFu, v[r].w & 0x7FFFu)));
-        hi = max(hi, max(max(v[r].x & 0x7FFF0000u, v[r].y & 0x7FFF0000u), max(v[r].z & 0x7FFF0000u, v[r].w & 0x7FFF0000u)));
-      }
-      gam = max(lo << 16, hi);
-    } else {
-#pragma unroll
-      for (int r = 0; r < RPT; ++r) gam = max(gam, In::absmax(v[r]));
-    }
-    gfin = scaled_finite(gam, s_cs[0]);
+    gam = tile_amax_bits<In>(v);
+    gfin = scaled_finite(gam, sh.cs[0]);
   }
-  if (chunk < nchunk) {
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) {
-      if (r0 + r >= M) break;
-      const float s = rowwise ? s_rs[rg * RPT + r] : s_cs[0];
-      const bool fin = GIVEN ? gfin : rowwise ? s_rfin[rg * RPT + r] != 0 : s_cfin[0] != 0;
-      store_chunk<In, VEC>(out + (r0 + r) * K, chunk, K, fin ? cast_vec<In, F, true>(v[r], s) : cast_vec<In, F, false>(v[r], s));
-    }
-  }
+  if (chunk < nchunk) ct_store_rows<In, F, VEC, GIVEN>(sh, v, out, M, K, r0, rg * RPT, chunk, rowwise, gfin);
   // transposed codes of this thread's 8 rows, one 8-byte unit per column, into the tile
   const int wslot = ((rg >> 1) ^ (cg << 1)) * 2 + (rg & 1);
 #pragma unroll
   for (int e = 0; e < EPV; ++e) {
     const int c = cg * EPV + e;
-    const float s = rowwise ? s_cs[c] : s_cs[0];
-    const bool fin = GIVEN ? gfin : rowwise ? s_cfin[c] != 0 : s_cfin[0] != 0;
+    const float s = rowwise ? sh.cs[c] : sh.cs[0];
+    const bool fin = GIVEN ? gfin : rowwise ? sh.cfin[c] != 0 : sh.cfin[0] != 0;
     uint2 q;
     if (fin) {
       q.x = encode4_finite<F>(In::get(v[0], e) * s, In::get(v[1], e) * s, In::get(v[2], e) * s, In::get(v[3], e) * s);
