@@ -119,6 +119,26 @@ impl WorkspaceCell {
 }
 
 impl Context {
+    /// Run `f` with the zeroed scratch per_group_rowwise / rowwise_2d_padded need for
+    /// `groups` groups (`hipfp8_grouped_scratch_bytes`): null without touching the workspace
+    /// when they need none (up to 2048 groups), else the context workspace.
+    pub(crate) fn with_grouped_scratch<R>(
+        &self,
+        groups: usize,
+        stream: StreamRef,
+        f: impl FnOnce(*mut c_void) -> Result<R>,
+    ) -> Result<R> {
+        let mut bytes = 0u64;
+        // SAFETY: plain arithmetic on the argument, writes the out-pointer only.
+        check_status("grouped scratch size", unsafe {
+            sys::hipfp8_grouped_scratch_bytes(groups as i64, &mut bytes)
+        })?;
+        if bytes == 0 {
+            return f(std::ptr::null_mut());
+        }
+        self.workspace.with(self, bytes as usize, stream, f)
+    }
+
     /// Run `f` with the zeroed workspace sized for the column-reducing casts
     /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
     /// lengths `k1`, `k2` (0 when single).
