@@ -136,7 +136,9 @@ enum hipfp8_status
    */
   HIPFP8_STATUS_DEVICE_ERROR = 16,
   /**
-   * The op is not implemented on this backend.
+   * The op is not implemented on this backend, or a GPU launcher cannot take the arguments
+   * (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
+   * backend, docs/OPS.md).
    */
   HIPFP8_STATUS_NOT_SUPPORTED = 17,
   /**

@@ -350,9 +350,15 @@ fn soak_every_op_threads_streams_contexts() {
     assert_eq!(sk, 0, "ops skipped on the GPU");
     assert!(v + i >= (calls - warmup) * 9 / 10, "too few calls ran");
     // Flat: the workspaces and the library's caches are warm after the warm-up, so later
-    // calls allocate nothing that stays (allowing for allocator noise).
+    // calls allocate nothing that stays (allowing for allocator noise). Device memory is
+    // device-wide: HIPFP8_SOAK_FLAT_MIB widens the bound when other processes share the GPU
+    // (scripts/sanitize-gpu.sh).
+    let flat: i64 = std::env::var("HIPFP8_SOAK_FLAT_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     assert!(
-        free0 as i64 - free1 as i64 <= 64 << 20,
+        free0 as i64 - free1 as i64 <= flat << 20,
         "device memory fell by {:.1} MiB",
         mib(free0 as i64 - free1 as i64)
     );

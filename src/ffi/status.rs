@@ -46,7 +46,9 @@ pub enum hipfp8_status {
     HIPFP8_STATUS_BACKEND_UNAVAILABLE = 15,
     /// The GPU runtime reported an error (the message has its code and text).
     HIPFP8_STATUS_DEVICE_ERROR = 16,
-    /// The op is not implemented on this backend.
+    /// The op is not implemented on this backend, or a GPU launcher cannot take the arguments
+    /// (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
+    /// backend, docs/OPS.md).
     HIPFP8_STATUS_NOT_SUPPORTED = 17,
     /// A bug in hipfp8 (a caught panic); the message says where.
     HIPFP8_STATUS_INTERNAL_ERROR = 18,
