@@ -312,7 +312,7 @@ fn soak_every_op_threads_streams_contexts() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // Warm-up on this thread (every op on both contexts, the workspaces grown), then the
     // baseline of device memory and host RSS.
-    let warmup = (calls / 10).max(400);
+    let warmup = (calls / 10).max(400).min(calls / 2);
     worker(&rust, 0xfeed, warmup, &gpus, cpu, dead, &counts);
     let (free0, rss0) = (dev_free(), rss_bytes());
     let t0 = std::time::Instant::now();
