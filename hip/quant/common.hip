@@ -78,6 +78,7 @@ __global__ void codec_selftest_kernel(unsigned long long* mismatches, uint32_t* 
   if (bad) atomicAdd(mismatches, bad);
 }
 
+// hipfp8-emu-begin group_tables (tests/group_tables_emu.rs runs this on the host)
 // One block: the clamped offsets (a prefix max over contiguous per-thread runs, then across the
 // threads) and, optionally, the padded END offsets (a prefix sum the same way), in global memory.
 constexpr int kTablesBlock = 1024;
@@ -136,6 +137,7 @@ group_tables_kernel(const int32_t* __restrict__ offs, int64_t G, int64_t extent,
     pend[g] = (int32_t)sum;
   }
 }
+// hipfp8-emu-end group_tables
 
 int launch_group_tables(const int32_t* offs, int64_t G, int64_t extent, int32_t* clamped, int32_t* pend,
                         hipStream_t st) {
