@@ -584,7 +584,7 @@ static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_
     for (int i = 0; i < w.ntensors; ++i) c.t[i].scales = w.t[i].scales + g0 * w.t[i].K;
     if (w.offs) {
       c.offs = tables + g0;
-      c.start = tables + g0 - 1;  // g0 >= kGroupChunk > 0
+      c.start = g0 ? tables + g0 - 1 : nullptr;  // the first chunk starts at row 0
     } else {
       const int64_t r0 = g0 * w.group_rows;
       c.t[0].x = static_cast<const char*>(w.t[0].x) + r0 * w.t[0].K * esz;
