@@ -75,7 +75,9 @@ fn overlapping_buffers_are_refused() {
         assert_eq!(op.invoke(ctx.0), HIPFP8_STATUS_SUCCESS, "{}", op.name);
     }
     assert!(cases > 100, "only {cases} overlap cases");
-    println!("overlapping buffers: {cases} (op, output, other buffer, shift) cases refused, nothing written");
+    println!(
+        "overlapping buffers: {cases} (op, output, other buffer, shift) cases refused, nothing written"
+    );
 }
 
 /// Two inputs may share memory (they are only read); adjacent, non-overlapping buffers are

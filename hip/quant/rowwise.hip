@@ -365,6 +365,7 @@ static int launch_pgr_shape(const typename In::elem* xp, const int32_t* offs, in
 // (launch_group_tables). Group amax by wavefront max, the scale, then the cast: the same
 // rule and codec as every other kernel (encode_sw is the reference encoder). Not a tuned path;
 // it exists so that any group count is exact.
+// hipfp8-emu-begin pgr_global (tests/group_tables_emu.rs runs this on the host)
 constexpr int kPgrGlobalBlock = 256;
 template <class In, uint32_t F>
 __global__ void __launch_bounds__(kPgrGlobalBlock)
@@ -390,6 +391,7 @@ per_group_rowwise_global_kernel(const typename In::elem* __restrict__ x, const i
     for (int64_t c = cs + lane; c < ce; c += W) orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * s);
   }
 }
+// hipfp8-emu-end pgr_global
 
 template <class In, uint32_t F>
 static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
