@@ -6,6 +6,7 @@
 //! - per_group_rowwise's many-groups kernel (hip/quant/rowwise.hip, markers `pgr_global`), with
 //!   emulated wavefront shuffles (tests/emu/pgr_global_emu.cpp; HIPFP8_EMU_FULL=1 runs its 16
 //!   cases instead of 3: minutes).
+//!
 //! Needs a C++20 compiler (g++); skips with a printed reason outside cargo when there is none.
 
 mod support;
