@@ -31,8 +31,8 @@ retry() {
 # With their dependencies (resolved by pip):
 REQS=(torch==2.11.0 pytest==8.4.2 numpy==2.4.6)
 # Without (their dependency lists pull in training stacks the tests do not use):
-NODEPS=(torchao==0.18.0 torchtitan==0.3.0 tyro==0.9.35 docstring-parser==0.17.0
-        typeguard==4.4.4 typing-extensions==4.15.0)
+NODEPS=(torchao==0.18.0 torchtitan==0.3.0 spmd_types==0.2.3 tyro==1.0.17 docstring-parser==0.18.0
+        typeguard==4.6.1)
 
 stamp="$VENV/.hipfp8-reqs"
 want="${REQS[*]} ${NODEPS[*]}"

@@ -7,6 +7,10 @@ Recipes (the FP8 dtypes are the device's native E4M3 / E5M2):
 - "rowwise": torchao's ROWWISE recipe: e4m3 everywhere, power-of-two scales, per row of each
   GEMM operand along its reduced dim; the scales go into _scaled_mm's rowwise epilogue for
   all three GEMMs (cast_transpose rowwise gives x's row scales and its column scales at once).
+  All three use fast accumulation (torch's rowwise CUTLASS kernel is slow without it; torchao
+  instead runs its backward as a unit-scale tensorwise GEMM followed by an outer-product scale
+  multiply, which costs a full pass over the output and rounds twice). The forward equals
+  torchao's bit for bit; the backward differs from torchao's by that rounding.
 - "delayed": Transformer Engine's delayed scaling: tensorwise casts with a scale computed
   from an amax history (max over the last `history_len` steps, fp8_max / amax), the casts
   returning this step's amax (cast_transpose_scaled: one read of x). The grad_output's amax
@@ -82,10 +86,10 @@ class _Rowwise(torch.autograd.Function):
         gx = gw = None
         if ctx.needs_input_grad[0]:
             gx = _mm_rowwise(g8, wt8.t(), sg.reciprocal().view(m, 1),
-                             swt.reciprocal().view(1, k), False).to(ctx.dtypes[0])
+                             swt.reciprocal().view(1, k), True).to(ctx.dtypes[0])
         if ctx.needs_input_grad[1]:
             gw = _mm_rowwise(gt8, xt8.t(), sgt.reciprocal().view(n, 1),
-                             sxt.reciprocal().view(1, k), False).to(ctx.dtypes[1])
+                             sxt.reciprocal().view(1, k), True).to(ctx.dtypes[1])
         return gx, gw, None
 
 

@@ -100,7 +100,7 @@ def _fail(op, msg, exc=ValueError):
 
 def _device(op, *tensors):
     dev = tensors[0].device
-    if dev.type not in ("cpu", "cuda"):
+    if dev.type not in ("cpu", "cuda", "meta"):  # meta: the fake kernel (shapes only)
         _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
     for t in tensors[1:]:
         if t.device != dev:
