@@ -76,6 +76,9 @@ def test_experts_module_fullgraph(device):
             torch.compiler.set_stance("fail_on_recompile")
         x = rnd(64, 64, device=device, seed=i, scale=1.0)
         cnt = torch.tensor(counts, device=device)
-        # inductor fuses silu(g) * u without eager's intermediate bf16 rounding: close, not
-        # bitwise (the FP8 casts and GEMMs themselves are exact: see the tests above)
-        torch.testing.assert_close(c(x, cnt).float(), m(x, cnt).float(), rtol=2 ** -6, atol=1e-3)
+        # inductor fuses silu(g) * u without eager's intermediate bf16 rounding, so h's FP8
+        # cast can land one FP8 step apart: FP8-close, not bitwise (the casts and GEMMs
+        # themselves are exact compiled: see the tests above)
+        got, want = c(x, cnt).float(), m(x, cnt).float()
+        assert (got - want).abs().max() <= 0.05 * want.abs().max()
+        assert torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.999
