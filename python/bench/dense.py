@@ -35,7 +35,7 @@ def timed(mod, x, dy, params):
     step = step_fn(mod, x, dy)
     step()  # compile / warm up
     torch.cuda.synchronize()
-    return do_bench(step, warmup=10, rep=80, grad_to_none=[x] + params, return_mode="median") * 1e3
+    return do_bench(step, warmup=10, rep=100, grad_to_none=[x] + params, return_mode="median") * 1e3
 
 
 def main():

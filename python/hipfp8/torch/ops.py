@@ -195,7 +195,23 @@ def _register(schema, spec, run):
     _lib.impl(name, kernel, "CPU")
     _lib.impl(name, kernel, "CUDA")
     torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
-    return getattr(torch.ops.hipfp8, name)
+    op = getattr(torch.ops.hipfp8, name)
+
+    def call(*args):
+        # Eager calls on plain tensors skip the dispatcher's round trip into Python (about half
+        # the host cost of a call); anything else -- torch.compile tracing, fake tensors,
+        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>.
+        if (not torch.compiler.is_compiling() and type(args[0]) is torch.Tensor
+                and not _dispatch_stack_len()):
+            return kernel(*args)
+        return op(*args)
+
+    call.__name__ = name
+    call.op = op
+    return call
+
+
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
 
 
 def _rm(*shape):
