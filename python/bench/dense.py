@@ -38,10 +38,46 @@ def timed(mod, x, dy, params):
     return do_bench(step, warmup=10, rep=100, grad_to_none=[x] + params, return_mode="median") * 1e3
 
 
+def profile(hf, k, n):
+    """Where the time of one fwd+bwd step goes, eager vs compiled: kernel time (sum over CUDA
+    kernels) against the step's wall time; the gap is host-bound launch spacing."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    torch.manual_seed(0)
+    x = torch.randn(M, k, device="cuda", dtype=torch.bfloat16).requires_grad_()
+    dy = torch.randn(M, n, device="cuda", dtype=torch.bfloat16) * 0.01
+    for recipe in ("tensorwise", "rowwise"):
+        for mode in ("eager", "compiled"):
+            lin = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+            mod = hf.Float8Linear.from_float(lin, recipe)
+            if mode == "compiled":
+                torch._dynamo.reset()
+                mod = torch.compile(mod)
+            step = step_fn(mod, x, dy)
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            with prof(activities=[ProfilerActivity.CUDA]) as p:
+                for _ in range(5):
+                    x.grad = None
+                    lin.weight.grad = None
+                    step()
+                torch.cuda.synchronize()
+            ev = [e for e in p.key_averages()]
+            total = sum(e.device_time_total for e in ev) / 5
+            print(f"profile {k}x{n} {recipe} {mode}: kernel time {total:.1f} us/step")
+            top = sorted(ev, key=lambda e: -e.device_time_total)[:8]
+            for e in top:
+                print(f"    {e.device_time_total / 5:9.1f} us  x{e.count // 5:<3} {e.key[:90]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("--recipes", default="none,tensorwise,rowwise,delayed",
+                    help="comma-separated recipes to time (none = the BF16 baseline)")
+    ap.add_argument("--profile", default="",
+                    help="KxN: also profile hipfp8 tensorwise/rowwise eager vs compiled there")
     a = ap.parse_args()
     t_start = time.time()
 
@@ -68,6 +104,8 @@ def main():
     for k, n in SHAPES:
         plan += [(k, n, "tensorwise", "hipfp8", "compiled"), (k, n, "rowwise", "hipfp8", "compiled")]
 
+    keep = set(a.recipes.split(","))
+    plan = [p for p in plan if p[2] in keep]
     cache = {}
     for k, n, recipe, variant, mode in plan:
         if time.time() - t_start > a.budget_s:
@@ -128,6 +166,11 @@ def main():
         if skipped:
             f.write("\nNot measured (time budget or failure): " + "; ".join(skipped) + "\n")
     print(f"wrote {a.out} ({len(rows)} rows, {len(skipped)} skipped) in {time.time() - t_start:.0f} s")
+    if a.profile:
+        try:
+            profile(hf, *map(int, a.profile.split("x")))
+        except Exception as e:  # the tables above are written already
+            print(f"profile failed: {type(e).__name__}: {e}")
     return 0
 
 

@@ -16,7 +16,7 @@ echo "[gpu-run +$((SECONDS - t0))s] installed: $(ls "$D/site" | grep -c dist-inf
 python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, hipfp8.BACKEND, "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())'
 cd "$D"
 timeout "${PYTEST_TIMEOUT:-100}" python3 -m pytest -q -s -rs -p no:cacheprovider tests \
-  -k "cuda or test_gpu" --junitxml="$OUT/pytest.xml" 2>&1 | tail -60
+  -k "${PYTEST_K:-cuda or test_gpu}" --junitxml="$OUT/pytest.xml" 2>&1 | tail -60
 echo "[gpu-run +$((SECONDS - t0))s] pytest rc=${PIPESTATUS[0]}"
-timeout "${BENCH_TIMEOUT:-130}" python3 bench/dense.py --out "$OUT/h200-dense.json" --budget-s "${BENCH_BUDGET:-90}"
+timeout "${BENCH_TIMEOUT:-130}" python3 bench/dense.py --out "$OUT/h200-dense.json" --budget-s "${BENCH_BUDGET:-90}" ${BENCH_ARGS:-}
 echo "[gpu-run +$((SECONDS - t0))s] bench rc=$?"

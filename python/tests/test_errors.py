@@ -54,7 +54,7 @@ def test_scale_errors():
 
 @pytest.mark.skipif(not HAVE_GPU, reason="GPU test: needs a GPU to put tensors on two devices")
 def test_gpu_device_errors():
-    with pytest.raises(ValueError, match="offs must be on cuda"):
+    with pytest.raises(ValueError, match="all tensors must be on one device: cuda:0 and cpu"):
         hf.per_group_colwise(rnd(8, 4, device="cuda"), offs_of([4, 4]))
     with pytest.raises(ValueError, match="all tensors must be on one device"):
         hf.per_group_colwise_dual(rnd(8, 4, device="cuda"), rnd(8, 4), offs_of([8], "cuda"))

@@ -86,6 +86,10 @@ def test_float8_linear_vs_torchao(recipe):
 # ---- CUDA graphs, no host sync -----------------------------------------------------------------
 
 def _capture(step, *static):
+    """Warm up and capture on ONE side stream. The library's column-cast workspace (allocated
+    at first use, then reused) orders a use on a new stream after the last one with an event
+    wait; a wait on an event recorded outside the capture would invalidate it, so the capture
+    stream must be the stream the warm-up ran on (README: CUDA graphs)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -93,11 +97,13 @@ def _capture(step, *static):
             step(*static)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=s):
         out = step(*static)
+    torch.cuda.current_stream().wait_stream(s)
     return g, out
 
 
+@pytest.mark.capture
 def test_cuda_graph_grouped_mm_fwd_bwd():
     A, W, offs = moe_inputs(m=2048, k=512, n=256, e=4)
     a = A.clone().requires_grad_()
@@ -127,6 +133,7 @@ def test_cuda_graph_grouped_mm_fwd_bwd():
     assert torch.equal(got[0], want2[0]) and torch.equal(got[2], want2[2])
 
 
+@pytest.mark.capture
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed"])
 def test_cuda_graph_float8_linear_fwd_bwd(recipe):
     torch.manual_seed(0)
@@ -195,6 +202,7 @@ def _host_us(fn, n=2000):
     return (t1 - t0) / n * 1e6
 
 
+@pytest.mark.capture
 def test_host_overhead():
     """Host time per call (tiny tensors, so the GPU never holds the host back: the launch
     queue absorbs the calls). Targets (issue 15): <= 10 us per op; <= 50 us per MoE layer step,

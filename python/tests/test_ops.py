@@ -201,7 +201,9 @@ def test_grouped_gemm_2d3d(device):
     A = _deq_rows(a8, sa[:, None])
     B = b8.cpu().double() / sb.cpu().double()[:, None, :]
     ref = torch.cat([A[s:t] @ B[g] for g, (s, t) in enumerate(refs.groups(offs.cpu()))])
-    torch.testing.assert_close(out.cpu().double(), ref, rtol=2 ** -7, atol=1e-2)
+    # f32 accumulation + bf16 rounding; atol relative to the output's scale (an element that
+    # cancels to near zero keeps the absolute error of its large terms)
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=2 ** -7, atol=ref.abs().max().item() * 2 ** -9)
 
 
 def test_grouped_gemm_2d2d(device):
@@ -216,7 +218,7 @@ def test_grouped_gemm_2d2d(device):
     DY, X, SDY, SX = dy8.cpu().double(), x8.cpu().double(), sdy.cpu().double(), sx.cpu().double()
     ref = torch.stack([(DY[s:t] / SDY[g]).t() @ (X[s:t] / SX[g])
                        for g, (s, t) in enumerate(refs.groups(offs.cpu()))])
-    torch.testing.assert_close(out.cpu().double(), ref, rtol=2 ** -7, atol=1e-2)
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=2 ** -7, atol=ref.abs().max().item() * 2 ** -9)
     assert torch.count_nonzero(out[1]) == 0  # the empty group gives zeros
 
 

@@ -101,8 +101,9 @@ class _Delayed(torch.autograd.Function):
         sx, sw, sg = scales[0:1], scales[1:2], scales[2:3]
         x8, xt8, ax = ops._cast_transpose_scaled(x, sx, e4m3)
         w8, wt8, aw = ops._cast_transpose_scaled(w, sw, e4m3)
-        inv = scales.reciprocal()
-        isx, isw, isg = inv[0], inv[1], inv[2]
+        # Separate tensors, not views of one: cuBLASLt rejects (NOT_SUPPORTED) a scale pointer
+        # that is not 16-byte aligned, which a view at element 1 or 2 would be.
+        isx, isw, isg = sx.reciprocal(), sw.reciprocal(), sg.reciprocal()
         y = _mm(x8, w8.t(), isx, isw, x.dtype, True)
         ctx.save_for_backward(xt8, wt8, sg, isx, isw, isg, grad_amax)
         ctx.e5m2 = e5m2
