@@ -117,7 +117,10 @@ def test_cuda_graph_grouped_mm_fwd_bwd():
         out.backward(dy)
         return out, a.grad, w.grad
 
-    want = [t.clone() for t in step(a, w, offs, dy)]
+    # detach: a clone that kept the eager step's autograd graph alive would keep its
+    # AccumulateGrad nodes, bound to the default stream, for the captured backward, which then
+    # makes the legacy stream wait on the capturing one (cudaErrorStreamCaptureImplicit)
+    want = [t.detach().clone() for t in step(a, w, offs, dy)]
     g, got = _capture(step, a, w, offs, dy)
     for t in got:
         t.zero_()
