@@ -6,15 +6,18 @@
 //!   nothing when the problem is empty, else refuse pointers that are not memory of this GPU,
 //!   make it current and queue the launch.
 //! - [`Context::cast_op`]: the scale-and-cast of one input `x` into FP8 `out` plus `scales`
-//!   (optionally grouped by END offsets), the shape most ops of `quant.rs`, `mx.rs` and
-//!   `ops.rs` have: the views are checked in the order x, out, scales, offs and reported to
+//!   (optionally grouped by END offsets), the shape most ops of `quant.rs` and `mx.rs` have: the views are checked in the order x, out, scales, offs and reported to
 //!   the GPU pointer check in the order x, offs, out, scales.
 
 use std::ffi::c_void;
 
+use crate::context::{BackendKind, Context};
 use crate::error::Result;
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, CastParams, Context, Dst, HpSrc, Src};
+use crate::params::CastParams;
+use crate::runtime::check_status;
+use crate::sys;
+use crate::view::{Dst, HpSrc, Src, StreamRef};
 
 /// The output format a cast's parameters resolve to on a context (the error, if any, is
 /// reported after the views are checked).
@@ -178,5 +181,26 @@ impl Context {
             },
             || gpu(fmt, dev),
         )
+    }
+}
+
+impl Context {
+    /// Run `f` with the zeroed workspace sized for the column-reducing casts
+    /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
+    /// lengths `k1`, `k2` (0 when single).
+    pub(crate) fn with_colwise_workspace<R>(
+        &self,
+        groups: usize,
+        k1: usize,
+        k2: usize,
+        stream: StreamRef,
+        f: impl FnOnce(*mut c_void) -> Result<R>,
+    ) -> Result<R> {
+        let mut bytes = 0u64;
+        // SAFETY: plain arithmetic on the arguments, writes the out-pointer only.
+        check_status("colwise workspace size", unsafe {
+            sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, &mut bytes)
+        })?;
+        self.workspace.with(self, bytes as usize, stream, f)
     }
 }

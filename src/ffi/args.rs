@@ -18,10 +18,12 @@ use half::bf16;
 
 use super::status::FfiError;
 use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
+use crate::context::Context;
 use crate::error::Error;
 use crate::format::Fp8Format;
-use crate::grouped_gemm_gpu::GemmWorkspace;
-use crate::ops::{CastParams, Context, Dst, FormatChoice, HpSrc, Loc, Src};
+use crate::grouped_gemm::params::GemmWorkspace;
+use crate::params::{CastParams, FormatChoice};
+use crate::view::{Dst, HpSrc, Loc, Src};
 
 /// A problem descriptor: `#[repr(C)]`, first field `size: usize` (set by the caller to
 /// `sizeof` the struct), every field an integer, so any bit pattern is a valid value.
@@ -61,7 +63,7 @@ pub(crate) trait CastDesc: Descriptor {
 macro_rules! cast_desc {
     ($($t:ident),* $(,)?) => {$(
         impl $crate::ffi::args::CastDesc for $t {
-            type Params = $crate::ops::CastParams;
+            type Params = $crate::params::CastParams;
             fn input_dtype(&self) -> u32 {
                 self.input_dtype
             }

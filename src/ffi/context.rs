@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::args::{self, format_choice};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::{hipfp8_backend, hipfp8_format};
+use crate::context::{BackendKind, Context};
 use crate::error::Error;
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, Context};
 
 /// Opaque library context: backend (CPU or GPU n), device properties, native FP8 format,
 /// workspace. Create with `hipfp8_context_create`, release with `hipfp8_context_destroy`.
@@ -119,7 +119,7 @@ pub extern "C" fn hipfp8_context_create_cpu(
     guard("hipfp8_context_create_cpu", || {
         let out = args::out_param("out", out)?;
         let fnuz = match format_choice(native_format)? {
-            crate::ops::FormatChoice::Exact(f) => f.is_fnuz(),
+            crate::params::FormatChoice::Exact(f) => f.is_fnuz(),
             _ => false,
         };
         out.write(register(Context::cpu_with_fnuz_native(fnuz)));

@@ -97,7 +97,7 @@ pub(crate) fn op_entry<D: args::Descriptor>(
     func: &'static str,
     ctx: *const hipfp8_context,
     desc: *const D,
-    f: impl FnOnce(&crate::ops::Context, D, &args::Views) -> Result<(), FfiError>,
+    f: impl FnOnce(&crate::context::Context, D, &args::Views) -> Result<(), FfiError>,
 ) -> hipfp8_status {
     status::guard(func, || {
         let c = context::lookup(ctx)?;

@@ -4,8 +4,8 @@ use rayon::prelude::*;
 
 use super::Hp;
 use super::quant::{COL_BLOCK, colwise_over_ranges, tensorwise, tensorwise_scaled};
-use crate::cast_transpose::Scaling;
 use crate::format::Fp8Format;
+use crate::params::Scaling;
 
 /// See [`crate::Context::cast_transpose`]. `k > 0`. Tensorwise: `scales[0] == scales_t[0]`
 /// is the tensor scale and `out_t` is the exact transpose of `out`. Rowwise: `out` is the

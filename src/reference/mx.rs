@@ -45,7 +45,7 @@ use rayon::prelude::*;
 use super::quant::{COL_BLOCK, column_amax};
 use super::{Hp, amax_of};
 use crate::format::Fp8Format;
-use crate::mx::MxRounding;
+use crate::params::MxRounding;
 
 /// MX block size.
 pub const MX_BLOCK: usize = 32;

@@ -5,48 +5,18 @@
 
 use half::bf16;
 
+pub mod gpu;
+pub mod params;
+
+use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
-use crate::grouped_gemm_gpu::{GemmBackend, GemmWorkspace, GroupedArgs, GroupedOp};
-use crate::ops::{
-    BackendKind, Context, Dst, FormatChoice, Src, StreamRef, checked_mul, require_nonzero,
-};
+use crate::grouped_gemm::gpu::{GroupedArgs, GroupedOp};
+
 use crate::reference;
+use crate::validate::{checked_mul, require_nonzero};
+use crate::view::{Dst, Src, StreamRef};
 
-/// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
-/// GPU contexts which implementation runs and with which workspace
-/// (see `crate::grouped_gemm_gpu`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct GemmParams {
-    pub a_format: FormatChoice,
-    pub b_format: FormatChoice,
-    /// GPU only: vendor library (CK / CUTLASS) or the portable reference kernel.
-    pub backend: GemmBackend,
-    /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
-    pub workspace: Option<GemmWorkspace>,
-}
-
-impl GemmParams {
-    pub fn new(a_format: impl Into<FormatChoice>, b_format: impl Into<FormatChoice>) -> Self {
-        GemmParams {
-            a_format: a_format.into(),
-            b_format: b_format.into(),
-            ..GemmParams::default()
-        }
-    }
-
-    /// The same parameters with another GPU backend choice.
-    pub fn with_backend(self, backend: GemmBackend) -> Self {
-        GemmParams { backend, ..self }
-    }
-
-    /// The same parameters with a caller-owned GPU workspace.
-    pub fn with_workspace(self, workspace: GemmWorkspace) -> Self {
-        GemmParams {
-            workspace: Some(workspace),
-            ..self
-        }
-    }
-}
+pub use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 
 impl Context {
     /// 2D x 3D grouped GEMM (forward and dgrad): `a` (M,K) FP8 row-major, `b` (E,K,N) FP8
@@ -110,7 +80,7 @@ impl Context {
                     fb,
                 };
                 let op = GroupedOp::TwoD3D { m, n, k };
-                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+                gpu::run(self, p, op, &args, stream).map(|_| ())
             }
         }
     }
@@ -170,7 +140,7 @@ impl Context {
                     fb,
                 };
                 let op = GroupedOp::TwoD2D { n, mt, k };
-                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+                gpu::run(self, p, op, &args, stream).map(|_| ())
             }
         }
     }

@@ -34,71 +34,15 @@ use std::sync::Mutex;
 
 use half::bf16;
 
-use crate::device::{DeviceBuffer, Event, Stream, check_status};
+use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::grouped_gemm::GemmParams;
-use crate::ops::{Context, StreamRef};
+use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
+use crate::runtime::{
+    DeviceBuffer, Event, Stream, base_arch, built_backend, check_status, has_launcher,
+};
 use crate::sys;
-
-/// Which grouped-GEMM implementation a GPU context should use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum GemmBackend {
-    /// The vendor library (CK / CUTLASS) when it supports the call, else the reference kernel.
-    #[default]
-    Auto,
-    /// The portable reference kernel.
-    Reference,
-    /// The vendor library only; an unsupported call is an error.
-    Library,
-}
-
-/// A concrete grouped-GEMM implementation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GemmImpl {
-    Reference,
-    CutlassSm90,
-    CkGfx942,
-    CkGfx950,
-}
-
-impl GemmImpl {
-    pub fn name(self) -> &'static str {
-        match self {
-            GemmImpl::Reference => "reference",
-            GemmImpl::CutlassSm90 => "cutlass-sm90",
-            GemmImpl::CkGfx942 => "ck-gfx942",
-            GemmImpl::CkGfx950 => "ck-gfx950",
-        }
-    }
-}
-
-/// A caller-owned device workspace for the vendor libraries (size from
-/// [`Context::grouped_gemm_workspace_size`]). Work queued with it may still read it after the
-/// call returns: the caller keeps it alive and unused by other work until then (stream order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmWorkspace {
-    ptr: *mut c_void,
-    bytes: usize,
-}
-
-impl GemmWorkspace {
-    /// # Safety
-    /// `ptr` must be device memory of the context's GPU, valid for `bytes` bytes, and not
-    /// used by any other work queued while a grouped GEMM using it may run.
-    pub unsafe fn from_raw(ptr: *mut c_void, bytes: usize) -> GemmWorkspace {
-        GemmWorkspace { ptr, bytes }
-    }
-    pub fn as_ptr(&self) -> *mut c_void {
-        self.ptr
-    }
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-}
+use crate::view::StreamRef;
 
 /// The two ops with their extents (docs/OPS.md).
 #[derive(Clone, Copy, Debug)]
@@ -124,7 +68,7 @@ pub(crate) struct GroupedArgs {
 
 /// The vendor library that could run `fa x fb` on this context's device, if this build has it.
 pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmImpl> {
-    let arch = crate::device::base_arch(ctx.arch()).to_ascii_lowercase();
+    let arch = base_arch(ctx.arch()).to_ascii_lowercase();
     let (imp, fmt, launcher) = match arch.as_str() {
         "sm_90" => (
             GemmImpl::CutlassSm90,
@@ -143,7 +87,7 @@ pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmI
         ),
         _ => return None,
     };
-    (fa == fmt && fb == fmt && crate::device::has_launcher(launcher)).then_some(imp)
+    (fa == fmt && fb == fmt && has_launcher(launcher)).then_some(imp)
 }
 
 fn workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
@@ -175,7 +119,7 @@ impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
     /// context (0 for the reference kernel and for the CPU backend).
     pub fn grouped_gemm_workspace_size(&self, p: &GemmParams, groups: usize) -> Result<usize> {
-        if self.backend() == crate::ops::BackendKind::Cpu || p.backend == GemmBackend::Reference {
+        if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
             return Ok(0);
         }
         let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));
@@ -214,7 +158,7 @@ pub(crate) fn run(
             args.fa,
             args.fb,
             ctx.arch(),
-            crate::device::built_backend()
+            built_backend()
         )));
     }
     let empty = match op {
