@@ -15,7 +15,7 @@ CACHE="${HIPFP8_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hipfp8-ci}"
 WHEELS="$CACHE/wheels"
 VENV="$CACHE/venv-torch"
 PY="${PYTHON:-python3}"
-export PIP_CACHE_DIR="$CACHE/pip"
+export PIP_CACHE_DIR="$CACHE/pip-torch"  # not the CI venv's: the two run at the same time
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 mkdir -p "$WHEELS" "$PIP_CACHE_DIR"
 
