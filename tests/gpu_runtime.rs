@@ -596,8 +596,9 @@ fn rowwise_2d_gpu_matches_cpu() {
         .map(|&v| bf16::from_f32(v))
         .collect();
     let dx = DeviceBuffer::from_host(&ctx, &xb).unwrap();
-    let mut go = DeviceBuffer::<u8>::alloc(&ctx, m * k + 1).unwrap();
-    let mut gs = DeviceBuffer::<f32>::alloc(&ctx, m).unwrap();
+    // zeroed: the spare byte is copied back too (compute-sanitizer initcheck)
+    let mut go = DeviceBuffer::<u8>::zeroed(&ctx, m * k + 1).unwrap();
+    let mut gs = DeviceBuffer::<f32>::zeroed(&ctx, m).unwrap();
     let p = CastParams::new(Fp8Format::E4M3Fn, true);
     let r = ctx.rowwise_2d(
         &p,

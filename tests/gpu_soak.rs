@@ -246,7 +246,11 @@ fn worker(
             counts.invalid.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        if st == HIPFP8_STATUS_BACKEND_UNAVAILABLE || st == HIPFP8_STATUS_NOT_SUPPORTED {
+        // The one documented GPU refusal in the table: the dual colwise cast with two input
+        // dtypes (docs/OPS.md). Anything else NOT_SUPPORTED / BACKEND_UNAVAILABLE fails.
+        if st == HIPFP8_STATUS_NOT_SUPPORTED
+            && msg.contains("takes one input dtype for both tensors")
+        {
             counts.skipped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -341,14 +345,14 @@ fn soak_every_op_threads_streams_contexts() {
     );
     let mib = |x: i64| x as f64 / (1 << 20) as f64;
     println!(
-        "HIPFP8_GPU_TEST soak: {} calls ({v} valid == CPU, {i} invalid with their status, {sk} skipped as not built) \
+        "HIPFP8_GPU_TEST soak: {} calls ({v} valid == CPU, {i} invalid with their status, {sk} mixed-dtype dual casts NOT_SUPPORTED as documented) \
          in {secs:.1} s on {threads} threads x 2 streams, 2 contexts; device free {:+.1} MiB, host RSS {:+.1} MiB after warm-up",
         v + i + sk,
         mib(free1 as i64 - free0 as i64),
         mib(rss1 as i64 - rss0 as i64)
     );
-    assert_eq!(sk, 0, "ops skipped on the GPU");
-    assert!(v + i >= (calls - warmup) * 9 / 10, "too few calls ran");
+    assert!(v + i + sk >= (calls - warmup) * 9 / 10, "too few calls ran");
+    assert!(v > i, "too few valid calls");
     // Flat: the workspaces and the library's caches are warm after the warm-up, so later
     // calls allocate nothing that stays (allowing for allocator noise). Device memory is
     // device-wide: HIPFP8_SOAK_FLAT_MIB widens the bound when other processes share the GPU
