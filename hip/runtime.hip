@@ -5,27 +5,9 @@
 // (0 = success, > 0 = the runtime's error code, < 0 = HIPFP8_KSTATUS_*).
 #include "port.h"
 #include "kernel_abi.h"
+#include "runtime.h"
 
 #include <string.h>
-
-// Fixed-layout device description (mirrored by `sys::hipfp8_device_props`; its size is
-// checked at run time through hipfp8_rt_props_size).
-struct hipfp8_device_props {
-  char name[256];
-  char arch[256];
-  int32_t vendor;  // 1 = AMD, 2 = NVIDIA
-  int32_t multiprocessor_count;
-  int32_t wavefront_size;
-  int32_t cc_major;
-  int32_t cc_minor;
-  int32_t max_threads_per_block;
-  int64_t total_global_mem;
-  int64_t l2_cache_bytes;
-  int64_t shared_mem_per_block;
-  int64_t shared_mem_per_block_optin;
-  int32_t pci_bus_id;
-  int32_t pci_device_id;
-};
 
 // A failed runtime call leaves its code behind as the runtime's "last error", and the next
 // launch check (hipGetLastError right after a kernel launch) would report it as that launch's

@@ -9,6 +9,7 @@
 // shuffles, no shared memory, no barriers; the grid strides over all (row, block) pairs, two
 // per thread in flight. Odd K / unaligned views use element loads with the same arithmetic.
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 

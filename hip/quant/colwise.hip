@@ -30,6 +30,7 @@
 // The workspace must be zero before the first launch; every launch leaves it zero again (the last
 // block of a slab resets it, the last block of the grid resets the ticket).
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 

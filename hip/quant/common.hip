@@ -1,5 +1,6 @@
 // common.hip -- host helpers shared by the quantization launchers, and the codec self-test.
 #include "common.h"
+#include "launchers.h"
 
 #include <stdlib.h>
 

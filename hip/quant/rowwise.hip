@@ -8,6 +8,7 @@
 // than the register budget re-read the rest (L2-resident, the block just read it).
 // Slow path (odd K / misaligned): same structure, element at a time, second pass re-reads.
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 

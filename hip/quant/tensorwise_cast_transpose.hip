@@ -17,6 +17,7 @@
 // tensorwise bf16 -> fp8, 67% for cast_transpose. That is the price of the exact amax (the
 // scale of every element depends on every other element).
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 
