@@ -3,7 +3,7 @@
 //! GPU test.
 //!
 //! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
-//! `sys`, `error`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
+//! `sys`, `error`, `knobs`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
 //! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`,
 //! `grouped_gemm`) → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
@@ -14,6 +14,7 @@ pub mod error;
 pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
+pub mod knobs;
 pub mod mx;
 pub mod params;
 pub mod quant;

@@ -38,6 +38,7 @@ use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
+use crate::knobs::host_var;
 use crate::runtime::{
     DeviceBuffer, Event, Stream, base_arch, built_backend, check_status, has_launcher,
 };
@@ -217,9 +218,9 @@ pub(crate) fn run(
 /// [`GemmBackend::Auto`] (for benchmarks and debugging through the C ABI, which has no
 /// backend argument). Read on every call (a few hundred ns), so a process can switch.
 fn backend_from_env() -> Result<Option<GemmBackend>> {
-    match std::env::var("HIPFP8_GROUPED_GEMM_BACKEND") {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+    match host_var("HIPFP8_GROUPED_GEMM_BACKEND") {
+        None => Ok(None),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(None),
             "reference" => Ok(Some(GemmBackend::Reference)),
             "library" => Ok(Some(GemmBackend::Library)),
@@ -272,10 +273,7 @@ fn with_cached_workspace(
 /// `HIPFP8_CUTLASS_CONFIG` = `auto` (0) | `cooperative` (1) | `pingpong` (2): which CUTLASS
 /// instance runs (benchmarks). Unknown values mean auto.
 fn cutlass_config() -> i32 {
-    match std::env::var("HIPFP8_CUTLASS_CONFIG")
-        .unwrap_or_default()
-        .trim()
-    {
+    match host_var("HIPFP8_CUTLASS_CONFIG").unwrap_or_default().trim() {
         "1" | "cooperative" => 1,
         "2" | "pingpong" => 2,
         _ => 0,
