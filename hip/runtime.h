@@ -59,6 +59,18 @@ HIPFP8_DECL int hipfp8_rt_event_record(hipEvent_t event, hipStream_t stream) HIP
 HIPFP8_DECL int hipfp8_rt_event_synchronize(hipEvent_t event) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_rt_event_elapsed_ms(float* ms, hipEvent_t start, hipEvent_t end) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_rt_error_string(int32_t code, const char** name, const char** desc) HIPFP8_NOEXCEPT;
+/// Whether `stream` is capturing into a graph now (`*capturing` = 1).
+HIPFP8_DECL int hipfp8_rt_stream_is_capturing(hipStream_t stream, int32_t* capturing) HIPFP8_NOEXCEPT;
+/// Begin capturing `stream` into a graph; mode 0 global, 1 thread-local, 2 relaxed.
+HIPFP8_DECL int hipfp8_rt_stream_begin_capture(hipStream_t stream, int32_t mode) HIPFP8_NOEXCEPT;
+/// End the capture of `stream`: `*graph` is the captured graph (destroy it).
+HIPFP8_DECL int hipfp8_rt_stream_end_capture(hipStream_t stream, void** graph) HIPFP8_NOEXCEPT;
+/// An executable graph of `graph` (destroy it with hipfp8_rt_graph_exec_destroy).
+HIPFP8_DECL int hipfp8_rt_graph_instantiate(void** exec, void* graph) HIPFP8_NOEXCEPT;
+/// Launch an executable graph on `stream`.
+HIPFP8_DECL int hipfp8_rt_graph_launch(void* exec, hipStream_t stream) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_rt_graph_destroy(void* graph) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_rt_graph_exec_destroy(void* exec) HIPFP8_NOEXCEPT;
 
 // Self-test kernels (hip/selftest.hip).
 /// `out[i] = (in ? in[i] : 0) + mix32(i * 0x9E3779B9 + seed)` for i in 0..n (wrapping).

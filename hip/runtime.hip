@@ -238,6 +238,55 @@ HIPFP8_EXTERN int hipfp8_rt_event_elapsed_ms(float* ms, hipEvent_t start, hipEve
   return shim_status(hipEventElapsedTime(ms, start, end));
 }
 
+// ---------------------------------------------------------------------------------- capture
+
+HIPFP8_EXTERN int hipfp8_rt_stream_is_capturing(hipStream_t stream, int32_t* capturing) noexcept {
+  if (!capturing) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  const int e = shim_status(hipStreamIsCapturing(stream, &st));
+  *capturing = e == 0 && st != hipStreamCaptureStatusNone;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_stream_begin_capture(hipStream_t stream, int32_t mode) noexcept {
+  if (mode < 0 || mode > 2) return HIPFP8_KSTATUS_INVALID_ENUM;
+  const auto m = mode == 0 ? hipStreamCaptureModeGlobal
+                 : mode == 1 ? hipStreamCaptureModeThreadLocal
+                             : hipStreamCaptureModeRelaxed;
+  return shim_status(hipStreamBeginCapture(stream, m));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_stream_end_capture(hipStream_t stream, void** graph) noexcept {
+  if (!graph) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipGraph_t g = nullptr;
+  const int e = shim_status(hipStreamEndCapture(stream, &g));
+  *graph = (void*)g;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_instantiate(void** exec, void* graph) noexcept {
+  if (!exec || !graph) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipGraphExec_t x = nullptr;
+  const int e = shim_status(hipGraphInstantiateWithFlags(&x, (hipGraph_t)graph, 0));
+  *exec = (void*)x;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_launch(void* exec, hipStream_t stream) noexcept {
+  if (!exec) return HIPFP8_KSTATUS_NULL_POINTER;
+  return shim_status(hipGraphLaunch((hipGraphExec_t)exec, stream));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_destroy(void* graph) noexcept {
+  if (!graph) return 0;
+  return shim_status(hipGraphDestroy((hipGraph_t)graph));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_exec_destroy(void* exec) noexcept {
+  if (!exec) return 0;
+  return shim_status(hipGraphExecDestroy((hipGraphExec_t)exec));
+}
+
 // ---------------------------------------------------------------------------------- errors
 
 // Static strings for a status: the runtime's name/description for > 0, hipfp8's own for <= 0.

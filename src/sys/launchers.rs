@@ -121,6 +121,24 @@ foreign! {
         ms: *mut f32, start: hipEvent_t, end: hipEvent_t) -> c_int;
     "hipfp8_rt_error_string" => pub fn hipfp8_rt_error_string(
         code: i32, name: *mut *const c_char, desc: *mut *const c_char) -> c_int;
+    /// Whether `stream` is capturing into a graph now (`*capturing` = 1).
+    "hipfp8_rt_stream_is_capturing" => pub fn hipfp8_rt_stream_is_capturing(
+        stream: hipStream_t, capturing: *mut i32) -> c_int;
+    /// Begin capturing `stream` into a graph; mode 0 global, 1 thread-local, 2 relaxed.
+    "hipfp8_rt_stream_begin_capture" => pub fn hipfp8_rt_stream_begin_capture(
+        stream: hipStream_t, mode: i32) -> c_int;
+    /// End the capture of `stream`: `*graph` is the captured graph (destroy it).
+    "hipfp8_rt_stream_end_capture" => pub fn hipfp8_rt_stream_end_capture(
+        stream: hipStream_t, graph: *mut *mut c_void) -> c_int;
+    /// An executable graph of `graph` (destroy it with hipfp8_rt_graph_exec_destroy).
+    "hipfp8_rt_graph_instantiate" => pub fn hipfp8_rt_graph_instantiate(
+        exec: *mut *mut c_void, graph: *mut c_void) -> c_int;
+    /// Launch an executable graph on `stream`.
+    "hipfp8_rt_graph_launch" => pub fn hipfp8_rt_graph_launch(
+        exec: *mut c_void, stream: hipStream_t) -> c_int;
+    "hipfp8_rt_graph_destroy" => pub fn hipfp8_rt_graph_destroy(graph: *mut c_void) -> c_int;
+    "hipfp8_rt_graph_exec_destroy" => pub fn hipfp8_rt_graph_exec_destroy(
+        exec: *mut c_void) -> c_int;
     /// `out[i] = (in ? in[i] : 0) + mix32(i * 0x9E3779B9 + seed)` for i in 0..n (wrapping).
     "hipfp8_selftest_fill_launch" => pub fn hipfp8_selftest_fill_launch(
         in_: *const u32, out: *mut u32, n: i64, seed: u32, stream: hipStream_t) -> c_int;
