@@ -82,6 +82,24 @@ impl<'a, S> CastIo<'a, S> {
     }
 }
 
+/// What a CPU reference returns: nothing, or a `Result` (the ones that allocate scratch, which
+/// may fail with OUT_OF_MEMORY before anything is written).
+pub(crate) trait CpuOutcome {
+    fn into_result(self) -> Result<()>;
+}
+
+impl CpuOutcome for () {
+    fn into_result(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl CpuOutcome for Result<()> {
+    fn into_result(self) -> Result<()> {
+        self
+    }
+}
+
 /// A cast's views as the CPU reference takes them (`offs` is empty when ungrouped).
 pub(crate) struct CastHost<'a, S> {
     pub x: HpSrc<'a>,
@@ -104,18 +122,15 @@ impl Context {
     /// on the GPU nothing when `gpu_noop` (nothing to launch), else check that every pointer
     /// of `ptrs` is memory of this GPU (the first bad one in this order is reported), make
     /// the GPU current and run `gpu`, which queues the launch on the op's stream.
-    pub(crate) fn dispatch(
+    pub(crate) fn dispatch<R: CpuOutcome>(
         &self,
         gpu_noop: bool,
         ptrs: &[(&'static str, *const c_void)],
-        cpu: impl FnOnce(),
+        cpu: impl FnOnce() -> R,
         gpu: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         match self.backend() {
-            BackendKind::Cpu => {
-                cpu();
-                Ok(())
-            }
+            BackendKind::Cpu => cpu().into_result(),
             BackendKind::Gpu => {
                 if gpu_noop {
                     return Ok(());
@@ -130,11 +145,11 @@ impl Context {
     /// A scale-and-cast of one input (see [`CastIo`]): check x, out, scales and the offsets,
     /// resolve `p`'s format, then [`Context::dispatch`] to `cpu` (host slices) or `gpu`
     /// (launcher pointers).
-    pub(crate) fn cast_op<'a, S>(
+    pub(crate) fn cast_op<'a, S, R: CpuOutcome>(
         &self,
         p: &impl ResolveFormat,
         io: CastIo<'a, S>,
-        cpu: impl FnOnce(Fp8Format, CastHost<'a, S>),
+        cpu: impl FnOnce(Fp8Format, CastHost<'a, S>) -> R,
         gpu: impl FnOnce(Fp8Format, CastDev<S>) -> Result<()>,
     ) -> Result<()> {
         let CastIo {
@@ -186,6 +201,34 @@ impl Context {
 }
 
 impl Context {
+    /// Run `f` with `stream`'s zeroed scratch per_group_rowwise / rowwise_2d_padded need for
+    /// `groups` groups (`hipfp8_grouped_scratch_bytes`): null without touching the workspace
+    /// when they need none (up to 2048 groups).
+    pub(crate) fn with_grouped_scratch<R>(
+        &self,
+        groups: usize,
+        stream: StreamRef,
+        f: impl FnOnce(*mut c_void) -> Result<R>,
+    ) -> Result<R> {
+        let bytes = self.grouped_scratch_size(groups)?;
+        if bytes == 0 {
+            return f(std::ptr::null_mut());
+        }
+        self.workspace
+            .with(self, Kind::Zeroed, bytes, stream, |ws, _| f(ws))
+    }
+
+    /// Device bytes of zeroed workspace per_group_rowwise and rowwise_2d_padded need for
+    /// `groups` groups (0 up to 2048 groups).
+    pub fn grouped_scratch_size(&self, groups: usize) -> Result<usize> {
+        let mut bytes = 0u64;
+        // SAFETY: plain arithmetic on the argument, writes the out-pointer only.
+        check_status("grouped scratch size", unsafe {
+            sys::hipfp8_grouped_scratch_bytes(groups as i64, &mut bytes)
+        })?;
+        Ok(bytes as usize)
+    }
+
     /// Run `f` with `stream`'s zeroed workspace sized for the column-reducing casts
     /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
     /// lengths `k1`, `k2` (0 when single).

@@ -382,25 +382,29 @@ impl Context {
                 ))
             },
             |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and
-                // output bytes, G*m scales and G offsets (clamped by the kernel); work is only
-                // queued on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_per_group_rowwise_launch(
-                        d.x,
-                        d.offs,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        g as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                check_status("per_group_rowwise", st)
+                self.with_grouped_scratch(g, stream, |ws| {
+                    // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs
+                    // and output bytes, G*m scales and G offsets (clamped by the kernel); `ws`
+                    // is null or the zeroed scratch of the size the launcher asked for; work is
+                    // only queued on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_per_group_rowwise_launch(
+                            d.x,
+                            d.offs,
+                            d.out,
+                            d.scales,
+                            m as i64,
+                            k as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            d.dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    check_status("per_group_rowwise", st)
+                })
             },
         )
     }
@@ -714,24 +718,27 @@ impl Context {
                 ))
             },
             || {
-                // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_rowwise_2d_padded_launch(
-                        xp,
-                        offp,
-                        op,
-                        sp,
-                        pp,
-                        m as i64,
-                        k as i64,
-                        g as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        dtype,
-                        stream.0,
-                    )
-                };
-                check_status("rowwise_2d_padded", st)
+                self.with_grouped_scratch(g, stream, |ws| {
+                    // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; `ws` is null or the zeroed scratch of the size the launcher asked for; the launcher only queues work on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_rowwise_2d_padded_launch(
+                            xp,
+                            offp,
+                            op,
+                            sp,
+                            pp,
+                            m as i64,
+                            k as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    check_status("rowwise_2d_padded", st)
+                })
             },
         )
     }

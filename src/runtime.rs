@@ -89,11 +89,17 @@ pub fn check_status(what: &str, code: c_int) -> Result<()> {
             "{what}: pointer alignment not supported"
         ))),
         sys::KSTATUS_UNSUPPORTED => Err(Error::NotSupported(format!(
-            "{what}: not implemented for this target"
+            "{what}: the kernel launcher does not take these arguments (docs/OPS.md lists the \
+             GPU limits)"
         ))),
         sys::KSTATUS_NULL_POINTER => Err(Error::NullPointer("kernel argument")),
         c => {
             let (name, desc) = status_string(c);
+            // hipErrorOutOfMemory / cudaErrorMemoryAllocation (both 2): a failed allocation
+            // of the library's own (workspace, buffer) is its own status, not a broken device.
+            if name.contains("OutOfMemory") || name.contains("MemoryAllocation") {
+                return Err(Error::OutOfMemory(format!("{what}: {name}: {desc}")));
+            }
             Err(Error::Device {
                 code: c,
                 msg: format!("{what}: {name}: {desc}"),

@@ -135,7 +135,7 @@ fn build(src: &Path, link: Link) -> PathBuf {
         Link::Static => cmd.arg(lib.join("libhipfp8.a")).args(native_static_libs()),
         Link::Shared => cmd
             .arg("-L")
-            .arg(lib)
+            .arg(soname_link(lib))
             .arg("-l:libhipfp8.so")
             .arg(format!("-Wl,-rpath,{}", lib.display()))
             .arg("-lm"),

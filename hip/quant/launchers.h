@@ -52,14 +52,18 @@ HIPFP8_DECL int hipfp8_codec_selftest_launch(int format, unsigned long long* mis
 HIPFP8_DECL int hipfp8_rowwise_2d_launch(const void* x, uint8_t* out, float* scales, int64_t m, int64_t k,
     int format, int pow2, int in_dtype, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
-/// `[g*m + i]`. At most 2048 groups (else `KSTATUS_UNSUPPORTED`).
+/// `[g*m + i]`. `workspace`: `hipfp8_grouped_scratch_bytes(groups)` bytes of the zeroed
+/// context workspace (null when 0).
 HIPFP8_DECL int hipfp8_per_group_rowwise_launch(const void* x, const int32_t* offs, uint8_t* out,
-    float* scales, int64_t m, int64_t k, int64_t groups, int format, int pow2, int in_dtype,
+    float* scales, int64_t m, int64_t k, int64_t groups, int format, int pow2, int in_dtype, void* workspace,
     hipStream_t stream) HIPFP8_NOEXCEPT;
+/// Device scratch of per_group_rowwise / rowwise_2d_padded for `groups` groups: 0 up to
+/// 2048 groups, else the group tables. Zero before use; every launch leaves it zero.
+HIPFP8_DECL int hipfp8_grouped_scratch_bytes(int64_t groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
 /// Token-group padding fused with the rowwise cast (see `Context::rowwise_2d_padded`).
 HIPFP8_DECL int hipfp8_rowwise_2d_padded_launch(const void* x, const int32_t* offs, uint8_t* out,
     float* scales, int32_t* padded_offs, int64_t m, int64_t k, int64_t groups, int format, int pow2,
-    int in_dtype, hipStream_t stream) HIPFP8_NOEXCEPT;
+    int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Tensorwise cast of n elements (see `Context::tensorwise`): async memset of `amax`,
 /// amax kernel, cast kernel; no host synchronisation.
 HIPFP8_DECL int hipfp8_tensorwise_launch(const void* x, uint8_t* out, float* scale, float* amax, int64_t n,

@@ -64,8 +64,7 @@ impl Context {
                     scale_b.host_slice(),
                     out.host_slice_mut(),
                 );
-                reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o);
-                Ok(())
+                reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o)
             }
             BackendKind::Gpu => {
                 let args = GroupedArgs {
@@ -124,8 +123,7 @@ impl Context {
                     scale_b.host_slice(),
                     out.host_slice_mut(),
                 );
-                reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o);
-                Ok(())
+                reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o)
             }
             BackendKind::Gpu => {
                 let args = GroupedArgs {

@@ -195,15 +195,21 @@ foreign! {
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
     /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
-    ///`[g*m + i]`. At most 2048 groups (else `KSTATUS_UNSUPPORTED`).
+    ///`[g*m + i]`. `workspace`: `hipfp8_grouped_scratch_bytes(groups)` bytes of the zeroed
+    ///context workspace (null when 0).
     "hipfp8_per_group_rowwise_launch" => pub fn hipfp8_per_group_rowwise_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64,
-        groups: i64, format: c_int, pow2: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
+        groups: i64, format: c_int, pow2: c_int, in_dtype: c_int, workspace: *mut c_void,
+        stream: hipStream_t) -> c_int;
+    /// Device scratch of per_group_rowwise / rowwise_2d_padded for `groups` groups: 0 up to
+    ///2048 groups, else the group tables. Zero before use; every launch leaves it zero.
+    "hipfp8_grouped_scratch_bytes" => pub fn hipfp8_grouped_scratch_bytes(
+        groups: i64, bytes: *mut u64) -> c_int;
     /// Token-group padding fused with the rowwise cast (see `Context::rowwise_2d_padded`).
     "hipfp8_rowwise_2d_padded_launch" => pub fn hipfp8_rowwise_2d_padded_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, padded_offs: *mut i32,
         m: i64, k: i64, groups: i64, format: c_int, pow2: c_int, in_dtype: c_int,
-        stream: hipStream_t) -> c_int;
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Tensorwise cast of n elements (see `Context::tensorwise`): async memset of `amax`,
     ///amax kernel, cast kernel; no host synchronisation.
     "hipfp8_tensorwise_launch" => pub fn hipfp8_tensorwise_launch(
