@@ -4,8 +4,9 @@
 //! - `moe_fwd_bwd_captured_on_a_fresh_stream`: the grouped-mm training step of one MoE
 //!   projection (rowwise_2d, colwise_3d, grouped GEMM 2Dx3D; rowwise_2d of grad_out,
 //!   rowwise_3d_transpose_rhs, grouped GEMM 2Dx3D; per_group_colwise_dual, grouped GEMM 2Dx2D)
-//!   captured on a stream that never ran anything (caller-provided workspaces), replayed with
-//!   new data AND new offsets, compared bit for bit with eager calls.
+//!   run eagerly on one stream, then captured on a stream that never ran anything
+//!   (caller-provided workspaces), replayed with new data AND new offsets, compared bit for
+//!   bit with eager calls.
 //! - `every_other_op_captured_after_warmup`: every other op captured on a fresh stream warmed
 //!   by one eager pass (the cached per-stream workspace), replayed with new data, compared.
 //! - `two_streams_run_column_casts_concurrently`: column casts and cast_transpose queued on two
@@ -300,9 +301,14 @@ fn moe_fwd_bwd_captured_on_a_fresh_stream() {
     // SAFETY: as above.
     unsafe { ctx.bind_stream_workspace(cap.handle(), cws).unwrap() };
     let gp_cap = gp.with_workspace(gws);
+    // The trainer's situation: eager steps ran on another stream first (that stream's cached
+    // workspaces are warm and were last used there), then the step is captured on `cap`.
+    let eager = Stream::new_non_blocking(&ctx).unwrap();
+    moe.upload(&mut bank, 99, &offs_a);
+    moe.step(&ctx, &gp, eager.handle());
+    eager.synchronize().unwrap();
     let graph = capture(&ctx, &cap, |s| moe.step(&ctx, &gp_cap, s));
 
-    let eager = Stream::new_non_blocking(&ctx).unwrap();
     for (round, (seed, offs)) in [(1u64, &offs_a), (7, &offs_b), (13, &offs_a)]
         .into_iter()
         .enumerate()
@@ -470,6 +476,27 @@ fn every_other_op_captured_after_warmup() {
         bank.upload(&scale, &[0.75 + seed as f32]);
     };
     let cap = Stream::new_non_blocking(&ctx).unwrap();
+    // Cold: a cast that needs scratch on a stream whose cache is empty is refused while the
+    // stream is captured (growing would allocate), before anything is queued: the capture
+    // stays valid and ends cleanly.
+    upload(&mut bank, 0, &[100, 200, 384], &[64, 64, 320]);
+    {
+        let cold = Stream::new_non_blocking(&ctx).unwrap();
+        cold.begin_capture().unwrap();
+        let p = CastParams::new(Fp8Format::E4M3Fn, true);
+        let r = ctx.per_group_colwise(
+            &p,
+            OM,
+            OK,
+            x.hp(),
+            offs_m.src(),
+            o[13].dst(),
+            f[11].dst(),
+            cold.handle(),
+        );
+        assert!(matches!(r, Err(hipfp8::Error::NotSupported(_))), "{r:?}");
+        drop(cold.end_capture().unwrap());
+    }
     // Warm-up: one eager pass on the capture stream sizes its cached workspace.
     upload(&mut bank, 0, &[100, 200, 384], &[64, 64, 320]);
     step(cap.handle());
