@@ -193,40 +193,30 @@ impl Moe {
             .unwrap();
         ctx.colwise_3d(&p, E, K, N, self.w.hp(), self.wq.dst(), self.wsc.dst(), s)
             .unwrap();
-        ctx.grouped_gemm_2d3d(
-            g,
-            M,
-            K,
-            N,
-            E,
-            self.xq.src(),
-            self.wq.src(),
-            self.offs.src(),
-            self.xs.src(),
-            self.wsc.src(),
-            self.y.dst(),
-            s,
-        )
-        .unwrap();
+        // The forward GEMM (x . w) and the dgrad GEMM (grad_out . w^T) have the same form.
+        let gemm = |kk, nn, a: Buf<u8>, b: Buf<u8>, sa: Buf<f32>, sb: Buf<f32>, out: Buf<bf16>| {
+            ctx.grouped_gemm_2d3d(
+                g,
+                M,
+                kk,
+                nn,
+                E,
+                a.src(),
+                b.src(),
+                self.offs.src(),
+                sa.src(),
+                sb.src(),
+                out.dst(),
+                s,
+            )
+            .unwrap()
+        };
+        gemm(K, N, self.xq, self.wq, self.xs, self.wsc, self.y);
         ctx.rowwise_2d(&p, M, N, self.go.hp(), self.gq.dst(), self.gs.dst(), s)
             .unwrap();
         ctx.rowwise_3d_transpose_rhs(&p, E, K, N, self.w.hp(), self.wtq.dst(), self.wts.dst(), s)
             .unwrap();
-        ctx.grouped_gemm_2d3d(
-            g,
-            M,
-            N,
-            K,
-            E,
-            self.gq.src(),
-            self.wtq.src(),
-            self.offs.src(),
-            self.gs.src(),
-            self.wts.src(),
-            self.dx.dst(),
-            s,
-        )
-        .unwrap();
+        gemm(N, K, self.gq, self.wtq, self.gs, self.wts, self.dx);
         ctx.per_group_colwise_dual(
             &p,
             M,
