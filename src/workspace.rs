@@ -15,8 +15,9 @@
 //! GEMM's group arguments) hold anything.
 //!
 //! Growth: a buffer grows (geometrically) when a call needs more. Growing synchronises the
-//! stream, frees the old buffer and allocates a new one, so it is refused while the stream is
-//! capturing ([`Error::NotSupported`]): run each op once on the stream before capturing (a
+//! stream (never the device: another thread may be capturing another stream), frees the old
+//! buffer, allocates a new one and zeroes it with an async memset on the stream, so it is
+//! refused while the stream itself is capturing ([`Error::NotSupported`]): run each op once on the stream before capturing (a
 //! warm-up), or bind a caller-provided workspace ([`WorkspaceCache::bind`]).
 //!
 //! Caller-provided workspaces: `Context::bind_stream_workspace` makes caller memory the
@@ -146,19 +147,13 @@ impl WorkspaceCache {
                 slot.own = None;
             }
             let len = bytes.max(old_len.saturating_mul(2)).max(4096);
-            let buf = match kind {
-                Kind::Zeroed => {
-                    let b = DeviceBuffer::<u8>::zeroed(gpu, len)?;
-                    // The zeroing memset went to the legacy default stream, which
-                    // non-blocking streams do not wait for: finish it before any kernel.
-                    // SAFETY: no arguments.
-                    check_status("device synchronize", unsafe {
-                        sys::hipfp8_rt_device_synchronize()
-                    })?;
-                    b
-                }
-                Kind::Plain => DeviceBuffer::<u8>::alloc(gpu, len)?,
-            };
+            let mut buf = DeviceBuffer::<u8>::alloc(gpu, len)?;
+            if kind == Kind::Zeroed {
+                // Zeroed in stream order, before any kernel queued after it on `stream`: no
+                // device-wide synchronisation, which would break a capture that another
+                // thread runs on another stream.
+                buf.fill_bytes_async(0, stream)?;
+            }
             slot.own = Some(buf);
         }
         let buf = slot.own.as_mut().expect("workspace allocated above");
