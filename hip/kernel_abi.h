@@ -27,3 +27,21 @@
 #define HIPFP8_COPY_H2D 1
 #define HIPFP8_COPY_D2H 2
 #define HIPFP8_COPY_D2D 3
+
+// Prototypes of the extern "C" functions (hip/launchers.h and the family headers it
+// includes): `HIPFP8_DECL int name(...) HIPFP8_NOEXCEPT;`. Definitions are written
+// `HIPFP8_EXTERN int name(...) noexcept {` (port.h), and the compiler checks each against its
+// prototype. Under HIPFP8_BINDGEN (bindgen reading the headers as C) the runtime handles
+// are opaque pointers; otherwise port.h defines them.
+#include <stdint.h>
+#ifdef __cplusplus
+#define HIPFP8_DECL extern "C"
+#define HIPFP8_NOEXCEPT noexcept
+#else
+#define HIPFP8_DECL
+#define HIPFP8_NOEXCEPT
+#endif
+#ifdef HIPFP8_BINDGEN
+typedef void* hipStream_t;
+typedef void* hipEvent_t;
+#endif

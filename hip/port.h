@@ -111,6 +111,23 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipEventQuery cudaEventQuery
 #define hipMemoryTypeHost cudaMemoryTypeHost
 #define hipMemoryTypeManaged cudaMemoryTypeManaged
+// Stream capture and graphs (hip/runtime.hip: the tests' capture helpers, the capture check of
+// the per-stream workspace).
+typedef cudaGraph_t hipGraph_t;
+typedef cudaGraphExec_t hipGraphExec_t;
+typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define hipStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define hipStreamCaptureStatusActive cudaStreamCaptureStatusActive
+#define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphDestroy cudaGraphDestroy
+#define hipGraphExecDestroy cudaGraphExecDestroy
 
 #define HIPFP8_LDG(p) __ldg(p)
 static inline __device__ float hipfp8_bf16_to_f32(hipfp8_bf16 v) { return __bfloat162float(v); }

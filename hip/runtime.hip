@@ -5,27 +5,9 @@
 // (0 = success, > 0 = the runtime's error code, < 0 = HIPFP8_KSTATUS_*).
 #include "port.h"
 #include "kernel_abi.h"
+#include "runtime.h"
 
 #include <string.h>
-
-// Fixed-layout device description (mirrored by `sys::hipfp8_device_props`; its size is
-// checked at run time through hipfp8_rt_props_size).
-struct hipfp8_device_props {
-  char name[256];
-  char arch[256];
-  int32_t vendor;  // 1 = AMD, 2 = NVIDIA
-  int32_t multiprocessor_count;
-  int32_t wavefront_size;
-  int32_t cc_major;
-  int32_t cc_minor;
-  int32_t max_threads_per_block;
-  int64_t total_global_mem;
-  int64_t l2_cache_bytes;
-  int64_t shared_mem_per_block;
-  int64_t shared_mem_per_block_optin;
-  int32_t pci_bus_id;
-  int32_t pci_device_id;
-};
 
 // A failed runtime call leaves its code behind as the runtime's "last error", and the next
 // launch check (hipGetLastError right after a kernel launch) would report it as that launch's
@@ -254,6 +236,55 @@ HIPFP8_EXTERN int hipfp8_rt_event_elapsed_ms(float* ms, hipEvent_t start, hipEve
   if (!ms || !start || !end) return HIPFP8_KSTATUS_NULL_POINTER;
   *ms = 0.0f;
   return shim_status(hipEventElapsedTime(ms, start, end));
+}
+
+// ---------------------------------------------------------------------------------- capture
+
+HIPFP8_EXTERN int hipfp8_rt_stream_is_capturing(hipStream_t stream, int32_t* capturing) noexcept {
+  if (!capturing) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  const int e = shim_status(hipStreamIsCapturing(stream, &st));
+  *capturing = e == 0 && st != hipStreamCaptureStatusNone;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_stream_begin_capture(hipStream_t stream, int32_t mode) noexcept {
+  if (mode < 0 || mode > 2) return HIPFP8_KSTATUS_INVALID_ENUM;
+  const auto m = mode == 0 ? hipStreamCaptureModeGlobal
+                 : mode == 1 ? hipStreamCaptureModeThreadLocal
+                             : hipStreamCaptureModeRelaxed;
+  return shim_status(hipStreamBeginCapture(stream, m));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_stream_end_capture(hipStream_t stream, void** graph) noexcept {
+  if (!graph) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipGraph_t g = nullptr;
+  const int e = shim_status(hipStreamEndCapture(stream, &g));
+  *graph = (void*)g;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_instantiate(void** exec, void* graph) noexcept {
+  if (!exec || !graph) return HIPFP8_KSTATUS_NULL_POINTER;
+  hipGraphExec_t x = nullptr;
+  const int e = shim_status(hipGraphInstantiateWithFlags(&x, (hipGraph_t)graph, 0));
+  *exec = (void*)x;
+  return e;
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_launch(void* exec, hipStream_t stream) noexcept {
+  if (!exec) return HIPFP8_KSTATUS_NULL_POINTER;
+  return shim_status(hipGraphLaunch((hipGraphExec_t)exec, stream));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_destroy(void* graph) noexcept {
+  if (!graph) return 0;
+  return shim_status(hipGraphDestroy((hipGraph_t)graph));
+}
+
+HIPFP8_EXTERN int hipfp8_rt_graph_exec_destroy(void* exec) noexcept {
+  if (!exec) return 0;
+  return shim_status(hipGraphExecDestroy((hipGraphExec_t)exec));
 }
 
 // ---------------------------------------------------------------------------------- errors

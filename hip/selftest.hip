@@ -3,6 +3,7 @@
 // of any quantization kernel. Used by tests/gpu_runtime.rs.
 #include "port.h"
 #include "kernel_abi.h"
+#include "runtime.h"
 
 // A 32-bit integer mix (the murmur3 finaliser): every output depends on every bit of the
 // index and seed, so a wrong index, a skipped element or a stale buffer cannot pass.

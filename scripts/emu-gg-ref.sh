@@ -8,6 +8,7 @@ W="$(mktemp -d)"; trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/gen/grouped_gemm"
 cp "$ROOT/tests/emu/port_emu.h" "$W/gen/port.h"
 cp "$ROOT/hip/kernel_abi.h" "$W/gen/kernel_abi.h"
+cp "$ROOT/hip/grouped_gemm/launchers.h" "$W/gen/grouped_gemm/launchers.h"
 # Launch syntax `k<<<grid, threads, 0, stream>>>(args);` -> emu_launch(grid, threads, [&]{ k(args); });
 perl -0pe 's/(\w+)<<<\s*([^,]+),\s*([^,]+),\s*[^,]+,\s*[^>]+>>>\((.*?)\);/emu_launch($2, $3, [&]{ $1($4); });/gs' \
   "$ROOT/hip/grouped_gemm/reference.hip" > "$W/gen/grouped_gemm/reference.hip"

@@ -8,6 +8,7 @@ use crate::reference;
 use crate::runtime::check_status;
 use crate::validate::{checked_mul, require_no_pow2, require_nonzero};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
+use crate::workspace::Kind;
 
 pub use crate::params::Scaling;
 
@@ -62,40 +63,32 @@ impl Context {
                 ))
             },
             || {
-                let mut bytes = 0u64;
-                // SAFETY: arithmetic on the arguments; writes the out-pointer only.
-                check_status("cast_transpose workspace size", unsafe {
-                    crate::sys::hipfp8_cast_transpose_workspace_bytes(
-                        m as i64,
-                        k as i64,
-                        scaling as i32,
-                        &mut bytes,
-                    )
-                })?;
-                self.workspace.with(self, bytes as usize, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with m*k inputs, m*k
-                    // bytes for each output and the scales of `scaling`; `ws` is the context's
-                    // zeroed workspace of the size asked for, which the launch leaves zeroed;
-                    // work is only queued on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_cast_transpose_launch(
-                            xp,
-                            op,
-                            otp,
-                            sp,
-                            stp,
-                            m as i64,
-                            k as i64,
-                            scaling as i32,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("cast_transpose", st)
-                })
+                let bytes = self.cast_transpose_workspace_size(m, k, scaling)?;
+                self.workspace
+                    .with(self, Kind::Zeroed, bytes, stream, |ws, _| {
+                        // SAFETY: validated above: device memory of this GPU with m*k inputs, m*k
+                        // bytes for each output and the scales of `scaling`; `ws` is the context's
+                        // zeroed workspace of the size asked for, which the launch leaves zeroed;
+                        // work is only queued on `stream`.
+                        let st = unsafe {
+                            crate::sys::hipfp8_cast_transpose_launch(
+                                xp,
+                                op,
+                                otp,
+                                sp,
+                                stp,
+                                m as i64,
+                                k as i64,
+                                scaling as i32,
+                                fmt as i32,
+                                p.pow2_scales as i32,
+                                dtype,
+                                ws,
+                                stream.0,
+                            )
+                        };
+                        check_status("cast_transpose", st)
+                    })
             },
         )
     }

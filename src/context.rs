@@ -34,7 +34,7 @@ pub struct Context {
     /// GPU ordinal for the GPU backend (see `runtime.rs`), None for the CPU.
     ordinal: Option<usize>,
     /// Device scratch of the GPU kernels that need one (see `workspace.rs`).
-    pub(crate) workspace: crate::workspace::WorkspaceCell,
+    pub(crate) workspace: crate::workspace::WorkspaceCache,
 }
 
 impl Context {

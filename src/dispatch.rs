@@ -14,10 +14,11 @@ use std::ffi::c_void;
 use crate::context::{BackendKind, Context};
 use crate::error::Result;
 use crate::format::Fp8Format;
-use crate::params::CastParams;
-use crate::runtime::check_status;
+use crate::params::{CastParams, Scaling};
+use crate::runtime::{check_status, require_gpu};
 use crate::sys;
 use crate::view::{Dst, HpSrc, Src, StreamRef};
+use crate::workspace::{Kind, Workspace};
 
 /// The output format a cast's parameters resolve to on a context (the error, if any, is
 /// reported after the views are checked).
@@ -200,27 +201,35 @@ impl Context {
 }
 
 impl Context {
-    /// Run `f` with the zeroed scratch per_group_rowwise / rowwise_2d_padded need for
+    /// Run `f` with `stream`'s zeroed scratch per_group_rowwise / rowwise_2d_padded need for
     /// `groups` groups (`hipfp8_grouped_scratch_bytes`): null without touching the workspace
-    /// when they need none (up to 2048 groups), else the context workspace.
+    /// when they need none (up to 2048 groups).
     pub(crate) fn with_grouped_scratch<R>(
         &self,
         groups: usize,
         stream: StreamRef,
         f: impl FnOnce(*mut c_void) -> Result<R>,
     ) -> Result<R> {
+        let bytes = self.grouped_scratch_size(groups)?;
+        if bytes == 0 {
+            return f(std::ptr::null_mut());
+        }
+        self.workspace
+            .with(self, Kind::Zeroed, bytes, stream, |ws, _| f(ws))
+    }
+
+    /// Device bytes of zeroed workspace per_group_rowwise and rowwise_2d_padded need for
+    /// `groups` groups (0 up to 2048 groups).
+    pub fn grouped_scratch_size(&self, groups: usize) -> Result<usize> {
         let mut bytes = 0u64;
         // SAFETY: plain arithmetic on the argument, writes the out-pointer only.
         check_status("grouped scratch size", unsafe {
             sys::hipfp8_grouped_scratch_bytes(groups as i64, &mut bytes)
         })?;
-        if bytes == 0 {
-            return f(std::ptr::null_mut());
-        }
-        self.workspace.with(self, bytes as usize, stream, f)
+        Ok(bytes as usize)
     }
 
-    /// Run `f` with the zeroed workspace sized for the column-reducing casts
+    /// Run `f` with `stream`'s zeroed workspace sized for the column-reducing casts
     /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
     /// lengths `k1`, `k2` (0 when single).
     pub(crate) fn with_colwise_workspace<R>(
@@ -231,11 +240,62 @@ impl Context {
         stream: StreamRef,
         f: impl FnOnce(*mut c_void) -> Result<R>,
     ) -> Result<R> {
+        let bytes = self.colwise_workspace_size(groups, k1, k2)?;
+        self.workspace
+            .with(self, Kind::Zeroed, bytes, stream, |ws, _| f(ws))
+    }
+
+    /// Device bytes of zeroed workspace the column-reducing casts (per_group_colwise with
+    /// `k1` columns, per_group_colwise_dual with `k1` and `k2`, rowwise_3d_transpose_rhs with
+    /// `groups` = E and `k1` = K) need for `groups` groups.
+    pub fn colwise_workspace_size(&self, groups: usize, k1: usize, k2: usize) -> Result<usize> {
         let mut bytes = 0u64;
         // SAFETY: plain arithmetic on the arguments, writes the out-pointer only.
         check_status("colwise workspace size", unsafe {
             sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, &mut bytes)
         })?;
-        self.workspace.with(self, bytes as usize, stream, f)
+        Ok(bytes as usize)
+    }
+
+    /// Device bytes of zeroed workspace cast_transpose of an (m, k) matrix needs.
+    pub fn cast_transpose_workspace_size(
+        &self,
+        m: usize,
+        k: usize,
+        scaling: Scaling,
+    ) -> Result<usize> {
+        let mut bytes = 0u64;
+        // SAFETY: arithmetic on the arguments; writes the out-pointer only.
+        check_status("cast_transpose workspace size", unsafe {
+            sys::hipfp8_cast_transpose_workspace_bytes(
+                m as i64,
+                k as i64,
+                scaling as i32,
+                &mut bytes,
+            )
+        })?;
+        Ok(bytes as usize)
+    }
+
+    /// Give `stream` a caller-provided zeroed workspace for the casts that need one
+    /// (column-reducing casts, cast_transpose): at least the largest size of
+    /// [`Context::colwise_workspace_size`] / [`Context::cast_transpose_workspace_size`] over
+    /// the calls it will serve (a call that needs more fails with `OutputTooSmall`). Without
+    /// one, each stream gets its own cached buffer (src/workspace.rs).
+    ///
+    /// # Safety
+    /// `ws` must be device memory of this context's GPU, all zero, not used by anything else
+    /// and kept alive until [`Context::unbind_stream_workspace`] and the end of the work queued
+    /// with it (the kernels leave it zero).
+    pub unsafe fn bind_stream_workspace(&self, stream: StreamRef, ws: Workspace) -> Result<()> {
+        require_gpu(self, "a workspace")?;
+        self.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
+        self.workspace.bind(stream, ws.as_ptr(), ws.len())
+    }
+
+    /// Drop a binding of [`Context::bind_stream_workspace`]; the stream's next call that needs
+    /// scratch allocates its own.
+    pub fn unbind_stream_workspace(&self, stream: StreamRef) {
+        self.workspace.unbind(stream)
     }
 }

@@ -3,7 +3,7 @@
 //! GPU test.
 //!
 //! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
-//! `sys`, `error`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
+//! `sys`, `error`, `knobs`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
 //! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`,
 //! `grouped_gemm`) → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
@@ -14,6 +14,7 @@ pub mod error;
 pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
+pub mod knobs;
 pub mod mx;
 pub mod params;
 pub mod quant;
@@ -23,7 +24,7 @@ pub mod scaling;
 pub mod sys;
 pub mod validate;
 pub mod view;
-pub(crate) mod workspace;
+pub mod workspace;
 
 pub use context::{BackendKind, Context};
 pub use error::{Error, Result};
@@ -31,9 +32,10 @@ pub use format::Fp8Format;
 pub use grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 pub use half::{bf16, f16};
 pub use params::{CastParams, FormatChoice, Layout, MxParams, MxRounding, Scaling};
-pub use runtime::{Device, DeviceBuffer, Event, Stream};
+pub use runtime::{Device, DeviceBuffer, Event, Graph, Stream};
 pub use validate::{checked_mul, require_no_pow2, require_nonzero, validate_offsets};
 pub use view::{Dst, HpSrc, Loc, Src, StreamRef};
+pub use workspace::Workspace;
 
 /// The public paths of earlier releases, kept as aliases (nothing inside the crate uses them).
 pub mod ops {

@@ -469,6 +469,37 @@ impl Stream {
         Ok(done != 0)
     }
 
+    /// Whether the stream is capturing into a graph now.
+    pub fn is_capturing(&self) -> Result<bool> {
+        stream_is_capturing(self.handle())
+    }
+
+    /// Begin capturing this stream into a graph, in thread-local mode (other threads may go
+    /// on using the runtime). Work queued on it until [`Stream::end_capture`] is recorded,
+    /// not run.
+    pub fn begin_capture(&self) -> Result<()> {
+        // SAFETY: valid handle; mode 1 = thread-local.
+        check_status("stream begin capture", unsafe {
+            sys::hipfp8_rt_stream_begin_capture(self.raw, 1)
+        })
+    }
+
+    /// End the capture begun by [`Stream::begin_capture`]: the captured work as a graph.
+    pub fn end_capture(&self) -> Result<Graph> {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: valid handle and out-pointer.
+        check_status("stream end capture", unsafe {
+            sys::hipfp8_rt_stream_end_capture(self.raw, &mut graph)
+        })?;
+        let mut exec = std::ptr::null_mut();
+        // SAFETY: the graph just captured; valid out-pointer.
+        let st = unsafe { sys::hipfp8_rt_graph_instantiate(&mut exec, graph) };
+        // From here `Graph` owns both handles (null ones are not destroyed).
+        let g = Graph { raw: exec, graph };
+        check_status("graph instantiate", st)?;
+        Ok(g)
+    }
+
     /// Make later work on this stream wait for `event` (recorded on any stream).
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         // SAFETY: valid handles.
@@ -489,6 +520,53 @@ impl Drop for Stream {
         if self.owned && !self.raw.is_null() {
             // SAFETY: we created this stream and nobody else destroys it.
             unsafe { sys::hipfp8_rt_stream_destroy(self.raw) };
+        }
+    }
+}
+
+/// Whether `stream` is capturing into a graph now (false for a CPU build).
+pub fn stream_is_capturing(stream: StreamRef) -> Result<bool> {
+    if !gpu_built() {
+        return Ok(false);
+    }
+    let mut c = 0;
+    // SAFETY: a caller-provided stream handle (StreamRef's contract) and a valid out-pointer.
+    check_status("stream is capturing", unsafe {
+        sys::hipfp8_rt_stream_is_capturing(stream.0, &mut c)
+    })?;
+    Ok(c != 0)
+}
+
+// ---------------------------------------------------------------------------------- graphs
+
+/// A captured and instantiated graph ([`Stream::end_capture`]): replay it with
+/// [`Graph::launch`]. Replays read and write the same device memory as the captured calls.
+#[derive(Debug)]
+pub struct Graph {
+    /// The executable graph.
+    raw: *mut c_void,
+    graph: *mut c_void,
+}
+
+// SAFETY: graph handles are thread-safe runtime identifiers (as for Stream).
+unsafe impl Send for Graph {}
+
+impl Graph {
+    /// Queue one replay of the graph on `stream`.
+    pub fn launch(&self, stream: impl Into<StreamRef>) -> Result<()> {
+        // SAFETY: an instantiated graph and a caller-provided stream handle.
+        check_status("graph launch", unsafe {
+            sys::hipfp8_rt_graph_launch(self.raw, stream.into().0)
+        })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: we own both handles; destroying null is a no-op in the shim.
+        unsafe {
+            sys::hipfp8_rt_graph_exec_destroy(self.raw);
+            sys::hipfp8_rt_graph_destroy(self.graph);
         }
     }
 }

@@ -1,119 +1,186 @@
-//! The GPU context's device workspace: scratch memory some kernels need (inter-block amax
-//! exchange of the column-reducing casts, amax accumulators of the two-phase casts).
+//! Device scratch memory of the GPU ops that need it, one mechanism for all of them: the
+//! column-reducing casts (inter-block amax exchange), the two-phase cast_transpose (amax
+//! accumulators) and the grouped GEMM's library arguments.
 //!
-//! # Decision: the context owns it (no workspace argument in the API)
-//! A GPU context lazily allocates one grow-only device buffer, zeroed once at
-//! allocation. Every user keeps the invariant "all zero between uses": the column casts reset
-//! every slot they touched before they finish; the two-phase casts (amax pass, then cast pass)
-//! clear their accumulators with an async memset queued after their cast pass. So no call pays for an allocation or a host sync after the first, and
-//! CUDA/HIP graph capture of the ops works (nothing is allocated while capturing, provided the
-//! workspace is warm: run each op once before capturing).
+//! # Per stream, no events
+//! A GPU context keeps one scratch buffer per (stream, kind): work queued on one stream is
+//! ordered by the stream itself, so reuse needs no event, and two streams never share a
+//! buffer, so they run concurrently (two streams of column casts do not serialise). Nothing
+//! here waits on an event recorded elsewhere: a stream that is being captured into a CUDA/HIP
+//! graph uses its buffer like any other call, and the capture stays valid.
 //!
-//! Streams: a launch uses the workspace from its stream's point of view. When a call comes on
-//! a different stream than the previous user, the new stream first waits for an event
-//! recorded after the previous use, so two in-flight launches never share the memory. Calls
-//! are serialised on the host by a mutex only while they enqueue work.
-//! Growing frees the old buffer (`hipFree`/`cudaFree` synchronise the device, so no in-flight
-//! kernel still uses it), allocates a zeroed larger one and synchronises the device once.
+//! Kinds: [`Kind::Zeroed`] buffers are all zero between uses (zeroed once when allocated; the
+//! column casts reset every slot they touched before they finish; cast_transpose clears its
+//! accumulators with an async memset after its cast pass). [`Kind::Plain`] buffers (the
+//! GEMM's group arguments) hold anything.
+//!
+//! Growth: a buffer grows (geometrically) when a call needs more. Growing synchronises the
+//! stream (never the device: another thread may be capturing another stream), frees the old
+//! buffer, allocates a new one and zeroes it with an async memset on the stream, so it is
+//! refused while the stream itself is capturing ([`Error::NotSupported`]): run each op once on the stream before capturing (a
+//! warm-up), or bind a caller-provided workspace ([`WorkspaceCache::bind`]).
+//!
+//! Caller-provided workspaces: `Context::bind_stream_workspace` makes caller memory the
+//! zeroed scratch of a stream (sized with `Context::colwise_workspace_size` /
+//! `cast_transpose_workspace_size`); the GEMM takes its own through `GemmParams::workspace`.
+//!
+//! A stream's handle is its identity: a stream destroyed while work that used its buffer is
+//! still queued must not be replaced by a new stream with the same handle before that work
+//! ends (streams from [`crate::runtime::Stream`] and frameworks are long-lived).
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use crate::error::Result;
-use crate::runtime::{DeviceBuffer, GpuHandle, check_status};
+use crate::error::{Error, Result};
+use crate::runtime::{DeviceBuffer, GpuHandle, check_status, stream_is_capturing};
 use crate::sys;
 use crate::view::StreamRef;
 
-struct Inner {
-    buf: DeviceBuffer<u8>,
-    /// Raw event recorded after the last use (created with the buffer).
-    event: sys::hipEvent_t,
-    /// Stream of the last use, as an address (StreamRef is not Send).
-    last_stream: usize,
-    used: bool,
+/// A caller-owned device workspace: for a grouped GEMM (`GemmParams::workspace`, sized by
+/// `Context::grouped_gemm_workspace_size`) or bound to a stream for the casts
+/// (`Context::bind_stream_workspace`). Work queued with it may still use it after the call
+/// returns: the caller keeps it alive and unused by other work until then (stream order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workspace {
+    ptr: *mut c_void,
+    bytes: usize,
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // SAFETY: we created the event; destroying a recorded event is allowed.
-        unsafe { sys::hipfp8_rt_event_destroy(self.event) };
+impl Workspace {
+    /// # Safety
+    /// `ptr` must be device memory of the context's GPU, valid for `bytes` bytes, and not
+    /// used by any other work queued while a grouped GEMM using it may run.
+    pub unsafe fn from_raw(ptr: *mut c_void, bytes: usize) -> Workspace {
+        Workspace { ptr, bytes }
+    }
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
     }
 }
 
-/// The workspace slot of a context (empty until a GPU op needs it).
+/// What a scratch buffer must hold between uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    /// All zero (the casts' invariant).
+    Zeroed,
+    /// Anything (overwritten by each use).
+    Plain,
+}
+
 #[derive(Default)]
-pub struct WorkspaceCell {
-    inner: Mutex<Option<Inner>>,
+struct Slot {
+    own: Option<DeviceBuffer<u8>>,
+    /// Caller memory (address, bytes) bound to the slot instead of `own`.
+    bound: Option<(usize, usize)>,
 }
 
-// SAFETY: the raw event handle is a thread-safe runtime identifier; all access goes through
-// the mutex.
-unsafe impl Send for WorkspaceCell {}
-// SAFETY: as above.
-unsafe impl Sync for WorkspaceCell {}
+/// The per-stream scratch buffers of a GPU context (empty until an op needs one).
+#[derive(Default)]
+pub struct WorkspaceCache {
+    slots: Mutex<HashMap<(usize, Kind), Slot>>,
+}
 
-impl std::fmt::Debug for WorkspaceCell {
+impl std::fmt::Debug for WorkspaceCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let bytes = self
-            .inner
+        let (n, bytes) = self
+            .slots
             .lock()
-            .ok()
-            .and_then(|g| g.as_ref().map(|i| i.buf.len()))
-            .unwrap_or(0);
-        write!(f, "WorkspaceCell({bytes} bytes)")
+            .map(|g| {
+                (
+                    g.len(),
+                    g.values()
+                        .map(|s| s.own.as_ref().map_or(0, |b| b.len()))
+                        .sum::<usize>(),
+                )
+            })
+            .unwrap_or((0, 0));
+        write!(f, "WorkspaceCache({n} streams, {bytes} bytes owned)")
     }
 }
 
-impl WorkspaceCell {
-    /// Run `f` with a device pointer to at least `bytes` bytes of workspace that is all zero
-    /// (see the module docs), ordered after every earlier use on any stream. `f` must only
-    /// enqueue work on `stream`, and that work must leave the workspace all zero.
+impl WorkspaceCache {
+    /// Run `f` with `stream`'s scratch of `kind` (device pointer, bytes), at least `bytes`
+    /// long (see the module docs). `f` must only enqueue work on `stream`, and work on a
+    /// [`Kind::Zeroed`] buffer must leave it all zero. The cache is locked while `f` enqueues.
     pub(crate) fn with<R>(
         &self,
-        ctx: &(impl GpuHandle + ?Sized),
+        gpu: &(impl GpuHandle + ?Sized),
+        kind: Kind,
         bytes: usize,
         stream: StreamRef,
-        f: impl FnOnce(*mut c_void) -> Result<R>,
+        f: impl FnOnce(*mut c_void, usize) -> Result<R>,
     ) -> Result<R> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let need_new = g.as_ref().is_none_or(|i| i.buf.len() < bytes.max(1));
-        if need_new {
-            let old_len = g.as_ref().map_or(0, |i| i.buf.len());
-            *g = None; // free the old buffer first (synchronising free)
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = g.entry((stream.0 as usize, kind)).or_default();
+        if let Some((ptr, len)) = slot.bound {
+            if len < bytes {
+                return Err(Error::OutputTooSmall {
+                    what: "workspace",
+                    needed: bytes,
+                    got: len,
+                });
+            }
+            return f(ptr as *mut c_void, len);
+        }
+        if slot.own.as_ref().is_none_or(|b| b.len() < bytes.max(1)) {
+            if stream_is_capturing(stream)? {
+                return Err(Error::NotSupported(format!(
+                    "the stream's workspace must grow to {bytes} bytes, which cannot happen \
+                     while it is captured into a graph: run the op once on the stream before \
+                     capturing, or bind a workspace (Context::bind_stream_workspace)"
+                )));
+            }
+            let old_len = slot.own.as_ref().map_or(0, |b| b.len());
+            if slot.own.is_some() {
+                // Work queued earlier on this stream may still use the old buffer.
+                // SAFETY: a caller-provided stream handle (StreamRef's contract).
+                check_status("stream synchronize", unsafe {
+                    sys::hipfp8_rt_stream_synchronize(stream.0)
+                })?;
+                slot.own = None;
+            }
             let len = bytes.max(old_len.saturating_mul(2)).max(4096);
-            let buf = DeviceBuffer::<u8>::zeroed(ctx, len)?;
-            let mut event = std::ptr::null_mut();
-            // SAFETY: valid out-pointer; the device was made current by the caller's guard.
-            check_status("event create", unsafe {
-                sys::hipfp8_rt_event_create(&mut event, 0)
-            })?;
-            // The zeroing memset went to the legacy default stream, which non-blocking streams
-            // do not wait for: finish it before any kernel can use the memory.
-            // SAFETY: no arguments.
-            check_status("device synchronize", unsafe {
-                sys::hipfp8_rt_device_synchronize()
-            })?;
-            *g = Some(Inner {
-                buf,
-                event,
-                last_stream: 0,
-                used: false,
-            });
+            let mut buf = DeviceBuffer::<u8>::alloc(gpu, len)?;
+            if kind == Kind::Zeroed {
+                // Zeroed in stream order, before any kernel queued after it on `stream`: no
+                // device-wide synchronisation, which would break a capture that another
+                // thread runs on another stream.
+                buf.fill_bytes_async(0, stream)?;
+            }
+            slot.own = Some(buf);
         }
-        let inner = g.as_mut().expect("workspace allocated above");
-        if inner.used && inner.last_stream != stream.0 as usize {
-            // SAFETY: valid event (recorded after the last use) and a caller-provided stream.
-            check_status("stream wait event", unsafe {
-                sys::hipfp8_rt_stream_wait_event(stream.0, inner.event)
+        let buf = slot.own.as_mut().expect("workspace allocated above");
+        let len = buf.len();
+        f(buf.as_mut_ptr() as *mut c_void, len)
+    }
+
+    /// Make caller memory (`ptr`, `bytes`: device memory of the context's GPU, all zero, kept
+    /// alive and used by nothing else until unbound and the stream's work is done) the
+    /// zeroed scratch of `stream`, freeing the buffer the cache owned for it.
+    pub(crate) fn bind(&self, stream: StreamRef, ptr: *mut c_void, bytes: usize) -> Result<()> {
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = g.entry((stream.0 as usize, Kind::Zeroed)).or_default();
+        if slot.own.is_some() {
+            // SAFETY: a caller-provided stream handle.
+            check_status("stream synchronize", unsafe {
+                sys::hipfp8_rt_stream_synchronize(stream.0)
             })?;
+            slot.own = None;
         }
-        let r = f(inner.buf.as_mut_ptr() as *mut c_void)?;
-        // SAFETY: valid event; the stream is the one the work was queued on.
-        check_status("event record", unsafe {
-            sys::hipfp8_rt_event_record(inner.event, stream.0)
-        })?;
-        inner.used = true;
-        inner.last_stream = stream.0 as usize;
-        Ok(r)
+        slot.bound = Some((ptr as usize, bytes));
+        Ok(())
+    }
+
+    /// Undo [`WorkspaceCache::bind`]: the stream's next call allocates its own again.
+    pub(crate) fn unbind(&self, stream: StreamRef) {
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(&(stream.0 as usize, Kind::Zeroed));
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, u32)] = &[
     ("sys", 0),
     ("error", 0),
+    ("knobs", 0),
     ("format", 1),
     ("view", 2),
     ("params", 2),

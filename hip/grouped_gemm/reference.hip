@@ -19,6 +19,7 @@
 // out of bounds; the host never sees them.
 #include "../port.h"
 #include "../kernel_abi.h"
+#include "launchers.h"
 
 namespace hipfp8_gg_ref {
 

@@ -9,6 +9,7 @@
 // shuffles, no shared memory, no barriers; the grid strides over all (row, block) pairs, two
 // per thread in flight. Odd K / unaligned views use element loads with the same arithmetic.
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 
@@ -115,8 +116,8 @@ tile128_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ ou
 // (256 / kMxCG) * RPT = 512 rows x kMxCG = 4 chunks of columns; thread (rg, cg) holds RPT = 8
 // consecutive rows of one chunk, and the 32 / RPT threads rg .. rg + 32/RPT - 1 with the same cg
 // (lanes cg + j*kMxCG of one wavefront) hold one 32-row MX block: their amax is combined with
-// shuffles. The transposed output goes out as 8-byte column runs. (The best of the register tiles
-// measured, NOTES v4: 4 x 16 rows and 8 x 16 rows were 1-4 points slower.)
+// shuffles. The transposed output goes out as 8-byte column runs (the best of the register
+// tiles measured (bench/NOTES.md, "Kernel design decisions")).
 constexpr int kMxCG = 4;
 constexpr int kMxRPT = 8;
 template <class In, uint32_t F, bool VEC>
@@ -316,12 +317,10 @@ static void launch_mx_dim1_regs(const typename In::elem* xp, uint8_t* out, uint8
     mx_dim1_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
 }
 
-// HIPFP8_MXDIM1_LDS: unset / 1 = the LDS transpose (mx_dim1_lds_kernel, the default: 91.5%
-// of copy on the H200 against 83% for both FLOOR and RCEIL, NOTES "MX dim1 through LDS"),
-// 0 = the register transpose (mx_dim1_kernel). A tuning knob for the bench, read once per process.
+// HIPFP8_MXDIM1_LDS (hip/knobs.h): unset / 1 = the LDS transpose (mx_dim1_lds_kernel, the
+// default, faster (bench/NOTES.md, "Kernel design decisions")), 0 = the register transpose (mx_dim1_kernel).
 static bool mx_dim1_lds() {
-  static EnvKnob knob;
-  return env_knob(knob, "HIPFP8_MXDIM1_LDS", 1) != 0;
+  return knob(kKnob_MXDIM1_LDS) != 0;
 }
 
 template <class In, uint32_t F>

@@ -30,15 +30,15 @@
 // The workspace must be zero before the first launch; every launch leaves it zero again (the last
 // block of a slab resets it, the last block of the grid resets the ticket).
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 
 constexpr int kColBlock = 256;
 // A tile geometry gi (0..3) has CG = 2 << gi 16-byte vectors across (2, 4, 8, 16): a sub-chunk is
 // (256 / CG) * 16 rows by CG vectors (CG * 8 bf16 / CG * 4 f32 columns); a thread holds
-// kColRPT = 16 rows (= bytes per column store) of one vector, 64 registers. 8 rows per thread (80
-// instead of 128 registers, 3 blocks per SM instead of 2) was measured slower on every shape but
-// Zipf (NOTES v4) and was removed.
+// kColRPT = 16 rows (= bytes per column store) of one vector, 64 registers (16 rows beat 8
+// (bench/NOTES.md, "Kernel design decisions")).
 constexpr int kColRPT = 16;
 constexpr int kColMaxCG = 16;
 constexpr int kColNumGeo = 4;
@@ -46,12 +46,10 @@ __host__ __device__ constexpr int col_cg_of(int gi) { return 2 << gi; }
 // The geometry of a tile width CG (2, 4, 8, 16), the inverse of col_cg_of.
 __host__ __device__ constexpr int col_geo_of_cg(int cg) { return cg == 2 ? 0 : cg == 4 ? 1 : cg == 8 ? 2 : 3; }
 __host__ __device__ constexpr int col_units_of(int gi) { return kColBlock / col_cg_of(gi); }  // 16-row units per sub-chunk
-// The geometry for a group of `rows` rows. Measured on the H200 (bench/NOTES.md, v4 sweep): a
-// slab that is ONE sub-chunk (no L2 re-read, no waiting for other blocks) is what pays, so the
-// tile is the narrowest whose sub-chunk covers the group (3D groups of N = 2048 rows: 79% with
-// CG=2 against 67% with CG=4); groups longer than 2048 rows are multi-chunk with any tile and
-// CG=8 is the best measured there (3D N = 7168: 71% against 64%). Chosen per group on the device
-// (session 4): a launch with skewed groups gives each group its own tile.
+// The geometry for a group of `rows` rows: a slab that is ONE sub-chunk (no L2 re-read, no
+// waiting for other blocks) is what pays, so the tile is the narrowest whose sub-chunk covers
+// the group; groups longer than 2048 rows are multi-chunk with any tile and take CG=8. Chosen
+// per group on the device: a launch with skewed groups gives each group its own tile (bench/NOTES.md, "Kernel design decisions").
 __host__ __device__ inline int col_geo_for_rows(int64_t rows) {
   if (rows <= 256) return 3;
   if (rows <= 512) return 2;
@@ -59,7 +57,7 @@ __host__ __device__ inline int col_geo_for_rows(int64_t rows) {
   if (rows <= 2048) return 0;
   return 2;
 }
-// Measured on the H200 (bench/NOTES.md, run 2: L = 1, 2, 4): 2 is best or equal for both.
+// L = 2 is best or equal of 1, 2, 4 for both (bench/NOTES.md, "Kernel design decisions").
 constexpr int kColDefaultL = 2;
 constexpr int kCol3dDefaultL = 2;
 
@@ -464,8 +462,7 @@ static int colwise_grid(size_t smem) {
 // N rows): the defaults below, or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (tuning knobs for the
 // bench, read once per process).
 static int colwise_min_L(bool is3d) {
-  static EnvKnob knob[2];
-  const int r = env_knob(knob[is3d], is3d ? "HIPFP8_COLWISE3D_L" : "HIPFP8_COLWISE_L", 0);
+  const int r = knob(is3d ? kKnob_COLWISE3D_L : kKnob_COLWISE_L);
   if (r < 1 || r > 64) return is3d ? kCol3dDefaultL : kColDefaultL;
   return r;
 }
@@ -474,17 +471,16 @@ static int colwise_min_L(bool is3d) {
 // jagged launches let each group take its own. Bench / test knobs (read once per process):
 //   HIPFP8_COLWISE_CG = 2, 4, 8, 16  every group takes that tile (compiled for it);
 //   HIPFP8_COLWISE_PERGROUP = 0      jagged groups all take the tile of the MEAN group (M / G
-//                                    rows; the launcher's rule before session 4), compiled for it.
+//                                    rows), compiled for it.
 // Returns the fixed geometry, or -1 for per group.
 static int colwise_fixed_geo(const ColWork& w) {
-  static EnvKnob knob_cg, knob_pg;
-  const int r = env_knob(knob_cg, "HIPFP8_COLWISE_CG", 0);
+  const int r = knob(kKnob_COLWISE_CG);
   if (r == 2) return 0;
   if (r == 4) return 1;
   if (r == 8) return 2;
   if (r == 16) return 3;
   if (!w.offs) return col_geo_for_rows(w.group_rows);
-  if (env_knob(knob_pg, "HIPFP8_COLWISE_PERGROUP", 1) == 0) return col_geo_for_rows(w.G > 0 ? (w.M + w.G - 1) / w.G : w.M);
+  if (knob(kKnob_COLWISE_PERGROUP) == 0) return col_geo_for_rows(w.G > 0 ? (w.M + w.G - 1) / w.G : w.M);
   return -1;
 }
 

@@ -2,6 +2,8 @@
 // reductions (wavefront-size agnostic: HIPFP8_WAVE), offset clamping, launch helpers.
 #pragma once
 
+#include "../knobs.h"
+
 #include "../fp8_codec.h"
 #include "../kernel_abi.h"
 
@@ -215,14 +217,16 @@ int device_sm_count();
 constexpr int kResidentDevs = 64;
 int resident_grid(unsigned long long* cache, const void* kernel, int block, size_t smem);
 
-// Bench tuning knobs: the integer value of environment variable `name` (atoi), read once per
-// process and cached in `knob` (a zero-initialised static of the caller); `unset` when the
-// variable is not set. Callers validate the value.
-struct EnvKnob {
-  int ready;
-  int value;
+// Kernel knobs (hip/knobs.h, the registry): the integer value of knob `id`'s environment
+// variable (atoi), read once per process and cached; the registry's default when unset.
+// Callers validate the value.
+enum KnobId : int {
+#define HIPFP8_KNOB_ID(id, ...) kKnob_##id,
+  HIPFP8_KERNEL_KNOBS(HIPFP8_KNOB_ID)
+#undef HIPFP8_KNOB_ID
+  kKnobCount
 };
-int env_knob(EnvKnob& knob, const char* name, int unset);
+int knob(KnobId id);
 
 }  // namespace hipfp8
 

@@ -1,5 +1,6 @@
 // common.hip -- host helpers shared by the quantization launchers, and the codec self-test.
 #include "common.h"
+#include "launchers.h"
 
 #include <stdlib.h>
 
@@ -35,12 +36,22 @@ int resident_grid(unsigned long long* cache, const void* kernel, int block, size
   return per_sm * device_sm_count();
 }
 
-int env_knob(EnvKnob& knob, const char* name, int unset) {
-  if (__atomic_load_n(&knob.ready, __ATOMIC_ACQUIRE)) return __atomic_load_n(&knob.value, __ATOMIC_RELAXED);
-  const char* e = getenv(name);
-  const int v = e ? atoi(e) : unset;
-  __atomic_store_n(&knob.value, v, __ATOMIC_RELAXED);
-  __atomic_store_n(&knob.ready, 1, __ATOMIC_RELEASE);
+int knob(KnobId id) {
+  struct Entry {
+    const char* name;
+    int unset;
+  };
+  static const Entry kTable[kKnobCount] = {
+#define HIPFP8_KNOB_ENTRY(id, name, type, unset, when, what) {name, unset},
+      HIPFP8_KERNEL_KNOBS(HIPFP8_KNOB_ENTRY)
+#undef HIPFP8_KNOB_ENTRY
+  };
+  static int ready[kKnobCount], value[kKnobCount];
+  if (__atomic_load_n(&ready[id], __ATOMIC_ACQUIRE)) return __atomic_load_n(&value[id], __ATOMIC_RELAXED);
+  const char* e = getenv(kTable[id].name);
+  const int v = e ? atoi(e) : kTable[id].unset;
+  __atomic_store_n(&value[id], v, __ATOMIC_RELAXED);
+  __atomic_store_n(&ready[id], 1, __ATOMIC_RELEASE);
   return v;
 }
 

@@ -8,6 +8,7 @@
 // than the register budget re-read the rest (L2-resident, the block just read it).
 // Slow path (odd K / misaligned): same structure, element at a time, second pass re-reads.
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 
@@ -322,8 +323,7 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
 // grid by n blocks per SM instead of the resident count; HIPFP8_PGR_TWO_BARRIER=1 sends few
 // groups through the many-groups path (scales through shared memory, a second barrier).
 static int pgr_knob(int which) {
-  static EnvKnob knob[2];
-  const int x = env_knob(knob[which], which == 0 ? "HIPFP8_PGR_BLOCKS_PER_SM" : "HIPFP8_PGR_TWO_BARRIER", 0);
+  const int x = knob(which == 0 ? kKnob_PGR_BLOCKS_PER_SM : kKnob_PGR_TWO_BARRIER);
   return x < 0 || x > 64 ? 0 : x;
 }
 
@@ -516,9 +516,8 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   const int64_t rows_bound = m + 15 * (int64_t)G;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
   const int64_t nv = (k + In::EPV - 1) / In::EPV;
-  // Grid: the blocks resident at once (each walks rows blockIdx.x, +gridDim.x, ...). Before
-  // session 4 it was 16 blocks per SM whatever the occupancy (5 per SM at 48 registers): the
-  // blocks past the first waves then ran their whole share of rows as a last, mostly empty wave.
+  // Grid: the blocks resident at once (each walks rows blockIdx.x, +gridDim.x, ...): more blocks
+  // than that would run their whole share of rows as a last, mostly empty wave.
 #define HIPFP8_PAD_CFG(B, V)                                                                                      \
   do {                                                                                                            \
     static unsigned long long cache[2][kResidentDevs];                                                            \

@@ -17,6 +17,7 @@
 // tensorwise bf16 -> fp8, 67% for cast_transpose. That is the price of the exact amax (the
 // scale of every element depends on every other element).
 #include "common.h"
+#include "launchers.h"
 
 namespace hipfp8 {
 
@@ -127,8 +128,7 @@ constexpr int kCtCG = 4;
 constexpr int kCtRows = (kTensorBlock / kCtCG) * 16;
 // Cast tile: 256 threads = 32 row groups x 8 chunks; 512 rows x (8 * EPV) columns per block. A
 // warp reads 128 B and writes 64 B of each row-major row and 64 B runs of each transposed
-// column; with 4 chunks (64 B / 32 B / 128 B) every cast_transpose op was 2-6 points slower
-// on the H200, with 16 (256 rows) within a point of 8 (bench/NOTES.md, session 5).
+// column; 8 chunks is the fastest of 4, 8 and 16 (bench/NOTES.md, "Kernel design decisions").
 constexpr int kCtCastCG = 8;
 constexpr int kCtCastRows = (kTensorBlock / kCtCastCG) * 16;
 
@@ -353,8 +353,8 @@ ct_cast_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K, ui
 // The same op through shared memory (the default; HIPFP8_CT_LDS=0 selects ct_cast_kernel above):
 // 256 threads = 32 row groups x 8 chunks, a thread holds 8 rows x 16 B (32 registers of data
 // instead of 64: 59-64 registers on sm_90, 4 blocks of 8 warps per SM instead of 2), so more
-// loads are in flight; on the H200 +4-8 points on cast_transpose_scaled (88% at (8192,14336))
-// and +2-3 on the exact ops (bench/NOTES.md, session 5). Row-major codes go out from registers
+// loads are in flight (faster than the register tile on every shape measured (bench/NOTES.md, "Kernel design decisions")).
+// Row-major codes go out from registers
 // (64 B per row per warp); the transposed codes of each column (8 rows = 8 bytes per thread) go to an LDS tile of 256 rows x 8 * EPV
 // columns, 16-byte slots XOR-swizzled by the writer's chunk (conflict-free both ways), and are
 // read back as 16-byte runs of one column (16 lanes cover a column's 256 rows).
@@ -433,8 +433,7 @@ ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K
 
 // Grid of a grid-stride tensor kernel: one block per kTensorBlock * kTensorUnroll chunks, capped
 // at the blocks resident at once (`resident`, from resident_grid for that kernel): a cap above it
-// (the fixed 8 blocks per SM used before session 4) left the cast kernel, 6 blocks per SM at 40
-// registers, a last partial wave doing a full share of the work.
+// would leave a last partial wave doing a full share of the work.
 static int tensor_grid(int64_t nchunk, int resident) {
   int64_t g = (nchunk + (int64_t)kTensorBlock * kTensorUnroll - 1) / ((int64_t)kTensorBlock * kTensorUnroll);
   if (g > resident) g = resident;
@@ -454,8 +453,7 @@ static int tensor_cast_grid(int64_t nchunk) {
 // The cast phase through shared memory (ct_cast_lds_kernel) unless HIPFP8_CT_LDS=0 (A/B knob);
 // the register kernel also takes launches whose 256-row tiles would exceed 65535 grid rows.
 static bool ct_lds() {
-  static EnvKnob knob;
-  return env_knob(knob, "HIPFP8_CT_LDS", 1) != 0;
+  return knob(kKnob_CT_LDS) != 0;
 }
 // Grid of ct_cast_kernel: column tiles x row tiles (at least one row of blocks).
 static dim3 ct_cast_grid(int64_t m, int64_t nchunk) {

@@ -6,7 +6,8 @@
 //! reference.
 //!
 //! Flags: `--shapes small|bench` (default small: quick on a CPU), `--format F` (auto,
-//! auto-e5m2, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), `--pow2`, `--json`. Progress goes to stderr.
+//! auto-e5m2, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz), `--pow2`, `--json`; `--knobs` prints the runtime knob registry (hip/knobs.h) and exits.
+//! Progress goes to stderr.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -34,7 +35,7 @@ struct Args {
     json: bool,
 }
 
-const USAGE: &str = "usage: hipfp8 [--shapes small|bench] [--format auto|auto-e5m2|e4m3fn|e5m2|e4m3fnuz|e5m2fnuz] [--pow2] [--json]";
+const USAGE: &str = "usage: hipfp8 [--shapes small|bench] [--format auto|auto-e5m2|e4m3fn|e5m2|e4m3fnuz|e5m2fnuz] [--pow2] [--json] | --knobs";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -63,6 +64,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--pow2" => a.pow2 = true,
             "--json" => a.json = true,
+            "--knobs" => {
+                // The runtime knob registry (hip/knobs.h), the same table as the README's.
+                print!("{}", hipfp8::knobs::markdown_table());
+                std::process::exit(0);
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }

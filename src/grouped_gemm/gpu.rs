@@ -24,13 +24,11 @@
 //!
 //! Workspace: the libraries need device memory for the per-group argument arrays (and CUTLASS
 //! for its TMA descriptors). Callers may pass their own (`*_with_workspace`, sized by
-//! [`Context::grouped_gemm_workspace_size`]; required for CUDA-graph capture). Otherwise a
-//! per-device cached buffer is used; its reuse is stream-ordered by an event (each call makes
-//! its stream wait for the previous user, then records), so no call races another and no
-//! host synchronisation happens except when the buffer grows.
+//! [`Context::grouped_gemm_workspace_size`]). Otherwise the stream's cached buffer of the
+//! context is used (src/workspace.rs: one per stream, so reuse is ordered by the stream itself,
+//! no events, no host synchronisation except when it grows; graph capture works once warm).
 
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 use half::bf16;
 
@@ -38,11 +36,11 @@ use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
-use crate::runtime::{
-    DeviceBuffer, Event, Stream, base_arch, built_backend, check_status, has_launcher,
-};
+use crate::knobs::host_var;
+use crate::runtime::{base_arch, built_backend, check_status, has_launcher};
 use crate::sys;
 use crate::view::StreamRef;
+use crate::workspace::Kind;
 
 /// The two ops with their extents (docs/OPS.md).
 #[derive(Clone, Copy, Debug)]
@@ -106,14 +104,6 @@ fn workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
     check_status("grouped GEMM workspace size", st)?;
     usize::try_from(bytes).map_err(|_| Error::SizeOverflow("workspace size".into()))
 }
-
-/// One cached workspace per device, reused in stream order (see the module docs).
-struct CachedWorkspace {
-    buf: DeviceBuffer<u8>,
-    last_use: Event,
-}
-
-static CACHE: Mutex<Vec<Option<CachedWorkspace>>> = Mutex::new(Vec::new());
 
 impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
@@ -217,9 +207,9 @@ pub(crate) fn run(
 /// [`GemmBackend::Auto`] (for benchmarks and debugging through the C ABI, which has no
 /// backend argument). Read on every call (a few hundred ns), so a process can switch.
 fn backend_from_env() -> Result<Option<GemmBackend>> {
-    match std::env::var("HIPFP8_GROUPED_GEMM_BACKEND") {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+    match host_var("HIPFP8_GROUPED_GEMM_BACKEND") {
+        None => Ok(None),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(None),
             "reference" => Ok(Some(GemmBackend::Reference)),
             "library" => Ok(Some(GemmBackend::Library)),
@@ -230,8 +220,8 @@ fn backend_from_env() -> Result<Option<GemmBackend>> {
     }
 }
 
-/// Hand the cached workspace of the context's device (grown to the size `imp` needs) to
-/// `f`, ordered after its previous user on any stream.
+/// Hand `stream`'s plain workspace of the context (grown to the size `imp` needs, see
+/// src/workspace.rs: per stream, no events, capture-safe once warm) to `f`.
 fn with_cached_workspace(
     ctx: &Context,
     imp: GemmImpl,
@@ -240,42 +230,16 @@ fn with_cached_workspace(
     f: impl FnOnce(*mut u8, usize) -> i32,
 ) -> Result<i32> {
     let need = workspace_bytes(imp, groups)?.max(1);
-    let ordinal = ctx.ordinal().unwrap_or(0);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.len() <= ordinal {
-        cache.resize_with(ordinal + 1, || None);
-    }
-    let slot = &mut cache[ordinal];
-    if slot.as_ref().is_none_or(|c| c.buf.len() < need) {
-        if let Some(old) = slot.take() {
-            // The old buffer may still be read by queued work: wait before freeing it.
-            old.last_use.synchronize()?;
-        }
-        // Grow geometrically so a sequence of growing calls allocates rarely.
-        let bytes = need.max(64 << 10).next_power_of_two();
-        *slot = Some(CachedWorkspace {
-            buf: DeviceBuffer::alloc(ctx, bytes)?,
-            last_use: Event::new(ctx)?,
-        });
-    }
-    let c = slot.as_mut().expect("workspace slot filled above");
-    // SAFETY: `stream` is a stream handle of this context's device (caller's contract for
-    // StreamRef); `borrowed` does not take ownership, so dropping it destroys nothing.
-    let s = unsafe { Stream::borrowed(stream.0) };
-    s.wait_event(&c.last_use)?;
-    let len = c.buf.len();
-    let st = f(c.buf.as_mut_ptr(), len);
-    c.last_use.record(stream)?;
-    Ok(st)
+    ctx.workspace
+        .with(ctx, Kind::Plain, need, stream, |p, len| {
+            Ok(f(p as *mut u8, len))
+        })
 }
 
 /// `HIPFP8_CUTLASS_CONFIG` = `auto` (0) | `cooperative` (1) | `pingpong` (2): which CUTLASS
 /// instance runs (benchmarks). Unknown values mean auto.
 fn cutlass_config() -> i32 {
-    match std::env::var("HIPFP8_CUTLASS_CONFIG")
-        .unwrap_or_default()
-        .trim()
-    {
+    match host_var("HIPFP8_CUTLASS_CONFIG").unwrap_or_default().trim() {
         "1" | "cooperative" => 1,
         "2" | "pingpong" => 2,
         _ => 0,

@@ -1,8 +1,6 @@
 //! Parameters of the grouped GEMMs: operand formats, which implementation runs on a GPU, and
 //! the caller-owned workspace.
 
-use std::ffi::c_void;
-
 use crate::params::FormatChoice;
 
 /// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
@@ -74,28 +72,5 @@ impl GemmImpl {
 }
 
 /// A caller-owned device workspace for the vendor libraries (size from
-/// [`Context::grouped_gemm_workspace_size`]). Work queued with it may still read it after the
-/// call returns: the caller keeps it alive and unused by other work until then (stream order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmWorkspace {
-    ptr: *mut c_void,
-    bytes: usize,
-}
-
-impl GemmWorkspace {
-    /// # Safety
-    /// `ptr` must be device memory of the context's GPU, valid for `bytes` bytes, and not
-    /// used by any other work queued while a grouped GEMM using it may run.
-    pub unsafe fn from_raw(ptr: *mut c_void, bytes: usize) -> GemmWorkspace {
-        GemmWorkspace { ptr, bytes }
-    }
-    pub fn as_ptr(&self) -> *mut c_void {
-        self.ptr
-    }
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-}
+/// [`crate::Context::grouped_gemm_workspace_size`]): the crate's one workspace type.
+pub type GemmWorkspace = crate::workspace::Workspace;

@@ -6,6 +6,7 @@
 // One translation unit per target (ck_grouped_gemm_impl.h says why). The instance is
 // compile-checked here and its ISA read (v_mfma_f32_32x32x16_fp8_fp8); no AMD GPU has run it.
 #include "ck_grouped_gemm_impl.h"
+#include "../launchers.h"
 
 using F8 = ck::f8_fnuz_t;
 

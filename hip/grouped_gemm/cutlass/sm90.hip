@@ -33,6 +33,7 @@
 // alignment, formats E4M3 x E4M3) return HIPFP8_KSTATUS_UNSUPPORTED so the caller picks
 // another backend.
 #include "sm90_common.h"
+#include "../launchers.h"
 
 #include <algorithm>
 
