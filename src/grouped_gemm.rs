@@ -7,6 +7,7 @@ use half::bf16;
 
 use crate::error::{Error, Result};
 use crate::grouped_gemm_gpu::{GemmBackend, GemmWorkspace, GroupedArgs, GroupedOp};
+use crate::grouped_gemm_rule::CutlassChoice;
 use crate::ops::{
     BackendKind, Context, Dst, FormatChoice, Src, StreamRef, checked_mul, require_nonzero,
 };
@@ -23,6 +24,9 @@ pub struct GemmParams {
     pub backend: GemmBackend,
     /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
     pub workspace: Option<GemmWorkspace>,
+    /// CUTLASS only: this instance and scheduler setting instead of the rule's
+    /// (`crate::grouped_gemm_rule`; tests and benchmarks). Must be compiled for the pair.
+    pub cutlass: Option<CutlassChoice>,
 }
 
 impl GemmParams {
@@ -37,6 +41,14 @@ impl GemmParams {
     /// The same parameters with another GPU backend choice.
     pub fn with_backend(self, backend: GemmBackend) -> Self {
         GemmParams { backend, ..self }
+    }
+
+    /// The same parameters with a fixed CUTLASS instance / scheduler setting.
+    pub fn with_cutlass(self, choice: CutlassChoice) -> Self {
+        GemmParams {
+            cutlass: Some(choice),
+            ..self
+        }
     }
 
     /// The same parameters with a caller-owned GPU workspace.

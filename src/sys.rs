@@ -219,7 +219,7 @@ foreign! {
 // `Fp8Format as u32`; a, b, offs, scales, out and workspace are device pointers. Reference
 // kernel: `skip` (may be null) marks groups another backend owns; `max_blocks` caps the grid
 // (0 = default). Library launchers: `workspace` of at least the queried size; CUTLASS
-// `config` 0 = by op, 1 = cooperative 128x256, 2 = pingpong 128x128.
+// `config`: instance kind and scheduler settings (src/grouped_gemm_rule.rs).
 foreign! {
     "hipfp8_gg_ref_2d3d" => pub fn hipfp8_gg_ref_2d3d(
         a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
@@ -230,6 +230,7 @@ foreign! {
         sa: *const f32, sb: *const f32, out: *mut c_void, n: i64, mt: i64, k: i64,
         skip: *const i32, max_blocks: i32, stream: hipStream_t) -> c_int;
     "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(available: *mut i32) -> c_int;
+    "hipfp8_gg_cutlass_has_instance" => pub fn hipfp8_gg_cutlass_has_instance(kind: i32, fmt_a: i32, fmt_b: i32, yes: *mut i32) -> c_int;
     "hipfp8_gg_cutlass_workspace_size" => pub fn hipfp8_gg_cutlass_workspace_size(groups: i32, bytes: *mut u64) -> c_int;
     "hipfp8_gg_cutlass_2d3d" => pub fn hipfp8_gg_cutlass_2d3d(
         a: *const u8, fmt_a: i32, b: *const u8, fmt_b: i32, offs: *const i32, groups: i32,
