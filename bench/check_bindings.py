@@ -5,7 +5,7 @@ descriptor missing a field, a call missing an argument) fails CI, not a device s
   python3 bench/check_bindings.py LIBHIPFP8_SO
 
 Needs only numpy and ctypes (no torch, no GPU: the library may be the CPU-only build).
-1. Static, every bench/*.py (read with `ast`, not imported): each ctypes.Structure must
+1. Static, every bench/*.py and python/hipfp8/*.py (read with `ast`, not imported): each ctypes.Structure must
    match a struct of the header field for field (names and C types); each call
    `X.hipfp8_NAME(args)` must name a header function and pass its number of parameters;
    each positional construction of a Structure must give every field.
@@ -202,13 +202,17 @@ def main():
     structs, funcs = header_decls(os.path.join(ROOT, "include", "hipfp8.h"))
     assert len(structs) > 5 and len(funcs) > 20, (len(structs), len(funcs))
     errors = []
-    scripts = sorted(f for f in os.listdir(HERE) if f.endswith(".py"))
+    scripts = [os.path.join(HERE, f) for f in sorted(os.listdir(HERE)) if f.endswith(".py")]
+    # The Python package's ctypes layer too (its descriptors must match the header as well).
+    pkg = os.path.join(ROOT, "python", "hipfp8")
+    if os.path.isdir(pkg):
+        scripts += [os.path.join(pkg, f) for f in sorted(os.listdir(pkg)) if f.endswith(".py")]
     for f in scripts:
-        errors += check_script(os.path.join(HERE, f), structs, funcs)
+        errors += check_script(f, structs, funcs)
     if errors:
         print("\n".join(errors))
         sys.exit(1)
-    print(f"bindings of {len(scripts)} bench scripts match include/hipfp8.h ({len(structs)} structs, "
+    print(f"bindings of {len(scripts)} bench / python scripts match include/hipfp8.h ({len(structs)} structs, "
           f"{len(funcs)} functions)")
     run_gemm_bindings(lib_path)
     print("grouped-GEMM bindings ran on a CPU context: 3 format pairs x (2d3d, 2d2d), plans, workspace: ok")

@@ -1,5 +1,5 @@
 // kernel_abi.h -- numbers shared by every C++ launcher and src/sys.rs. docs/KERNEL_ABI.md is
-// the prose version; src/device.rs has a test that these values match the Rust side.
+// the prose version; src/runtime.rs has a test that these values match the Rust side.
 #pragma once
 
 // Launcher return values. 0 = success; > 0 = the runtime's own error code (hipError_t /
@@ -19,7 +19,7 @@
 #define HIPFP8_FMT_E4M3FNUZ 2
 #define HIPFP8_FMT_E5M2FNUZ 3
 
-// High-precision input dtype ids (HpSrc in src/ops.rs).
+// High-precision input dtype ids (HpSrc in src/view.rs).
 #define HIPFP8_DTYPE_BF16 0
 #define HIPFP8_DTYPE_F32 1
 

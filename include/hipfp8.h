@@ -9,7 +9,10 @@
  *    pointers of the context's GPU on a GPU one (checked: WRONG_LOCATION); counts are
  *    capacities (may exceed, not fall short of, what the op writes); pointers are aligned
  *    to their element type (bf16: 2, float/int32_t: 4, FP8/E8M0 bytes: any); NULL only with
- *    a count of 0; buffers of one call must not overlap;
+ *    a count of 0; an output must not overlap any other buffer of the call (checked on the
+ *    (pointer, count) ranges: OVERLAPPING_BUFFERS; inputs may share memory);
+ *  - scratch the library allocates that cannot be had is OUT_OF_MEMORY (never an abort);
+ *    the context stays usable;
  *  - descriptors start with `size`, which must be sizeof(the descriptor);
  *  - enum-valued fields and parameters are uint32_t holding a value of the named enum;
  *  - the stream is the last argument (NULL = default stream; ignored on the CPU).
@@ -134,13 +137,25 @@ enum hipfp8_status
    */
   HIPFP8_STATUS_DEVICE_ERROR = 16,
   /**
-   * The op is not implemented on this backend.
+   * The op is not implemented on this backend, or a GPU launcher cannot take the arguments
+   * (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
+   * backend, docs/OPS.md).
    */
   HIPFP8_STATUS_NOT_SUPPORTED = 17,
   /**
    * A bug in hipfp8 (a caught panic); the message says where.
    */
   HIPFP8_STATUS_INTERNAL_ERROR = 18,
+  /**
+   * Two buffers of the call overlap and at least one of them is an output (inputs may
+   * share memory with each other).
+   */
+  HIPFP8_STATUS_OVERLAPPING_BUFFERS = 19,
+  /**
+   * Memory the library allocates for the call (CPU scratch, a GPU workspace) could not be
+   * had; nothing was written and the context stays usable.
+   */
+  HIPFP8_STATUS_OUT_OF_MEMORY = 20,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

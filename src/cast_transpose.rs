@@ -1,24 +1,15 @@
 //! Cast-transpose on [`Context`]: the row-major FP8 copy and its transpose from one call
 //! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
 
+use crate::context::Context;
 use crate::error::Result;
-use crate::ops::{
-    CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_no_pow2, require_nonzero,
-};
-use crate::quant::with_hp;
+use crate::params::CastParams;
 use crate::reference;
+use crate::runtime::check_status;
+use crate::validate::{checked_mul, require_no_pow2, require_nonzero};
+use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 
-/// How cast-transpose scales.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scaling {
-    /// One scale for the whole tensor; `scales[0] == scales_t[0]`, `out_t` is `out`
-    /// transposed code for code.
-    Tensorwise = 0,
-    /// Per row of x for `out` (`scales[M]`), per column of x (= per row of x^T) for
-    /// `out_t` (`scales_t[K]`).
-    Rowwise = 1,
-}
+pub use crate::params::Scaling;
 
 impl Context {
     /// Cast an (M,K) row-major matrix to FP8 in both layouts: `out` (M,K) row-major and
@@ -73,7 +64,7 @@ impl Context {
             || {
                 let mut bytes = 0u64;
                 // SAFETY: arithmetic on the arguments; writes the out-pointer only.
-                crate::device::check_status("cast_transpose workspace size", unsafe {
+                check_status("cast_transpose workspace size", unsafe {
                     crate::sys::hipfp8_cast_transpose_workspace_bytes(
                         m as i64,
                         k as i64,
@@ -103,7 +94,7 @@ impl Context {
                             stream.0,
                         )
                     };
-                    crate::device::check_status("cast_transpose", st)
+                    check_status("cast_transpose", st)
                 })
             },
         )
@@ -166,7 +157,7 @@ impl Context {
                         xp, scp, op, otp, ap, m as i64, k as i64, fmt as i32, dtype, stream.0,
                     )
                 };
-                crate::device::check_status("cast_transpose_scaled", st)
+                check_status("cast_transpose_scaled", st)
             },
         )
     }

@@ -6,15 +6,18 @@
 //!   nothing when the problem is empty, else refuse pointers that are not memory of this GPU,
 //!   make it current and queue the launch.
 //! - [`Context::cast_op`]: the scale-and-cast of one input `x` into FP8 `out` plus `scales`
-//!   (optionally grouped by END offsets), the shape most ops of `quant.rs`, `mx.rs` and
-//!   `ops.rs` have: the views are checked in the order x, out, scales, offs and reported to
+//!   (optionally grouped by END offsets), the shape most ops of `quant.rs` and `mx.rs` have: the views are checked in the order x, out, scales, offs and reported to
 //!   the GPU pointer check in the order x, offs, out, scales.
 
 use std::ffi::c_void;
 
+use crate::context::{BackendKind, Context};
 use crate::error::Result;
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, CastParams, Context, Dst, HpSrc, Src};
+use crate::params::CastParams;
+use crate::runtime::check_status;
+use crate::sys;
+use crate::view::{Dst, HpSrc, Src, StreamRef};
 
 /// The output format a cast's parameters resolve to on a context (the error, if any, is
 /// reported after the views are checked).
@@ -78,6 +81,24 @@ impl<'a, S> CastIo<'a, S> {
     }
 }
 
+/// What a CPU reference returns: nothing, or a `Result` (the ones that allocate scratch, which
+/// may fail with OUT_OF_MEMORY before anything is written).
+pub(crate) trait CpuOutcome {
+    fn into_result(self) -> Result<()>;
+}
+
+impl CpuOutcome for () {
+    fn into_result(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl CpuOutcome for Result<()> {
+    fn into_result(self) -> Result<()> {
+        self
+    }
+}
+
 /// A cast's views as the CPU reference takes them (`offs` is empty when ungrouped).
 pub(crate) struct CastHost<'a, S> {
     pub x: HpSrc<'a>,
@@ -100,18 +121,15 @@ impl Context {
     /// on the GPU nothing when `gpu_noop` (nothing to launch), else check that every pointer
     /// of `ptrs` is memory of this GPU (the first bad one in this order is reported), make
     /// the GPU current and run `gpu`, which queues the launch on the op's stream.
-    pub(crate) fn dispatch(
+    pub(crate) fn dispatch<R: CpuOutcome>(
         &self,
         gpu_noop: bool,
         ptrs: &[(&'static str, *const c_void)],
-        cpu: impl FnOnce(),
+        cpu: impl FnOnce() -> R,
         gpu: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         match self.backend() {
-            BackendKind::Cpu => {
-                cpu();
-                Ok(())
-            }
+            BackendKind::Cpu => cpu().into_result(),
             BackendKind::Gpu => {
                 if gpu_noop {
                     return Ok(());
@@ -126,11 +144,11 @@ impl Context {
     /// A scale-and-cast of one input (see [`CastIo`]): check x, out, scales and the offsets,
     /// resolve `p`'s format, then [`Context::dispatch`] to `cpu` (host slices) or `gpu`
     /// (launcher pointers).
-    pub(crate) fn cast_op<'a, S>(
+    pub(crate) fn cast_op<'a, S, R: CpuOutcome>(
         &self,
         p: &impl ResolveFormat,
         io: CastIo<'a, S>,
-        cpu: impl FnOnce(Fp8Format, CastHost<'a, S>),
+        cpu: impl FnOnce(Fp8Format, CastHost<'a, S>) -> R,
         gpu: impl FnOnce(Fp8Format, CastDev<S>) -> Result<()>,
     ) -> Result<()> {
         let CastIo {
@@ -178,5 +196,46 @@ impl Context {
             },
             || gpu(fmt, dev),
         )
+    }
+}
+
+impl Context {
+    /// Run `f` with the zeroed scratch per_group_rowwise / rowwise_2d_padded need for
+    /// `groups` groups (`hipfp8_grouped_scratch_bytes`): null without touching the workspace
+    /// when they need none (up to 2048 groups), else the context workspace.
+    pub(crate) fn with_grouped_scratch<R>(
+        &self,
+        groups: usize,
+        stream: StreamRef,
+        f: impl FnOnce(*mut c_void) -> Result<R>,
+    ) -> Result<R> {
+        let mut bytes = 0u64;
+        // SAFETY: plain arithmetic on the argument, writes the out-pointer only.
+        check_status("grouped scratch size", unsafe {
+            sys::hipfp8_grouped_scratch_bytes(groups as i64, &mut bytes)
+        })?;
+        if bytes == 0 {
+            return f(std::ptr::null_mut());
+        }
+        self.workspace.with(self, bytes as usize, stream, f)
+    }
+
+    /// Run `f` with the zeroed workspace sized for the column-reducing casts
+    /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
+    /// lengths `k1`, `k2` (0 when single).
+    pub(crate) fn with_colwise_workspace<R>(
+        &self,
+        groups: usize,
+        k1: usize,
+        k2: usize,
+        stream: StreamRef,
+        f: impl FnOnce(*mut c_void) -> Result<R>,
+    ) -> Result<R> {
+        let mut bytes = 0u64;
+        // SAFETY: plain arithmetic on the arguments, writes the out-pointer only.
+        check_status("colwise workspace size", unsafe {
+            sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, &mut bytes)
+        })?;
+        self.workspace.with(self, bytes as usize, stream, f)
     }
 }

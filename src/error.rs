@@ -45,6 +45,11 @@ pub enum Error {
     Device { code: i32, msg: String },
     /// The operation is not implemented on this backend.
     NotSupported(String),
+    /// Two buffers of one call share memory where at least one of them is written.
+    OverlappingBuffers(String),
+    /// Memory the library needed (host scratch of the CPU backend, a device workspace) could
+    /// not be allocated; nothing was written and the context stays usable.
+    OutOfMemory(String),
 }
 
 impl fmt::Display for Error {
@@ -77,6 +82,8 @@ impl fmt::Display for Error {
             Error::BackendUnavailable(s) => write!(f, "backend unavailable: {s}"),
             Error::Device { code, msg } => write!(f, "device error {code}: {msg}"),
             Error::NotSupported(s) => write!(f, "not supported: {s}"),
+            Error::OverlappingBuffers(s) => write!(f, "overlapping buffers: {s}"),
+            Error::OutOfMemory(s) => write!(f, "out of memory: {s}"),
         }
     }
 }

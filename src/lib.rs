@@ -1,30 +1,60 @@
 //! hipfp8: FP8 training kernels (quantization, cast-transpose, MXFP8, grouped GEMM) for AMD
 //! Instinct GPUs, with a CPU backend that is both a usable fallback and the oracle for every
 //! GPU test.
+//!
+//! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
+//! `sys`, `error`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
+//! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`,
+//! `grouped_gemm`) → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
-pub mod device;
+pub mod context;
 pub(crate) mod dispatch;
 pub mod error;
 pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
-pub mod grouped_gemm_gpu;
-pub mod grouped_gemm_rule;
 pub mod mx;
-pub mod ops;
+pub mod params;
 pub mod quant;
 pub mod reference;
+pub mod runtime;
 pub mod scaling;
 pub mod sys;
+pub mod validate;
+pub mod view;
 pub(crate) mod workspace;
 
-pub use cast_transpose::Scaling;
-pub use device::{Device, DeviceBuffer, Event, Stream};
+pub use context::{BackendKind, Context};
 pub use error::{Error, Result};
 pub use format::Fp8Format;
-pub use grouped_gemm::GemmParams;
-pub use grouped_gemm_gpu::{Fallback, GemmBackend, GemmImpl, GemmPlan, GemmWorkspace, GroupedOp};
+pub use grouped_gemm::gpu::{Fallback, GemmPlan, GroupedOp};
+pub use grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 pub use half::{bf16, f16};
-pub use mx::{MxParams, MxRounding};
-pub use ops::*;
+pub use params::{CastParams, FormatChoice, Layout, MxParams, MxRounding, Scaling};
+pub use runtime::{Device, DeviceBuffer, Event, Stream};
+pub use validate::{checked_mul, require_no_pow2, require_nonzero, validate_offsets};
+pub use view::{Dst, HpSrc, Loc, Src, StreamRef};
+
+/// The public paths of earlier releases, kept as aliases (nothing inside the crate uses them).
+pub mod ops {
+    pub use crate::context::{BackendKind, Context};
+    pub use crate::params::{CastParams, FormatChoice, Layout};
+    pub use crate::validate::{checked_mul, require_no_pow2, require_nonzero, validate_offsets};
+    pub use crate::view::{Dst, HpSrc, Loc, Src, StreamRef};
+}
+
+/// The GPU runtime under its earlier path: [`runtime`] plus the test helpers of [`context`].
+pub mod device {
+    pub use crate::context::{gpu_for_tests, skip_test};
+    pub use crate::runtime::*;
+}
+
+/// The grouped GEMM's instance rule under a short path.
+pub use grouped_gemm::rule as grouped_gemm_rule;
+
+/// The grouped GEMM's GPU arm under its earlier path.
+pub mod grouped_gemm_gpu {
+    pub use crate::grouped_gemm::gpu::*;
+    pub use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmWorkspace};
+}

@@ -1,42 +1,16 @@
 //! MXFP8 casts on [`Context`]: 32-element blocks with E8M0 power-of-two scales (OCP MX v1.0),
 //! torchao `to_mx` semantics. The exact rule is written in [`crate::reference::mx`].
 
+use crate::context::Context;
 use crate::dispatch::{CastIo, ResolveFormat};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::ops::{Context, Dst, FormatChoice, HpSrc, StreamRef, checked_mul};
-use crate::quant::with_hp;
 use crate::reference;
+use crate::runtime::check_status;
+use crate::validate::checked_mul;
+use crate::view::{Dst, HpSrc, StreamRef, with_hp};
 
-/// How a block's E8M0 exponent is derived from its amax.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum MxRounding {
-    /// `floor(log2(amax)) - emax_elem` (OCP MX reference; torchao's default). Values near
-    /// the block max may saturate.
-    #[default]
-    Floor = 0,
-    /// `ceil(log2(amax / max_elem))` (cuBLAS / Blackwell `cvt.rp`): never saturates.
-    Rceil = 1,
-}
-
-/// Parameters of the MXFP8 casts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct MxParams {
-    /// Element format; must resolve to E4M3FN or E5M2 (MX defines no FNUZ elements, so
-    /// `Auto` on an FNUZ-native context is rejected).
-    pub format: FormatChoice,
-    pub rounding: MxRounding,
-}
-
-impl MxParams {
-    pub fn new(format: impl Into<FormatChoice>, rounding: MxRounding) -> Self {
-        MxParams {
-            format: format.into(),
-            rounding,
-        }
-    }
-}
+pub use crate::params::{MxParams, MxRounding};
 
 impl ResolveFormat for MxParams {
     fn resolve_format(&self, ctx: &Context) -> Result<Fp8Format> {
@@ -45,7 +19,7 @@ impl ResolveFormat for MxParams {
 }
 
 impl Context {
-    fn mx_format(&self, p: &MxParams) -> Result<Fp8Format> {
+    pub(crate) fn mx_format(&self, p: &MxParams) -> Result<Fp8Format> {
         let fmt = self.resolve(p.format);
         if fmt.is_fnuz() {
             return Err(Error::UnsupportedFormat(format!(
@@ -136,7 +110,7 @@ impl Context {
                         crate::sys::hipfp8_mxfp8_dim0_launch(x, o, sc, mm, kk, f, r, dt, stream.0)
                     }
                 };
-                crate::device::check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
+                check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
             },
         )
     }

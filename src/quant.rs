@@ -1,34 +1,15 @@
-//! The scale-and-cast op family on [`Context`] (rowwise_2d itself lives in `ops.rs`):
-//! 3D expert weights, per-group (jagged) rowwise/colwise, tensorwise, blockwise and the
+//! The scale-and-cast op family on [`Context`]: rowwise 2D, 3D expert weights, per-group (jagged) rowwise/colwise, tensorwise, blockwise and the
 //! token-group-padding cast. Each method validates every argument first (so nothing is
 //! written on error), then dispatches to exactly one backend (`dispatch.rs`).
 
+use crate::context::{BackendKind, Context};
 use crate::dispatch::CastIo;
 use crate::error::{Error, Result};
-use crate::ops::{
-    BackendKind, CastParams, Context, Dst, HpSrc, Src, StreamRef, checked_mul, require_no_pow2,
-    require_nonzero,
-};
+use crate::params::CastParams;
 use crate::reference;
-
-/// Run `$body` with `$s` bound to the host slice of an [`HpSrc`] (bf16 or f32), so the
-/// generic reference function is instantiated for both element types.
-macro_rules! with_hp {
-    ($x:expr, |$s:ident| $body:expr) => {
-        match $x {
-            $crate::ops::HpSrc::Bf16(v) => {
-                let $s = v.host_slice();
-                $body
-            }
-            $crate::ops::HpSrc::F32(v) => {
-                let $s = v.host_slice();
-                $body
-            }
-        }
-    };
-}
-#[allow(unused_imports)] // used by the other op-family modules
-pub(crate) use with_hp;
+use crate::runtime::check_status;
+use crate::validate::{checked_mul, require_no_pow2, require_nonzero};
+use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 
 /// Tile of a blockwise cast.
 #[derive(Clone, Copy)]
@@ -40,6 +21,58 @@ enum BlockTile {
 }
 
 impl Context {
+    /// Rowwise (axiswise, last dim) scale-and-cast of an (m, k) row-major matrix:
+    /// `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i] = scale(amax(row i))`.
+    /// Used for the forward A operand and the dgrad grad_out. Writes m*k bytes and m scales.
+    pub fn rowwise_2d(
+        &self,
+        p: &CastParams,
+        m: usize,
+        k: usize,
+        x: HpSrc<'_>,
+        out: Dst<'_, u8>,
+        scales: Dst<'_, f32>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let mk = checked_mul("m*k", m, k)?;
+        require_nonzero("k", k)?;
+        let io = CastIo::new(x, out, scales, mk, m).gpu_noop_if(mk == 0);
+        self.cast_op(
+            p,
+            io,
+            |fmt, h| {
+                with_hp!(h.x, |x| reference::rowwise_2d(
+                    fmt,
+                    p.pow2_scales,
+                    m,
+                    k,
+                    x,
+                    h.out,
+                    h.scales
+                ))
+            },
+            |fmt, d| {
+                // SAFETY: the views were validated by cast_op: device memory of this context's
+                // GPU holding m*k inputs, m*k output bytes and m scales; the launcher only
+                // queues work on `stream` (docs/KERNEL_ABI.md).
+                let st = unsafe {
+                    crate::sys::hipfp8_rowwise_2d_launch(
+                        d.x,
+                        d.out,
+                        d.scales,
+                        m as i64,
+                        k as i64,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        d.dtype,
+                        stream.0,
+                    )
+                };
+                check_status("rowwise_2d", st)
+            },
+        )
+    }
+
     /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
     /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
     /// Forward B operand of the MoE grouped GEMM.
@@ -90,7 +123,7 @@ impl Context {
                         stream.0,
                     )
                 };
-                crate::device::check_status("colwise_3d", st)
+                check_status("colwise_3d", st)
             },
         )
     }
@@ -148,7 +181,7 @@ impl Context {
                             stream.0,
                         )
                     };
-                    crate::device::check_status("rowwise_3d_transpose_rhs", st)
+                    check_status("rowwise_3d_transpose_rhs", st)
                 })
             },
         )
@@ -211,7 +244,7 @@ impl Context {
                             stream.0,
                         )
                     };
-                    crate::device::check_status("per_group_colwise", st)
+                    check_status("per_group_colwise", st)
                 })
             },
         )
@@ -307,7 +340,7 @@ impl Context {
                             stream.0,
                         )
                     };
-                    crate::device::check_status("per_group_colwise_dual", st)
+                    check_status("per_group_colwise_dual", st)
                 })
             },
         )
@@ -349,25 +382,29 @@ impl Context {
                 ))
             },
             |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and
-                // output bytes, G*m scales and G offsets (clamped by the kernel); work is only
-                // queued on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_per_group_rowwise_launch(
-                        d.x,
-                        d.offs,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        g as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                crate::device::check_status("per_group_rowwise", st)
+                self.with_grouped_scratch(g, stream, |ws| {
+                    // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs
+                    // and output bytes, G*m scales and G offsets (clamped by the kernel); `ws`
+                    // is null or the zeroed scratch of the size the launcher asked for; work is
+                    // only queued on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_per_group_rowwise_launch(
+                            d.x,
+                            d.offs,
+                            d.out,
+                            d.scales,
+                            m as i64,
+                            k as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            d.dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    check_status("per_group_rowwise", st)
+                })
             },
         )
     }
@@ -431,7 +468,7 @@ impl Context {
                         stream.0,
                     )
                 };
-                crate::device::check_status("tensorwise", st)
+                check_status("tensorwise", st)
             },
         )
     }
@@ -488,7 +525,7 @@ impl Context {
                         xp, scp, op, ap, n as i64, fmt as i32, dtype, stream.0,
                     )
                 };
-                crate::device::check_status("tensorwise_scaled", st)
+                check_status("tensorwise_scaled", st)
             },
         )
     }
@@ -598,7 +635,7 @@ impl Context {
                         ),
                     }
                 };
-                crate::device::check_status(name, st)
+                check_status(name, st)
             },
         )
     }
@@ -681,24 +718,27 @@ impl Context {
                 ))
             },
             || {
-                // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_rowwise_2d_padded_launch(
-                        xp,
-                        offp,
-                        op,
-                        sp,
-                        pp,
-                        m as i64,
-                        k as i64,
-                        g as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        dtype,
-                        stream.0,
-                    )
-                };
-                crate::device::check_status("rowwise_2d_padded", st)
+                self.with_grouped_scratch(g, stream, |ws| {
+                    // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; `ws` is null or the zeroed scratch of the size the launcher asked for; the launcher only queues work on `stream`.
+                    let st = unsafe {
+                        crate::sys::hipfp8_rowwise_2d_padded_launch(
+                            xp,
+                            offp,
+                            op,
+                            sp,
+                            pp,
+                            m as i64,
+                            k as i64,
+                            g as i64,
+                            fmt as i32,
+                            p.pow2_scales as i32,
+                            dtype,
+                            ws,
+                            stream.0,
+                        )
+                    };
+                    check_status("rowwise_2d_padded", st)
+                })
             },
         )
     }

@@ -141,10 +141,15 @@ foreign! {
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64,
         format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
     /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
-    /// `[g*m + i]`. At most 2048 groups (else `KSTATUS_UNSUPPORTED`).
+    /// `[g*m + i]`. `workspace`: `hipfp8_grouped_scratch_bytes(groups)` bytes of the zeroed
+    /// context workspace (null when 0).
     "hipfp8_per_group_rowwise_launch" => pub fn hipfp8_per_group_rowwise_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64, groups: i64,
-        format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+        format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Device scratch of per_group_rowwise / rowwise_2d_padded for `groups` groups: 0 up to
+    /// 2048 groups, else the group tables. Zero before use; every launch leaves it zero.
+    "hipfp8_grouped_scratch_bytes" => pub fn hipfp8_grouped_scratch_bytes(
+        groups: i64, bytes: *mut u64) -> c_int;
     /// Workspace size of the column-reducing casts below (per_group_colwise(_dual),
     /// rowwise_3d_transpose_rhs) for `groups` groups and row lengths k1, k2 (0 if single).
     /// The workspace must be zero before its first use; every launch leaves it zero.
@@ -185,7 +190,8 @@ foreign! {
     /// Token-group padding fused with the rowwise cast (see `Context::rowwise_2d_padded`).
     "hipfp8_rowwise_2d_padded_launch" => pub fn hipfp8_rowwise_2d_padded_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, padded_offs: *mut i32,
-        m: i64, k: i64, groups: i64, format: i32, pow2: i32, in_dtype: i32, stream: hipStream_t) -> c_int;
+        m: i64, k: i64, groups: i64, format: i32, pow2: i32, in_dtype: i32, workspace: *mut c_void,
+        stream: hipStream_t) -> c_int;
     /// MXFP8 along rows: E8M0 scales (m, ceil(k/32)); rounding 0 FLOOR, 1 RCEIL; OCP formats.
     "hipfp8_mxfp8_dim0_launch" => pub fn hipfp8_mxfp8_dim0_launch(
         x: *const c_void, out: *mut u8, scales: *mut u8, m: i64, k: i64,

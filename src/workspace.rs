@@ -2,7 +2,7 @@
 //! exchange of the column-reducing casts, amax accumulators of the two-phase casts).
 //!
 //! # Decision: the context owns it (no workspace argument in the API)
-//! A [`crate::Context`] on a GPU lazily allocates one grow-only device buffer, zeroed once at
+//! A GPU context lazily allocates one grow-only device buffer, zeroed once at
 //! allocation. Every user keeps the invariant "all zero between uses": the column casts reset
 //! every slot they touched before they finish; the two-phase casts (amax pass, then cast pass)
 //! clear their accumulators with an async memset queued after their cast pass. So no call pays for an allocation or a host sync after the first, and
@@ -19,10 +19,10 @@
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-use crate::device::{DeviceBuffer, check_status};
 use crate::error::Result;
-use crate::ops::{Context, StreamRef};
+use crate::runtime::{DeviceBuffer, GpuHandle, check_status};
 use crate::sys;
+use crate::view::StreamRef;
 
 struct Inner {
     buf: DeviceBuffer<u8>,
@@ -70,7 +70,7 @@ impl WorkspaceCell {
     /// enqueue work on `stream`, and that work must leave the workspace all zero.
     pub(crate) fn with<R>(
         &self,
-        ctx: &Context,
+        ctx: &(impl GpuHandle + ?Sized),
         bytes: usize,
         stream: StreamRef,
         f: impl FnOnce(*mut c_void) -> Result<R>,
@@ -115,26 +115,5 @@ impl WorkspaceCell {
         inner.used = true;
         inner.last_stream = stream.0 as usize;
         Ok(r)
-    }
-}
-
-impl Context {
-    /// Run `f` with the zeroed workspace sized for the column-reducing casts
-    /// (per_group_colwise(_dual), rowwise_3d_transpose_rhs) of `groups` groups and row
-    /// lengths `k1`, `k2` (0 when single).
-    pub(crate) fn with_colwise_workspace<R>(
-        &self,
-        groups: usize,
-        k1: usize,
-        k2: usize,
-        stream: StreamRef,
-        f: impl FnOnce(*mut c_void) -> Result<R>,
-    ) -> Result<R> {
-        let mut bytes = 0u64;
-        // SAFETY: plain arithmetic on the arguments, writes the out-pointer only.
-        check_status("colwise workspace size", unsafe {
-            sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, &mut bytes)
-        })?;
-        self.workspace.with(self, bytes as usize, stream, f)
     }
 }

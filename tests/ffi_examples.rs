@@ -135,13 +135,27 @@ fn build(src: &Path, link: Link) -> PathBuf {
         Link::Static => cmd.arg(lib.join("libhipfp8.a")).args(native_static_libs()),
         Link::Shared => cmd
             .arg("-L")
-            .arg(lib)
+            .arg(soname_link(lib))
             .arg("-l:libhipfp8.so")
             .arg(format!("-Wl,-rpath,{}", lib.display()))
             .arg("-lm"),
     };
     run(&mut cmd);
     exe
+}
+
+/// `lib`, after making sure it holds `libhipfp8.so.<ABI>` (the SONAME build.rs gives the
+/// library, which an executable linked against it asks the loader for) as a link to the
+/// libhipfp8.so cargo writes.
+fn soname_link(lib: &Path) -> &Path {
+    let name = format!("libhipfp8.so.{}", hipfp8::ffi::HIPFP8_ABI_VERSION);
+    let link = lib.join(&name);
+    if std::fs::symlink_metadata(&link).is_err() {
+        // Another test may create it at the same time: only a missing link is an error.
+        let _ = std::os::unix::fs::symlink("libhipfp8.so", &link);
+    }
+    assert!(exists(&link), "could not create {}", link.display());
+    lib
 }
 
 /// The dynamic dependencies of an executable, from its ELF dynamic section.

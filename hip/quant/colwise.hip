@@ -86,6 +86,10 @@ struct ColWork {
   ColTensor t[2];
   int ntensors;
   const int32_t* offs;  // null: uniform groups of group_rows rows (3D)
+  // Jagged launches over a chunk of the groups (G > kGroupChunk): the row where the chunk's
+  // first group starts (the clamped END offset of the group before it; device memory), null =
+  // row 0. Stored in shared memory right before the offsets (s_offs[-1]).
+  const int32_t* start;
   int G;
   int64_t group_rows;
   int64_t M;
@@ -110,7 +114,7 @@ __host__ __device__ inline int64_t col_ws_group_words(int64_t k1, int64_t k2) {
 
 __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int g, int64_t& gs, int64_t& ge) {
   if (w.offs) {
-    gs = g == 0 ? 0 : s_offs[g - 1];
+    gs = s_offs[g - 1];  // s_offs[-1]: the start of the first group (see ColWork::start)
     ge = s_offs[g];
   } else {
     gs = (int64_t)g * w.group_rows;
@@ -301,9 +305,15 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   if (tid == 0) sh.item = (int)next_ticket;
 }
 
-// Dynamic shared memory of the tile kernel, in words: offsets (G), per-group packed chunks and
-// geometry (G), item prefix per tensor (ntensors x (G + 1)).
-__host__ __device__ inline size_t col_smem_words(int G, int ntensors) { return (size_t)2 * G + (size_t)ntensors * (G + 1); }
+// Dynamic shared memory of the tile kernel, in words: the first group's start (1), offsets (G),
+// per-group packed chunks and geometry (G), item prefix per tensor (ntensors x (G + 1)).
+__host__ __device__ inline size_t col_smem_words(int G, int ntensors) { return (size_t)2 * G + 1 + (size_t)ntensors * (G + 1); }
+
+// The first group's start row into s_offs[-1] (read by group_bounds); ordered before its
+// readers by the barriers of load_clamped_offsets.
+__device__ inline void store_group_start(const ColWork& w, int32_t* s_offs) {
+  if (threadIdx.x == 0) s_offs[-1] = w.start ? *w.start : 0;
+}
 
 // CGC = 0: each group takes its own tile (col_geo_for_rows), the tile width a
 // runtime value; CGC = 2, 4, 8, 16: every group takes that tile, compiled for it (launches whose
@@ -315,16 +325,19 @@ colwise_vec_kernel(ColWork w) {
   constexpr int MAXCOLS = kColMaxCG * EPV;
   extern __shared__ int32_t cdyn[];
   const int G = w.G;
-  int32_t* s_offs = cdyn;       // G
-  int32_t* s_pk = cdyn + G;     // G: chunks << 2 | geometry
-  int32_t* s_ib = cdyn + 2 * G; // ntensors x (G + 1): first item of each group, per tensor
+  int32_t* s_offs = cdyn + 1;       // G (s_offs[-1]: the first group's start)
+  int32_t* s_pk = cdyn + 1 + G;     // G: chunks << 2 | geometry
+  int32_t* s_ib = cdyn + 1 + 2 * G; // ntensors x (G + 1): first item of each group, per tensor
   __shared__ ColShared<MAXCOLS> sh;
 
   ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
   uint32_t* slabs = reinterpret_cast<uint32_t*>(hdr + 1);
   const int tid = threadIdx.x;
 
-  if (w.offs) load_clamped_offsets<kColBlock>(w.offs, G, w.M, s_offs);
+  if (w.offs) {
+    store_group_start(w, s_offs);
+    load_clamped_offsets<kColBlock>(w.offs, G, w.M, s_offs);
+  }
   // per-group geometry and chunks, and each group's item count per tensor (one thread per
   // group), then the item prefix (serial over groups by one thread: additions only)
   __syncthreads();
@@ -398,14 +411,18 @@ __global__ void __launch_bounds__(256)
 colwise_scalar_kernel(ColWork w) {
   typedef typename In::elem E;
   extern __shared__ int32_t cdyn[];
-  int32_t* s_offs = cdyn;
+  int32_t* s_offs = cdyn + 1;  // s_offs[-1]: the first group's start
   __shared__ uint32_t part[8][32];
   __shared__ uint32_t s_amax[32];
   const int ti = blockIdx.z;
   if (ti >= w.ntensors) return;
   const ColTensor& T = w.t[ti];
-  if (w.offs) load_clamped_offsets<256>(w.offs, w.G, w.M, s_offs);
-  else __syncthreads();
+  if (w.offs) {
+    store_group_start(w, s_offs);
+    load_clamped_offsets<256>(w.offs, w.G, w.M, s_offs);
+  } else {
+    __syncthreads();
+  }
   const int cl = threadIdx.x % 32, rl = threadIdx.x / 32;
   const E* X = static_cast<const E*>(T.x);
   for (int g = blockIdx.y; g < w.G; g += gridDim.y) {
@@ -512,8 +529,8 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     T.vec_store = T.out_ld % 16 == 0 && aligned16(T.out) && (w.offs != nullptr || w.group_rows % 16 == 0);
   }
   if (!vec) {
-    const size_t smem = (size_t)w.G * sizeof(int32_t);
-    if (smem > 48 * 1024) return kLaunchUnsupported;
+    const size_t smem = (size_t)(w.G + 1) * sizeof(int32_t);
+    if (smem > 48 * 1024) return kLaunchUnsupported;  // never: G <= kGroupChunk (colwise_entry)
     int64_t maxt = 1;
     for (int i = 0; i < w.ntensors; ++i) {
       w.t[i].ntiles = (int)((w.t[i].K + 31) / 32);
@@ -531,10 +548,54 @@ static int dispatch_colwise(uint32_t fmt, const ColWork& w, hipStream_t st) {
   HIPFP8_DISPATCH_FMT(fmt, (launch_colwise<In, FMT>(w, st)));
 }
 
-static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_t st) {
+static int colwise_entry1(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_t st) {
   if (x_dtype == HIPFP8_DTYPE_BF16) return dispatch_colwise<Bf16In>(fmt, w, st);
   if (x_dtype == HIPFP8_DTYPE_F32) return dispatch_colwise<F32In>(fmt, w, st);
   return kLaunchBadEnum;
+}
+
+// Byte offset of the group tables in the workspace (after the header and the slabs of one
+// chunk of groups; hipfp8_colwise_workspace_bytes sizes it the same way).
+static int64_t col_ws_tables_offset(int64_t groups, int64_t k1, int64_t k2) {
+  const int64_t g = groups < kGroupChunk ? groups : kGroupChunk;
+  return (int64_t)sizeof(ColWsHeader) + 4 * g * col_ws_group_words(k1, k2);
+}
+
+// Up to kGroupChunk groups: one launch as tuned. More: the launches of consecutive chunks of
+// kGroupChunk groups, each a complete launch of its own (its tables in shared memory, the
+// workspace left zero). Uniform groups (3D) are a slice of the tensors per chunk; jagged ones
+// first get their clamped offsets in the workspace (launch_group_tables), and each chunk
+// starts at the clamped end of the group before it.
+static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_t st) {
+  if (w.G <= kGroupChunk) return colwise_entry1(x_dtype, fmt, w, st);
+  if (x_dtype != HIPFP8_DTYPE_BF16 && x_dtype != HIPFP8_DTYPE_F32) return kLaunchBadEnum;
+  const int64_t esz = x_dtype == HIPFP8_DTYPE_BF16 ? 2 : 4;
+  const int64_t k2 = w.ntensors > 1 ? w.t[1].K : 0;
+  int32_t* tables = nullptr;
+  if (w.offs) {
+    tables = reinterpret_cast<int32_t*>(static_cast<char*>(w.ws) + col_ws_tables_offset(w.G, w.t[0].K, k2));
+    const int r = launch_group_tables(w.offs, w.G, w.M, tables, nullptr, st);
+    if (r != kLaunchOk) return r;
+  }
+  for (int64_t g0 = 0; g0 < w.G; g0 += kGroupChunk) {
+    const int n = (int)(w.G - g0 < kGroupChunk ? w.G - g0 : kGroupChunk);
+    ColWork c = w;
+    c.G = n;
+    for (int i = 0; i < w.ntensors; ++i) c.t[i].scales = w.t[i].scales + g0 * w.t[i].K;
+    if (w.offs) {
+      c.offs = tables + g0;
+      c.start = tables + g0 - 1;  // g0 >= kGroupChunk > 0
+    } else {
+      const int64_t r0 = g0 * w.group_rows;
+      c.t[0].x = static_cast<const char*>(w.t[0].x) + r0 * w.t[0].K * esz;
+      c.t[0].out = w.t[0].out + r0 * w.t[0].K;
+      c.M = (int64_t)n * w.group_rows;
+    }
+    const int r = colwise_entry1(x_dtype, fmt, c, st);
+    if (r != kLaunchOk) return r;
+  }
+  if (tables) return clear_group_tables(tables, 4 * group_tables_words(w.G), st);
+  return kLaunchOk;
 }
 
 }  // namespace hipfp8
@@ -550,8 +611,10 @@ HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int
   if (groups < 0 || k1 < 0 || k2 < 0) return kLaunchBadShape;
   // Per group, one slab record of (COLS + 2) words per column tile of each tensor, for the tile
   // width that needs the most (every CG, bf16 and f32 columns per vector; col_ws_group_words).
-  const uint64_t most = (uint64_t)col_ws_group_words(k1, k2);
-  *bytes = sizeof(ColWsHeader) + 4 * (uint64_t)groups * most;
+  // More than kGroupChunk groups run in chunks (colwise_entry): the slabs of one chunk, then
+  // the group tables.
+  *bytes = (uint64_t)col_ws_tables_offset(groups, k1, k2) +
+           (groups > kGroupChunk ? 4 * (uint64_t)group_tables_words(groups) : 0);
   return kLaunchOk;
 }
 

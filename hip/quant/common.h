@@ -188,6 +188,22 @@ __device__ inline int upper_bound_i32(const int32_t* a, int n, int64_t key) {
 
 inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
+// Grouped launches keep per-group tables in shared memory for at most kGroupChunk groups (the
+// launch configurations that were tuned and measured). Past that a launcher first runs
+// launch_group_tables (one block) into a device scratch of group_tables_words(G) words and
+// then works on the clamped copy: in chunks of kGroupChunk groups (the column casts), or with
+// kernels that read the tables from global memory (per_group_rowwise, rowwise_2d_padded).
+constexpr int kGroupChunk = 2048;
+__host__ __device__ inline int64_t group_tables_words(int64_t G) { return 2 * G; }
+// clamped[g] = min(max(offs[0..=g], 0), extent) (load_clamped_offsets' rule), and when `pend`
+// is not null pend[g] = sum over groups h <= g of (clamped[h] - clamped[h-1]) rounded up to 16
+// (rowwise_2d_padded's padded END offsets). Queued on `st`; returns a launch status.
+int launch_group_tables(const int32_t* offs, int64_t G, int64_t extent, int32_t* clamped, int32_t* pend,
+                        hipStream_t st);
+// Queue the zeroing of `bytes` of the context workspace used as group tables (every user
+// leaves the workspace zero, hip/... and src/workspace.rs).
+int clear_group_tables(void* p, int64_t bytes, hipStream_t st);
+
 // Multiprocessor count of the current device (cached per device; cheap after the first call).
 int device_sm_count();
 // Blocks of `kernel` (launched with `block` threads and `smem` bytes of dynamic shared memory)

@@ -78,9 +78,90 @@ __global__ void codec_selftest_kernel(unsigned long long* mismatches, uint32_t* 
   if (bad) atomicAdd(mismatches, bad);
 }
 
+// One block: the clamped offsets (a prefix max over contiguous per-thread runs, then across the
+// threads) and, optionally, the padded END offsets (a prefix sum the same way), in global memory.
+constexpr int kTablesBlock = 1024;
+__global__ void __launch_bounds__(kTablesBlock)
+group_tables_kernel(const int32_t* __restrict__ offs, int64_t G, int64_t extent, int32_t* __restrict__ clamped,
+                    int32_t* __restrict__ pend) {
+  __shared__ int64_t part[kTablesBlock];
+  const int tid = threadIdx.x;
+  const int64_t per = (G + kTablesBlock - 1) / kTablesBlock;
+  const int64_t g0 = tid * per < G ? tid * per : G;
+  const int64_t g1 = g0 + per < G ? g0 + per : G;
+  // 1. prefix max of the raw offsets (0 below: negative offsets clamp to 0)
+  int64_t run = 0;
+  for (int64_t g = g0; g < g1; ++g) run = offs[g] > run ? offs[g] : run;
+  part[tid] = run;
+  __syncthreads();
+  if (tid == 0) {
+    int64_t acc = 0;
+    for (int i = 0; i < kTablesBlock; ++i) {
+      const int64_t v = part[i];
+      part[i] = acc;  // exclusive prefix max
+      acc = v > acc ? v : acc;
+    }
+  }
+  __syncthreads();
+  run = part[tid];
+  for (int64_t g = g0; g < g1; ++g) {
+    run = offs[g] > run ? offs[g] : run;
+    clamped[g] = (int32_t)(run > extent ? extent : run);
+  }
+  if (!pend) return;
+  __syncthreads();
+  // 2. padded sizes, prefix sum (each thread reads the clamped entries it and its left
+  // neighbour wrote; the barrier above orders them within the block)
+  int64_t sum = 0;
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t n = clamped[g] - (g ? clamped[g - 1] : 0);
+    sum += (n + 15) / 16 * 16;
+  }
+  __syncthreads();
+  part[tid] = sum;
+  __syncthreads();
+  if (tid == 0) {
+    int64_t acc = 0;
+    for (int i = 0; i < kTablesBlock; ++i) {
+      const int64_t v = part[i];
+      part[i] = acc;
+      acc += v;
+    }
+  }
+  __syncthreads();
+  sum = part[tid];
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t n = clamped[g] - (g ? clamped[g - 1] : 0);
+    sum += (n + 15) / 16 * 16;
+    pend[g] = (int32_t)sum;
+  }
+}
+
+int launch_group_tables(const int32_t* offs, int64_t G, int64_t extent, int32_t* clamped, int32_t* pend,
+                        hipStream_t st) {
+  if (G <= 0) return kLaunchOk;
+  group_tables_kernel<<<1, kTablesBlock, 0, st>>>(offs, G, extent, clamped, pend);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+int clear_group_tables(void* p, int64_t bytes, hipStream_t st) {
+  const hipError_t e = hipMemsetAsync(p, 0, (size_t)bytes, st);
+  return e == hipSuccess ? kLaunchOk : (int)e;
+}
+
 }  // namespace hipfp8
 
 using namespace hipfp8;
+
+// Device scratch (bytes) of per_group_rowwise / rowwise_2d_padded for `groups` groups: 0 up to
+// kGroupChunk groups (the tables live in shared memory), else the global tables. The scratch
+// must be zero before use; the launch leaves it zero.
+HIPFP8_EXTERN int hipfp8_grouped_scratch_bytes(int64_t groups, uint64_t* bytes) noexcept {
+  if (!bytes) return kLaunchNull;
+  if (groups < 0) return kLaunchBadShape;
+  *bytes = groups > kGroupChunk ? 4 * (uint64_t)group_tables_words(groups) : 0;
+  return kLaunchOk;
+}
 
 // 1 when this build converts `fmt` in hardware on the current device's target, else 0.
 template <uint32_t F>

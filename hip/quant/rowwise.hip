@@ -121,7 +121,7 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
 // Rows longer than VPT*BLOCK vectors re-read the rest (L2-resident) vector by vector.
 // Shared memory: offsets 4*G, amax 12*G, wavefront scale tables 4*BLOCK, map 2*BLOCK*VPT bytes.
 
-constexpr int kRowwiseMaxGroups = 2048;
+constexpr int kRowwiseMaxGroups = kGroupChunk;  // shared-memory tables up to here (hipfp8_grouped_scratch_bytes)
 constexpr uint32_t kMapNone = 0x7FFF;      // this lane's vector crosses a group end, or lies past the last group
 constexpr uint32_t kMapUniform = 0x8000;   // flag: the whole wavefront's vector j is in this group
 constexpr uint32_t kMapWaveNone = 0xFFFF;  // every lane of the wavefront is kMapNone
@@ -360,11 +360,56 @@ static int launch_pgr_shape(const typename In::elem* xp, const int32_t* offs, in
   return launch_pgr_cfg<In, F, 512, 8, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
 }
 
+// More than kRowwiseMaxGroups groups (the shared-memory tables of the kernel above would not
+// fit): one wavefront per (row, group), reading the clamped offsets from global memory
+// (launch_group_tables). Group amax by wavefront max, the scale, then the cast: the same
+// rule and codec as every other kernel (encode_sw is the reference encoder). Not a tuned path;
+// it exists so that any group count is exact.
+constexpr int kPgrGlobalBlock = 256;
+template <class In, uint32_t F>
+__global__ void __launch_bounds__(kPgrGlobalBlock)
+per_group_rowwise_global_kernel(const typename In::elem* __restrict__ x, const int32_t* __restrict__ clamped, int G,
+                                uint8_t* __restrict__ out, float* __restrict__ scales, int64_t M, int64_t K,
+                                int pow2) {
+  constexpr int W = HIPFP8_WAVE;
+  const int lane = threadIdx.x % W;
+  const int64_t nwarps = (int64_t)gridDim.x * (kPgrGlobalBlock / W);
+  const int64_t ntask = M * (int64_t)G;
+  // t is the same for every lane of a wavefront, so the loop and wave_max are uniform
+  for (int64_t t = ((int64_t)blockIdx.x * kPgrGlobalBlock + threadIdx.x) / W; t < ntask; t += nwarps) {
+    const int64_t row = t / G;
+    const int g = (int)(t - row * G);
+    const int64_t cs = g ? clamped[g - 1] : 0, ce = clamped[g];
+    const typename In::elem* xr = x + row * K;
+    uint32_t am = 0;
+    for (int64_t c = cs + lane; c < ce; c += W) am = max(am, abs_bits(In::load1(xr, c)));
+    am = wave_max(am);
+    const float s = amax_to_scale<F>(am, pow2 != 0);
+    if (lane == 0) scales[(int64_t)g * M + row] = s;
+    uint8_t* orow = out + row * K;
+    for (int64_t c = cs + lane; c < ce; c += W) orow[c] = (uint8_t)encode_sw<F>(In::load1(xr, c) * s);
+  }
+}
+
 template <class In, uint32_t F>
 static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
-                                    float* scales, int pow2, hipStream_t st) {
-  if (G > kRowwiseMaxGroups) return kLaunchUnsupported;
+                                    float* scales, int pow2, void* ws, hipStream_t st) {
   const typename In::elem* xp = static_cast<const typename In::elem*>(x);
+  if (G > kRowwiseMaxGroups) {
+    if (!ws) return kLaunchNull;
+    int32_t* clamped = static_cast<int32_t*>(ws);
+    int r = launch_group_tables(offs, G, k, clamped, nullptr, st);
+    if (r != kLaunchOk) return r;
+    const int64_t tasks = m * (int64_t)G;
+    const int64_t per_block = kPgrGlobalBlock / HIPFP8_WAVE;
+    int64_t grid = (int64_t)device_sm_count() * 8;
+    if (grid > (tasks + per_block - 1) / per_block) grid = (tasks + per_block - 1) / per_block;
+    per_group_rowwise_global_kernel<In, F><<<(unsigned)grid, kPgrGlobalBlock, 0, st>>>(xp, clamped, G, out, scales, m,
+                                                                                       k, pow2);
+    hipError_t e = hipGetLastError();
+    if (e != hipSuccess) return (int)e;
+    return clear_group_tables(ws, 4 * group_tables_words(G), st);
+  }
   if (G <= HIPFP8_WAVE && pgr_knob(1) == 0) return launch_pgr_shape<In, F, true>(xp, offs, G, m, k, out, scales, pow2, st);
   return launch_pgr_shape<In, F, false>(xp, offs, G, m, k, out, scales, pow2, st);
 }
@@ -408,21 +453,27 @@ template <class In, uint32_t F, int BLOCK, int VPT, bool VEC>
 __global__ void __launch_bounds__(BLOCK)
 rowwise_padded_kernel(const typename In::elem* __restrict__ x, const int32_t* __restrict__ offs, int G,
                       uint8_t* __restrict__ out, float* __restrict__ scales, int32_t* __restrict__ padded_offs,
-                      int64_t M, int64_t K, int pow2) {
+                      int64_t M, int64_t K, int pow2, const int32_t* tables) {
   __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
   extern __shared__ int32_t pdyn[];
-  int32_t* s_offs = pdyn;
-  int32_t* s_pend = pdyn + G;
-  load_clamped_offsets<BLOCK>(offs, G, M, s_offs);
-  if (threadIdx.x == 0) {
-    int64_t acc = 0;
-    for (int g = 0; g < G; ++g) {
-      const int64_t n = s_offs[g] - (g ? s_offs[g - 1] : 0);
-      acc += (n + 15) / 16 * 16;
-      s_pend[g] = (int32_t)acc;
+  // tables (more than kGroupChunk groups): the clamped and the padded END offsets, computed
+  // once by launch_group_tables in global memory; else each block computes them here.
+  const int32_t* s_offs = tables;
+  const int32_t* s_pend = tables ? tables + G : nullptr;
+  if (!tables) {
+    load_clamped_offsets<BLOCK>(offs, G, M, pdyn);
+    if (threadIdx.x == 0) {
+      int64_t acc = 0;
+      for (int g = 0; g < G; ++g) {
+        const int64_t n = pdyn[g] - (g ? pdyn[g - 1] : 0);
+        acc += (n + 15) / 16 * 16;
+        pdyn[G + g] = (int32_t)acc;
+      }
     }
+    __syncthreads();
+    s_offs = pdyn;
+    s_pend = pdyn + G;
   }
-  __syncthreads();
   if (blockIdx.x == 0)
     for (int g = threadIdx.x; g < G; g += BLOCK) padded_offs[g] = s_pend[g];
   const int64_t total = G > 0 ? s_pend[G - 1] : 0;
@@ -449,10 +500,17 @@ rowwise_padded_kernel(const typename In::elem* __restrict__ x, const int32_t* __
 
 template <class In, uint32_t F>
 static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
-                                 float* scales, int32_t* padded_offs, int pow2, hipStream_t st) {
+                                 float* scales, int32_t* padded_offs, int pow2, void* ws, hipStream_t st) {
   typedef typename In::elem E;
   const E* xp = static_cast<const E*>(x);
-  const size_t smem = (size_t)G * 8;
+  int32_t* tables = nullptr;
+  if (G > kGroupChunk) {
+    if (!ws) return kLaunchNull;
+    tables = static_cast<int32_t*>(ws);
+    const int r = launch_group_tables(offs, G, m, tables, tables + G, st);
+    if (r != kLaunchOk) return r;
+  }
+  const size_t smem = tables ? 0 : (size_t)G * 8;
   const int64_t rows_bound = m + 15 * (int64_t)G;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
   const int64_t nv = (k + In::EPV - 1) / In::EPV;
@@ -467,15 +525,17 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
     int64_t grid = resident_grid(cache[vec], kfn, B, smem);                                                       \
     if (grid > rows_bound) grid = rows_bound;                                                                     \
     if (grid < 1) grid = 1;                                                                                       \
-    if (vec) rowwise_padded_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
-    else rowwise_padded_kernel<In, F, B, V, false><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2); \
+    if (vec) rowwise_padded_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables); \
+    else rowwise_padded_kernel<In, F, B, V, false><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables); \
   } while (0)
   if (nv <= 512) HIPFP8_PAD_CFG(128, 4);
   else if (nv <= 1024) HIPFP8_PAD_CFG(256, 4);
   else if (nv <= 2048) HIPFP8_PAD_CFG(256, 8);
   else HIPFP8_PAD_CFG(512, 8);
 #undef HIPFP8_PAD_CFG
-  HIPFP8_RETURN_LAUNCH_STATUS();
+  const hipError_t e = hipGetLastError();
+  if (e != hipSuccess) return (int)e;
+  return tables ? clear_group_tables(tables, 4 * group_tables_words(G), st) : kLaunchOk;
 }
 
 }  // namespace hipfp8
@@ -498,34 +558,36 @@ HIPFP8_EXTERN int hipfp8_rowwise_2d_launch(const void* x, uint8_t* out, float* s
 
 // x (m, k) row-major; groups of columns by END offsets offs[groups] (device memory, clamped);
 // out[i*k + j] for columns inside a group, scales[g*m + i]. k == 0: every group is empty and
-// only the scales are written.
+// only the scales are written. workspace: hipfp8_grouped_scratch_bytes(groups) bytes of the
+// zeroed context workspace (null when that is 0).
 HIPFP8_EXTERN int hipfp8_per_group_rowwise_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
                                                   int64_t m, int64_t k, int64_t groups, int format, int pow2,
-                                                  int in_dtype, hipStream_t stream) noexcept {
+                                                  int in_dtype, void* workspace, hipStream_t stream) noexcept {
   if (m < 0 || k < 0 || groups < 0) return kLaunchBadShape;
   if (m == 0 || groups == 0) return kLaunchOk;
-  if (groups > kRowwiseMaxGroups) return kLaunchUnsupported;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
   if (!offs || !scales || (k > 0 && (!x || !out))) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
   const int G = (int)groups;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<Bf16In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<F32In, FMT>(x, offs, G, m, k, out, scales, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<Bf16In, FMT>(x, offs, G, m, k, out, scales, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_per_group_rowwise<F32In, FMT>(x, offs, G, m, k, out, scales, pow2, workspace, stream))); }
   return kLaunchBadEnum;
 }
 
 // Token groups padded to multiples of 16 rows, fused with the rowwise cast (see
 // Context::rowwise_2d_padded). out (m_cap, k), scales[m_cap], padded_offs[groups]; the caller
-// guarantees m_cap >= m + 15*groups.
+// guarantees m_cap >= m + 15*groups. workspace: as for per_group_rowwise.
 HIPFP8_EXTERN int hipfp8_rowwise_2d_padded_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
                                                   int32_t* padded_offs, int64_t m, int64_t k, int64_t groups,
-                                                  int format, int pow2, int in_dtype, hipStream_t stream) noexcept {
+                                                  int format, int pow2, int in_dtype, void* workspace,
+                                                  hipStream_t stream) noexcept {
   if (m < 0 || k <= 0 || groups < 0) return kLaunchBadShape;
   if (groups == 0) return kLaunchOk;
-  if (groups > kRowwiseMaxGroups) return kLaunchUnsupported;
+  if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
   if (!offs || !out || !scales || !padded_offs || (m > 0 && !x)) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
   const int G = (int)groups;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<Bf16In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<F32In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<Bf16In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise_padded<F32In, FMT>(x, offs, G, m, k, out, scales, padded_offs, pow2, workspace, stream))); }
   return kLaunchBadEnum;
 }

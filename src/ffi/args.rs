@@ -5,10 +5,11 @@
 //! count) pair names `count` elements that are valid for the access the op makes (read for
 //! inputs, write for outputs), live in the memory kind of the context (host for a CPU
 //! context, the context's device for a GPU one), stay valid until the call returns (CPU) or
-//! the stream work completes (GPU), and do not overlap another buffer of the same call;
-//! descriptors and out-parameters point to an object of their type. What the library checks
-//! before relying on that: NULL, alignment to the element type, and that the byte count fits
-//! `isize` (the `slice::from_raw_parts` precondition). Everything else about the views
+//! the stream work completes (GPU); descriptors and out-parameters point to an object of their
+//! type. What the library checks before relying on that: NULL, alignment to the element type,
+//! that the byte count fits `isize` (the `slice::from_raw_parts` precondition), and that no
+//! output's address range (pointer, count) overlaps another buffer of the call
+//! (OVERLAPPING_BUFFERS; inputs may share memory with each other, they are only read). Everything else about the views
 //! (lengths vs shapes, locations) is checked by the ops themselves before anything is written.
 
 use std::ffi::{c_char, c_void};
@@ -18,10 +19,12 @@ use half::bf16;
 
 use super::status::FfiError;
 use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
+use crate::context::Context;
 use crate::error::Error;
 use crate::format::Fp8Format;
-use crate::grouped_gemm_gpu::GemmWorkspace;
-use crate::ops::{CastParams, Context, Dst, FormatChoice, HpSrc, Loc, Src};
+use crate::grouped_gemm::params::GemmWorkspace;
+use crate::params::{CastParams, FormatChoice};
+use crate::view::{Dst, HpSrc, Loc, Src};
 
 /// A problem descriptor: `#[repr(C)]`, first field `size: usize` (set by the caller to
 /// `sizeof` the struct), every field an integer, so any bit pattern is a valid value.
@@ -61,7 +64,7 @@ pub(crate) trait CastDesc: Descriptor {
 macro_rules! cast_desc {
     ($($t:ident),* $(,)?) => {$(
         impl $crate::ffi::args::CastDesc for $t {
-            type Params = $crate::ops::CastParams;
+            type Params = $crate::params::CastParams;
             fn input_dtype(&self) -> u32 {
                 self.input_dtype
             }
@@ -214,6 +217,17 @@ pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiErro
 pub(crate) struct Views<'c> {
     ctx: &'c Context,
     loc: Loc,
+    /// The address ranges of the call's views so far, to refuse overlaps.
+    spans: std::cell::RefCell<Vec<Span>>,
+}
+
+/// A view's bytes `[start, end)`, and whether the op writes them.
+#[derive(Clone, Copy)]
+struct Span {
+    what: &'static str,
+    start: usize,
+    end: usize,
+    write: bool,
 }
 
 impl<'c> Views<'c> {
@@ -221,7 +235,55 @@ impl<'c> Views<'c> {
         Views {
             ctx,
             loc: ctx.loc(),
+            spans: Default::default(),
         }
+    }
+
+    /// Record a view's address range, refusing it when it overlaps an earlier view of the
+    /// call and one of the two is written. Empty views occupy no memory. (`bytes` fits isize,
+    /// checked by `checked_len`, so the end cannot wrap for a real allocation; a range from a
+    /// garbage pointer that wraps the address space is SIZE_OVERFLOW.)
+    fn claim(
+        &self,
+        what: &'static str,
+        p: *const c_void,
+        bytes: usize,
+        write: bool,
+    ) -> Result<(), FfiError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let start = p.addr();
+        let end = start.checked_add(bytes).ok_or_else(|| {
+            Error::SizeOverflow(format!(
+                "`{what}` = {p:p} with {bytes} bytes runs past the end of the address space"
+            ))
+        })?;
+        let mut spans = self.spans.borrow_mut();
+        if let Some(o) = spans
+            .iter()
+            .find(|o| (write || o.write) && start < o.end && o.start < end)
+        {
+            return Err(Error::OverlappingBuffers(format!(
+                "`{what}` [{start:#x}, {end:#x}) overlaps `{}` [{:#x}, {:#x}) and {} written",
+                o.what,
+                o.start,
+                o.end,
+                if write && o.write {
+                    "both are"
+                } else {
+                    "one is"
+                }
+            ))
+            .into());
+        }
+        spans.push(Span {
+            what,
+            start,
+            end,
+            write,
+        });
+        Ok(())
     }
 
     /// On a GPU context, refuse host memory and other devices' memory (WRONG_LOCATION): a
@@ -264,6 +326,7 @@ impl<'c> Views<'c> {
     ) -> Result<Src<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
         self.check_location(what, p)?;
+        self.claim(what, p.cast(), len * size_of::<T>(), false)?;
         // SAFETY: the module-level contract: `p` is NULL (then len is 0) or valid for reads of
         // `len` elements of memory of kind `self.loc` during the call; it is aligned and its
         // byte size fits isize (checked above).
@@ -278,8 +341,8 @@ impl<'c> Views<'c> {
     ) -> Result<Dst<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
         self.check_location(what, p.cast_const())?;
-        // SAFETY: as in `src`, for writes; the caller guarantees no other buffer of the call
-        // overlaps it.
+        self.claim(what, p.cast_const().cast(), len * size_of::<T>(), true)?;
+        // SAFETY: as in `src`, for writes; no other buffer of the call overlaps it (claimed).
         Ok(unsafe { Dst::from_raw(p, len, self.loc) })
     }
 
@@ -306,6 +369,7 @@ impl<'c> Views<'c> {
             .into());
         }
         self.check_location("workspace", p.cast_const())?;
+        self.claim("workspace", p.cast_const(), bytes, true)?;
         // SAFETY: the module-level contract: device memory of the context's GPU valid for
         // `bytes` bytes and not used by other work until the GEMM queued with it has run (the
         // header says so); the GEMM checks `bytes` against what it needs. (The CPU backend

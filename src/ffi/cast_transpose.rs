@@ -7,9 +7,9 @@ use super::quant::hipfp8_cast_2d_desc;
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
-use crate::cast_transpose::Scaling;
 use crate::error::Error;
-use crate::ops::StreamRef;
+use crate::params::Scaling;
+use crate::view::StreamRef;
 
 /// Scaling granularity of `hipfp8_cast_transpose`.
 #[repr(u32)]

@@ -1,9 +1,11 @@
 //! `hipfp8_context`: creation, destruction, queries, and the handle registry.
 //!
-//! A handle is an id in a process-wide registry, not the address of the context: ids are
-//! never reused, so using a destroyed handle (or any pointer that never came from
-//! `hipfp8_context_create*`) is detected and answered with `HIPFP8_STATUS_INVALID_HANDLE`
-//! instead of being dereferenced. Calls clone the context's `Arc` out of the registry, so
+//! A handle is a key into a process-wide registry, not the address of the context: the
+//! sequential id of the context mixed with a per-process random key ([`handle_of`]). Ids are
+//! never reused, so using a destroyed handle is detected; a made-up pointer (a small integer,
+//! a neighbour or a bit flip of a live handle, garbage) names a live context only with
+//! probability about (live contexts) / 2^64. Either is answered with
+//! `HIPFP8_STATUS_INVALID_HANDLE` instead of being dereferenced. Calls clone the context's `Arc` out of the registry, so
 //! destroying a context while another thread runs an op on it is safe (the op finishes on
 //! its own reference).
 
@@ -14,9 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::args::{self, format_choice};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::{hipfp8_backend, hipfp8_format};
+use crate::context::{BackendKind, Context};
 use crate::error::Error;
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, Context};
 
 /// Opaque library context: backend (CPU or GPU n), device properties, native FP8 format,
 /// workspace. Create with `hipfp8_context_create`, release with `hipfp8_context_destroy`.
@@ -26,7 +28,8 @@ pub struct hipfp8_context {
 }
 
 struct Registry {
-    next_id: usize,
+    next_id: u64,
+    /// Live contexts by handle value (see [`handle_of`]).
     live: BTreeMap<usize, Arc<Context>>,
 }
 
@@ -41,13 +44,46 @@ fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The per-process secret mixed into every handle: random (std's hash keys, which the OS
+/// seeds per process) so a handle value cannot be guessed from the order of creation.
+fn handle_key() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(std::process::id() as u64);
+        h.finish() | 1
+    })
+}
+
+/// The handle of context number `id`: a keyed bijection of the 64-bit id (an xor with the
+/// key, then the splitmix64 finaliser, every step invertible), so distinct ids give distinct
+/// handles and a handle says nothing about its neighbours: a small integer, a neighbouring
+/// value or a bit flip of a live handle is, with overwhelming probability, no live handle.
+/// Values below 2^16 are never handed out (see `register`), so small integers are always
+/// rejected.
+fn handle_of(id: u64) -> u64 {
+    let mut z = id ^ handle_key();
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 fn register(ctx: Context) -> *mut hipfp8_context {
     let mut r = registry();
-    let id = r.next_id;
-    r.next_id += 1;
-    r.live.insert(id, Arc::new(ctx));
-    // The handle is the id dressed as a pointer: C code only stores and passes it back.
-    std::ptr::without_provenance_mut(id)
+    let h = loop {
+        let id = r.next_id;
+        r.next_id += 1;
+        // On a 64-bit target the cast is lossless and the bijection never collides; the
+        // checks keep a 32-bit target (truncated handles) correct too.
+        let h = handle_of(id) as usize;
+        if h >= 1 << 16 && !r.live.contains_key(&h) {
+            break h;
+        }
+    };
+    r.live.insert(h, Arc::new(ctx));
+    // The handle is the keyed id dressed as a pointer: C code only stores and passes it back.
+    std::ptr::without_provenance_mut(h)
 }
 
 /// The context behind a handle, or INVALID_HANDLE.
@@ -119,7 +155,7 @@ pub extern "C" fn hipfp8_context_create_cpu(
     guard("hipfp8_context_create_cpu", || {
         let out = args::out_param("out", out)?;
         let fnuz = match format_choice(native_format)? {
-            crate::ops::FormatChoice::Exact(f) => f.is_fnuz(),
+            crate::params::FormatChoice::Exact(f) => f.is_fnuz(),
             _ => false,
         };
         out.write(register(Context::cpu_with_fnuz_native(fnuz)));
@@ -261,6 +297,60 @@ mod tests {
             hipfp8_context_destroy(b),
             hipfp8_status::HIPFP8_STATUS_SUCCESS
         );
+    }
+
+    #[test]
+    fn made_up_handles_are_rejected() {
+        let mut live = Vec::new();
+        for _ in 0..8 {
+            let mut h = std::ptr::null_mut();
+            assert_eq!(
+                hipfp8_context_create(1, 0, &mut h),
+                hipfp8_status::HIPFP8_STATUS_SUCCESS
+            );
+            live.push(h);
+        }
+        let set: std::collections::HashSet<usize> = live.iter().map(|h| h.addr()).collect();
+        // small integers: never a live handle
+        for v in 1..=70_000usize {
+            assert!(lookup(std::ptr::without_provenance(v)).is_err(), "{v}");
+        }
+        // neighbours, bit flips and the handles of the ids around the live ones
+        for h in &live {
+            let a = h.addr();
+            let mut near: Vec<usize> = (1..=64)
+                .flat_map(|d| [a.wrapping_add(d), a.wrapping_sub(d)])
+                .collect();
+            near.extend((0..usize::BITS).map(|b| a ^ (1 << b)));
+            for v in near {
+                if !set.contains(&v) {
+                    assert!(
+                        lookup(std::ptr::without_provenance(v)).is_err(),
+                        "{v:#x} near {a:#x}"
+                    );
+                    // destroy does not accept it either, and the live context survives
+                    assert_eq!(
+                        hipfp8_context_destroy(std::ptr::without_provenance_mut(v)),
+                        hipfp8_status::HIPFP8_STATUS_INVALID_HANDLE
+                    );
+                }
+            }
+            assert!(lookup(*h).is_ok());
+        }
+        // consecutive handles are not consecutive values
+        let mut sorted: Vec<usize> = live.iter().map(|h| h.addr()).collect();
+        sorted.sort();
+        assert!(
+            sorted.windows(2).all(|w| w[1] - w[0] > 1 << 16),
+            "{sorted:x?}"
+        );
+        for h in live {
+            assert_eq!(
+                hipfp8_context_destroy(h),
+                hipfp8_status::HIPFP8_STATUS_SUCCESS
+            );
+            assert!(lookup(h).is_err());
+        }
     }
 
     #[test]

@@ -19,9 +19,9 @@ use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
 use crate::error::Error;
-use crate::grouped_gemm::GemmParams;
-use crate::grouped_gemm_gpu::{GemmBackend, GemmImpl, GemmPlan, GroupedOp};
-use crate::ops::StreamRef;
+use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
+use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
+use crate::view::StreamRef;
 
 /// Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
 #[repr(u32)]

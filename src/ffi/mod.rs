@@ -10,9 +10,10 @@
 //!   becomes `HIPFP8_STATUS_INTERNAL_ERROR`.
 //! * On failure NOTHING is written: neither the data outputs nor the out-parameters. Every
 //!   argument is validated before the first byte is written.
-//! * The context ([`hipfp8_context`]) is an opaque handle. Handles are registry ids, not
-//!   addresses, and are never reused: a destroyed or made-up handle is detected and answered
-//!   with `HIPFP8_STATUS_INVALID_HANDLE` instead of being dereferenced.
+//! * The context ([`hipfp8_context`]) is an opaque handle. Handles are registry keys (the
+//!   context's id mixed with a per-process random key), not addresses, and are never reused:
+//!   a destroyed or made-up handle is detected and answered with
+//!   `HIPFP8_STATUS_INVALID_HANDLE` instead of being dereferenced.
 //! * Problem descriptors are `#[repr(C)]` structs whose first field is `size`, which the
 //!   caller sets to `sizeof(struct)`; the library reads `size` first and rejects a value it
 //!   does not know (`HIPFP8_STATUS_INVALID_DESCRIPTOR`), so descriptors can grow in later
@@ -24,7 +25,10 @@
 //!   `HIPFP8_STATUS_WRONG_LOCATION`); each must be aligned to its
 //!   element type (2 bytes for bf16, 4 for f32 and int32; `HIPFP8_STATUS_MISALIGNED`
 //!   otherwise); NULL is accepted only with a count of 0 (NULL_POINTER otherwise), and a
-//!   buffer the op needs elements from must have them. Buffers must not overlap each other.
+//!   buffer the op needs elements from must have them. An output must not overlap any other
+//!   buffer of the call (checked: `HIPFP8_STATUS_OVERLAPPING_BUFFERS`); inputs may share memory.
+//! * Memory the library allocates (CPU scratch, GPU workspaces) is allocated fallibly: a
+//!   failure is `HIPFP8_STATUS_OUT_OF_MEMORY`, nothing is written, the context stays usable.
 //! * The stream (`hipStream_t`, or a `cudaStream_t` cast to it on NVIDIA) is the last
 //!   argument; NULL is the default stream; the CPU backend ignores it.
 //!
@@ -98,7 +102,7 @@ pub(crate) fn op_entry<D: args::Descriptor>(
     func: &'static str,
     ctx: *const hipfp8_context,
     desc: *const D,
-    f: impl FnOnce(&crate::ops::Context, D, &args::Views) -> Result<(), FfiError>,
+    f: impl FnOnce(&crate::context::Context, D, &args::Views) -> Result<(), FfiError>,
 ) -> hipfp8_status {
     status::guard(func, || {
         let c = context::lookup(ctx)?;

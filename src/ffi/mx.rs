@@ -8,8 +8,8 @@ use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
 use crate::error::Error;
-use crate::mx::{MxParams, MxRounding};
-use crate::ops::StreamRef;
+use crate::params::{MxParams, MxRounding};
+use crate::view::StreamRef;
 
 /// How an MX block's E8M0 scale exponent is chosen from its amax.
 #[repr(u32)]

@@ -14,7 +14,7 @@ use super::args::{CastDesc, cast_desc, descriptor};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
 use super::{hipfp8_context, op_entry};
-use crate::ops::StreamRef;
+use crate::view::StreamRef;
 
 /// A 2D scale-and-cast problem: x is (m, k) row-major.
 ///

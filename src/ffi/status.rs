@@ -46,17 +46,25 @@ pub enum hipfp8_status {
     HIPFP8_STATUS_BACKEND_UNAVAILABLE = 15,
     /// The GPU runtime reported an error (the message has its code and text).
     HIPFP8_STATUS_DEVICE_ERROR = 16,
-    /// The op is not implemented on this backend.
+    /// The op is not implemented on this backend, or a GPU launcher cannot take the arguments
+    /// (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
+    /// backend, docs/OPS.md).
     HIPFP8_STATUS_NOT_SUPPORTED = 17,
     /// A bug in hipfp8 (a caught panic); the message says where.
     HIPFP8_STATUS_INTERNAL_ERROR = 18,
+    /// Two buffers of the call overlap and at least one of them is an output (inputs may
+    /// share memory with each other).
+    HIPFP8_STATUS_OVERLAPPING_BUFFERS = 19,
+    /// Memory the library allocates for the call (CPU scratch, a GPU workspace) could not be
+    /// had; nothing was written and the context stays usable.
+    HIPFP8_STATUS_OUT_OF_MEMORY = 20,
 }
 
 use hipfp8_status as S;
 
 impl hipfp8_status {
     /// Every status, in value order (tests check values and strings against this).
-    pub const ALL: [hipfp8_status; 19] = [
+    pub const ALL: [hipfp8_status; 21] = [
         S::HIPFP8_STATUS_SUCCESS,
         S::HIPFP8_STATUS_INVALID_HANDLE,
         S::HIPFP8_STATUS_NULL_POINTER,
@@ -76,6 +84,8 @@ impl hipfp8_status {
         S::HIPFP8_STATUS_DEVICE_ERROR,
         S::HIPFP8_STATUS_NOT_SUPPORTED,
         S::HIPFP8_STATUS_INTERNAL_ERROR,
+        S::HIPFP8_STATUS_OVERLAPPING_BUFFERS,
+        S::HIPFP8_STATUS_OUT_OF_MEMORY,
     ];
 
     /// The static NUL-terminated description of a status.
@@ -100,6 +110,8 @@ impl hipfp8_status {
             S::HIPFP8_STATUS_DEVICE_ERROR => c"GPU runtime error",
             S::HIPFP8_STATUS_NOT_SUPPORTED => c"not supported on this backend",
             S::HIPFP8_STATUS_INTERNAL_ERROR => c"internal error in hipfp8",
+            S::HIPFP8_STATUS_OVERLAPPING_BUFFERS => c"buffers of the call overlap",
+            S::HIPFP8_STATUS_OUT_OF_MEMORY => c"out of memory",
         }
     }
 }
@@ -162,6 +174,8 @@ pub fn status_of(e: &FfiError) -> hipfp8_status {
             Error::BackendUnavailable(_) => S::HIPFP8_STATUS_BACKEND_UNAVAILABLE,
             Error::Device { .. } => S::HIPFP8_STATUS_DEVICE_ERROR,
             Error::NotSupported(_) => S::HIPFP8_STATUS_NOT_SUPPORTED,
+            Error::OverlappingBuffers(_) => S::HIPFP8_STATUS_OVERLAPPING_BUFFERS,
+            Error::OutOfMemory(_) => S::HIPFP8_STATUS_OUT_OF_MEMORY,
         },
     }
 }
@@ -310,6 +324,8 @@ mod tests {
                 msg: String::new(),
             },
             Error::NotSupported(String::new()),
+            Error::OverlappingBuffers(String::new()),
+            Error::OutOfMemory(String::new()),
         ];
         let mut seen = std::collections::HashSet::new();
         for e in errs {

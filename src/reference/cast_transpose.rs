@@ -3,9 +3,10 @@
 use rayon::prelude::*;
 
 use super::Hp;
-use super::quant::{COL_BLOCK, colwise_over_ranges, tensorwise, tensorwise_scaled};
-use crate::cast_transpose::Scaling;
+use super::quant::{COL_BLOCK, ColScratch, colwise_over_ranges, tensorwise, tensorwise_scaled};
+use crate::error::Result;
 use crate::format::Fp8Format;
+use crate::params::Scaling;
 
 /// See [`crate::Context::cast_transpose`]. `k > 0`. Tensorwise: `scales[0] == scales_t[0]`
 /// is the tensor scale and `out_t` is the exact transpose of `out`. Rowwise: `out` is the
@@ -22,7 +23,7 @@ pub fn cast_transpose<T: Hp>(
     out_t: &mut [u8],
     scales: &mut [f32],
     scales_t: &mut [f32],
-) {
+) -> Result<()> {
     let x = &x[..m * k];
     match scaling {
         Scaling::Tensorwise => {
@@ -32,12 +33,14 @@ pub fn cast_transpose<T: Hp>(
             transpose_codes(m, k, &out[..m * k], out_t);
         }
         Scaling::Rowwise => {
+            let scratch = ColScratch::new(&[(0, m)], k)?;
             rayon::join(
                 || super::rowwise_2d(fmt, pow2, m, k, x, out, scales),
-                || colwise_over_ranges(fmt, pow2, m, k, x, &[(0, m)], out_t, scales_t),
+                || colwise_over_ranges(fmt, pow2, m, k, x, scratch, out_t, scales_t),
             );
         }
     }
+    Ok(())
 }
 
 /// See [`crate::Context::cast_transpose_scaled`]: both layouts of `encode(x * scale)` with
@@ -62,8 +65,11 @@ fn transpose_codes(m: usize, k: usize, out: &[u8], out_t: &mut [u8]) {
     if m == 0 {
         return;
     }
+    if k == 0 {
+        return;
+    }
     out_t[..m * k]
-        .par_chunks_mut(COL_BLOCK * m)
+        .par_chunks_mut(super::chunk_len(COL_BLOCK, k, m))
         .enumerate()
         .for_each(|(b, ob)| {
             let c0 = b * COL_BLOCK;

@@ -9,6 +9,7 @@ use half::bf16;
 use rayon::prelude::*;
 
 use super::quant::group_ranges;
+use crate::error::Result;
 use crate::format::Fp8Format;
 
 /// Rows of A per task: each decoded B column is reused this many times.
@@ -60,11 +61,23 @@ pub fn grouped_gemm_2d3d(
     scale_a: &[f32],
     scale_b: &[f32],
     out: &mut [bf16],
-) {
+) -> Result<()> {
     if n == 0 {
-        return;
+        return Ok(());
     }
     let (ta, tb) = (decode_table(fa), decode_table(fb));
+    // Scratch for the decoded B of one expert and the decoded A rows of the longest group,
+    // allocated before anything is written (sizes fit: n*k <= e*n*k and rows*k <= m*k, both
+    // checked by the op when any group is non-empty).
+    let most = group_ranges(offs)
+        .map(|(r0, r1)| r1 - r0)
+        .max()
+        .unwrap_or(0);
+    if most == 0 {
+        return Ok(());
+    }
+    let mut bf = super::try_scratch::<f32>("grouped_gemm_2d3d decoded b", n * k)?;
+    let mut af_all = super::try_scratch::<f32>("grouped_gemm_2d3d decoded a", most * k)?;
     let mut rest: &mut [bf16] = out;
     for (g, (r0, r1)) in group_ranges(offs).enumerate() {
         let (o, orest) = std::mem::take(&mut rest).split_at_mut((r1 - r0) * n);
@@ -74,26 +87,30 @@ pub fn grouped_gemm_2d3d(
         }
         // Decode this expert's B once (n columns of k), shared by all row tiles.
         let bg = &b[g * n * k..(g + 1) * n * k];
-        let mut bf = vec![0.0f32; n * k];
         bf.par_chunks_mut(k)
             .zip(bg.par_chunks(k))
             .for_each(|(d, c)| decode_into(&tb, c, d));
+        let af = &mut af_all[..(r1 - r0) * k];
+        af.par_chunks_mut(k)
+            .zip(a[r0 * k..r1 * k].par_chunks(k))
+            .for_each(|(d, c)| decode_into(&ta, c, d));
+        let (af, bf) = (&*af, &bf);
         let sb = &scale_b[g * n..(g + 1) * n];
-        o.par_chunks_mut(ROW_TILE * n)
+        o.par_chunks_mut(super::chunk_len(ROW_TILE, r1 - r0, n))
             .enumerate()
             .for_each(|(t, ot)| {
-                let i0 = r0 + t * ROW_TILE;
+                let i0 = t * ROW_TILE;
                 let rows = ot.len() / n;
-                let mut af = vec![0.0f32; rows * k];
-                decode_into(&ta, &a[i0 * k..(i0 + rows) * k], &mut af);
+                let af = &af[i0 * k..(i0 + rows) * k];
                 for (j, bcol) in bf.chunks(k).enumerate() {
                     for (r, arow) in af.chunks(k).enumerate() {
                         let acc = dot_f32(arow, bcol);
-                        ot[r * n + j] = bf16::from_f32(acc * scale_a[i0 + r] * sb[j]);
+                        ot[r * n + j] = bf16::from_f32(acc * scale_a[r0 + i0 + r] * sb[j]);
                     }
                 }
             });
     }
+    Ok(())
 }
 
 /// See [`crate::Context::grouped_gemm_2d2d`]. `offs` validated (`<= mt`). a (n,mt)
@@ -111,13 +128,23 @@ pub fn grouped_gemm_2d2d(
     scale_a: &[f32],
     scale_b: &[f32],
     out: &mut [bf16],
-) {
-    let nk = n * k;
-    if nk == 0 {
-        return;
-    }
-    let (ta, tb) = (decode_table(fa), decode_table(fb));
+) -> Result<()> {
     let g = offs.len();
+    // G = 0 writes nothing, whatever n and k are (their product is only checked by the op
+    // when G > 0).
+    if g == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
+    let nk = n * k;
+    let (ta, tb) = (decode_table(fa), decode_table(fb));
+    // The decoded slices of the longest group, allocated before anything is written
+    // (n*len <= n*mt and k*len <= k*mt, the sizes of a and b).
+    let most = group_ranges(offs)
+        .map(|(m0, m1)| m1 - m0)
+        .max()
+        .unwrap_or(0);
+    let mut af_all = super::try_scratch::<f32>("grouped_gemm_2d2d decoded a", n * most)?;
+    let mut bf_all = super::try_scratch::<f32>("grouped_gemm_2d2d decoded b", k * most)?;
     for (gi, (o, (m0, m1))) in out[..g * nk]
         .chunks_mut(nk)
         .zip(group_ranges(offs))
@@ -129,19 +156,20 @@ pub fn grouped_gemm_2d2d(
             continue;
         }
         // The group's slices of A's rows and B's columns, decoded once.
-        let mut af = vec![0.0f32; n * len];
+        let af = &mut af_all[..n * len];
         af.par_chunks_mut(len)
             .enumerate()
             .for_each(|(i, d)| decode_into(&ta, &a[i * mt + m0..i * mt + m1], d));
-        let mut bf = vec![0.0f32; k * len];
+        let bf = &mut bf_all[..k * len];
         bf.par_chunks_mut(len)
             .enumerate()
             .for_each(|(j, d)| decode_into(&tb, &b[j * mt + m0..j * mt + m1], d));
+        let (af, bf) = (&*af, &*bf);
         let (sa, sb) = (
             &scale_a[gi * n..(gi + 1) * n],
             &scale_b[gi * k..(gi + 1) * k],
         );
-        o.par_chunks_mut(ROW_TILE * k)
+        o.par_chunks_mut(super::chunk_len(ROW_TILE, n, k))
             .enumerate()
             .for_each(|(t, ot)| {
                 let i0 = t * ROW_TILE;
@@ -154,4 +182,5 @@ pub fn grouped_gemm_2d2d(
                 }
             });
     }
+    Ok(())
 }

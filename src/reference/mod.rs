@@ -10,8 +10,32 @@ pub mod quant;
 use half::bf16;
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::scaling::{amax_combine, amax_to_scale};
+
+/// `n` default (zero) elements of scratch, or OUT_OF_MEMORY: the CPU backend's scratch is
+/// allocated fallibly and before anything is written, so a failed allocation (RLIMIT_AS,
+/// strict overcommit) is a status instead of an abort, and the caller's outputs are intact.
+pub(crate) fn try_scratch<T: Clone + Default>(what: &str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::OutOfMemory(format!(
+            "{what}: {n} elements ({} bytes) of CPU scratch",
+            n.saturating_mul(std::mem::size_of::<T>())
+        ))
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+/// Elements per parallel chunk of `block` rows (columns) of `stride` elements when there are
+/// `count` of them: `block.min(count) * stride`, which never exceeds `count * stride` (checked
+/// by the op), so it cannot overflow for a huge `stride` and a small `count`.
+#[inline]
+pub(crate) fn chunk_len(block: usize, count: usize, stride: usize) -> usize {
+    block.min(count.max(1)) * stride
+}
 
 /// A high-precision element type the reference accepts.
 pub trait Hp: Copy + Send + Sync + 'static {

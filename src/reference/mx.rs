@@ -45,7 +45,7 @@ use rayon::prelude::*;
 use super::quant::{COL_BLOCK, column_amax};
 use super::{Hp, amax_of};
 use crate::format::Fp8Format;
-use crate::mx::MxRounding;
+use crate::params::MxRounding;
 
 /// MX block size.
 pub const MX_BLOCK: usize = 32;
@@ -163,8 +163,8 @@ pub fn mxfp8_dim1<T: Hp>(
         return;
     }
     out[..m * k]
-        .par_chunks_mut(COL_BLOCK * m)
-        .zip(scales[..k * nb].par_chunks_mut(COL_BLOCK * nb))
+        .par_chunks_mut(super::chunk_len(COL_BLOCK, k, m))
+        .zip(scales[..k * nb].par_chunks_mut(super::chunk_len(COL_BLOCK, k, nb)))
         .enumerate()
         .for_each(|(b, (ob, sb))| {
             let c0 = b * COL_BLOCK;

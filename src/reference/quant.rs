@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use super::{Hp, amax_of};
+use super::{Hp, amax_of, chunk_len, try_scratch};
+use crate::error::Result;
 use crate::format::Fp8Format;
 use crate::scaling::{amax_combine, amax_to_scale};
 
@@ -92,17 +93,18 @@ pub fn rowwise_3d_transpose_rhs<T: Hp>(
     out: &mut [u8],
     scales: &mut [f32],
 ) {
-    let nk = n * k;
-    if nk == 0 || e == 0 {
+    // e == 0 first: n*k is only checked by the op when e > 0.
+    if e == 0 || n == 0 || k == 0 {
         return;
     }
+    let nk = n * k;
     out[..e * nk]
         .par_chunks_mut(nk)
         .zip(scales[..e * k].par_chunks_mut(k))
         .enumerate()
         .for_each(|(ei, (oe, se))| {
             let xe = &x[ei * nk..(ei + 1) * nk];
-            oe.par_chunks_mut(COL_BLOCK * n)
+            oe.par_chunks_mut(chunk_len(COL_BLOCK, k, n))
                 .zip(se.par_chunks_mut(COL_BLOCK))
                 .enumerate()
                 .for_each(|(b, (ob, sb))| {
@@ -129,9 +131,39 @@ pub fn per_group_colwise<T: Hp>(
     offs: &[i32],
     out: &mut [u8],
     scales: &mut [f32],
-) {
-    let ranges: Vec<(usize, usize)> = group_ranges(offs).collect();
-    colwise_over_ranges(fmt, pow2, m, k, x, &ranges, out, scales)
+) -> Result<()> {
+    let scratch = ColScratch::new_grouped(offs, k)?;
+    colwise_over_ranges(fmt, pow2, m, k, x, scratch, out, scales);
+    Ok(())
+}
+
+/// The scratch of [`colwise_over_ranges`]: the groups' row ranges and a G x K block-major
+/// copy of the scales, allocated (fallibly) before anything is written.
+pub(crate) struct ColScratch {
+    ranges: Vec<(usize, usize)>,
+    sc: Vec<f32>,
+}
+
+impl ColScratch {
+    pub(crate) fn new(ranges: &[(usize, usize)], k: usize) -> Result<ColScratch> {
+        let mut r = try_scratch("colwise group ranges", ranges.len())?;
+        r.copy_from_slice(ranges);
+        Self::with_ranges(r, k)
+    }
+
+    pub(crate) fn new_grouped(offs: &[i32], k: usize) -> Result<ColScratch> {
+        let mut r = try_scratch("colwise group ranges", offs.len())?;
+        for (d, s) in r.iter_mut().zip(group_ranges(offs)) {
+            *d = s;
+        }
+        Self::with_ranges(r, k)
+    }
+
+    fn with_ranges(ranges: Vec<(usize, usize)>, k: usize) -> Result<ColScratch> {
+        // g*k is the scales' length, checked by the op.
+        let sc = try_scratch("colwise scales", ranges.len() * k)?;
+        Ok(ColScratch { ranges, sc })
+    }
 }
 
 /// Column-scaled transposing cast over explicit row ranges (the groups): the engine of
@@ -142,10 +174,11 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
     m: usize,
     k: usize,
     x: &[T],
-    ranges: &[(usize, usize)],
+    scratch: ColScratch,
     out: &mut [u8],
     scales: &mut [f32],
 ) {
+    let ColScratch { ranges, mut sc } = scratch;
     let g = ranges.len();
     if k == 0 || g == 0 {
         return;
@@ -155,15 +188,16 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
         scales[..g * k].fill(amax_to_scale(0.0, fmt, pow2));
         return;
     }
-    // Each task owns COL_BLOCK output rows (= input columns) and returns its G x cn scales,
-    // scattered afterwards because the scale layout is group-major.
-    let blocks: Vec<Vec<f32>> = out[..k * m]
-        .par_chunks_mut(COL_BLOCK * m)
+    // Each task owns COL_BLOCK output rows (= input columns) and its G x cn block of the
+    // scratch scales (block-major: block b at g * b * COL_BLOCK), scattered afterwards
+    // because the scale layout is group-major.
+    out[..k * m]
+        .par_chunks_mut(chunk_len(COL_BLOCK, k, m))
+        .zip(sc.par_chunks_mut(chunk_len(COL_BLOCK, k, g)))
         .enumerate()
-        .map(|(b, ob)| {
+        .for_each(|(b, (ob, sc))| {
             let c0 = b * COL_BLOCK;
             let cn = ob.len() / m;
-            let mut sc = vec![0.0f32; g * cn];
             let mut acc = [0.0f32; COL_BLOCK];
             for (gi, &(r0, r1)) in ranges.iter().enumerate() {
                 column_amax(x, k, c0, cn, r0, r1, &mut acc);
@@ -173,10 +207,8 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
                 }
                 transposed_cast(fmt, x, k, c0, cn, r0, r1, s, ob, m);
             }
-            sc
-        })
-        .collect();
-    for (b, sc) in blocks.iter().enumerate() {
+        });
+    for (b, sc) in sc.chunks(chunk_len(COL_BLOCK, k, g)).enumerate() {
         let c0 = b * COL_BLOCK;
         let cn = sc.len() / g;
         for gi in 0..g {
@@ -199,11 +231,15 @@ pub fn per_group_colwise_dual<T: Hp, U: Hp>(
     scales1: &mut [f32],
     out2: &mut [u8],
     scales2: &mut [f32],
-) {
+) -> Result<()> {
+    // Both scratches before either tensor is written.
+    let s1 = ColScratch::new_grouped(offs, k1)?;
+    let s2 = ColScratch::new_grouped(offs, k2)?;
     rayon::join(
-        || per_group_colwise(fmt, pow2, m, k1, x1, offs, out1, scales1),
-        || per_group_colwise(fmt, pow2, m, k2, x2, offs, out2, scales2),
+        || colwise_over_ranges(fmt, pow2, m, k1, x1, s1, out1, scales1),
+        || colwise_over_ranges(fmt, pow2, m, k2, x2, s2, out2, scales2),
     );
+    Ok(())
 }
 
 /// See [`crate::Context::per_group_rowwise`]. Offsets run along K (columns); scales
@@ -217,17 +253,17 @@ pub fn per_group_rowwise<T: Hp>(
     offs: &[i32],
     out: &mut [u8],
     scales: &mut [f32],
-) {
+) -> Result<()> {
     let g = offs.len();
     if g == 0 {
-        return;
+        return Ok(());
     }
     if k == 0 {
         scales[..g * m].fill(amax_to_scale(0.0, fmt, pow2));
-        return;
+        return Ok(());
     }
     // Row-major scratch of per-row scales, transposed into the group-major output after.
-    let mut rs = vec![0.0f32; m * g];
+    let mut rs = try_scratch::<f32>("per_group_rowwise scales", m * g)?;
     out[..m * k]
         .par_chunks_mut(k)
         .zip(rs.par_chunks_mut(g))
@@ -246,6 +282,7 @@ pub fn per_group_rowwise<T: Hp>(
             scales[gi * m + i] = v;
         }
     }
+    Ok(())
 }
 
 /// NaN-propagating amax of a whole slice, in parallel (the combine is associative and
@@ -338,7 +375,7 @@ pub fn blockwise_128x128<T: Hp>(
         return;
     }
     out[..m * k]
-        .par_chunks_mut(B * k)
+        .par_chunks_mut(chunk_len(B, m, k))
         .zip(scales[..nbm * nbk].par_chunks_mut(nbk))
         .enumerate()
         .for_each(|(bi, (ob, sb))| {
@@ -379,14 +416,20 @@ pub fn rowwise_2d_padded<T: Hp>(
     out: &mut [u8],
     scales: &mut [f32],
     padded_offs: &mut [i32],
-) {
+) -> Result<()> {
     let zero_scale = amax_to_scale(0.0, fmt, pow2);
     let mut dst = 0usize;
     // Per group: a disjoint (source rows, destination rows) pair, split off sequentially and
     // then processed in parallel.
     let mut out_rest: &mut [u8] = out;
     let mut sc_rest: &mut [f32] = scales;
-    let mut jobs = Vec::with_capacity(offs.len());
+    let mut jobs = Vec::new();
+    jobs.try_reserve_exact(offs.len()).map_err(|_| {
+        crate::error::Error::OutOfMemory(format!(
+            "rowwise_2d_padded: scratch for {} groups",
+            offs.len()
+        ))
+    })?;
     for ((r0, r1), po) in group_ranges(offs).zip(padded_offs.iter_mut()) {
         let rows = r1 - r0;
         let prows = pad16(rows);
@@ -413,4 +456,5 @@ pub fn rowwise_2d_padded<T: Hp>(
         o_pad.fill(fmt.encode(0.0));
         s_pad.fill(zero_scale);
     });
+    Ok(())
 }

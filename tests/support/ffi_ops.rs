@@ -313,6 +313,16 @@ pub const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
 pub const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
 pub const NS: hipStream_t = null_mut();
 
+thread_local! {
+    /// The stream the table's ops pass (default NULL); the GPU soak test sets one per call.
+    pub static STREAM: std::cell::Cell<hipStream_t> = const { std::cell::Cell::new(null_mut()) };
+}
+
+/// The stream of this thread's table calls (see [`STREAM`]).
+pub fn stream() -> hipStream_t {
+    STREAM.with(|s| s.get())
+}
+
 macro_rules! off {
     ($t:ty, $($f:ident),+) => { &[$(offset_of!($t, $f)),+] };
 }
@@ -368,7 +378,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[1],
                         p(ps, 2),
                         ls[2],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -417,7 +427,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[1],
                         p(ps, 2),
                         ls[2],
-                        NS,
+                        stream(),
                     )
                 },
             ))
@@ -438,7 +448,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[1],
                         p(ps, 2),
                         ls[2],
-                        NS,
+                        stream(),
                     )
                 },
             ))
@@ -472,7 +482,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[2],
                         p(ps, 3),
                         ls[3],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -504,7 +514,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[2],
                         p(ps, 3),
                         ls[3],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -556,7 +566,7 @@ pub fn all_ops() -> Vec<Op> {
                             ls[5],
                             p(ps, 6),
                             ls[6],
-                            NS,
+                            stream(),
                         )
                     },
                 )
@@ -606,7 +616,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[3],
                         p(ps, 4),
                         ls[4],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -653,7 +663,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[2],
                         p(ps, 3),
                         ls[3],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -696,7 +706,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[2],
                         p(ps, 3),
                         ls[3],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -734,7 +744,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[3],
                         p(ps, 4),
                         ls[4],
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -763,7 +773,7 @@ pub fn all_ops() -> Vec<Op> {
                     ls[1],
                     p(ps, 2),
                     ls[2],
-                    NS,
+                    stream(),
                 )
             },
         ));
@@ -788,7 +798,7 @@ pub fn all_ops() -> Vec<Op> {
                     ls[1],
                     p(ps, 2),
                     ls[2],
-                    NS,
+                    stream(),
                 )
             },
         ));
@@ -834,7 +844,7 @@ pub fn all_ops() -> Vec<Op> {
                             ls[3],
                             p(ps, 4),
                             ls[4],
-                            NS,
+                            stream(),
                         )
                     },
                 )
@@ -886,7 +896,7 @@ pub fn all_ops() -> Vec<Op> {
                     ls[1],
                     p(ps, 2),
                     ls[2],
-                    NS,
+                    stream(),
                 )
             },
         )));
@@ -908,7 +918,7 @@ pub fn all_ops() -> Vec<Op> {
                     ls[1],
                     p(ps, 2),
                     ls[2],
-                    NS,
+                    stream(),
                 )
             },
         )));
@@ -956,7 +966,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[5],
                         null_mut(),
                         0,
-                        NS,
+                        stream(),
                     )
                 },
             )
@@ -1011,7 +1021,7 @@ pub fn all_ops() -> Vec<Op> {
                         ls[5],
                         null_mut(),
                         0,
-                        NS,
+                        stream(),
                     )
                 },
             )

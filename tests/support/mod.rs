@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 pub mod ffi_ops;
+pub mod fuzz_abi;
 
 use std::process::{Command, Output};
 

@@ -1,4 +1,4 @@
-// tensor.hip -- casts whose scale needs an amax over more than one block can hold, done in two
+// tensorwise_cast_transpose.hip -- casts whose scale needs an amax over more than one block can hold, done in two
 // phases on the stream with no host synchronisation:
 //   tensorwise      amax kernel (atomicMax of |x| bits into the amax output, zeroed by an async
 //                   memset first), then a cast kernel that derives the scale on the device.

@@ -1,4 +1,4 @@
-// blocks.hip -- fixed-size scaling blocks:
+// blockwise_mxfp8.hip -- fixed-size scaling blocks:
 //   blockwise_1x128   (DeepSeek-V3 activations): 128 consecutive elements of a row, f32 scales
 //   mxfp8_dim0        32 consecutive elements of a row, E8M0 scales (FLOOR / RCEIL)
 //   blockwise_128x128 (DeepSeek-V3 weights): 128x128 tiles, f32 scales

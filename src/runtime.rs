@@ -1,10 +1,10 @@
 //! The GPU runtime in safe Rust: devices and their properties, the native FP8 flavour of an
 //! architecture, streams (owned or borrowed from a framework), events, typed device buffers
-//! with RAII, and the GPU [`Context`] constructors.
+//! with RAII. It takes a [`GpuHandle`] (the GPU ordinal), never the op-level context.
 //!
 //! Every call goes through the runtime shim declared in [`crate::sys`]; in a build without a
 //! GPU backend those calls are stubs, so this module compiles everywhere: [`Device::count`]
-//! is 0 and [`Context::gpu`] returns [`Error::BackendUnavailable`].
+//! is 0 (and `Context::gpu` returns [`Error::BackendUnavailable`]).
 
 use std::ffi::{CStr, c_int, c_void};
 use std::marker::PhantomData;
@@ -14,8 +14,8 @@ use half::{bf16, f16};
 
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::ops::{BackendKind, Context, Dst, HpSrc, Loc, Src, StreamRef};
 use crate::sys;
+use crate::view::{Dst, HpSrc, Loc, Src, StreamRef};
 
 // ---------------------------------------------------------------------------------- build facts
 
@@ -89,11 +89,17 @@ pub fn check_status(what: &str, code: c_int) -> Result<()> {
             "{what}: pointer alignment not supported"
         ))),
         sys::KSTATUS_UNSUPPORTED => Err(Error::NotSupported(format!(
-            "{what}: not implemented for this target"
+            "{what}: the kernel launcher does not take these arguments (docs/OPS.md lists the \
+             GPU limits)"
         ))),
         sys::KSTATUS_NULL_POINTER => Err(Error::NullPointer("kernel argument")),
         c => {
             let (name, desc) = status_string(c);
+            // hipErrorOutOfMemory / cudaErrorMemoryAllocation (both 2): a failed allocation
+            // of the library's own (workspace, buffer) is its own status, not a broken device.
+            if name.contains("OutOfMemory") || name.contains("MemoryAllocation") {
+                return Err(Error::OutOfMemory(format!("{what}: {name}: {desc}")));
+            }
             Err(Error::Device {
                 code: c,
                 msg: format!("{what}: {name}: {desc}"),
@@ -288,7 +294,7 @@ pub(crate) struct DeviceGuard {
 
 impl DeviceGuard {
     pub(crate) fn new(ordinal: usize) -> Result<DeviceGuard> {
-        // Every launch is preceded by this guard (ops call `Context::activate`). Launchers
+        // Every launch is preceded by this guard (ops call `Context::activate`, src/context.rs). Launchers
         // report `hipGetLastError()` after their launch, which would also return an older,
         // already-reported failure of any runtime call in this thread (a framework's, say):
         // clear that here so a launch status is about the launch. (Sticky errors, from a
@@ -320,84 +326,61 @@ impl Drop for DeviceGuard {
     }
 }
 
-// ---------------------------------------------------------------------------------- contexts
+// ---------------------------------------------------------------------------------- handles
 
-impl Context {
-    /// A context on GPU `ordinal`. Fails with [`Error::BackendUnavailable`] when the library
-    /// was built without a GPU backend or the device is not present. The native FP8 flavour
-    /// comes from the device's architecture ([`native_format_for_arch`]).
-    pub fn gpu(ordinal: usize) -> Result<Context> {
-        if !gpu_built() {
-            return Err(Error::BackendUnavailable(
-                "hipfp8 was built without a GPU backend (no hipcc/nvcc found, or HIPFP8_BACKEND=cpu)".into(),
-            ));
-        }
-        let d = Device::get(ordinal)?;
-        Ok(Context::new_gpu(
-            ordinal,
-            format!("{} ({})", d.name, d.arch),
-            d.arch.clone(),
-            arch_native_fnuz(&d.arch),
+/// What the runtime needs of whoever asks it for a stream, an event or a buffer: the GPU it
+/// is for (`None`: a CPU backend, refused with [`Error::WrongLocation`]). The op-level
+/// `Context` implements it (src/context.rs); the runtime knows nothing else of it.
+pub trait GpuHandle {
+    fn gpu_ordinal(&self) -> Option<usize>;
+}
+
+/// A bare GPU ordinal is a handle too.
+impl GpuHandle for usize {
+    fn gpu_ordinal(&self) -> Option<usize> {
+        Some(*self)
+    }
+}
+
+/// The ordinal of a GPU handle, or [`Error::WrongLocation`] naming `what` for a CPU one.
+pub fn require_gpu(h: &(impl GpuHandle + ?Sized), what: &str) -> Result<usize> {
+    h.gpu_ordinal().ok_or_else(|| {
+        Error::WrongLocation(format!(
+            "{what} needs a GPU context, this one runs on the CPU"
         ))
-    }
+    })
+}
 
-    /// GPU 0 when this build has a GPU backend and a GPU is present, else the CPU backend.
-    pub fn best() -> Context {
-        Context::gpu(0).unwrap_or_else(|_| Context::cpu())
-    }
+/// Make the handle's GPU current until the guard drops (nothing for a CPU handle).
+pub(crate) fn activate(h: &(impl GpuHandle + ?Sized)) -> Result<Option<DeviceGuard>> {
+    h.gpu_ordinal().map(DeviceGuard::new).transpose()
+}
 
-    /// The properties of this context's GPU (None for the CPU backend).
-    pub fn device(&self) -> Option<Result<Device>> {
-        self.ordinal().map(Device::get)
-    }
-
-    /// For GPU contexts: make this context's device current until the guard drops.
-    pub(crate) fn activate(&self) -> Result<Option<DeviceGuard>> {
-        match self.ordinal() {
-            Some(o) => DeviceGuard::new(o).map(Some),
-            None => Ok(None),
+/// Check that raw pointers are device memory of GPU `ordinal`: host memory would fault
+/// inside a kernel (and on CUDA poison the context), so it is refused here with
+/// [`Error::WrongLocation`]. Null pointers pass (the op's own null check reports them).
+pub fn check_device_pointers(ordinal: usize, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
+    for &(what, p) in ptrs {
+        if p.is_null() {
+            continue;
+        }
+        let (mut is_dev, mut dev) = (0, -1);
+        // SAFETY: the shim only asks the runtime about the address; valid out-pointers.
+        check_status("pointer info", unsafe {
+            sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev)
+        })?;
+        if is_dev == 0 {
+            return Err(Error::WrongLocation(format!(
+                "`{what}` is not device memory"
+            )));
+        }
+        if dev != ordinal as i32 {
+            return Err(Error::WrongLocation(format!(
+                "`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}"
+            )));
         }
     }
-
-    fn require_gpu(&self, what: &str) -> Result<usize> {
-        match (self.backend(), self.ordinal()) {
-            (BackendKind::Gpu, Some(o)) => Ok(o),
-            _ => Err(Error::WrongLocation(format!(
-                "{what} needs a GPU context, this one runs on the CPU"
-            ))),
-        }
-    }
-
-    /// Check that raw pointers passed to a GPU op are device memory of this context's
-    /// device: host memory would fault inside the kernel (and on CUDA poison the context),
-    /// so it is refused here with [`Error::WrongLocation`]. Null pointers pass (the op's
-    /// own null check reports them).
-    pub fn check_device_pointers(&self, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
-        let Some(ordinal) = self.ordinal() else {
-            return Ok(());
-        };
-        for &(what, p) in ptrs {
-            if p.is_null() {
-                continue;
-            }
-            let (mut is_dev, mut dev) = (0, -1);
-            // SAFETY: the shim only asks the runtime about the address; valid out-pointers.
-            check_status("pointer info", unsafe {
-                sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev)
-            })?;
-            if is_dev == 0 {
-                return Err(Error::WrongLocation(format!(
-                    "`{what}` is not device memory"
-                )));
-            }
-            if dev != ordinal as i32 {
-                return Err(Error::WrongLocation(format!(
-                    "`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}"
-                )));
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------- streams
@@ -419,18 +402,17 @@ unsafe impl Sync for Stream {}
 impl Stream {
     /// A new stream on the context's GPU; it synchronises with the legacy default stream
     /// like any stream created without flags.
-    pub fn new(ctx: &Context) -> Result<Stream> {
+    pub fn new(ctx: &(impl GpuHandle + ?Sized)) -> Result<Stream> {
         Self::create(ctx, false)
     }
 
     /// A new stream that does not synchronise with the legacy default stream.
-    pub fn new_non_blocking(ctx: &Context) -> Result<Stream> {
+    pub fn new_non_blocking(ctx: &(impl GpuHandle + ?Sized)) -> Result<Stream> {
         Self::create(ctx, true)
     }
 
-    fn create(ctx: &Context, non_blocking: bool) -> Result<Stream> {
-        ctx.require_gpu("a stream")?;
-        let _g = ctx.activate()?;
+    fn create(ctx: &(impl GpuHandle + ?Sized), non_blocking: bool) -> Result<Stream> {
+        let _g = DeviceGuard::new(require_gpu(ctx, "a stream")?)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the device is current.
         check_status("stream create", unsafe {
@@ -526,9 +508,8 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// A timing-capable event on the context's GPU.
-    pub fn new(ctx: &Context) -> Result<Event> {
-        ctx.require_gpu("an event")?;
-        let _g = ctx.activate()?;
+    pub fn new(ctx: &(impl GpuHandle + ?Sized)) -> Result<Event> {
+        let _g = DeviceGuard::new(require_gpu(ctx, "an event")?)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the device is current.
         check_status("event create", unsafe {
@@ -618,15 +599,15 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Allocate `len` elements; contents unspecified (any bit pattern is a valid `T`).
-    pub fn alloc(ctx: &Context, len: usize) -> Result<Self> {
-        let ordinal = ctx.require_gpu("a device buffer")?;
+    pub fn alloc(ctx: &(impl GpuHandle + ?Sized), len: usize) -> Result<Self> {
+        let ordinal = require_gpu(ctx, "a device buffer")?;
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::SizeOverflow(format!(
                 "{len} elements of {} bytes",
                 std::mem::size_of::<T>()
             ))
         })?;
-        let _g = ctx.activate()?;
+        let _g = DeviceGuard::new(ordinal)?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out-pointer; zero bytes gives null, which the buffer handles.
         check_status("device malloc", unsafe {
@@ -641,14 +622,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// Allocate `len` zeroed elements.
-    pub fn zeroed(ctx: &Context, len: usize) -> Result<Self> {
+    pub fn zeroed(ctx: &(impl GpuHandle + ?Sized), len: usize) -> Result<Self> {
         let mut b = Self::alloc(ctx, len)?;
         b.fill_bytes(0)?;
         Ok(b)
     }
 
     /// Allocate and copy `data` in (synchronous).
-    pub fn from_host(ctx: &Context, data: &[T]) -> Result<Self> {
+    pub fn from_host(ctx: &(impl GpuHandle + ?Sized), data: &[T]) -> Result<Self> {
         let mut b = Self::alloc(ctx, data.len())?;
         b.copy_from_host(data)?;
         Ok(b)
@@ -903,17 +884,17 @@ pub fn selftest_pattern(input: u32, i: u64, seed: u32) -> u32 {
 
 /// Run the fill self-test kernel: `out[i] = input[i] + pattern(i)` (input optional).
 pub fn selftest_fill(
-    ctx: &Context,
+    ctx: &(impl GpuHandle + ?Sized),
     input: Option<&DeviceBuffer<u32>>,
     out: &mut DeviceBuffer<u32>,
     seed: u32,
     stream: impl Into<StreamRef>,
 ) -> Result<()> {
-    ctx.require_gpu("selftest_fill")?;
+    let ordinal = require_gpu(ctx, "selftest_fill")?;
     if let Some(i) = input {
         out.same_len(i.len(), "selftest_fill input")?;
     }
-    let _g = ctx.activate()?;
+    let _g = DeviceGuard::new(ordinal)?;
     let inp = input.map_or(std::ptr::null(), |b| b.as_ptr());
     // SAFETY: `inp` is null or `len` device elements, `out` holds `len` elements; both live
     // until the launch has been queued and freeing waits for the device.
@@ -929,58 +910,15 @@ pub fn selftest_fill(
 }
 
 /// Run the wave self-test kernel: (HIPFP8_WAVE as compiled, the device's warpSize).
-pub fn selftest_wave(ctx: &Context) -> Result<(i32, i32)> {
+pub fn selftest_wave(ctx: &(impl GpuHandle + ?Sized)) -> Result<(i32, i32)> {
     let mut buf = DeviceBuffer::<i32>::zeroed(ctx, 2)?;
-    let _g = ctx.activate()?;
+    let _g = activate(ctx)?;
     // SAFETY: `buf` holds the 2 elements the kernel writes; default stream, synchronous copy below.
     check_status("selftest_wave", unsafe {
         sys::hipfp8_selftest_wave_launch(buf.as_mut_ptr(), std::ptr::null_mut())
     })?;
     let v = buf.to_vec()?;
     Ok((v[0], v[1]))
-}
-
-// ---------------------------------------------------------------------------------- test support
-
-/// For tests: the GPU context to run on, or `None` after printing `HIPFP8_SKIP <test>: why`
-/// when this build or machine has no GPU. With `HIPFP8_REQUIRE_GPU=1` (set by
-/// scripts/run-gpu-bundle.sh on the GPU machine) a missing GPU panics: there a skip would
-/// hide a broken build. Prints `HIPFP8_GPU_TEST <test> on <device>` when it returns a context,
-/// so a runner can count the tests that really ran on a GPU.
-#[doc(hidden)]
-pub fn gpu_for_tests(test: &str) -> Option<Context> {
-    let require = std::env::var("HIPFP8_REQUIRE_GPU").is_ok_and(|v| v == "1");
-    let why = if !gpu_built() {
-        "library built without a GPU backend".to_string()
-    } else {
-        match Device::count() {
-            Ok(0) => "no GPU visible".to_string(),
-            Ok(_) => match Context::gpu(0) {
-                Ok(ctx) => {
-                    println!("HIPFP8_GPU_TEST {test} on {}", ctx.device_name());
-                    return Some(ctx);
-                }
-                Err(e) => panic!("{test}: a GPU is visible but no context could be made: {e}"),
-            },
-            // A GPU build whose runtime fails to count devices is broken, not absent.
-            Err(e) => panic!("{test}: device discovery failed: {e}"),
-        }
-    };
-    if require {
-        panic!(
-            "{test}: HIPFP8_REQUIRE_GPU=1 but {why} (backend {})",
-            built_backend()
-        );
-    }
-    println!("HIPFP8_SKIP {test}: {why}");
-    None
-}
-
-/// For tests: print a skip line (a kernel not in this build). Under HIPFP8_REQUIRE_GPU=1 this
-/// still skips, but scripts/run-gpu-bundle.sh lists and counts it; it is never a pass.
-#[doc(hidden)]
-pub fn skip_test(test: &str, why: &str) {
-    println!("HIPFP8_SKIP {test}: {why}");
 }
 
 #[cfg(test)]
@@ -1156,43 +1094,5 @@ mod tests {
             std::mem::offset_of!(sys::hipfp8_device_props, pci_bus_id),
             568
         );
-    }
-
-    #[test]
-    fn cpu_context_refuses_device_objects() {
-        let cpu = Context::cpu();
-        assert!(matches!(
-            DeviceBuffer::<u8>::alloc(&cpu, 4),
-            Err(Error::WrongLocation(_))
-        ));
-        assert!(matches!(Stream::new(&cpu), Err(Error::WrongLocation(_))));
-        assert!(matches!(Event::new(&cpu), Err(Error::WrongLocation(_))));
-        assert!(cpu.device().is_none());
-    }
-
-    #[test]
-    fn build_facts_are_consistent() {
-        match built_backend() {
-            "cpu" => {
-                assert!(!gpu_built());
-                assert_eq!(built_launchers().count(), 0);
-                assert_eq!(Device::count().unwrap(), 0);
-                assert!(matches!(Context::gpu(0), Err(Error::BackendUnavailable(_))));
-                assert_eq!(Context::best().backend(), BackendKind::Cpu);
-            }
-            "rocm" | "cuda" => {
-                assert!(gpu_built());
-                // The runtime shim and the self-test kernels are always part of a GPU build.
-                for l in [
-                    "hipfp8_rt_device_count",
-                    "hipfp8_rt_malloc",
-                    "hipfp8_selftest_fill_launch",
-                ] {
-                    assert!(has_launcher(l), "{l} not built");
-                }
-                assert!(!built_targets().is_empty());
-            }
-            other => panic!("unknown backend {other}"),
-        }
     }
 }

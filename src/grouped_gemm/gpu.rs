@@ -5,7 +5,7 @@
 //! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
 //!   E4M3FN x E5M2 and E5M2 x E4M3FN; K % 16, N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D),
 //!   16-byte aligned operands; 2D x 2D groups may start anywhere. Instance and scheduler
-//!   settings per shape: `crate::grouped_gemm_rule`.
+//!   settings per shape: `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
 //!   native flavour only (FNUZ on gfx942, OCP on gfx950), same shape rules as CUTLASS.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
@@ -38,75 +38,16 @@ use std::sync::Mutex;
 
 use half::bf16;
 
-use crate::device::{DeviceBuffer, Event, Stream, check_status};
+use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::grouped_gemm::GemmParams;
-use crate::ops::{Context, StreamRef};
+use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
+use crate::runtime::{
+    DeviceBuffer, Event, Stream, base_arch, built_backend, built_targets, check_status,
+    has_launcher,
+};
 use crate::sys;
-
-/// Which grouped-GEMM implementation a GPU context should use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum GemmBackend {
-    /// The vendor library (CK / CUTLASS) when it supports the call, else the reference kernel.
-    #[default]
-    Auto,
-    /// The portable reference kernel.
-    Reference,
-    /// The vendor library only; an unsupported call is an error.
-    Library,
-}
-
-/// A concrete grouped-GEMM implementation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GemmImpl {
-    /// A CPU context: the host reference (`crate::reference::grouped_gemm`).
-    Cpu,
-    /// The portable GPU reference kernel (`hip/grouped_gemm/reference.hip`).
-    Reference,
-    CutlassSm90,
-    CkGfx942,
-    CkGfx950,
-}
-
-impl GemmImpl {
-    pub fn name(self) -> &'static str {
-        match self {
-            GemmImpl::Cpu => "cpu-reference",
-            GemmImpl::Reference => "reference",
-            GemmImpl::CutlassSm90 => "cutlass-sm90",
-            GemmImpl::CkGfx942 => "ck-gfx942",
-            GemmImpl::CkGfx950 => "ck-gfx950",
-        }
-    }
-}
-
-/// A caller-owned device workspace for the vendor libraries (size from
-/// [`Context::grouped_gemm_workspace_size`]). Work queued with it may still read it after the
-/// call returns: the caller keeps it alive and unused by other work until then (stream order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmWorkspace {
-    ptr: *mut c_void,
-    bytes: usize,
-}
-
-impl GemmWorkspace {
-    /// # Safety
-    /// `ptr` must be device memory of the context's GPU, valid for `bytes` bytes, and not
-    /// used by any other work queued while a grouped GEMM using it may run.
-    pub unsafe fn from_raw(ptr: *mut c_void, bytes: usize) -> GemmWorkspace {
-        GemmWorkspace { ptr, bytes }
-    }
-    pub fn as_ptr(&self) -> *mut c_void {
-        self.ptr
-    }
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-}
+use crate::view::StreamRef;
 
 /// The two ops with their extents (docs/OPS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,7 +74,7 @@ pub(crate) struct GroupedArgs {
 /// The vendor library of this context's device in this build, with the format pairs it has
 /// instances for; `Err` says why there is none.
 fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
-    let arch = crate::device::base_arch(ctx.arch()).to_ascii_lowercase();
+    let arch = base_arch(ctx.arch()).to_ascii_lowercase();
     let (imp, launcher) = match arch.as_str() {
         "sm_90" => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
         "gfx942" => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
@@ -145,11 +86,11 @@ fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
             ));
         }
     };
-    if !crate::device::has_launcher(launcher) {
+    if !has_launcher(launcher) {
         return Err(format!(
             "this build (backend {}, targets {:?}) has no {} instance ({launcher} not compiled)",
-            crate::device::built_backend(),
-            crate::device::built_targets(),
+            built_backend(),
+            built_targets(),
             imp.name()
         ));
     }
@@ -159,7 +100,7 @@ fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
 /// Whether `imp` has an instance for `fa x fb`.
 fn library_has_pair(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> bool {
     match imp {
-        GemmImpl::CutlassSm90 => crate::grouped_gemm_rule::cutlass_has_pair(fa, fb),
+        GemmImpl::CutlassSm90 => crate::grouped_gemm::rule::cutlass_has_pair(fa, fb),
         GemmImpl::CkGfx942 => fa == Fp8Format::E4M3FnUz && fb == Fp8Format::E4M3FnUz,
         GemmImpl::CkGfx950 => fa == Fp8Format::E4M3Fn && fb == Fp8Format::E4M3Fn,
         GemmImpl::Reference | GemmImpl::Cpu => true,
@@ -225,8 +166,8 @@ impl std::fmt::Display for Fallback {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GemmPlan {
     pub imp: GemmImpl,
-    /// CUTLASS: the instance and scheduler settings (`crate::grouped_gemm_rule`).
-    pub cutlass: Option<crate::grouped_gemm_rule::CutlassChoice>,
+    /// CUTLASS: the instance and scheduler settings (`crate::grouped_gemm::rule`).
+    pub cutlass: Option<crate::grouped_gemm::rule::CutlassChoice>,
     /// Why the reference kernel (None when a library or the CPU runs).
     pub fallback: Option<Fallback>,
 }
@@ -298,7 +239,7 @@ impl Context {
         groups: usize,
         ptrs: Option<[*const c_void; 3]>,
     ) -> Result<GemmPlan> {
-        if self.backend() == crate::ops::BackendKind::Cpu {
+        if self.backend() == BackendKind::Cpu {
             return Ok(GemmPlan {
                 imp: GemmImpl::Cpu,
                 cutlass: None,
@@ -357,8 +298,8 @@ fn cutlass_choice(
     groups: usize,
     fa: Fp8Format,
     fb: Fp8Format,
-) -> Result<crate::grouped_gemm_rule::CutlassChoice> {
-    use crate::grouped_gemm_rule::{CutlassChoice, RuleShape, available, cutlass_rule};
+) -> Result<crate::grouped_gemm::rule::CutlassChoice> {
+    use crate::grouped_gemm::rule::{CutlassChoice, RuleShape, available, cutlass_rule};
     if let Some(c) = p.cutlass {
         if !available(c, fa, fb) {
             return Err(Error::NotSupported(format!(
@@ -417,7 +358,7 @@ impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
     /// context (0 for the reference kernel and for the CPU backend).
     pub fn grouped_gemm_workspace_size(&self, p: &GemmParams, groups: usize) -> Result<usize> {
-        if self.backend() == crate::ops::BackendKind::Cpu || p.backend == GemmBackend::Reference {
+        if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
             return Ok(0);
         }
         let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));

@@ -5,60 +5,19 @@
 
 use half::bf16;
 
+pub mod gpu;
+pub mod params;
+pub mod rule;
+
+use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
-use crate::grouped_gemm_gpu::{GemmBackend, GemmWorkspace, GroupedArgs, GroupedOp};
-use crate::grouped_gemm_rule::CutlassChoice;
-use crate::ops::{
-    BackendKind, Context, Dst, FormatChoice, Src, StreamRef, checked_mul, require_nonzero,
-};
+use crate::grouped_gemm::gpu::{GroupedArgs, GroupedOp};
+
 use crate::reference;
+use crate::validate::{checked_mul, require_nonzero};
+use crate::view::{Dst, Src, StreamRef};
 
-/// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
-/// GPU contexts which implementation runs and with which workspace
-/// (see `crate::grouped_gemm_gpu`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct GemmParams {
-    pub a_format: FormatChoice,
-    pub b_format: FormatChoice,
-    /// GPU only: vendor library (CK / CUTLASS) or the portable reference kernel.
-    pub backend: GemmBackend,
-    /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
-    pub workspace: Option<GemmWorkspace>,
-    /// CUTLASS only: this instance and scheduler setting instead of the rule's
-    /// (`crate::grouped_gemm_rule`; tests and benchmarks). Must be compiled for the pair.
-    pub cutlass: Option<CutlassChoice>,
-}
-
-impl GemmParams {
-    pub fn new(a_format: impl Into<FormatChoice>, b_format: impl Into<FormatChoice>) -> Self {
-        GemmParams {
-            a_format: a_format.into(),
-            b_format: b_format.into(),
-            ..GemmParams::default()
-        }
-    }
-
-    /// The same parameters with another GPU backend choice.
-    pub fn with_backend(self, backend: GemmBackend) -> Self {
-        GemmParams { backend, ..self }
-    }
-
-    /// The same parameters with a fixed CUTLASS instance / scheduler setting.
-    pub fn with_cutlass(self, choice: CutlassChoice) -> Self {
-        GemmParams {
-            cutlass: Some(choice),
-            ..self
-        }
-    }
-
-    /// The same parameters with a caller-owned GPU workspace.
-    pub fn with_workspace(self, workspace: GemmWorkspace) -> Self {
-        GemmParams {
-            workspace: Some(workspace),
-            ..self
-        }
-    }
-}
+pub use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 
 impl Context {
     /// 2D x 3D grouped GEMM (forward and dgrad): `a` (M,K) FP8 row-major, `b` (E,K,N) FP8
@@ -106,8 +65,7 @@ impl Context {
                     scale_b.host_slice(),
                     out.host_slice_mut(),
                 );
-                reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o);
-                Ok(())
+                reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o)
             }
             BackendKind::Gpu => {
                 let args = GroupedArgs {
@@ -122,7 +80,7 @@ impl Context {
                     fb,
                 };
                 let op = GroupedOp::TwoD3D { m, n, k };
-                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+                gpu::run(self, p, op, &args, stream).map(|_| ())
             }
         }
     }
@@ -166,8 +124,7 @@ impl Context {
                     scale_b.host_slice(),
                     out.host_slice_mut(),
                 );
-                reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o);
-                Ok(())
+                reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o)
             }
             BackendKind::Gpu => {
                 let args = GroupedArgs {
@@ -182,7 +139,7 @@ impl Context {
                     fb,
                 };
                 let op = GroupedOp::TwoD2D { n, mt, k };
-                crate::grouped_gemm_gpu::run(self, p, op, &args, stream).map(|_| ())
+                gpu::run(self, p, op, &args, stream).map(|_| ())
             }
         }
     }

@@ -1,0 +1,222 @@
+"""The C ABI of libhipfp8 through ctypes: the library, its descriptors, contexts, errors.
+
+No torch here: this module is the whole binding (include/hipfp8.h), and `hipfp8.torch` builds
+the torch ops on top of it. Function objects get their argtypes once; contexts are created
+once per device and kept for the life of the process (destroying one while torch still has
+work queued on its stream would be legal, but nothing is gained by it).
+"""
+
+import ctypes
+import os
+import threading
+from ctypes import POINTER, c_char_p, c_int32, c_size_t, c_uint32, c_void_p
+
+__all__ = [
+    "Hipfp8Error",
+    "lib",
+    "library_path",
+    "context",
+    "check",
+]
+
+# Stable ABI values (include/hipfp8.h).
+STATUS_SUCCESS = 0
+STATUS_BACKEND_UNAVAILABLE = 15
+BACKEND_CPU = 1
+BACKEND_GPU = 2
+DTYPE_BF16 = 0
+DTYPE_F32 = 1
+FORMAT_AUTO = 0
+FORMAT_AUTO_E5M2 = 1
+FORMAT_E4M3FN = 2
+FORMAT_E5M2 = 3
+FORMAT_E4M3FNUZ = 4
+FORMAT_E5M2FNUZ = 5
+FLAG_POW2_SCALES = 1
+SCALING_TENSORWISE = 0
+SCALING_ROWWISE = 1
+MX_ROUNDING_FLOOR = 0
+MX_ROUNDING_RCEIL = 1
+GEMM_BACKEND_AUTO = 0
+
+
+class Hipfp8Error(RuntimeError):
+    """A hipfp8 C call failed: `status` is the hipfp8_status value, the message says why."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _struct(name, fields):
+    return type(name, (ctypes.Structure,), {"_fields_": [("size", c_size_t)] + fields})
+
+
+Cast2d = _struct("Cast2d", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                            ("m", c_size_t), ("k", c_size_t)])
+Cast3d = _struct("Cast3d", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                            ("e", c_size_t), ("k", c_size_t), ("n", c_size_t)])
+CastDual = _struct("CastDual", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                                ("input_dtype2", c_uint32), ("m", c_size_t), ("k1", c_size_t),
+                                ("k2", c_size_t)])
+Tensorwise = _struct("Tensorwise", [("input_dtype", c_uint32), ("format", c_uint32),
+                                    ("flags", c_uint32), ("n", c_size_t)])
+Padded = _struct("Padded", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                            ("m", c_size_t), ("k", c_size_t), ("m_cap", c_size_t)])
+CastTranspose = _struct("CastTranspose", [("input_dtype", c_uint32), ("format", c_uint32),
+                                          ("flags", c_uint32), ("scaling", c_uint32),
+                                          ("m", c_size_t), ("k", c_size_t)])
+Mxfp8 = _struct("Mxfp8", [("input_dtype", c_uint32), ("format", c_uint32), ("rounding", c_uint32),
+                          ("m", c_size_t), ("k", c_size_t)])
+Gemm2d3d = _struct("Gemm2d3d", [("a_format", c_uint32), ("b_format", c_uint32),
+                                ("backend", c_uint32), ("m", c_size_t), ("k", c_size_t),
+                                ("n", c_size_t), ("e", c_size_t)])
+Gemm2d2d = _struct("Gemm2d2d", [("a_format", c_uint32), ("b_format", c_uint32),
+                                ("backend", c_uint32), ("n", c_size_t), ("mt", c_size_t),
+                                ("k", c_size_t)])
+
+# Every op: (context, descriptor, then one (pointer, element count) pair per buffer, stream).
+_P, _N = c_void_p, c_size_t
+_BUF = [_P, _N]
+_OPS = {
+    "rowwise_2d": (Cast2d, _BUF * 3),
+    "colwise_3d": (Cast3d, _BUF * 3),
+    "rowwise_3d_transpose_rhs": (Cast3d, _BUF * 3),
+    "per_group_colwise": (Cast2d, _BUF * 4),  # x, offs, out, scales
+    "per_group_rowwise": (Cast2d, _BUF * 4),
+    "per_group_colwise_dual": (CastDual, _BUF * 7),  # x1, x2, offs, out1, s1, out2, s2
+    "tensorwise": (Tensorwise, _BUF * 4),
+    "tensorwise_scaled": (Tensorwise, _BUF * 4),
+    "blockwise_1x128": (Cast2d, _BUF * 3),
+    "blockwise_128x128": (Cast2d, _BUF * 3),
+    "rowwise_2d_padded": (Padded, _BUF * 5),
+    "cast_transpose": (CastTranspose, _BUF * 5),
+    "cast_transpose_scaled": (Cast2d, _BUF * 5),
+    "mxfp8_dim0": (Mxfp8, _BUF * 3),
+    "mxfp8_dim1": (Mxfp8, _BUF * 3),
+    "grouped_gemm_2d3d": (Gemm2d3d, _BUF * 7),  # a, b, offs, sa, sb, out, workspace
+    "grouped_gemm_2d2d": (Gemm2d2d, _BUF * 7),
+}
+
+
+def library_path():
+    """The libhipfp8.so this package loads: $HIPFP8_LIB, else the one inside the wheel."""
+    env = os.environ.get("HIPFP8_LIB")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libhipfp8.so")
+    if os.path.exists(here):
+        return here
+    raise ImportError(
+        "hipfp8: the bundled libhipfp8.so is missing (a source checkout? build a wheel with "
+        "scripts/build-wheel.sh, or point HIPFP8_LIB at a libhipfp8.so)")
+
+
+class _Lib:
+    """The loaded library: one ctypes function object per op, argtypes set once."""
+
+    def __init__(self, path):
+        self.path = path
+        self.dll = d = ctypes.CDLL(path)
+        d.hipfp8_status_string.restype = c_char_p
+        d.hipfp8_status_string.argtypes = [c_uint32]
+        d.hipfp8_last_error_message.restype = c_char_p
+        d.hipfp8_last_error_message.argtypes = []
+        for name, res, args in [
+            ("hipfp8_abi_version", c_uint32, []),
+            ("hipfp8_version", c_uint32, []),
+            ("hipfp8_context_create", c_uint32, [c_uint32, c_int32, POINTER(c_void_p)]),
+            ("hipfp8_context_destroy", c_uint32, [c_void_p]),
+            ("hipfp8_context_backend", c_uint32, [c_void_p, POINTER(c_uint32)]),
+            ("hipfp8_context_native_format", c_uint32, [c_void_p, POINTER(c_uint32)]),
+            ("hipfp8_context_resolve_format", c_uint32, [c_void_p, c_uint32, POINTER(c_uint32)]),
+            ("hipfp8_context_arch", c_uint32, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
+            ("hipfp8_grouped_gemm_workspace_size", c_uint32,
+             [c_void_p, c_uint32, c_uint32, c_uint32, c_size_t, POINTER(c_size_t)]),
+        ]:
+            f = getattr(d, name)
+            f.restype, f.argtypes = res, args
+        self.ops = {}
+        for name, (desc, bufs) in _OPS.items():
+            f = getattr(d, "hipfp8_" + name)
+            f.restype = c_uint32
+            f.argtypes = [c_void_p, POINTER(desc)] + bufs + [c_void_p]
+            self.ops[name] = f
+        self.abi_version = d.hipfp8_abi_version()
+        self.version = d.hipfp8_version()
+
+    def error(self, status, what):
+        msg = self.dll.hipfp8_last_error_message().decode(errors="replace")
+        name = self.dll.hipfp8_status_string(status).decode(errors="replace")
+        return Hipfp8Error(status, f"{what}: {name}" + (f" -- {msg}" if msg else ""))
+
+
+_lock = threading.RLock()
+_the_lib = None
+_contexts = {}
+
+
+def lib():
+    """The process-wide library (loaded on first use)."""
+    global _the_lib
+    if _the_lib is None:
+        with _lock:
+            if _the_lib is None:
+                _the_lib = _Lib(library_path())
+    return _the_lib
+
+
+def check(status, what):
+    if status != STATUS_SUCCESS:
+        raise lib().error(status, what)
+
+
+class Context:
+    """A hipfp8 context for one device: the handle plus what the ops ask of it per call."""
+
+    def __init__(self, backend, device):
+        L = lib()
+        h = c_void_p()
+        st = L.dll.hipfp8_context_create(backend, device, ctypes.byref(h))
+        if st == STATUS_BACKEND_UNAVAILABLE:
+            where = "the CPU" if backend == BACKEND_CPU else f"GPU {device}"
+            raise L.error(st, f"hipfp8: no backend for {where} in {L.path} (a CPU-only build? "
+                              "install the wheel built for your GPU)")
+        check(st, "hipfp8_context_create")
+        self.handle = h.value
+        self.backend = backend
+        self.device = device
+        nf = c_uint32()
+        check(L.dll.hipfp8_context_native_format(self.handle, ctypes.byref(nf)), "native_format")
+        self.native_e4m3 = nf.value
+        check(L.dll.hipfp8_context_resolve_format(self.handle, FORMAT_AUTO_E5M2, ctypes.byref(nf)),
+              "resolve_format")
+        self.native_e5m2 = nf.value
+        n = c_size_t()
+        buf = ctypes.create_string_buffer(64)
+        check(L.dll.hipfp8_context_arch(self.handle, buf, 64, ctypes.byref(n)), "arch")
+        self.arch = buf.value.decode()
+        self._ws = {}
+
+    def workspace_size(self, a_format, b_format, groups):
+        key = (a_format, b_format, groups)
+        v = self._ws.get(key)
+        if v is None:
+            n = c_size_t()
+            check(lib().dll.hipfp8_grouped_gemm_workspace_size(
+                self.handle, a_format, b_format, GEMM_BACKEND_AUTO, groups, ctypes.byref(n)),
+                "hipfp8_grouped_gemm_workspace_size")
+            v = self._ws[key] = n.value
+        return v
+
+
+def context(backend, device=0):
+    """The cached context of (backend, device ordinal); created on first use."""
+    key = (backend, device)
+    c = _contexts.get(key)
+    if c is None:
+        with _lock:
+            c = _contexts.get(key)
+            if c is None:
+                c = _contexts[key] = Context(backend, device)
+    return c

@@ -1,0 +1,20 @@
+"""hipfp8 for PyTorch: custom ops (torch.ops.hipfp8.*) with fake kernels, the FP8 grouped GEMM
+with autograd and a torchtitan GroupedExperts drop-in, and a dense Float8Linear.
+
+    import hipfp8.torch as hf
+    q, s = hf.rowwise_2d(x)                                  # any hipfp8 cast
+    out = hf.grouped_mm(A, B_t, offs)                        # torch._grouped_mm in FP8
+    hf.swap_grouped_experts(model)                           # torchtitan MoE experts, in place
+    hf.convert_to_float8_training(model, recipe="rowwise")   # nn.Linear -> Float8Linear
+
+No libtorch dependency: the ops call libhipfp8's C ABI through ctypes, so one wheel works with
+every torch >= 2.6.
+"""
+
+from .grouped import GroupedExperts, grouped_mm, swap_grouped_experts
+from .linear import RECIPES, Float8Linear, convert_to_float8_training
+from .ops import *  # noqa: F401,F403
+from .ops import __all__ as _ops_all
+
+__all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts", "Float8Linear",
+           "convert_to_float8_training", "RECIPES"] + list(_ops_all)

@@ -1,0 +1,151 @@
+"""FP8 grouped GEMM with autograd (the MoE experts) and a torchtitan GroupedExperts drop-in.
+
+`grouped_mm(A, B_t, offs)` follows torch._grouped_mm's contract (A (M,K) row-major, B_t (E,K,N)
+column-major per expert, int32 END offsets along M) with torchao 0.18's rowwise FP8 recipe
+(`_to_fp8_rowwise_then_scaled_grouped_mm`: e4m3, power-of-two scales, bf16 out):
+  forward  out    = gemm_2d3d(rowwise_2d(A), colwise_3d(B_t))
+  dgrad    grad_A = gemm_2d3d(rowwise_2d(dY), rowwise_3d_transpose_rhs(B_t))
+  wgrad    grad_B = gemm_2d2d(per_group_colwise_dual(dY, A))^T
+all hipfp8 ops (casts and grouped GEMMs) on torch's current stream, no host synchronisation,
+so it runs under torch.compile(fullgraph=True) and inside CUDA graph capture.
+"""
+
+import torch
+from torch import nn
+
+from . import ops
+
+__all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts"]
+
+
+class _GroupedMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, B_t, offs, out_dtype, fp8):
+        a8, sa = ops._rowwise_2d(A, fp8, True)
+        b8, sb = ops._colwise_3d(B_t, fp8, True)
+        out = ops._grouped_gemm_2d3d(a8, b8, offs, sa.reciprocal(), sb.reciprocal())
+        ctx.save_for_backward(A, B_t, offs)
+        ctx.fp8 = fp8
+        return out if out_dtype == torch.bfloat16 else out.to(out_dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        A, B_t, offs = ctx.saved_tensors
+        fp8 = ctx.fp8
+        dy = grad_out.contiguous()
+        if dy.dtype not in (torch.bfloat16, torch.float32):
+            dy = dy.to(torch.bfloat16)
+        grad_A = grad_B = None
+        if ctx.needs_input_grad[0]:
+            g8, sg = ops._rowwise_2d(dy, fp8, True)
+            bt8, sbt = ops._rowwise_3d_transpose_rhs(B_t, fp8, True)
+            grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, sg.reciprocal(), sbt.reciprocal())
+            grad_A = grad_A.to(A.dtype)
+        if ctx.needs_input_grad[1]:
+            if dy.dtype == A.dtype:
+                dy8, sdy, a8, sa = ops._per_group_colwise_dual(dy, A, offs, fp8, True)
+            else:
+                dy8, sdy = ops._per_group_colwise(dy, offs, fp8, True)
+                a8, sa = ops._per_group_colwise(A, offs, fp8, True)
+            gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs, sdy.reciprocal(), sa.reciprocal())
+            grad_B = gb.transpose(-2, -1).to(B_t.dtype)
+        return grad_A, grad_B, None, None, None
+
+
+def _fail(msg, exc=ValueError):
+    raise exc(f"hipfp8.torch.grouped_mm: {msg}")
+
+
+def grouped_mm(A, B_t, offs, out_dtype=torch.bfloat16, float8_dtype=None):
+    """Differentiable FP8 rowwise grouped GEMM: out (M,N) = A_g @ B_t[g] per token group g.
+
+    A: (M, K) bf16/f32, B_t: (E, K, N) bf16/f32 (column-major per expert is read without a
+    copy; other layouts are made so), offs: (E,) int32 END offsets along M (torch._grouped_mm's
+    `offs`). `float8_dtype` defaults to the device's native E4M3 (float8_e4m3fn on NVIDIA and
+    MI355X, float8_e4m3fnuz on MI300). Rows of the output past offs[-1] are not written.
+    Unlike torchao, group sizes need not be multiples of 16 and K, N need not be either.
+    """
+    if A.dim() != 2:
+        _fail(f"A must be 2-D (M, K), got shape {tuple(A.shape)}")
+    if B_t.dim() != 3:
+        _fail(f"B_t must be 3-D (E, K, N), got shape {tuple(B_t.shape)}")
+    if offs is None or offs.dtype != torch.int32:
+        _fail("offs must be an int32 tensor of END offsets", TypeError)
+    if A.shape[1] != B_t.shape[1]:
+        _fail(f"A is {tuple(A.shape)} and B_t is {tuple(B_t.shape)}: the K dims differ")
+    if offs.shape[0] != B_t.shape[0]:
+        _fail(f"offs has {offs.shape[0]} groups but B_t has {B_t.shape[0]} experts")
+    if not A.is_contiguous():
+        A = A.contiguous()
+    if not B_t.transpose(-2, -1).is_contiguous():
+        B_t = B_t.transpose(-2, -1).contiguous().transpose(-2, -1)
+    fp8 = float8_dtype if float8_dtype is not None else ops.native_fp8_dtype(A.device)
+    return _GroupedMM.apply(A, B_t, offs, out_dtype, fp8)
+
+
+class GroupedExperts(nn.Module):
+    """torchtitan 0.3's `GroupedExperts` (SwiGLU experts; parameters w1_EFD (E,F,D), w2_EDF
+    (E,D,F), w3_EFD (E,F,D); forward(x_RD, num_tokens_per_expert_E)) with the three grouped
+    GEMMs in FP8 through `grouped_mm`. Same parameter names, shapes and state dict, so a
+    checkpoint loads either way; `from_torchtitan(m)` shares the parameters of an existing one.
+    """
+
+    def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
+                 dtype=None):
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        self.num_experts = num_experts
+        self.float8_dtype = float8_dtype
+        self.w1_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim, **kw))
+        self.w2_EDF = nn.Parameter(torch.empty(num_experts, dim, hidden_dim, **kw))
+        self.w3_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim, **kw))
+
+    @classmethod
+    def from_torchtitan(cls, m, float8_dtype=None):
+        """A GroupedExperts sharing the parameters (the same Parameter objects) of `m`."""
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)
+        new.num_experts = m.num_experts
+        new.float8_dtype = float8_dtype
+        new.w1_EFD, new.w2_EDF, new.w3_EFD = m.w1_EFD, m.w2_EDF, m.w3_EFD
+        return new
+
+    def _grouped_mm(self, *, A, B_t, offs):
+        return grouped_mm(A, B_t, offs, float8_dtype=self.float8_dtype)
+
+    def forward(self, x_RD, num_tokens_per_expert_E):
+        offs = torch.cumsum(num_tokens_per_expert_E, dim=0, dtype=torch.int32)
+        w1, w2, w3 = self.w1_EFD, self.w2_EDF, self.w3_EFD
+        if hasattr(w1, "to_local"):  # DTensor parameters (EP / TP), as torchtitan does
+            w1, w2, w3 = w1.to_local(), w2.to_local(), w3.to_local()
+        x = x_RD.bfloat16()
+        h = nn.functional.silu(self._grouped_mm(A=x, B_t=w1.bfloat16().transpose(-2, -1), offs=offs))
+        h = h * self._grouped_mm(A=x, B_t=w3.bfloat16().transpose(-2, -1), offs=offs)
+        return self._grouped_mm(A=h, B_t=w2.bfloat16().transpose(-2, -1), offs=offs).type_as(x_RD)
+
+
+def _fp8_grouped_mm_seam(self, *, A, B_t, offs):
+    return grouped_mm(A, B_t, offs, float8_dtype=getattr(self, "_hipfp8_float8_dtype", None))
+
+
+def swap_grouped_experts(model, float8_dtype=None):
+    """Route every torchtitan GroupedExperts in `model` through hipfp8's FP8 grouped GEMM, in
+    place: each module keeps its class behaviour, parameters and state dict; only its
+    `_grouped_mm` seam (torchtitan 0.3's hook for low-precision variants) is replaced by
+    `grouped_mm`. Returns the number of modules swapped."""
+    n = 0
+    for m in model.modules():
+        if (type(m).__name__ == "GroupedExperts" and hasattr(m, "w1_EFD")
+                and hasattr(m, "_grouped_mm") and not isinstance(m, GroupedExperts)):
+            cls = type(m)
+            sub = _swapped.get(cls)
+            if sub is None:
+                sub = _swapped[cls] = type("Float8" + cls.__name__, (cls,),
+                                           {"_grouped_mm": _fp8_grouped_mm_seam})
+            m.__class__ = sub
+            m._hipfp8_float8_dtype = float8_dtype
+            n += 1
+    return n
+
+
+_swapped = {}

@@ -1,0 +1,739 @@
+"""torch.library custom ops (namespace `hipfp8`) over the C ABI, with fake kernels.
+
+Every op is `torch.ops.hipfp8.<name>`: registered for the CPU key (the CPU backend, host
+pointers) and the CUDA key (the GPU backend on torch's current stream; ROCm torch also uses
+the CUDA key), with a fake kernel that gives the exact output shapes, strides and dtypes so
+`torch.compile` traces through them. The ops take the FP8 dtype explicitly; the Python
+functions at the bottom (`rowwise_2d(x)`, ...) default it to the device's native format.
+
+Scales are forward (multiplicative) scales: `data = encode(x * scale)`; the GEMMs take dequant
+scales (their reciprocals), as torch._scaled_mm / _scaled_grouped_mm do. docs/OPS.md has the
+exact semantics of every op.
+"""
+
+import ctypes
+
+import torch
+
+from .. import _lib as L
+
+__all__ = [
+    "E8M0",
+    "native_fp8_dtype",
+    "rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
+    "per_group_colwise_dual", "per_group_rowwise", "tensorwise", "tensorwise_scaled",
+    "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
+    "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "grouped_gemm_2d3d",
+    "grouped_gemm_2d2d",
+]
+
+FP8_FORMAT = {
+    torch.float8_e4m3fn: L.FORMAT_E4M3FN,
+    torch.float8_e5m2: L.FORMAT_E5M2,
+    torch.float8_e4m3fnuz: L.FORMAT_E4M3FNUZ,
+    torch.float8_e5m2fnuz: L.FORMAT_E5M2FNUZ,
+}
+FORMAT_DTYPE = {v: k for k, v in FP8_FORMAT.items()}
+HP_DTYPE = {torch.bfloat16: L.DTYPE_BF16, torch.float32: L.DTYPE_F32}
+#: The dtype of MXFP8 scales: torch.float8_e8m0fnu where torch has it (2.7+), else uint8.
+E8M0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
+_F32 = torch.float32
+
+_lib = torch.library.Library("hipfp8", "DEF")
+
+
+# ---- per-call helpers (kept small: they are the host cost of every op) ---------------------
+
+_ctx_by_device = {}
+
+
+def _ctx(device):
+    c = _ctx_by_device.get(device)
+    if c is None:
+        if device.type == "cpu":
+            c = L.context(L.BACKEND_CPU, 0)
+        elif device.type == "cuda":
+            c = L.context(L.BACKEND_GPU, device.index if device.index is not None else 0)
+        else:
+            raise ValueError(f"hipfp8: tensors on {device} are not supported (CPU or CUDA/ROCm)")
+        _ctx_by_device[device] = c
+    return c
+
+
+def _stream(device):
+    if device.type == "cpu":
+        return None
+    return torch._C._cuda_getCurrentRawStream(device.index)
+
+
+_descs = {}
+
+
+def _desc(cls, *fields):
+    """A descriptor struct, cached by its contents (the C side only reads it)."""
+    key = (cls, fields)
+    d = _descs.get(key)
+    if d is None:
+        if len(_descs) > 4096:
+            _descs.clear()
+        d = _descs[key] = cls(ctypes.sizeof(cls), *fields)
+    return d
+
+
+def _call(op, device, desc, *tensors):
+    """Run C op `op` on (ptr, numel) of each tensor, torch's current stream."""
+    args = []
+    for t in tensors:
+        args.append(t.data_ptr())
+        args.append(t.numel())
+    f = L.lib().ops[op]
+    st = f(_ctx(device).handle, desc, *args, _stream(device))
+    if st:
+        raise L.lib().error(st, f"hipfp8.{op}")
+
+
+# ---- validation (shared by the real and the fake kernels) ----------------------------------
+
+def _fail(op, msg, exc=ValueError):
+    raise exc(f"hipfp8.{op}: {msg}")
+
+
+def _device(op, *tensors):
+    dev = tensors[0].device
+    if dev.type not in ("cpu", "cuda", "meta"):  # meta: the fake kernel (shapes only)
+        _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
+    for t in tensors[1:]:
+        if t.device != dev:
+            _fail(op, f"all tensors must be on one device: {dev} and {t.device}")
+    return dev
+
+
+def _hp(op, name, x, ndim=None):
+    if x.dtype not in HP_DTYPE:
+        _fail(op, f"{name} must be bfloat16 or float32, got {x.dtype}", TypeError)
+    if ndim is not None and x.dim() != ndim:
+        _fail(op, f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    if not x.is_contiguous():
+        _fail(op, f"{name} must be contiguous (row-major); call .contiguous() first")
+    return HP_DTYPE[x.dtype]
+
+
+def _fmt(op, dtype):
+    f = FP8_FORMAT.get(dtype)
+    if f is None:
+        _fail(op, f"dtype must be a torch float8 dtype ({', '.join(map(str, FP8_FORMAT))}), "
+                  f"got {dtype}", TypeError)
+    return f
+
+
+def _col_major_3d(op, name, x):
+    if x.dim() != 3:
+        _fail(op, f"{name} must be 3-D (E, K, N), got shape {tuple(x.shape)}")
+    if not x.transpose(-2, -1).is_contiguous():
+        _fail(op, f"{name} must be column-major per expert (strides (K*N, 1, K), e.g. "
+                  "w.transpose(-2, -1) of a contiguous (E, N, K) weight)")
+
+
+def _offs(op, offs, dev):
+    if offs.dtype != torch.int32:
+        _fail(op, f"offs must be int32 END offsets, got {offs.dtype}", TypeError)
+    if offs.dim() != 1 or not offs.is_contiguous():
+        _fail(op, f"offs must be a contiguous 1-D tensor, got shape {tuple(offs.shape)}")
+    if offs.device != dev:
+        _fail(op, f"offs must be on {dev}, got {offs.device}")
+
+
+def _scale_arg(op, name, s, dev):
+    if s.dtype != _F32 or s.numel() != 1:
+        _fail(op, f"{name} must be a float32 tensor of one element, got {s.dtype} "
+                  f"{tuple(s.shape)}", TypeError)
+    if s.device != dev:
+        _fail(op, f"{name} must be on {dev}, got {s.device}")
+
+
+def _fp8_in(op, name, t):
+    f = FP8_FORMAT.get(t.dtype)
+    if f is None:
+        _fail(op, f"{name} must be a torch float8 tensor, got {t.dtype}", TypeError)
+    return f
+
+
+def _f32_in(op, name, t, numel, dev):
+    if t.dtype != _F32:
+        _fail(op, f"{name} must be float32, got {t.dtype}", TypeError)
+    if not t.is_contiguous() or t.numel() != numel:
+        _fail(op, f"{name} must be contiguous with {numel} elements, got shape {tuple(t.shape)}")
+    if t.device != dev:
+        _fail(op, f"{name} must be on {dev}, got {t.device}")
+
+
+def _cdiv(a, b):
+    return (a + b - 1) // b
+
+
+# ---- registration --------------------------------------------------------------------------
+
+def _register(schema, spec, run):
+    """Define hipfp8::<name>: `spec(*args)` validates and returns the output specs
+    [(shape, stride, dtype)], `run(outs, *args)` fills freshly allocated outputs."""
+    name = schema.split("(", 1)[0]
+    _lib.define(schema)
+
+    def alloc(args):
+        dev = args[0].device
+        return [torch.empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in spec(*args)]
+
+    def kernel(*args):
+        outs = alloc(args)
+        run(outs, *args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def fake(*args):
+        outs = alloc(args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    _lib.impl(name, kernel, "CPU")
+    _lib.impl(name, kernel, "CUDA")
+    torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
+    op = getattr(torch.ops.hipfp8, name)
+
+    def call(*args):
+        # Eager calls on plain tensors skip the dispatcher's round trip into Python (about half
+        # the host cost of a call); anything else -- torch.compile tracing, fake tensors,
+        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>.
+        if (not torch.compiler.is_compiling() and type(args[0]) is torch.Tensor
+                and not _dispatch_stack_len()):
+            return kernel(*args)
+        return op(*args)
+
+    call.__name__ = name
+    call.op = op
+    return call
+
+
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
+
+
+def _rm(*shape):
+    """Row-major strides of shape."""
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= d
+    return tuple(reversed(st))
+
+
+# rowwise_2d ---------------------------------------------------------------------------------
+def _rowwise_2d_spec(x, dtype, pow2):
+    op = "rowwise_2d"
+    _device(op, x)
+    _hp(op, "x", x, 2)
+    _fmt(op, dtype)
+    m, k = x.shape
+    return [((m, k), (k, 1), dtype), ((m,), (1,), _F32)]
+
+
+def _rowwise_2d_run(outs, x, dtype, pow2):
+    m, k = x.shape
+    _call("rowwise_2d", x.device,
+          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, *outs)
+
+
+_rowwise_2d = _register("rowwise_2d(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+                        _rowwise_2d_spec, _rowwise_2d_run)
+
+
+# colwise_3d / rowwise_3d_transpose_rhs ------------------------------------------------------
+def _colwise_3d_spec(x, dtype, pow2):
+    op = "colwise_3d"
+    _device(op, x)
+    if x.dtype not in HP_DTYPE:
+        _fail(op, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
+    _col_major_3d(op, "x", x)
+    _fmt(op, dtype)
+    e, k, n = x.shape
+    return [((e, k, n), (k * n, 1, k), dtype), ((e, n), (n, 1), _F32)]
+
+
+def _colwise_3d_run(outs, x, dtype, pow2):
+    e, k, n = x.shape
+    _call("colwise_3d", x.device,
+          _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *outs)
+
+
+_colwise_3d = _register("colwise_3d(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+                        _colwise_3d_spec, _colwise_3d_run)
+
+
+def _t3_spec(x, dtype, pow2):
+    op = "rowwise_3d_transpose_rhs"
+    _device(op, x)
+    if x.dtype not in HP_DTYPE:
+        _fail(op, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
+    _col_major_3d(op, "x", x)
+    _fmt(op, dtype)
+    e, k, n = x.shape
+    return [((e, n, k), (n * k, 1, n), dtype), ((e, k), (k, 1), _F32)]
+
+
+def _t3_run(outs, x, dtype, pow2):
+    e, k, n = x.shape
+    _call("rowwise_3d_transpose_rhs", x.device,
+          _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *outs)
+
+
+_rowwise_3d_transpose_rhs = _register(
+    "rowwise_3d_transpose_rhs(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+    _t3_spec, _t3_run)
+
+
+# per-group casts ----------------------------------------------------------------------------
+def _pgc_spec(x, offs, dtype, pow2):
+    op = "per_group_colwise"
+    dev = _device(op, x, offs)
+    _hp(op, "x", x, 2)
+    _offs(op, offs, dev)
+    _fmt(op, dtype)
+    m, k = x.shape
+    g = offs.shape[0]
+    return [((m, k), (1, m), dtype), ((g, k), (k, 1), _F32)]
+
+
+def _pgc_run(outs, x, offs, dtype, pow2):
+    m, k = x.shape
+    out, scales = outs
+    _call("per_group_colwise", x.device,
+          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
+          x, offs, out, scales)
+
+
+_per_group_colwise = _register(
+    "per_group_colwise(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+    _pgc_spec, _pgc_run)
+
+
+def _dual_spec(x1, x2, offs, dtype, pow2):
+    op = "per_group_colwise_dual"
+    dev = _device(op, x1, x2, offs)
+    _hp(op, "x1", x1, 2)
+    _hp(op, "x2", x2, 2)
+    _offs(op, offs, dev)
+    _fmt(op, dtype)
+    m, k1 = x1.shape
+    if x2.shape[0] != m:
+        _fail(op, f"x1 and x2 must have the same rows, got {tuple(x1.shape)} and {tuple(x2.shape)}")
+    k2 = x2.shape[1]
+    g = offs.shape[0]
+    return [((m, k1), (1, m), dtype), ((g, k1), (k1, 1), _F32),
+            ((m, k2), (1, m), dtype), ((g, k2), (k2, 1), _F32)]
+
+
+def _dual_run(outs, x1, x2, offs, dtype, pow2):
+    m, k1 = x1.shape
+    k2 = x2.shape[1]
+    _call("per_group_colwise_dual", x1.device,
+          _desc(L.CastDual, HP_DTYPE[x1.dtype], FP8_FORMAT[dtype], int(pow2), HP_DTYPE[x2.dtype],
+                m, k1, k2),
+          x1, x2, offs, *outs)
+
+
+_per_group_colwise_dual = _register(
+    "per_group_colwise_dual(Tensor x1, Tensor x2, Tensor offs, ScalarType dtype, bool pow2)"
+    " -> (Tensor, Tensor, Tensor, Tensor)", _dual_spec, _dual_run)
+
+
+def _pgr_spec(x, offs, dtype, pow2):
+    op = "per_group_rowwise"
+    dev = _device(op, x, offs)
+    _hp(op, "x", x, 2)
+    _offs(op, offs, dev)
+    _fmt(op, dtype)
+    m, k = x.shape
+    g = offs.shape[0]
+    return [((m, k), (k, 1), dtype), ((g, m), (m, 1), _F32)]
+
+
+def _pgr_run(outs, x, offs, dtype, pow2):
+    m, k = x.shape
+    _call("per_group_rowwise", x.device,
+          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, offs, *outs)
+
+
+_per_group_rowwise = _register(
+    "per_group_rowwise(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+    _pgr_spec, _pgr_run)
+
+
+# tensorwise ---------------------------------------------------------------------------------
+def _tw_spec(x, dtype, pow2):
+    op = "tensorwise"
+    _device(op, x)
+    _hp(op, "x", x)
+    _fmt(op, dtype)
+    return [(tuple(x.shape), _rm(*x.shape), dtype), ((), (), _F32), ((), (), _F32)]
+
+
+def _tw_run(outs, x, dtype, pow2):
+    _call("tensorwise", x.device,
+          _desc(L.Tensorwise, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), x.numel()), x, *outs)
+
+
+_tensorwise = _register(
+    "tensorwise(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor, Tensor)",
+    _tw_spec, _tw_run)
+
+
+def _tws_spec(x, scale, dtype):
+    op = "tensorwise_scaled"
+    dev = _device(op, x, scale)
+    _hp(op, "x", x)
+    _scale_arg(op, "scale", scale, dev)
+    _fmt(op, dtype)
+    return [(tuple(x.shape), _rm(*x.shape), dtype), ((), (), _F32)]
+
+
+def _tws_run(outs, x, scale, dtype):
+    out, amax = outs
+    _call("tensorwise_scaled", x.device,
+          _desc(L.Tensorwise, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], 0, x.numel()),
+          x, scale, out, amax)
+
+
+_tensorwise_scaled = _register(
+    "tensorwise_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor)",
+    _tws_spec, _tws_run)
+
+
+# blockwise ----------------------------------------------------------------------------------
+def _bw_spec(tile):
+    def spec(x, dtype, pow2):
+        op = f"blockwise_{tile}"
+        _device(op, x)
+        _hp(op, "x", x, 2)
+        _fmt(op, dtype)
+        m, k = x.shape
+        sm = m if tile == "1x128" else _cdiv(m, 128)
+        sk = _cdiv(k, 128)
+        return [((m, k), (k, 1), dtype), ((sm, sk), (sk, 1), _F32)]
+    return spec
+
+
+def _bw_run(tile):
+    def run(outs, x, dtype, pow2):
+        m, k = x.shape
+        _call(f"blockwise_{tile}", x.device,
+              _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, *outs)
+    return run
+
+
+_blockwise_1x128 = _register(
+    "blockwise_1x128(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+    _bw_spec("1x128"), _bw_run("1x128"))
+_blockwise_128x128 = _register(
+    "blockwise_128x128(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+    _bw_spec("128x128"), _bw_run("128x128"))
+
+
+# padded rowwise -----------------------------------------------------------------------------
+def _pad_spec(x, offs, dtype, pow2):
+    op = "rowwise_2d_padded"
+    dev = _device(op, x, offs)
+    _hp(op, "x", x, 2)
+    _offs(op, offs, dev)
+    _fmt(op, dtype)
+    m, k = x.shape
+    g = offs.shape[0]
+    m_cap = m + 15 * g
+    return [((m_cap, k), (k, 1), dtype), ((m_cap,), (1,), _F32), ((g,), (1,), torch.int32)]
+
+
+def _pad_run(outs, x, offs, dtype, pow2):
+    m, k = x.shape
+    m_cap = outs[0].shape[0]
+    out, scales, poffs = outs
+    _call("rowwise_2d_padded", x.device,
+          _desc(L.Padded, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k, m_cap),
+          x, offs, out, scales, poffs)
+
+
+_rowwise_2d_padded = _register(
+    "rowwise_2d_padded(Tensor x, Tensor offs, ScalarType dtype, bool pow2)"
+    " -> (Tensor, Tensor, Tensor)", _pad_spec, _pad_run)
+
+
+# cast_transpose -----------------------------------------------------------------------------
+def _ct_spec(x, dtype, pow2, rowwise):
+    op = "cast_transpose"
+    _device(op, x)
+    _hp(op, "x", x, 2)
+    _fmt(op, dtype)
+    m, k = x.shape
+    if rowwise:
+        sc = [((m,), (1,), _F32), ((k,), (1,), _F32)]
+    else:
+        sc = [((), (), _F32), ((), (), _F32)]
+    return [((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype)] + sc
+
+
+def _ct_run(outs, x, dtype, pow2, rowwise):
+    m, k = x.shape
+    scaling = L.SCALING_ROWWISE if rowwise else L.SCALING_TENSORWISE
+    _call("cast_transpose", x.device,
+          _desc(L.CastTranspose, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), scaling, m, k),
+          x, *outs)
+
+
+_cast_transpose = _register(
+    "cast_transpose(Tensor x, ScalarType dtype, bool pow2, bool rowwise)"
+    " -> (Tensor, Tensor, Tensor, Tensor)", _ct_spec, _ct_run)
+
+
+def _cts_spec(x, scale, dtype):
+    op = "cast_transpose_scaled"
+    dev = _device(op, x, scale)
+    _hp(op, "x", x, 2)
+    _scale_arg(op, "scale", scale, dev)
+    _fmt(op, dtype)
+    m, k = x.shape
+    return [((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype), ((), (), _F32)]
+
+
+def _cts_run(outs, x, scale, dtype):
+    m, k = x.shape
+    out, out_t, amax = outs
+    _call("cast_transpose_scaled", x.device,
+          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], 0, m, k),
+          x, scale, out, out_t, amax)
+
+
+_cast_transpose_scaled = _register(
+    "cast_transpose_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+    _cts_spec, _cts_run)
+
+
+# MXFP8 --------------------------------------------------------------------------------------
+def _mx_spec(dim):
+    def spec(x, dtype, rceil):
+        op = f"mxfp8_dim{dim}"
+        _device(op, x)
+        _hp(op, "x", x, 2)
+        if dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+            _fail(op, f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2 (MX has no FNUZ "
+                      f"elements), got {dtype}", TypeError)
+        m, k = x.shape
+        if dim == 0:
+            return [((m, k), (k, 1), dtype), ((m, _cdiv(k, 32)), (_cdiv(k, 32), 1), E8M0)]
+        return [((k, m), (m, 1), dtype), ((k, _cdiv(m, 32)), (_cdiv(m, 32), 1), E8M0)]
+    return spec
+
+
+def _mx_run(dim):
+    def run(outs, x, dtype, rceil):
+        m, k = x.shape
+        rounding = L.MX_ROUNDING_RCEIL if rceil else L.MX_ROUNDING_FLOOR
+        _call(f"mxfp8_dim{dim}", x.device,
+              _desc(L.Mxfp8, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], rounding, m, k), x, *outs)
+    return run
+
+
+_mxfp8_dim0 = _register("mxfp8_dim0(Tensor x, ScalarType dtype, bool rceil) -> (Tensor, Tensor)",
+                        _mx_spec(0), _mx_run(0))
+_mxfp8_dim1 = _register("mxfp8_dim1(Tensor x, ScalarType dtype, bool rceil) -> (Tensor, Tensor)",
+                        _mx_spec(1), _mx_run(1))
+
+
+# grouped GEMMs ------------------------------------------------------------------------------
+def _workspace(ctx, a_fmt, b_fmt, groups, device):
+    n = ctx.workspace_size(a_fmt, b_fmt, groups) if device.type == "cuda" else 0
+    # From torch's caching allocator (stream-ordered, graph-capture safe); 512-byte aligned.
+    return torch.empty(n, dtype=torch.uint8, device=device)
+
+
+def _g3_spec(a, b, offs, scale_a, scale_b):
+    op = "grouped_gemm_2d3d"
+    dev = _device(op, a, b, offs, scale_a, scale_b)
+    _fp8_in(op, "a", a)
+    _fp8_in(op, "b", b)
+    if a.dim() != 2 or not a.is_contiguous():
+        _fail(op, f"a must be a contiguous (M, K) tensor, got shape {tuple(a.shape)}")
+    _col_major_3d(op, "b", b)
+    _offs(op, offs, dev)
+    m, k = a.shape
+    e, kb, n = b.shape
+    if kb != k:
+        _fail(op, f"a is (M, {k}) but b is (E, {kb}, N): the K dims differ")
+    _f32_in(op, "scale_a", scale_a, m, dev)
+    _f32_in(op, "scale_b", scale_b, e * n, dev)
+    return [((m, n), (n, 1), torch.bfloat16)]
+
+
+def _g3_run(outs, a, b, offs, scale_a, scale_b):
+    (out,) = outs
+    m, k = a.shape
+    e, _, n = b.shape
+    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
+    ws = _workspace(_ctx(a.device), af, bf, offs.shape[0], a.device)
+    f = L.lib().ops["grouped_gemm_2d3d"]
+    st = f(_ctx(a.device).handle, _desc(L.Gemm2d3d, af, bf, L.GEMM_BACKEND_AUTO, m, k, n, e),
+           a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
+           scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
+           out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
+           _stream(a.device))
+    if st:
+        raise L.lib().error(st, "hipfp8.grouped_gemm_2d3d")
+
+
+_grouped_gemm_2d3d = _register(
+    "grouped_gemm_2d3d(Tensor a, Tensor b, Tensor offs, Tensor scale_a, Tensor scale_b) -> Tensor",
+    _g3_spec, _g3_run)
+
+
+def _g2_spec(a, b, offs, scale_a, scale_b):
+    op = "grouped_gemm_2d2d"
+    dev = _device(op, a, b, offs, scale_a, scale_b)
+    _fp8_in(op, "a", a)
+    _fp8_in(op, "b", b)
+    if a.dim() != 2 or not a.is_contiguous():
+        _fail(op, f"a must be a contiguous (N, Mt) tensor, got shape {tuple(a.shape)}")
+    if b.dim() != 2 or not b.t().is_contiguous():
+        _fail(op, "b must be a column-major (Mt, K) tensor (strides (1, Mt), e.g. the "
+                  "per_group_colwise output)")
+    _offs(op, offs, dev)
+    n, mt = a.shape
+    mtb, k = b.shape
+    if mtb != mt:
+        _fail(op, f"a is (N, {mt}) but b is ({mtb}, K): the reduced dims differ")
+    g = offs.shape[0]
+    _f32_in(op, "scale_a", scale_a, g * n, dev)
+    _f32_in(op, "scale_b", scale_b, g * k, dev)
+    return [((g, n, k), (n * k, k, 1), torch.bfloat16)]
+
+
+def _g2_run(outs, a, b, offs, scale_a, scale_b):
+    (out,) = outs
+    n, mt = a.shape
+    k = b.shape[1]
+    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
+    ws = _workspace(_ctx(a.device), af, bf, offs.shape[0], a.device)
+    f = L.lib().ops["grouped_gemm_2d2d"]
+    st = f(_ctx(a.device).handle, _desc(L.Gemm2d2d, af, bf, L.GEMM_BACKEND_AUTO, n, mt, k),
+           a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
+           scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
+           out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
+           _stream(a.device))
+    if st:
+        raise L.lib().error(st, "hipfp8.grouped_gemm_2d2d")
+
+
+_grouped_gemm_2d2d = _register(
+    "grouped_gemm_2d2d(Tensor a, Tensor b, Tensor offs, Tensor scale_a, Tensor scale_b) -> Tensor",
+    _g2_spec, _g2_run)
+
+
+# ---- Python entry points (dtype defaults to the device's native format) --------------------
+
+_native = {}
+
+
+# Under torch.compile the answer is a constant of the trace (dynamo calls this eagerly
+# instead of tracing into ctypes): the device's format does not change during a process.
+@torch._dynamo.assume_constant_result
+def native_fp8_dtype(device, e5m2=False):
+    """The torch float8 dtype hipfp8's AUTO format means on `device`: float8_e4m3fnuz /
+    e5m2fnuz on gfx942 (MI300), float8_e4m3fn / e5m2 on gfx950, NVIDIA and the CPU."""
+    device = torch.device(device)
+    key = (device, e5m2)
+    d = _native.get(key)
+    if d is None:
+        c = _ctx(device)
+        d = _native[key] = FORMAT_DTYPE[c.native_e5m2 if e5m2 else c.native_e4m3]
+    return d
+
+
+def _dt(x, dtype):
+    return native_fp8_dtype(x.device) if dtype is None else dtype
+
+
+def rowwise_2d(x, dtype=None, pow2=True):
+    """(M,K) -> fp8 (M,K), scales (M,) per row."""
+    return _rowwise_2d(x, _dt(x, dtype), pow2)
+
+
+def colwise_3d(x, dtype=None, pow2=True):
+    """(E,K,N) column-major -> fp8 same layout, scales (E,N) over K."""
+    return _colwise_3d(x, _dt(x, dtype), pow2)
+
+
+def rowwise_3d_transpose_rhs(x, dtype=None, pow2=True):
+    """(E,K,N) column-major -> fp8 (E,N,K) column-major, scales (E,K) over N."""
+    return _rowwise_3d_transpose_rhs(x, _dt(x, dtype), pow2)
+
+
+def per_group_colwise(x, offs, dtype=None, pow2=True):
+    """(M,K) + END offsets along M -> fp8 (M,K) column-major, scales (G,K)."""
+    return _per_group_colwise(x, offs, _dt(x, dtype), pow2)
+
+
+def per_group_colwise_dual(x1, x2, offs, dtype=None, pow2=True):
+    """Two per_group_colwise casts sharing M and offs in one launch."""
+    return _per_group_colwise_dual(x1, x2, offs, _dt(x1, dtype), pow2)
+
+
+def per_group_rowwise(x, offs, dtype=None, pow2=True):
+    """(M,K) + END offsets along K -> fp8 (M,K), scales (G,M)."""
+    return _per_group_rowwise(x, offs, _dt(x, dtype), pow2)
+
+
+def tensorwise(x, dtype=None, pow2=False):
+    """Any contiguous x -> fp8 same shape, scale (), amax ()."""
+    return _tensorwise(x, _dt(x, dtype), pow2)
+
+
+def tensorwise_scaled(x, scale, dtype=None):
+    """x with the caller's scale (delayed scaling) -> fp8, amax ()."""
+    return _tensorwise_scaled(x, scale, _dt(x, dtype))
+
+
+def blockwise_1x128(x, dtype=None, pow2=False):
+    return _blockwise_1x128(x, _dt(x, dtype), pow2)
+
+
+def blockwise_128x128(x, dtype=None, pow2=False):
+    return _blockwise_128x128(x, _dt(x, dtype), pow2)
+
+
+def rowwise_2d_padded(x, offs, dtype=None, pow2=True):
+    """Rowwise cast padding every group to 16 rows: out (M+15G, K), scales, padded END offs.
+    Rows past the padded end are not written (uninitialised memory)."""
+    return _rowwise_2d_padded(x, offs, _dt(x, dtype), pow2)
+
+
+def cast_transpose(x, dtype=None, pow2=False, rowwise=False):
+    """(M,K) -> fp8 (M,K), fp8 (K,M), scales, scales_t: () each (tensorwise) or (M,), (K,)."""
+    return _cast_transpose(x, _dt(x, dtype), pow2, rowwise)
+
+
+def cast_transpose_scaled(x, scale, dtype=None):
+    """(M,K) with the caller's scale -> fp8 (M,K), fp8 (K,M), amax ()."""
+    return _cast_transpose_scaled(x, scale, _dt(x, dtype))
+
+
+def mxfp8_dim0(x, dtype=torch.float8_e4m3fn, rceil=False):
+    """(M,K) -> fp8 (M,K), E8M0 scales (M, ceil(K/32))."""
+    return _mxfp8_dim0(x, dtype, rceil)
+
+
+def mxfp8_dim1(x, dtype=torch.float8_e4m3fn, rceil=False):
+    """(M,K) -> fp8 (K,M), E8M0 scales (K, ceil(M/32))."""
+    return _mxfp8_dim1(x, dtype, rceil)
+
+
+def grouped_gemm_2d3d(a, b, offs, scale_a, scale_b):
+    """bf16 (M,N) = per group a_g (M_g,K) @ b_g (K,N) with dequant scales (M,), (E,N).
+    Rows past offs[-1] are not written (uninitialised), as torch._grouped_mm."""
+    return _grouped_gemm_2d3d(a, b, offs, scale_a, scale_b)
+
+
+def grouped_gemm_2d2d(a, b, offs, scale_a, scale_b):
+    """bf16 (G,N,K) = per group a_g (N,Mt_g) @ b_g (Mt_g,K) with dequant scales (G,N), (G,K)."""
+    return _grouped_gemm_2d2d(a, b, offs, scale_a, scale_b)

@@ -1,0 +1,252 @@
+"""GPU-only tests: CUDA graph capture (fwd+bwd), no host synchronisation, bit-equality with
+torchao's FP8 paths on the same inputs, host overhead per op and per MoE layer step.
+(The op, autograd and compile tests of the other files also run on the GPU: their `device`
+fixture includes "cuda" when a GPU is present.) Each test skips with its reason without a GPU.
+"""
+
+import time
+
+import pytest
+import torch
+
+import hipfp8.torch as hf
+from conftest import HAVE_GPU, requires_gpu
+from test_ops import offs_of, rnd
+
+pytestmark = requires_gpu
+E4 = torch.float8_e4m3fn
+
+
+def torchao_or_skip():
+    return pytest.importorskip("torchao", reason="torchao is not installed")
+
+
+def moe_inputs(m=4096, k=1024, n=512, e=8, seed=0):
+    sizes = [m // e] * e
+    A = rnd(m, k, device="cuda", seed=seed, scale=1.0)
+    W = rnd(e, n, k, device="cuda", seed=seed + 1, scale=0.05)
+    return A, W, offs_of(sizes, "cuda")
+
+
+# ---- bit-equality with torchao ---------------------------------------------------------------
+
+def test_grouped_mm_equals_torchao_bitwise():
+    torchao_or_skip()
+    from torchao.prototype.moe_training.fp8_grouped_mm import _to_fp8_rowwise_then_scaled_grouped_mm
+    A, W, offs = moe_inputs()
+    dy = rnd(A.shape[0], W.shape[1], device="cuda", seed=5, scale=0.01)
+    res = []
+    for f in (hf.grouped_mm,
+              lambda a, b, o: _to_fp8_rowwise_then_scaled_grouped_mm(
+                  a, b, o, pad_token_groups_for_grouped_mm=False)):
+        a = A.clone().requires_grad_()
+        w = W.clone().requires_grad_()
+        out = f(a, w.transpose(-2, -1), offs)
+        out.backward(dy)
+        res.append((out, a.grad, w.grad))
+    bad = {what: int((g.view(torch.int16) != t.view(torch.int16)).sum())
+           for what, g, t in zip(("out", "grad_A", "grad_W"), *res)}
+    print(f"hipfp8 vs torchao grouped_mm, elements differing: {bad}")
+    assert bad == {"out": 0, "grad_A": 0, "grad_W": 0}
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_float8_linear_vs_torchao(recipe):
+    torchao_or_skip()
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    torch.manual_seed(0)
+    m, k, n = 2048, 1024, 768
+    lin = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+    ao = convert_to_float8_training(torch.nn.Sequential(
+        torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)),
+        config=Float8LinearConfig.from_recipe_name(recipe))
+    ao[0].weight.data.copy_(lin.weight.data)
+    ours = hf.Float8Linear.from_float(lin, recipe)
+    x = rnd(m, k, device="cuda", seed=3, scale=1.0)
+    dy = rnd(m, n, device="cuda", seed=4, scale=0.01)
+    res = []
+    for mod, w in ((ours, lin.weight), (ao, ao[0].weight)):
+        xx = x.clone().requires_grad_()
+        y = mod(xx)
+        y.backward(dy)
+        res.append((y, xx.grad, w.grad))
+    bad = {what: int((g.view(torch.int16) != t.view(torch.int16)).sum())
+           for what, g, t in zip(("y", "grad_x", "grad_w"), *res)}
+    print(f"hipfp8 vs torchao Float8Linear {recipe}, elements differing: {bad}")
+    assert bad["y"] == 0, "forward differs from torchao"
+    if recipe == "tensorwise":
+        assert bad["grad_x"] == 0 and bad["grad_w"] == 0
+    else:
+        # torchao's rowwise backward: unit-scale GEMM, then the scales (a second rounding);
+        # ours: the scales in the GEMM epilogue. Equal up to that rounding.
+        for g, t in zip(res[0][1:], res[1][1:]):
+            torch.testing.assert_close(g.float(), t.float(), rtol=2 ** -6, atol=1e-3 * t.abs().max().item())
+
+
+# ---- CUDA graphs, no host sync -----------------------------------------------------------------
+
+def _capture(step, *static):
+    """Warm up and capture on ONE side stream. The library's column-cast workspace (allocated
+    at first use, then reused) orders a use on a new stream after the last one with an event
+    wait; a wait on an event recorded outside the capture would invalidate it, so the capture
+    stream must be the stream the warm-up ran on (README: CUDA graphs)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # warm up (lazy allocations, contexts) outside the capture
+            step(*static)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        out = step(*static)
+    torch.cuda.current_stream().wait_stream(s)
+    return g, out
+
+
+@pytest.mark.capture
+def test_cuda_graph_grouped_mm_fwd_bwd():
+    A, W, offs = moe_inputs(m=2048, k=512, n=256, e=4)
+    a = A.clone().requires_grad_()
+    w = W.clone().requires_grad_()
+    dy = rnd(2048, 256, device="cuda", seed=9, scale=0.01)
+
+    def step(a, w, offs, dy):
+        a.grad = None
+        w.grad = None
+        out = hf.grouped_mm(a, w.transpose(-2, -1), offs)
+        out.backward(dy)
+        return out, a.grad, w.grad
+
+    # detach: a clone that kept the eager step's autograd graph alive would keep its
+    # AccumulateGrad nodes, bound to the default stream, for the captured backward, which then
+    # makes the legacy stream wait on the capturing one (cudaErrorStreamCaptureImplicit)
+    want = [t.detach().clone() for t in step(a, w, offs, dy)]
+    g, got = _capture(step, a, w, offs, dy)
+    for t in got:
+        t.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    for x, y, what in zip(got, want, ("out", "grad_A", "grad_W")):
+        assert torch.equal(x, y), f"{what}: graph replay differs from eager"
+    # new token counts, same shapes: the graph reads offs from the device
+    offs.copy_(offs_of([1000, 24, 0, 1024], "cuda"))
+    g.replay()
+    want2 = step(a, w, offs, dy)
+    torch.cuda.synchronize()
+    assert torch.equal(got[0], want2[0]) and torch.equal(got[2], want2[2])
+
+
+@pytest.mark.capture
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "delayed"])
+def test_cuda_graph_float8_linear_fwd_bwd(recipe):
+    torch.manual_seed(0)
+    lin = hf.Float8Linear(512, 256, bias=True, recipe=recipe, device="cuda", dtype=torch.bfloat16)
+    x = rnd(1024, 512, device="cuda", seed=1).requires_grad_()
+    dy = rnd(1024, 256, device="cuda", seed=2, scale=0.01)
+
+    def step(x, dy):
+        x.grad = None
+        lin.weight.grad = None
+        lin.bias.grad = None
+        y = lin(x)
+        y.backward(dy)
+        return y, x.grad, lin.weight.grad
+
+    g, got = _capture(step, x, dy)
+    if recipe == "delayed":
+        state = [t.clone() for t in (lin.amax_history, lin.scales, lin.grad_amax)]
+    g.replay()
+    torch.cuda.synchronize()
+    replay = [t.clone() for t in got]
+    if recipe == "delayed":  # the same step again, eagerly, from the same state
+        for t, s in zip((lin.amax_history, lin.scales, lin.grad_amax), state):
+            t.copy_(s)
+    want = step(x, dy)
+    torch.cuda.synchronize()
+    for r, w, what in zip(replay, want, ("y", "grad_x", "grad_w")):
+        assert torch.equal(r, w), f"{recipe} {what}: graph replay differs from eager"
+
+
+def test_no_host_sync():
+    """torch's sync debug mode raises on any synchronising call in a training step."""
+    A, W, offs = moe_inputs(m=1024, k=256, n=128, e=4)
+    experts = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
+    for p in experts.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    lin = {r: hf.Float8Linear(256, 128, recipe=r, device="cuda", dtype=torch.bfloat16)
+           for r in ("tensorwise", "rowwise", "delayed")}
+    counts = torch.full((4,), 256, device="cuda")
+    x = A[:, :256].contiguous().requires_grad_()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            experts(x, counts).float().sum().backward()
+            for m in lin.values():
+                m(x).float().sum().backward()
+            q = hf.per_group_colwise_dual(A, A, offs)
+            q = hf.tensorwise(A)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+
+
+# ---- host overhead ----------------------------------------------------------------------------
+
+def _host_us(fn, n=2000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+@pytest.mark.capture
+def test_host_overhead():
+    """Host time per call (tiny tensors, so the GPU never holds the host back: the launch
+    queue absorbs the calls). Targets (issue 15): <= 10 us per op; <= 50 us per MoE layer step,
+    which needs the step captured in a CUDA graph (eager and compiled steps still run ~50 op
+    calls through Python: their figures are printed for the record)."""
+    x = rnd(64, 128, device="cuda")
+    offs = offs_of([32, 32], "cuda")
+    bt = rnd(2, 64, 128, device="cuda").transpose(-2, -1)
+    a8, sa = hf.rowwise_2d(x)
+    b8, sb = hf.colwise_3d(bt)
+    isa, isb = sa.reciprocal(), sb.reciprocal()
+    ops = torch.ops.hipfp8
+    rows = {
+        "torch.ops.hipfp8.rowwise_2d": lambda: ops.rowwise_2d(x, E4, True),
+        "hipfp8.torch.rowwise_2d (dtype default)": lambda: hf.rowwise_2d(x),
+        "torch.ops.hipfp8.per_group_colwise": lambda: ops.per_group_colwise(x, offs, E4, True),
+        "torch.ops.hipfp8.cast_transpose": lambda: ops.cast_transpose(x, E4, False, False),
+        "torch.ops.hipfp8.grouped_gemm_2d3d": lambda: ops.grouped_gemm_2d3d(a8, b8, offs, isa, isb),
+        "reference: torch.empty_like(x) + x.add_(1)": lambda: x.clone().add_(1),
+    }
+    res = {k: _host_us(f) for k, f in rows.items()}
+    experts = hf.GroupedExperts(128, 64, 2, device="cuda", dtype=torch.bfloat16)
+    for p in experts.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    counts = torch.tensor([32, 32], device="cuda")
+    xr = x.clone().requires_grad_()
+
+    def layer():
+        xr.grad = None
+        for p in experts.parameters():
+            p.grad = None
+        experts(xr, counts).sum().backward()
+    res["MoE experts fwd+bwd eager (9 casts, 9 grouped GEMMs + SwiGLU)"] = _host_us(layer, 300)
+    ce = torch.compile(experts, fullgraph=True, dynamic=True)
+
+    def clayer():
+        ce(xr, counts).sum().backward()
+    res["MoE experts fwd+bwd torch.compile"] = _host_us(clayer, 300)
+    g, _ = _capture(lambda: layer())
+    res["MoE experts fwd+bwd CUDA graph replay"] = _host_us(g.replay, 300)
+    for k, v in res.items():
+        print(f"host overhead: {v:8.2f} us  {k}")
+    assert res["torch.ops.hipfp8.rowwise_2d"] <= 10.0, res
+    assert res["MoE experts fwd+bwd CUDA graph replay"] <= 50.0, res

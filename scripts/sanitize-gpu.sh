@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# sanitize-gpu.sh -- compute-sanitizer memcheck, racecheck, initcheck and synccheck over every
+# GPU test binary of a bundle (scripts/build-gpu-bundle.sh), on a GPU machine.
+#
+#   bash scripts/sanitize-gpu.sh BUNDLE_DIR [TOOLS]     # TOOLS default "memcheck racecheck initcheck synccheck"
+#
+# compute-sanitizer: $COMPUTE_SANITIZER, else on PATH, else unpacked from a
+# nvidia-cuda-sanitizer-api wheel found in $SANITIZER_WHEEL_DIR (default: the bundle dir and
+# .whl/). The test binaries run with HIPFP8_REQUIRE_GPU=1 (a GPU test that finds no GPU fails),
+# few property cases (PROPTEST_CASES, default 1), a short soak (HIPFP8_SOAK_CALLS, default 300),
+# one test thread, and skip what is only slow under the tools (SKIP adds more). Every
+# (tool, binary) pair runs side by side (PAR bounds how many at once), each bounded by
+# SAN_TIMEOUT seconds (default 150).
+# Output: $OUT/sanitize-<tool>.log per tool and a summary table on stdout (tool, binary,
+# tests passed, errors / hazards reported, exit status). Exit status 0 only when every
+# invocation passed its tests and reported 0 errors.
+set -uo pipefail
+B=${1:?bundle dir}
+TOOLS=${2:-memcheck racecheck initcheck synccheck}
+OUT=${OUT:-/tmp/hipfp8-sanitize}
+mkdir -p "$OUT"
+B=$(cd "$B" && pwd)
+U=${BUNDLE_UNPACK_DIR:-/tmp/hipfp8-bundle}
+if [ ! -d "$U/tests" ]; then
+  BUNDLE_UNPACK_DIR=$U UNPACK_ONLY=1 bash "$B/run-gpu-bundle.sh" "$B" >/dev/null || { echo "cannot unpack $B"; exit 1; }
+fi
+
+CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}
+if [ -z "$CS" ]; then
+  whl=$(ls "${SANITIZER_WHEEL_DIR:-$B}"/nvidia_cuda_sanitizer_api-*.whl .whl/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -1)
+  if [ -n "$whl" ]; then
+    mkdir -p /tmp/hipfp8-cs && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$whl" /tmp/hipfp8-cs
+    CS=$(find /tmp/hipfp8-cs -name compute-sanitizer -type f | head -1)
+    chmod +x "$CS" 2>/dev/null
+  fi
+fi
+if [ -z "$CS" ] || ! "$CS" --version >/dev/null 2>&1; then
+  echo "compute-sanitizer not found (set COMPUTE_SANITIZER or put the nvidia-cuda-sanitizer-api wheel in the bundle dir)"
+  exit 2
+fi
+echo "compute-sanitizer: $CS ($("$CS" --version | tail -1))"
+
+# Every GPU test binary of the bundle (the ones whose tests call gpu_for_tests).
+BINS=${BINS:-"gpu_runtime gpu_quant gpu_cast_mx gpu_grouped_gemm ffi_gpu gpu_groups gpu_soak"}
+# Left out under the tools: only slow there (the exhaustive codec sweep, the biggest shapes and
+# group counts, timing runs), or incompatible with tools running side by side (the device-OOM
+# test holds all device memory). Each runs without the tools in the suite.
+SKIP_ARGS=()
+for s in codec_hw big_groups large_tensors gpu_timings library_large_k device_oom ${SKIP:-}; do
+  SKIP_ARGS+=(--skip "$s")
+done
+export HIPFP8_REQUIRE_GPU=1 PROPTEST_CASES=${PROPTEST_CASES:-1} HIPFP8_SOAK_CALLS=${HIPFP8_SOAK_CALLS:-300}
+export HIPFP8_GROUP_COUNTS_MAX=${HIPFP8_GROUP_COUNTS_MAX:-4097}
+# Other processes share the device: the soak's device-memory flatness bound does not apply.
+export HIPFP8_SOAK_FLAT_MIB=${HIPFP8_SOAK_FLAT_MIB:-1000000}
+
+run_one() {  # run_one TOOL BIN: one invocation, one summary line in $OUT/.san-TOOL-BIN.tsv
+  local tool=$1 b=$2 tsv="$OUT/.san-$1-$2.tsv" part="$OUT/.san-$1-$2.log"
+  local extra=() t0 rc passed errs
+  [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+  if [ ! -x "$U/tests/$b" ]; then printf '%s\t%s\tmissing\t-\trc=-\t0s\n' "$tool" "$b" > "$tsv"; return; fi
+  t0=$(date +%s)
+  (cd "$U/crate" && timeout "${SAN_TIMEOUT:-150}" "$CS" --tool "$tool" --error-exitcode 9 "${extra[@]}" \
+    "$U/tests/$b" --test-threads=1 "${SKIP_ARGS[@]}") > "$part" 2>&1
+  rc=$?
+  passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$part" | grep -oE '[0-9]+ passed' | head -1)
+  errs=$(grep -E '(ERROR|RACECHECK|INITCHECK|SYNCCHECK) SUMMARY' "$part" | tail -1 | sed 's/^========= //')
+  printf '%s\t%s\t%s\t%s\trc=%s\t%ss\n' "$tool" "$b" "${passed:-0 passed}" "${errs:-no summary}" "$rc" \
+    "$(( $(date +%s) - t0 ))" > "$tsv"
+}
+
+# Every (tool, binary) pair side by side, at most PAR at once (default: all).
+pairs=()
+for tool in $TOOLS; do for b in $BINS; do pairs+=("$tool $b"); done; done
+running=0
+for pr in "${pairs[@]}"; do
+  # shellcheck disable=SC2086
+  run_one $pr &
+  running=$((running + 1))
+  if [ "$running" -ge "${PAR:-${#pairs[@]}}" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+
+status=0
+echo "tool	binary	tests	summary	exit	time"
+for tool in $TOOLS; do
+  : > "$OUT/sanitize-$tool.log"
+  for b in $BINS; do
+    f="$OUT/.san-$tool-$b"
+    cat "$f.tsv"
+    IFS=$'\t' read -r _ _ _ summary rc _ < "$f.tsv"
+    [ "$rc" = "rc=0" ] || status=1
+    case "$summary" in *" 0 errors"*|*" 0 hazards"*) ;; *) status=1 ;; esac
+    { echo "##### $tool $b"; cat "$f.log" 2>/dev/null; } >> "$OUT/sanitize-$tool.log"
+    rm -f "$f.tsv" "$f.log"
+  done
+done
+echo "sanitize-gpu: $([ $status = 0 ] && echo "all clean" || echo "FINDINGS or failures (see $OUT/sanitize-*.log)")"
+exit $status

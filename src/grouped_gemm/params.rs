@@ -1,0 +1,118 @@
+//! Parameters of the grouped GEMMs: operand formats, which implementation runs on a GPU, and
+//! the caller-owned workspace.
+
+use std::ffi::c_void;
+
+use crate::grouped_gemm::rule::CutlassChoice;
+use crate::params::FormatChoice;
+
+/// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
+/// GPU contexts which implementation runs and with which workspace
+/// (see `crate::grouped_gemm::gpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GemmParams {
+    pub a_format: FormatChoice,
+    pub b_format: FormatChoice,
+    /// GPU only: vendor library (CK / CUTLASS) or the portable reference kernel.
+    pub backend: GemmBackend,
+    /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
+    pub workspace: Option<GemmWorkspace>,
+    /// CUTLASS only: this instance and scheduler setting instead of the rule's
+    /// (`crate::grouped_gemm::rule`; tests and benchmarks). Must be compiled for the pair.
+    pub cutlass: Option<CutlassChoice>,
+}
+
+impl GemmParams {
+    pub fn new(a_format: impl Into<FormatChoice>, b_format: impl Into<FormatChoice>) -> Self {
+        GemmParams {
+            a_format: a_format.into(),
+            b_format: b_format.into(),
+            ..GemmParams::default()
+        }
+    }
+
+    /// The same parameters with another GPU backend choice.
+    pub fn with_backend(self, backend: GemmBackend) -> Self {
+        GemmParams { backend, ..self }
+    }
+
+    /// The same parameters with a fixed CUTLASS instance / scheduler setting.
+    pub fn with_cutlass(self, choice: CutlassChoice) -> Self {
+        GemmParams {
+            cutlass: Some(choice),
+            ..self
+        }
+    }
+
+    /// The same parameters with a caller-owned GPU workspace.
+    pub fn with_workspace(self, workspace: GemmWorkspace) -> Self {
+        GemmParams {
+            workspace: Some(workspace),
+            ..self
+        }
+    }
+}
+
+/// Which grouped-GEMM implementation a GPU context should use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GemmBackend {
+    /// The vendor library (CK / CUTLASS) where the plan (`Context::grouped_gemm_plan`) says
+    /// it takes the call, else the reference kernel.
+    #[default]
+    Auto,
+    /// The portable reference kernel.
+    Reference,
+    /// The vendor library only; an unsupported call is an error.
+    Library,
+}
+
+/// A concrete grouped-GEMM implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmImpl {
+    /// A CPU context: the host reference (`crate::reference::grouped_gemm`).
+    Cpu,
+    /// The portable GPU reference kernel (`hip/grouped_gemm/reference.hip`).
+    Reference,
+    CutlassSm90,
+    CkGfx942,
+    CkGfx950,
+}
+
+impl GemmImpl {
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmImpl::Cpu => "cpu-reference",
+            GemmImpl::Reference => "reference",
+            GemmImpl::CutlassSm90 => "cutlass-sm90",
+            GemmImpl::CkGfx942 => "ck-gfx942",
+            GemmImpl::CkGfx950 => "ck-gfx950",
+        }
+    }
+}
+
+/// A caller-owned device workspace for the vendor libraries (size from
+/// [`Context::grouped_gemm_workspace_size`]). Work queued with it may still read it after the
+/// call returns: the caller keeps it alive and unused by other work until then (stream order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmWorkspace {
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl GemmWorkspace {
+    /// # Safety
+    /// `ptr` must be device memory of the context's GPU, valid for `bytes` bytes, and not
+    /// used by any other work queued while a grouped GEMM using it may run.
+    pub unsafe fn from_raw(ptr: *mut c_void, bytes: usize) -> GemmWorkspace {
+        GemmWorkspace { ptr, bytes }
+    }
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+}
