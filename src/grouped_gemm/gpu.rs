@@ -7,7 +7,11 @@
 //!   16-byte aligned operands; 2D x 2D groups may start anywhere. Instance and scheduler
 //!   settings per shape: `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
-//!   native flavour only (FNUZ on gfx942, OCP on gfx950), same shape rules as CUTLASS.
+//!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus
+//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary, of a length not
+//!   a multiple of 16 or of 256 tokens or fewer goes to the reference kernel on the device.
+//!   Compile-checked and its host-side decisions checked on the host
+//!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
 //!   shape, on every vendor; the GPU oracle.
 //!
@@ -190,13 +194,25 @@ fn aligned16(p: *const c_void) -> bool {
 
 /// The library's whole-call rules (the launchers check the same; sm90.hip,
 /// ck_grouped_gemm_impl.h). `ptrs` = a, b, out (None: assumed aligned, as allocators give).
-fn library_refusal(op: GroupedOp, ptrs: Option<[*const c_void; 3]>) -> Option<Fallback> {
+fn library_refusal(
+    imp: GemmImpl,
+    op: GroupedOp,
+    ptrs: Option<[*const c_void; 3]>,
+) -> Option<Fallback> {
     let big = |v: usize| v > i32::MAX as usize;
     match op {
         GroupedOp::TwoD3D { m, n, k } => {
             if k % 16 != 0 || n % 8 != 0 {
                 return Some(Fallback::Shape(format!(
                     "2D x 3D needs K % 16 == 0 and N % 8 == 0 (K = {k}, N = {n})"
+                )));
+            }
+            // CK's pipeline v3 needs more K blocks of 128 than its 2 prefetch stages
+            // (ck_grouped_gemm_impl.h kMinRed; tests/emu/ck_host_check.cpp).
+            if matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) && k <= 256 {
+                return Some(Fallback::Shape(format!(
+                    "{} needs K > 256 (K = {k})",
+                    imp.name()
                 )));
             }
             if big(m) || big(n) || big(k) {
@@ -261,7 +277,7 @@ impl Context {
                     imp.name(),
                     library_pairs(imp)
                 )),
-                Ok(imp) => match library_refusal(op, ptrs) {
+                Ok(imp) => match library_refusal(imp, op, ptrs) {
                     Some(f) => f,
                     None => {
                         let cutlass = (imp == GemmImpl::CutlassSm90)
@@ -576,5 +592,60 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
                 null, 0, stream.0,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d3(m: usize, n: usize, k: usize) -> GroupedOp {
+        GroupedOp::TwoD3D { m, n, k }
+    }
+
+    #[test]
+    fn library_rules_match_the_launchers() {
+        let (cut, ck) = (GemmImpl::CutlassSm90, GemmImpl::CkGfx942);
+        // Every benchmark shape: DeepSeek-V3, gpt-oss (K = 2880), small experts, wgrad.
+        for op in [
+            d3(32768, 2048, 7168),
+            d3(32768, 7168, 2048),
+            d3(8192, 5760, 2880),
+            d3(8192, 2880, 2880),
+            d3(4096, 2048, 7168),
+            GroupedOp::TwoD2D {
+                n: 2048,
+                mt: 32768,
+                k: 7168,
+            },
+            GroupedOp::TwoD2D {
+                n: 2880,
+                mt: 8192,
+                k: 2880,
+            },
+        ] {
+            assert_eq!(library_refusal(cut, op, None), None, "{op:?}");
+            assert_eq!(library_refusal(ck, op, None), None, "{op:?}");
+        }
+        let shape = |f: Option<Fallback>| matches!(f, Some(Fallback::Shape(_)));
+        assert!(shape(library_refusal(cut, d3(64, 64, 45), None)));
+        assert!(shape(library_refusal(cut, d3(64, 70, 64), None)));
+        // K = 256: CUTLASS takes it, CK's pipeline does not.
+        assert_eq!(library_refusal(cut, d3(64, 64, 256), None), None);
+        assert!(shape(library_refusal(ck, d3(64, 64, 256), None)));
+        assert_eq!(library_refusal(ck, d3(64, 64, 272), None), None);
+        let op2 = GroupedOp::TwoD2D {
+            n: 64,
+            mt: 100,
+            k: 64,
+        };
+        assert!(shape(library_refusal(cut, op2, None)));
+        let p = |a: usize| a as *const c_void;
+        let misaligned = library_refusal(cut, d3(64, 64, 64), Some([p(256), p(512), p(520)]));
+        assert!(matches!(misaligned, Some(Fallback::Alignment(ref s)) if s.starts_with("out")));
+        assert_eq!(
+            library_refusal(cut, d3(64, 64, 64), Some([p(256), p(512), p(768)])),
+            None
+        );
     }
 }
