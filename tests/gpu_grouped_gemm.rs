@@ -208,29 +208,10 @@ fn run_2d2d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d2d, seed: 
     let b = codes(&mut rng, mt * k, fb);
     let sa = scales(&mut rng, g * n);
     let sb = scales(&mut rng, g * k);
-    let da = DeviceBuffer::from_host(ctx, &a).unwrap();
-    let db = DeviceBuffer::from_host(ctx, &b).unwrap();
-    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
-    let dsa = DeviceBuffer::from_host(ctx, &sa).unwrap();
-    let dsb = DeviceBuffer::from_host(ctx, &sb).unwrap();
-    let mut dout =
-        DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
-    ctx.grouped_gemm_2d2d(
-        p,
-        n,
-        mt,
-        k,
-        da.src(),
-        db.src(),
-        doffs.src(),
-        dsa.src(),
-        dsb.src(),
-        dout.dst(),
-        stream.handle(),
-    )
-    .unwrap();
-    stream.synchronize().unwrap();
-    let got = dout.to_vec().unwrap();
+    let got: Vec<bf16> = gemm_2d2d_bits(ctx, stream, p, (n, mt, k), &a, &b, &c.offs, &sa, &sb)
+        .into_iter()
+        .map(bf16::from_bits)
+        .collect();
     let mut refs = vec![None; g * n * k];
     for (gi, (t0, t1)) in ranges(&c.offs, mt).into_iter().enumerate() {
         for i in 0..n {

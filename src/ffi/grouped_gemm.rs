@@ -128,25 +128,45 @@ fn impl_code(imp: GemmImpl) -> u32 {
     }) as u32
 }
 
-/// Write a plan to the caller's out-parameters (`buf`/`len` as for
-/// `hipfp8_context_device_name`, both may be NULL to skip the text).
-fn write_plan(
-    plan: &GemmPlan,
+/// The caller's out-parameters of a plan query (`buf`/`len` as for
+/// `hipfp8_context_device_name`; both may be NULL to skip the text).
+struct PlanOut {
     implementation: *mut u32,
     reason: *mut u32,
     buf: *mut c_char,
     buf_len: usize,
     len: *mut usize,
-) -> Result<(), FfiError> {
-    let imp = args::out_param("implementation", implementation)?;
-    let why = args::out_param("reason", reason)?;
+}
+
+/// Write a plan to the caller's out-parameters (all checked before anything is written).
+fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
+    let imp = args::out_param("implementation", o.implementation)?;
+    let why = args::out_param("reason", o.reason)?;
     let text = plan.describe();
-    if !buf.is_null() || !len.is_null() {
-        args::copy_str_out(&text, buf, buf_len, len)?;
+    if !o.buf.is_null() || !o.len.is_null() {
+        args::copy_str_out(&text, o.buf, o.buf_len, o.len)?;
     }
     imp.write(impl_code(plan.imp));
     why.write(plan.fallback.as_ref().map_or(0, |f| f.code()));
     Ok(())
+}
+
+/// One plan query: `fields` gives the descriptor's formats, backend and op.
+fn plan_query<D: args::Descriptor>(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    ptrs: Option<[*const c_void; 3]>,
+    num_groups: usize,
+    out: PlanOut,
+    fields: impl FnOnce(&D) -> (u32, u32, u32, GroupedOp),
+) -> hipfp8_status {
+    op_entry(func, ctx, desc, |c, d, _| {
+        let (fa, fb, backend, op) = fields(&d);
+        let p = gemm_params(fa, fb, backend)?;
+        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptrs)?;
+        write_plan(&plan, &out)
+    })
 }
 
 fn ptr3(a: *const u8, b: *const u8, out: *const u16) -> Option<[*const c_void; 3]> {
@@ -179,15 +199,22 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    op_entry("hipfp8_grouped_gemm_2d3d_plan", ctx, desc, |c, d, _| {
-        let p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let op = GroupedOp::TwoD3D {
-            m: d.m,
-            n: d.n,
-            k: d.k,
-        };
-        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptr3(a, b, out))?;
-        write_plan(&plan, implementation, reason, buf, buf_len, len)
+    let o = PlanOut {
+        implementation,
+        reason,
+        buf,
+        buf_len,
+        len,
+    };
+    let name = "hipfp8_grouped_gemm_2d3d_plan";
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
+        let (m, n, k) = (d.m, d.n, d.k);
+        (
+            d.a_format,
+            d.b_format,
+            d.backend,
+            GroupedOp::TwoD3D { m, n, k },
+        )
     })
 }
 
@@ -206,15 +233,22 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    op_entry("hipfp8_grouped_gemm_2d2d_plan", ctx, desc, |c, d, _| {
-        let p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let op = GroupedOp::TwoD2D {
-            n: d.n,
-            mt: d.mt,
-            k: d.k,
-        };
-        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptr3(a, b, out))?;
-        write_plan(&plan, implementation, reason, buf, buf_len, len)
+    let o = PlanOut {
+        implementation,
+        reason,
+        buf,
+        buf_len,
+        len,
+    };
+    let name = "hipfp8_grouped_gemm_2d2d_plan";
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
+        let (n, mt, k) = (d.n, d.mt, d.k);
+        (
+            d.a_format,
+            d.b_format,
+            d.backend,
+            GroupedOp::TwoD2D { n, mt, k },
+        )
     })
 }
 
