@@ -44,7 +44,7 @@ fn random_c_calls_under_asan_ubsan() {
         .args(WARN_FLAGS)
         .arg(format!("-I{}", root().join("include").display()))
         .arg(&src)
-        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-L{}", soname_link(&lib).display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lhipfp8", "-o"])
         .arg(&exe));

@@ -144,20 +144,6 @@ fn build(src: &Path, link: Link) -> PathBuf {
     exe
 }
 
-/// `lib`, after making sure it holds `libhipfp8.so.<ABI>` (the SONAME build.rs gives the
-/// library, which an executable linked against it asks the loader for) as a link to the
-/// libhipfp8.so cargo writes.
-fn soname_link(lib: &Path) -> &Path {
-    let name = format!("libhipfp8.so.{}", hipfp8::ffi::HIPFP8_ABI_VERSION);
-    let link = lib.join(&name);
-    if std::fs::symlink_metadata(&link).is_err() {
-        // Another test may create it at the same time: only a missing link is an error.
-        let _ = std::os::unix::fs::symlink("libhipfp8.so", &link);
-    }
-    assert!(exists(&link), "could not create {}", link.display());
-    lib
-}
-
 /// The dynamic dependencies of an executable, from its ELF dynamic section.
 fn needed(exe: &Path) -> String {
     let out = Command::new("readelf").arg("-d").arg(exe).output();
