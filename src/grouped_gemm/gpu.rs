@@ -345,7 +345,33 @@ fn cutlass_choice(
     Ok(cutlass_rule(shape, fa, fb))
 }
 
-fn workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
+/// Workspace bytes `imp` needs for `groups` groups on the context's (active) device, memoized
+/// per (implementation, groups, device): the CUTLASS query asks every instance, which is host
+/// work a call should not repeat.
+fn workspace_bytes(ctx: &Context, imp: GemmImpl, groups: usize) -> Result<usize> {
+    type Key = (GemmImpl, usize, usize);
+    static MEMO: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
+    let key = (imp, groups, ctx.ordinal().unwrap_or(0));
+    let memo = |m: &Mutex<Vec<(Key, usize)>>| {
+        m.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, v)| v)
+    };
+    if let Some(v) = memo(&MEMO) {
+        return Ok(v);
+    }
+    let v = query_workspace_bytes(imp, groups)?;
+    let mut m = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= 256 {
+        m.clear();
+    }
+    m.push((key, v));
+    Ok(v)
+}
+
+fn query_workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
     let g = i32::try_from(groups)
         .map_err(|_| Error::SizeOverflow(format!("{groups} groups do not fit an i32")))?;
     let mut bytes = 0u64;
@@ -381,7 +407,7 @@ impl Context {
         match library_impl(self, fa, fb) {
             Some(imp) => {
                 let _dev = self.activate()?;
-                workspace_bytes(imp, groups)
+                workspace_bytes(self, imp, groups)
             }
             None => Ok(0),
         }
@@ -429,7 +455,7 @@ pub(crate) fn run(
     let cfg = plan.cutlass.map_or(0, |c| c.config());
     let st = match p.workspace {
         Some(ws) => {
-            let need = workspace_bytes(imp, args.groups)?;
+            let need = workspace_bytes(ctx, imp, args.groups)?;
             if ws.len() < need {
                 return Err(Error::OutputTooSmall {
                     what: "workspace",
@@ -491,7 +517,7 @@ fn with_cached_workspace(
     stream: StreamRef,
     f: impl FnOnce(*mut u8, usize) -> i32,
 ) -> Result<i32> {
-    let need = workspace_bytes(imp, groups)?.max(1);
+    let need = workspace_bytes(ctx, imp, groups)?.max(1);
     let ordinal = ctx.ordinal().unwrap_or(0);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if cache.len() <= ordinal {

@@ -144,31 +144,35 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b,
   return 0;
 }
 
-static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, uint64_t ws_bytes) {
+static int check_common(int fmt_a, int fmt_b, int groups, const void* ws) {
   if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (find(1, fmt_a, fmt_b) == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!cutlass_runs_here()) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (ws == nullptr && groups > 0) return HIPFP8_KSTATUS_NULL_POINTER;
   if (!aligned16(ws)) return HIPFP8_KSTATUS_MISALIGNED;
-  uint64_t need = 0;
-  const int st = hipfp8_gg_cutlass_workspace_size(groups, &need);
-  if (st != 0) return st;
-  if (ws_bytes < need) return HIPFP8_KSTATUS_INVALID_SHAPE;
   return 0;
 }
 
+// Pick the instance, check the workspace holds what IT needs (callers size it with
+// hipfp8_gg_cutlass_workspace_size, the maximum over all instances; checking only the chosen
+// one keeps the per-call host work to one CUTLASS size query), run.
 static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
                     int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
-                    void* out, int64_t d0, int64_t d1, int64_t d2, void* ws,
+                    void* out, int64_t d0, int64_t d1, int64_t d2, void* ws, uint64_t ws_bytes,
                     hipStream_t stream) {
   int kind = config & 0xff;
   if (kind == 0)
     kind = two_d_two_d ? default_kind(true, d0, d2) : default_kind(false, d1, d2);
   const Instance* inst = find(kind, fmt_a, fmt_b);
   if (inst == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
+  const int sms = sm_count_of_current_device();
+  if (sms <= 0) return (int)cudaErrorNoDevice;
+  size_t off[11];
+  if (ws_bytes < (uint64_t)layout(groups, inst->workspace(groups, sms), off))
+    return HIPFP8_KSTATUS_INVALID_SHAPE;
   RunArgs q{two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2, ws,
-            sm_count_of_current_device(), (config >> 8) & 3, 1 << ((config >> 12) & 3), stream};
+            sms, (config >> 8) & 3, 1 << ((config >> 12) & 3), stream};
   return inst->run(q);
 }
 
@@ -183,14 +187,14 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
                                          hipStream_t stream) noexcept {
   if (M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
+  int st = check_common(fmt_a, fmt_b, groups, workspace);
   if (st != 0) return st;
   if (groups == 0 || M == 0 || N == 0) return 0;
   if (K == 0 || K % 16 != 0 || N % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   return dispatch(config, false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M, N, K,
-                  workspace, stream);
+                  workspace, workspace_bytes, stream);
 }
 
 // 2D x 2D (OPS.md grouped_gemm_2d2d). `config` as for 2D x 3D. Requires Mt % 16 == 0,
@@ -204,12 +208,12 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
                                          hipStream_t stream) noexcept {
   if (N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
+  int st = check_common(fmt_a, fmt_b, groups, workspace);
   if (st != 0) return st;
   if (groups == 0 || N == 0 || K == 0) return 0;
   if (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   return dispatch(config, true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K,
-                  workspace, stream);
+                  workspace, workspace_bytes, stream);
 }
