@@ -223,93 +223,73 @@ def _rm(*shape):
     return tuple(reversed(st))
 
 
-# rowwise_2d ---------------------------------------------------------------------------------
-def _rowwise_2d_spec(x, dtype, pow2):
-    op = "rowwise_2d"
-    _device(op, x)
-    _hp(op, "x", x, 2)
-    _fmt(op, dtype)
-    m, k = x.shape
-    return [((m, k), (k, 1), dtype), ((m,), (1,), _F32)]
+# Casts of one 2-D input (x, dtype, pow2) with a cast_2d descriptor ---------------------------
+def _cast2d(name, outs):
+    """Register hipfp8::<name>(x, dtype, pow2) whose outputs are outs(m, k, dtype)."""
+    def spec(x, dtype, pow2):
+        _device(name, x)
+        _hp(name, "x", x, 2)
+        _fmt(name, dtype)
+        return outs(*x.shape, dtype)
+
+    def run(o, x, dtype, pow2):
+        m, k = x.shape
+        _call(name, x.device, _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
+              x, *o)
+    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", spec, run)
 
 
-def _rowwise_2d_run(outs, x, dtype, pow2):
-    m, k = x.shape
-    _call("rowwise_2d", x.device,
-          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, *outs)
+_rowwise_2d = _cast2d("rowwise_2d", lambda m, k, dt: [((m, k), (k, 1), dt), ((m,), (1,), _F32)])
+_blockwise_1x128 = _cast2d("blockwise_1x128", lambda m, k, dt: [
+    ((m, k), (k, 1), dt), ((m, _cdiv(k, 128)), (_cdiv(k, 128), 1), _F32)])
+_blockwise_128x128 = _cast2d("blockwise_128x128", lambda m, k, dt: [
+    ((m, k), (k, 1), dt), ((_cdiv(m, 128), _cdiv(k, 128)), (_cdiv(k, 128), 1), _F32)])
 
 
-_rowwise_2d = _register("rowwise_2d(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-                        _rowwise_2d_spec, _rowwise_2d_run)
+# Casts of 3-D expert weights (E,K,N) column-major ------------------------------------------
+def _cast3d(name, outs):
+    def spec(x, dtype, pow2):
+        _device(name, x)
+        if x.dtype not in HP_DTYPE:
+            _fail(name, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
+        _col_major_3d(name, "x", x)
+        _fmt(name, dtype)
+        return outs(*x.shape, dtype)
+
+    def run(o, x, dtype, pow2):
+        e, k, n = x.shape
+        _call(name, x.device,
+              _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *o)
+    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", spec, run)
 
 
-# colwise_3d / rowwise_3d_transpose_rhs ------------------------------------------------------
-def _colwise_3d_spec(x, dtype, pow2):
-    op = "colwise_3d"
-    _device(op, x)
-    if x.dtype not in HP_DTYPE:
-        _fail(op, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
-    _col_major_3d(op, "x", x)
-    _fmt(op, dtype)
-    e, k, n = x.shape
-    return [((e, k, n), (k * n, 1, k), dtype), ((e, n), (n, 1), _F32)]
+_colwise_3d = _cast3d("colwise_3d", lambda e, k, n, dt: [
+    ((e, k, n), (k * n, 1, k), dt), ((e, n), (n, 1), _F32)])
+_rowwise_3d_transpose_rhs = _cast3d("rowwise_3d_transpose_rhs", lambda e, k, n, dt: [
+    ((e, n, k), (n * k, 1, n), dt), ((e, k), (k, 1), _F32)])
 
 
-def _colwise_3d_run(outs, x, dtype, pow2):
-    e, k, n = x.shape
-    _call("colwise_3d", x.device,
-          _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *outs)
+# Per-group casts (x, offs, dtype, pow2) -------------------------------------------------------
+def _grouped(name, outs):
+    def spec(x, offs, dtype, pow2):
+        dev = _device(name, x, offs)
+        _hp(name, "x", x, 2)
+        _offs(name, offs, dev)
+        _fmt(name, dtype)
+        return outs(*x.shape, offs.shape[0], dtype)
+
+    def run(o, x, offs, dtype, pow2):
+        m, k = x.shape
+        _call(name, x.device, _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
+              x, offs, *o)
+    return _register(f"{name}(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
+                     spec, run)
 
 
-_colwise_3d = _register("colwise_3d(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-                        _colwise_3d_spec, _colwise_3d_run)
-
-
-def _t3_spec(x, dtype, pow2):
-    op = "rowwise_3d_transpose_rhs"
-    _device(op, x)
-    if x.dtype not in HP_DTYPE:
-        _fail(op, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
-    _col_major_3d(op, "x", x)
-    _fmt(op, dtype)
-    e, k, n = x.shape
-    return [((e, n, k), (n * k, 1, n), dtype), ((e, k), (k, 1), _F32)]
-
-
-def _t3_run(outs, x, dtype, pow2):
-    e, k, n = x.shape
-    _call("rowwise_3d_transpose_rhs", x.device,
-          _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *outs)
-
-
-_rowwise_3d_transpose_rhs = _register(
-    "rowwise_3d_transpose_rhs(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-    _t3_spec, _t3_run)
-
-
-# per-group casts ----------------------------------------------------------------------------
-def _pgc_spec(x, offs, dtype, pow2):
-    op = "per_group_colwise"
-    dev = _device(op, x, offs)
-    _hp(op, "x", x, 2)
-    _offs(op, offs, dev)
-    _fmt(op, dtype)
-    m, k = x.shape
-    g = offs.shape[0]
-    return [((m, k), (1, m), dtype), ((g, k), (k, 1), _F32)]
-
-
-def _pgc_run(outs, x, offs, dtype, pow2):
-    m, k = x.shape
-    out, scales = outs
-    _call("per_group_colwise", x.device,
-          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
-          x, offs, out, scales)
-
-
-_per_group_colwise = _register(
-    "per_group_colwise(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-    _pgc_spec, _pgc_run)
+_per_group_colwise = _grouped("per_group_colwise", lambda m, k, g, dt: [
+    ((m, k), (1, m), dt), ((g, k), (k, 1), _F32)])
+_per_group_rowwise = _grouped("per_group_rowwise", lambda m, k, g, dt: [
+    ((m, k), (k, 1), dt), ((g, m), (m, 1), _F32)])
 
 
 def _dual_spec(x1, x2, offs, dtype, pow2):
@@ -340,28 +320,6 @@ def _dual_run(outs, x1, x2, offs, dtype, pow2):
 _per_group_colwise_dual = _register(
     "per_group_colwise_dual(Tensor x1, Tensor x2, Tensor offs, ScalarType dtype, bool pow2)"
     " -> (Tensor, Tensor, Tensor, Tensor)", _dual_spec, _dual_run)
-
-
-def _pgr_spec(x, offs, dtype, pow2):
-    op = "per_group_rowwise"
-    dev = _device(op, x, offs)
-    _hp(op, "x", x, 2)
-    _offs(op, offs, dev)
-    _fmt(op, dtype)
-    m, k = x.shape
-    g = offs.shape[0]
-    return [((m, k), (k, 1), dtype), ((g, m), (m, 1), _F32)]
-
-
-def _pgr_run(outs, x, offs, dtype, pow2):
-    m, k = x.shape
-    _call("per_group_rowwise", x.device,
-          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, offs, *outs)
-
-
-_per_group_rowwise = _register(
-    "per_group_rowwise(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-    _pgr_spec, _pgr_run)
 
 
 # tensorwise ---------------------------------------------------------------------------------
@@ -402,36 +360,6 @@ def _tws_run(outs, x, scale, dtype):
 _tensorwise_scaled = _register(
     "tensorwise_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor)",
     _tws_spec, _tws_run)
-
-
-# blockwise ----------------------------------------------------------------------------------
-def _bw_spec(tile):
-    def spec(x, dtype, pow2):
-        op = f"blockwise_{tile}"
-        _device(op, x)
-        _hp(op, "x", x, 2)
-        _fmt(op, dtype)
-        m, k = x.shape
-        sm = m if tile == "1x128" else _cdiv(m, 128)
-        sk = _cdiv(k, 128)
-        return [((m, k), (k, 1), dtype), ((sm, sk), (sk, 1), _F32)]
-    return spec
-
-
-def _bw_run(tile):
-    def run(outs, x, dtype, pow2):
-        m, k = x.shape
-        _call(f"blockwise_{tile}", x.device,
-              _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k), x, *outs)
-    return run
-
-
-_blockwise_1x128 = _register(
-    "blockwise_1x128(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-    _bw_spec("1x128"), _bw_run("1x128"))
-_blockwise_128x128 = _register(
-    "blockwise_128x128(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-    _bw_spec("128x128"), _bw_run("128x128"))
 
 
 # padded rowwise -----------------------------------------------------------------------------
@@ -549,15 +477,21 @@ def _workspace(ctx, a_fmt, b_fmt, groups, device):
     return torch.empty(n, dtype=torch.uint8, device=device)
 
 
-def _g3_spec(a, b, offs, scale_a, scale_b):
-    op = "grouped_gemm_2d3d"
+def _gemm_args(op, a, b, offs, scale_a, scale_b, a_dims):
+    """The checks both GEMMs share; returns the device."""
     dev = _device(op, a, b, offs, scale_a, scale_b)
     _fp8_in(op, "a", a)
     _fp8_in(op, "b", b)
     if a.dim() != 2 or not a.is_contiguous():
-        _fail(op, f"a must be a contiguous (M, K) tensor, got shape {tuple(a.shape)}")
-    _col_major_3d(op, "b", b)
+        _fail(op, f"a must be a contiguous {a_dims} tensor, got shape {tuple(a.shape)}")
     _offs(op, offs, dev)
+    return dev
+
+
+def _g3_spec(a, b, offs, scale_a, scale_b):
+    op = "grouped_gemm_2d3d"
+    dev = _gemm_args(op, a, b, offs, scale_a, scale_b, "(M, K)")
+    _col_major_3d(op, "b", b)
     m, k = a.shape
     e, kb, n = b.shape
     if kb != k:
@@ -567,20 +501,24 @@ def _g3_spec(a, b, offs, scale_a, scale_b):
     return [((m, n), (n, 1), torch.bfloat16)]
 
 
+def _gemm_run(name, desc, out, a, b, offs, scale_a, scale_b):
+    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
+    ctx = _ctx(a.device)
+    ws = _workspace(ctx, af, bf, offs.shape[0], a.device)
+    st = L.lib().ops[name](
+        ctx.handle, _desc(desc[0], af, bf, L.GEMM_BACKEND_AUTO, *desc[1:]),
+        a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
+        scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
+        out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
+        _stream(a.device))
+    if st:
+        raise L.lib().error(st, f"hipfp8.{name}")
+
+
 def _g3_run(outs, a, b, offs, scale_a, scale_b):
-    (out,) = outs
     m, k = a.shape
     e, _, n = b.shape
-    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
-    ws = _workspace(_ctx(a.device), af, bf, offs.shape[0], a.device)
-    f = L.lib().ops["grouped_gemm_2d3d"]
-    st = f(_ctx(a.device).handle, _desc(L.Gemm2d3d, af, bf, L.GEMM_BACKEND_AUTO, m, k, n, e),
-           a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
-           scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
-           out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
-           _stream(a.device))
-    if st:
-        raise L.lib().error(st, "hipfp8.grouped_gemm_2d3d")
+    _gemm_run("grouped_gemm_2d3d", (L.Gemm2d3d, m, k, n, e), outs[0], a, b, offs, scale_a, scale_b)
 
 
 _grouped_gemm_2d3d = _register(
@@ -590,15 +528,10 @@ _grouped_gemm_2d3d = _register(
 
 def _g2_spec(a, b, offs, scale_a, scale_b):
     op = "grouped_gemm_2d2d"
-    dev = _device(op, a, b, offs, scale_a, scale_b)
-    _fp8_in(op, "a", a)
-    _fp8_in(op, "b", b)
-    if a.dim() != 2 or not a.is_contiguous():
-        _fail(op, f"a must be a contiguous (N, Mt) tensor, got shape {tuple(a.shape)}")
+    dev = _gemm_args(op, a, b, offs, scale_a, scale_b, "(N, Mt)")
     if b.dim() != 2 or not b.t().is_contiguous():
         _fail(op, "b must be a column-major (Mt, K) tensor (strides (1, Mt), e.g. the "
                   "per_group_colwise output)")
-    _offs(op, offs, dev)
     n, mt = a.shape
     mtb, k = b.shape
     if mtb != mt:
@@ -610,19 +543,9 @@ def _g2_spec(a, b, offs, scale_a, scale_b):
 
 
 def _g2_run(outs, a, b, offs, scale_a, scale_b):
-    (out,) = outs
     n, mt = a.shape
     k = b.shape[1]
-    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
-    ws = _workspace(_ctx(a.device), af, bf, offs.shape[0], a.device)
-    f = L.lib().ops["grouped_gemm_2d2d"]
-    st = f(_ctx(a.device).handle, _desc(L.Gemm2d2d, af, bf, L.GEMM_BACKEND_AUTO, n, mt, k),
-           a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
-           scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
-           out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
-           _stream(a.device))
-    if st:
-        raise L.lib().error(st, "hipfp8.grouped_gemm_2d2d")
+    _gemm_run("grouped_gemm_2d2d", (L.Gemm2d2d, n, mt, k), outs[0], a, b, offs, scale_a, scale_b)
 
 
 _grouped_gemm_2d2d = _register(
