@@ -107,8 +107,9 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(hipfp8_rocm)");
     println!("cargo::rustc-check-cfg=cfg(hipfp8_cuda)");
     println!("cargo::rustc-check-cfg=cfg(hipfp8_launcher, values(any()))");
-    // Versioned SONAME libhipfp8.so.<HIPFP8_ABI_VERSION> (src/ffi/mod.rs; python/tests/test_cmake.py checks they agree).
-    println!("cargo::rustc-cdylib-link-arg=-Wl,-soname,libhipfp8.so.1");
+    // Versioned SONAME libhipfp8.so.<HIPFP8_ABI_VERSION> (src/ffi/mod.rs; tests/ffi_examples.rs and
+    // python/tests/test_cmake.py fail when they disagree).
+    println!("cargo::rustc-cdylib-link-arg=-Wl,-soname,libhipfp8.so.2");
 
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let hip_dir = manifest_dir.join("hip");

@@ -55,6 +55,7 @@ rocm() {
 }
 step "ROCm gfx942+gfx950 (sid root): build crate + all tests" rocm cargo test -q --offline --no-run --all-targets
 step "ROCm (sid root): lib + GPU tests, no GPU here" rocm cargo test -q --offline --lib --test gpu_runtime
+step "CK grouped GEMM: host-side decisions for every benchmark shape" scripts/ck-host-check.sh
 
 step "ISA report + scratch check (bench/isa.md)" scripts/isa-report.sh "$OBJS" "$ROOT/bench/isa.md"
 if ! git diff --quiet -- bench/isa.md 2>/dev/null; then

@@ -33,5 +33,5 @@
 #define HIPFP8_HOST_KNOBS(X)                                                                       \
   X(GROUPED_GEMM_BACKEND, "HIPFP8_GROUPED_GEMM_BACKEND", "auto|reference|library", "auto", "every call", \
     "overrides GemmBackend::Auto of the grouped GEMMs (the C ABI has no backend argument)")       \
-  X(CUTLASS_CONFIG, "HIPFP8_CUTLASS_CONFIG", "auto|cooperative|pingpong", "auto", "every call",   \
-    "which CUTLASS sm_90 grouped-GEMM instance runs (auto: by op)")
+  X(CUTLASS_CONFIG, "HIPFP8_CUTLASS_CONFIG", "auto|cooperative|pingpong|KIND[:m|n[:SWIZZLE]]", "auto", \
+    "every call", "which CUTLASS sm_90 grouped-GEMM instance and raster/swizzle run (auto: src/grouped_gemm/rule.rs)")

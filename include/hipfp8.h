@@ -57,9 +57,10 @@ typedef struct ihipStream_t *hipStream_t;
 
 /**
  * Version of the C ABI this header describes. Bumped on any incompatible change to an
- * existing function, descriptor or enum value; additions do not bump it.
+ * existing function, descriptor or enum value; additions do not bump it (tests/abi.rs guards
+ * this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace.
  */
-#define HIPFP8_ABI_VERSION 1
+#define HIPFP8_ABI_VERSION 2
 
 /**
  * Result of every fallible call. The values are part of the ABI and never change; new
@@ -363,6 +364,84 @@ enum hipfp8_gemm_backend
 typedef enum hipfp8_gemm_backend hipfp8_gemm_backend;
 #else
 typedef uint32_t hipfp8_gemm_backend;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
+ */
+enum hipfp8_gemm_impl
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * A CPU context: the host reference.
+   */
+  HIPFP8_GEMM_IMPL_CPU = 0,
+  /**
+   * The portable GPU reference kernel (every format pair and shape; slow).
+   */
+  HIPFP8_GEMM_IMPL_REFERENCE = 1,
+  /**
+   * CUTLASS on NVIDIA sm_90.
+   */
+  HIPFP8_GEMM_IMPL_CUTLASS_SM90 = 2,
+  /**
+   * Composable Kernel on gfx942 (MI300X/MI325X).
+   */
+  HIPFP8_GEMM_IMPL_CK_GFX942 = 3,
+  /**
+   * Composable Kernel on gfx950 (MI355X).
+   */
+  HIPFP8_GEMM_IMPL_CK_GFX950 = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum hipfp8_gemm_impl hipfp8_gemm_impl;
+#else
+typedef uint32_t hipfp8_gemm_impl;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Why a grouped GEMM runs the reference kernel (`hipfp8_grouped_gemm_2d3d_plan`).
+ */
+enum hipfp8_gemm_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Not the reference kernel (or a CPU context).
+   */
+  HIPFP8_GEMM_REASON_NONE = 0,
+  /**
+   * HIPFP8_GEMM_BACKEND_REFERENCE, or HIPFP8_GROUPED_GEMM_BACKEND=reference.
+   */
+  HIPFP8_GEMM_REASON_REQUESTED = 1,
+  /**
+   * No library for this device in this build.
+   */
+  HIPFP8_GEMM_REASON_NO_LIBRARY = 2,
+  /**
+   * The library has no instance for this format pair.
+   */
+  HIPFP8_GEMM_REASON_FORMAT_PAIR = 3,
+  /**
+   * A whole-call shape rule of the library (K % 16, N % 8, Mt % 16, extents).
+   */
+  HIPFP8_GEMM_REASON_SHAPE = 4,
+  /**
+   * a, b or out is not 16-byte aligned.
+   */
+  HIPFP8_GEMM_REASON_ALIGNMENT = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum hipfp8_gemm_reason hipfp8_gemm_reason;
+#else
+typedef uint32_t hipfp8_gemm_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -1035,6 +1114,43 @@ hipfp8_status hipfp8_mxfp8_dim1(const struct hipfp8_context *ctx,
                                 uint8_t *scales,
                                 size_t scales_len,
                                 hipStream_t stream);
+
+/**
+ * Which implementation `hipfp8_grouped_gemm_2d3d` would run with this descriptor (formats,
+ * backend, shape) and these pointers (a, b, out: only their 16-byte alignment matters; all
+ * three NULL = assume aligned), without running anything: `*implementation` a
+ * `hipfp8_gemm_impl`, `*reason` a `hipfp8_gemm_reason` (NONE unless the reference kernel),
+ * and a one-line description into `buf` (e.g. "cutlass-sm90 coop-128x256-c2x1/raster-m/swz1"
+ * or "reference (cutlass-sm90 has no instance for E5M2 x E5M2 ...)"). The call runs exactly
+ * this plan: AUTO takes the reference kernel only where the plan says so; with
+ * HIPFP8_GEMM_BACKEND_LIBRARY a fallback plan is NOT_SUPPORTED here as in the call.
+ */
+hipfp8_status hipfp8_grouped_gemm_2d3d_plan(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_grouped_gemm_2d3d_desc *desc,
+                                            const uint8_t *a,
+                                            const uint8_t *b,
+                                            const uint16_t *out,
+                                            size_t num_groups,
+                                            uint32_t *implementation,
+                                            uint32_t *reason,
+                                            char *buf,
+                                            size_t buf_len,
+                                            size_t *len);
+
+/**
+ * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
+ */
+hipfp8_status hipfp8_grouped_gemm_2d2d_plan(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_grouped_gemm_2d2d_desc *desc,
+                                            const uint8_t *a,
+                                            const uint8_t *b,
+                                            const uint16_t *out,
+                                            size_t num_groups,
+                                            uint32_t *implementation,
+                                            uint32_t *reason,
+                                            char *buf,
+                                            size_t buf_len,
+                                            size_t *len);
 
 /**
  * Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context

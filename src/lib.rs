@@ -29,6 +29,7 @@ pub mod workspace;
 pub use context::{BackendKind, Context};
 pub use error::{Error, Result};
 pub use format::Fp8Format;
+pub use grouped_gemm::gpu::{Fallback, GemmPlan, GroupedOp};
 pub use grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 pub use half::{bf16, f16};
 pub use params::{CastParams, FormatChoice, Layout, MxParams, MxRounding, Scaling};
@@ -50,6 +51,9 @@ pub mod device {
     pub use crate::context::{gpu_for_tests, skip_test};
     pub use crate::runtime::*;
 }
+
+/// The grouped GEMM's instance rule under a short path.
+pub use grouped_gemm::rule as grouped_gemm_rule;
 
 /// The grouped GEMM's GPU arm under its earlier path.
 pub mod grouped_gemm_gpu {

@@ -32,7 +32,10 @@ fn matrix_covers_every_op_export() {
         .filter(|l| l.starts_with("hipfp8_status hipfp8_"))
     {
         let f = &line["hipfp8_status ".len()..line.find('(').unwrap()];
-        if f.starts_with("hipfp8_context_") || f == "hipfp8_grouped_gemm_workspace_size" {
+        if f.starts_with("hipfp8_context_")
+            || f == "hipfp8_grouped_gemm_workspace_size"
+            || f.ends_with("_plan")
+        {
             continue; // no descriptor: rows of their own below
         }
         assert!(
@@ -677,4 +680,130 @@ fn gpu_unavailable_is_a_status() {
     );
     assert!(c.is_null());
     assert!(last_error().starts_with("hipfp8_context_create: backend unavailable"));
+}
+
+/// The grouped-GEMM plan queries (no data buffers): a CPU context's plan, the descriptor
+/// rules, the out-parameters, and the two-call text protocol; nothing written on failure.
+#[test]
+fn grouped_gemm_plan_queries() {
+    let mut c = null_mut();
+    assert_eq!(hipfp8_context_create(1, 0, &mut c), HIPFP8_STATUS_SUCCESS);
+    let d3 = hipfp8_grouped_gemm_2d3d_desc {
+        size: size_of::<hipfp8_grouped_gemm_2d3d_desc>(),
+        a_format: hipfp8_format::HIPFP8_FORMAT_E4M3FN as u32,
+        b_format: hipfp8_format::HIPFP8_FORMAT_E5M2 as u32,
+        backend: 0,
+        m: 64,
+        k: 32,
+        n: 16,
+        e: 2,
+    };
+    let (mut imp, mut why, mut len) = (77u32, 77u32, 0usize);
+    let mut buf = [0x55 as std::ffi::c_char; 64];
+    let st = hipfp8_grouped_gemm_2d3d_plan(
+        c,
+        &d3,
+        null(),
+        null(),
+        null(),
+        2,
+        &mut imp,
+        &mut why,
+        buf.as_mut_ptr(),
+        64,
+        &mut len,
+    );
+    assert_eq!(st, HIPFP8_STATUS_SUCCESS);
+    assert_eq!(imp, hipfp8_gemm_impl::HIPFP8_GEMM_IMPL_CPU as u32);
+    assert_eq!(why, hipfp8_gemm_reason::HIPFP8_GEMM_REASON_NONE as u32);
+    // SAFETY: the function wrote a NUL-terminated string into buf (len + 1 <= 64 bytes).
+    let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    assert_eq!((text, len), ("cpu-reference", text.len()));
+    // Text skipped (buf and len NULL) is allowed; the code out-parameters are required.
+    let st = hipfp8_grouped_gemm_2d3d_plan(
+        c,
+        &d3,
+        null(),
+        null(),
+        null(),
+        2,
+        &mut imp,
+        &mut why,
+        null_mut(),
+        0,
+        null_mut(),
+    );
+    assert_eq!(st, HIPFP8_STATUS_SUCCESS);
+    let (mut imp2, mut why2) = (77u32, 77u32);
+    let bad = [
+        // A stale descriptor size, a NULL reason, a text buffer too small.
+        (
+            hipfp8_grouped_gemm_2d3d_desc { size: 8, ..d3 },
+            false,
+            4usize,
+            HIPFP8_STATUS_INVALID_DESCRIPTOR,
+        ),
+        (d3, true, 64, HIPFP8_STATUS_NULL_POINTER),
+        (d3, false, 4, HIPFP8_STATUS_OUTPUT_TOO_SMALL),
+    ];
+    for (d, null_reason, cap, want) in bad {
+        let mut small = [0x55 as std::ffi::c_char; 64];
+        let reason: *mut u32 = if null_reason { null_mut() } else { &mut why2 };
+        let st = hipfp8_grouped_gemm_2d3d_plan(
+            c,
+            &d,
+            null(),
+            null(),
+            null(),
+            2,
+            &mut imp2,
+            reason,
+            small.as_mut_ptr(),
+            cap,
+            null_mut(),
+        );
+        assert_eq!(st, want, "{}", last_error());
+        assert!(last_error().starts_with("hipfp8_grouped_gemm_2d3d_plan"));
+        assert_eq!((imp2, why2), (77, 77), "written on failure");
+        assert!(small.iter().all(|&b| b == 0x55), "text written on failure");
+    }
+    // 2D x 2D, and a bad backend value.
+    let d2 = hipfp8_grouped_gemm_2d2d_desc {
+        size: size_of::<hipfp8_grouped_gemm_2d2d_desc>(),
+        a_format: hipfp8_format::HIPFP8_FORMAT_E5M2 as u32,
+        b_format: hipfp8_format::HIPFP8_FORMAT_E4M3FN as u32,
+        backend: 0,
+        n: 8,
+        mt: 40,
+        k: 8,
+    };
+    let st = hipfp8_grouped_gemm_2d2d_plan(
+        c,
+        &d2,
+        null(),
+        null(),
+        null(),
+        3,
+        &mut imp,
+        &mut why,
+        null_mut(),
+        0,
+        null_mut(),
+    );
+    assert_eq!((st, imp), (HIPFP8_STATUS_SUCCESS, 0));
+    let st = hipfp8_grouped_gemm_2d2d_plan(
+        c,
+        &hipfp8_grouped_gemm_2d2d_desc { backend: 9, ..d2 },
+        null(),
+        null(),
+        null(),
+        3,
+        &mut imp,
+        &mut why,
+        null_mut(),
+        0,
+        null_mut(),
+    );
+    assert_eq!(st, HIPFP8_STATUS_INVALID_ENUM);
+    assert_eq!(hipfp8_context_destroy(c), HIPFP8_STATUS_SUCCESS);
 }

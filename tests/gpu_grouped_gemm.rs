@@ -208,29 +208,10 @@ fn run_2d2d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d2d, seed: 
     let b = codes(&mut rng, mt * k, fb);
     let sa = scales(&mut rng, g * n);
     let sb = scales(&mut rng, g * k);
-    let da = DeviceBuffer::from_host(ctx, &a).unwrap();
-    let db = DeviceBuffer::from_host(ctx, &b).unwrap();
-    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
-    let dsa = DeviceBuffer::from_host(ctx, &sa).unwrap();
-    let dsb = DeviceBuffer::from_host(ctx, &sb).unwrap();
-    let mut dout =
-        DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
-    ctx.grouped_gemm_2d2d(
-        p,
-        n,
-        mt,
-        k,
-        da.src(),
-        db.src(),
-        doffs.src(),
-        dsa.src(),
-        dsb.src(),
-        dout.dst(),
-        stream.handle(),
-    )
-    .unwrap();
-    stream.synchronize().unwrap();
-    let got = dout.to_vec().unwrap();
+    let got: Vec<bf16> = gemm_2d2d_bits(ctx, stream, p, (n, mt, k), &a, &b, &c.offs, &sa, &sb)
+        .into_iter()
+        .map(bf16::from_bits)
+        .collect();
     let mut refs = vec![None; g * n * k];
     for (gi, (t0, t1)) in ranges(&c.offs, mt).into_iter().enumerate() {
         for i in 0..n {
@@ -504,4 +485,309 @@ fn library_large_k() {
         },
         701,
     );
+}
+
+/// 2D x 2D groups that start anywhere (no 16-token alignment), with the library only.
+fn unaligned_2d2d() -> Vec<Case2d2d> {
+    vec![
+        Case2d2d {
+            n: 136,
+            mt: 1008,
+            k: 264,
+            offs: vec![1, 17, 100, 333, 334, 334, 700, 1001, 1008],
+        },
+        Case2d2d {
+            n: 128,
+            mt: 4096,
+            k: 136,
+            offs: vec![5, 1029, 2047, 2050, 4095, 4096],
+        },
+    ]
+}
+
+/// Every compiled CUTLASS instance kind with every format pair it has, the scheduler
+/// settings, and unaligned 2D x 2D group starts: the library path (never the reference
+/// kernel: the plan says so and GemmBackend::Library would fail otherwise).
+#[test]
+fn every_cutlass_instance_and_pair() {
+    use hipfp8::grouped_gemm_rule::{CUTLASS_KINDS, CutlassChoice};
+    let Some(ctx) = gpu_for_tests("every_cutlass_instance_and_pair") else {
+        return;
+    };
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, Fp8Format::E4M3Fn, Fp8Format::E4M3Fn)
+        != Some(GemmImpl::CutlassSm90)
+    {
+        skip_test("every_cutlass_instance_and_pair", "no CUTLASS sm_90 here");
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    let mut seed = 800;
+    for kind in CUTLASS_KINDS {
+        for &(fa, fb) in kind.pairs {
+            // Scheduler settings change only the tile order: both on kind 1, the default on
+            // the others.
+            let settings: &[(bool, u8)] = if kind.id == 1 {
+                &[(false, 0), (true, 2)]
+            } else {
+                &[(false, 0)]
+            };
+            for &(raster_n, swizzle_log2) in settings {
+                let c = CutlassChoice {
+                    kind: kind.id,
+                    raster_n,
+                    swizzle_log2,
+                };
+                let p = GemmParams::new(fa, fb)
+                    .with_backend(GemmBackend::Library)
+                    .with_cutlass(c);
+                let plan = ctx
+                    .grouped_gemm_plan(
+                        &p,
+                        hipfp8::GroupedOp::TwoD2D {
+                            n: 136,
+                            mt: 1008,
+                            k: 264,
+                        },
+                        9,
+                        None,
+                    )
+                    .unwrap();
+                assert_eq!(plan.imp, GemmImpl::CutlassSm90);
+                assert_eq!(plan.cutlass, Some(c));
+                println!("{fa} x {fb}: {}", plan.describe());
+                seed += 10;
+                run_2d3d(&ctx, &stream, &p, &lib_2d3d()[0], seed);
+                run_2d3d(&ctx, &stream, &p, &lib_2d3d()[2], seed + 1);
+                run_2d2d(&ctx, &stream, &p, &lib_2d2d()[0], seed + 2);
+                run_2d2d(&ctx, &stream, &p, &lib_2d2d()[2], seed + 3);
+                for (i, u) in unaligned_2d2d().iter().enumerate() {
+                    run_2d2d(&ctx, &stream, &p, u, seed + 4 + i as u64);
+                }
+            }
+        }
+    }
+}
+
+/// Run a 2D x 2D GEMM on given operands, return the output bits.
+#[allow(clippy::too_many_arguments)]
+fn gemm_2d2d_bits(
+    ctx: &Context,
+    stream: &Stream,
+    p: &GemmParams,
+    (n, mt, k): (usize, usize, usize),
+    a: &[u8],
+    b: &[u8],
+    offs: &[i32],
+    sa: &[f32],
+    sb: &[f32],
+) -> Vec<u16> {
+    let g = offs.len();
+    let da = DeviceBuffer::from_host(ctx, a).unwrap();
+    let db = DeviceBuffer::from_host(ctx, b).unwrap();
+    let doffs = DeviceBuffer::from_host(ctx, offs).unwrap();
+    let dsa = DeviceBuffer::from_host(ctx, sa).unwrap();
+    let dsb = DeviceBuffer::from_host(ctx, sb).unwrap();
+    let mut dout =
+        DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
+    ctx.grouped_gemm_2d2d(
+        p,
+        n,
+        mt,
+        k,
+        da.src(),
+        db.src(),
+        doffs.src(),
+        dsa.src(),
+        dsb.src(),
+        dout.dst(),
+        stream.handle(),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect()
+}
+
+/// Unpadded routing gives bit-for-bit what padding each group to a 16-token boundary with
+/// zero tokens gives (what frameworks do for torch), on every CUTLASS kind.
+#[test]
+fn unaligned_groups_bit_identical_to_padded() {
+    use hipfp8::grouped_gemm_rule::{CUTLASS_KINDS, CutlassChoice};
+    let Some(ctx) = gpu_for_tests("unaligned_groups_bit_identical_to_padded") else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt) != Some(GemmImpl::CutlassSm90) {
+        skip_test(
+            "unaligned_groups_bit_identical_to_padded",
+            "only CUTLASS takes unaligned groups (CK routes them to the reference kernel)",
+        );
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    let (n, k) = (192, 136);
+    let sizes = [1usize, 300, 0, 17, 655, 31, 2, 1000];
+    let mt: usize = sizes.iter().sum::<usize>().div_ceil(16) * 16;
+    let mut rng = Rng(900);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let g = sizes.len();
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let mut offs = Vec::new();
+    let mut end = 0;
+    for s in sizes {
+        end += s;
+        offs.push(end as i32);
+    }
+    // The padded layout: group g at a 16-aligned start, zeros up to the next group.
+    let padded: Vec<usize> = sizes.iter().map(|s| s.div_ceil(16) * 16).collect();
+    let mtp = padded.iter().sum::<usize>();
+    let (mut ap, mut bp) = (vec![0u8; n * mtp], vec![0u8; k * mtp]);
+    let (mut lo, mut lp) = (0, 0);
+    let mut offs_p = Vec::new();
+    for (s, ps) in sizes.iter().zip(&padded) {
+        for i in 0..n {
+            ap[i * mtp + lp..][..*s].copy_from_slice(&a[i * mt + lo..][..*s]);
+        }
+        for j in 0..k {
+            bp[j * mtp + lp..][..*s].copy_from_slice(&b[j * mt + lo..][..*s]);
+        }
+        lo += s;
+        lp += ps;
+        offs_p.push(lp as i32);
+    }
+    for kind in CUTLASS_KINDS
+        .iter()
+        .filter(|c| c.pairs.contains(&(fmt, fmt)))
+    {
+        let c = CutlassChoice {
+            kind: kind.id,
+            raster_n: false,
+            swizzle_log2: 0,
+        };
+        let p = GemmParams::new(fmt, fmt)
+            .with_backend(GemmBackend::Library)
+            .with_cutlass(c);
+        let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+        let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
+        let diff = un.iter().zip(&pd).filter(|(x, y)| x != y).count();
+        assert_eq!(
+            diff, 0,
+            "{}: {diff} elements differ unpadded vs padded",
+            kind.name
+        );
+        println!("{}: unpadded == padded, bit for bit", kind.name);
+    }
+}
+
+/// The plan query: what runs and why, on the CPU and the GPU; Library refuses a fallback.
+#[test]
+fn plan_says_what_runs_and_why() {
+    use hipfp8::{Fallback, GroupedOp};
+    let cpu = Context::cpu();
+    let p = GemmParams::new(Fp8Format::E4M3Fn, Fp8Format::E4M3Fn);
+    let op = GroupedOp::TwoD3D {
+        m: 64,
+        n: 64,
+        k: 64,
+    };
+    let plan = cpu.grouped_gemm_plan(&p, op, 2, None).unwrap();
+    assert_eq!((plan.imp, plan.fallback.is_none()), (GemmImpl::Cpu, true));
+    let Some(ctx) = gpu_for_tests("plan_says_what_runs_and_why") else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    let r = ctx
+        .grouped_gemm_plan(
+            &GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference),
+            op,
+            2,
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        (r.imp, r.fallback),
+        (GemmImpl::Reference, Some(Fallback::Requested))
+    );
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_none() {
+        skip_test("plan_says_what_runs_and_why (GPU part)", "no library here");
+        return;
+    }
+    let lib = ctx
+        .grouped_gemm_plan(&GemmParams::new(fmt, fmt), op, 2, None)
+        .unwrap();
+    assert!(
+        lib.fallback.is_none() && lib.imp != GemmImpl::Reference,
+        "{lib:?}"
+    );
+    // E5M2 x E5M2 has no instance anywhere; K = 45 breaks the shape rule; a misaligned out.
+    let e5 = ctx.resolve(hipfp8::FormatChoice::AutoE5M2);
+    let cases: [(
+        GemmParams,
+        GroupedOp,
+        Option<[*const std::ffi::c_void; 3]>,
+        u32,
+    ); 3] = [
+        (GemmParams::new(e5, e5), op, None, 3),
+        (
+            GemmParams::new(fmt, fmt),
+            GroupedOp::TwoD3D {
+                m: 64,
+                n: 64,
+                k: 45,
+            },
+            None,
+            4,
+        ),
+        (
+            GemmParams::new(fmt, fmt),
+            op,
+            Some([256 as *const _, 512 as *const _, 520 as *const _]),
+            5,
+        ),
+    ];
+    for (p, op, ptrs, code) in cases {
+        let plan = ctx.grouped_gemm_plan(&p, op, 2, ptrs).unwrap();
+        assert_eq!(plan.imp, GemmImpl::Reference, "{plan:?}");
+        assert_eq!(
+            plan.fallback.as_ref().map(|f| f.code()),
+            Some(code),
+            "{plan:?}"
+        );
+        println!("{}", plan.describe());
+        let strict = p.with_backend(GemmBackend::Library);
+        assert!(ctx.grouped_gemm_plan(&strict, op, 2, ptrs).is_err());
+    }
+}
+
+/// sm90.hip's instance table and src/grouped_gemm_rule.rs's list agree (CUDA builds; the
+/// query is pure host code, so no GPU is needed).
+#[test]
+fn cutlass_instance_table_matches_the_rule_table() {
+    use hipfp8::grouped_gemm_rule::CUTLASS_KINDS;
+    if !hipfp8::device::has_launcher("hipfp8_gg_cutlass_has_instance") {
+        skip_test(
+            "cutlass_instance_table_matches_the_rule_table",
+            "no CUTLASS in this build",
+        );
+        return;
+    }
+    for kind in 1..=8i32 {
+        for fa in Fp8Format::ALL {
+            for fb in Fp8Format::ALL {
+                let mut yes = -1;
+                // SAFETY: `yes` is valid for one write; the function reads nothing else.
+                let st = unsafe {
+                    hipfp8::sys::hipfp8_gg_cutlass_has_instance(
+                        kind, fa as i32, fb as i32, &mut yes,
+                    )
+                };
+                assert_eq!(st, 0);
+                let listed = CUTLASS_KINDS
+                    .iter()
+                    .any(|k| i32::from(k.id) == kind && k.pairs.contains(&(fa, fb)));
+                assert_eq!(yes == 1, listed, "kind {kind} {fa} x {fb}");
+            }
+        }
+    }
 }

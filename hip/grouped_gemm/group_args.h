@@ -68,11 +68,13 @@ HIPFP8_HD inline Group group_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int6
 
 // 2D x 2D group g over the reduction range [lo, hi). A vendor kernel may take the group when
 // the range is not empty (CK and CUTLASS would see K = 0 and skip it, leaving garbage where
-// OPS.md wants zeros), its start is a multiple of `align_start` elements (TMA and 16-byte
-// vector loads need aligned addresses) and its length a multiple of `align_len` (CK's
-// vector loads along K; CUTLASS's TMA zero-fills the tail, so 1 there).
+// OPS.md wants zeros), its start is a multiple of `align_start` elements (CK's 16-byte vector
+// loads; CUTLASS takes any start, so 1 there), its length a multiple of `align_len` (CK's
+// vector loads along K; CUTLASS's TMA zero-fills the tail, so 1 there) and at least
+// `min_len` (CK's pipeline needs more K blocks than it prefetches).
 HIPFP8_HD inline Group group_2d2d(int g, int64_t lo, int64_t hi, int64_t N, int64_t Mt,
-                                  int64_t K, int64_t align_start, int64_t align_len) {
+                                  int64_t K, int64_t align_start, int64_t align_len,
+                                  int64_t min_len = 1) {
   Group r;
   r.rows = N;
   r.cols = K;
@@ -85,7 +87,8 @@ HIPFP8_HD inline Group group_2d2d(int g, int64_t lo, int64_t hi, int64_t N, int6
   r.lda = Mt;
   r.ldb = Mt;
   r.ldo = K;
-  r.vendor_ok = (r.red > 0 && lo % align_start == 0 && r.red % align_len == 0) ? 1 : 0;
+  r.vendor_ok =
+      (r.red > 0 && r.red >= min_len && lo % align_start == 0 && r.red % align_len == 0) ? 1 : 0;
   return r;
 }
 

@@ -12,7 +12,7 @@
 // `Fp8Format as u32`; a, b, offs, scales, out and workspace are device pointers. Reference
 // kernel: `skip` (may be null) marks groups another backend owns; `max_blocks` caps the grid
 // (0 = default). Library launchers: `workspace` of at least the queried size; CUTLASS
-// `config` 0 = by op, 1 = cooperative 128x256, 2 = pingpong 128x128.
+// `config`: instance kind and scheduler settings (src/grouped_gemm/rule.rs).
 HIPFP8_DECL int hipfp8_gg_ck_gfx942_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_ck_gfx942_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
@@ -29,6 +29,7 @@ HIPFP8_DECL int hipfp8_gg_ck_gfx950_2d2d(const uint8_t* a, int fmt_a, const uint
     int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_available(int* available) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b, int* yes) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
     int64_t K, void* workspace, uint64_t workspace_bytes, int config, hipStream_t stream) HIPFP8_NOEXCEPT;

@@ -16,7 +16,8 @@ use hipfp8::device::DeviceCopy;
 use hipfp8::scaling::{amax_combine, amax_to_scale};
 use hipfp8::{
     BackendKind, CastParams, Context, DeviceBuffer, Dst, Event, FormatChoice, Fp8Format,
-    GemmParams, HpSrc, MxParams, MxRounding, Scaling, Src, Stream, StreamRef, bf16,
+    GemmParams, GemmPlan, GroupedOp, HpSrc, MxParams, MxRounding, Scaling, Src, Stream, StreamRef,
+    bf16,
 };
 use rayon::prelude::*;
 
@@ -932,6 +933,10 @@ impl Bench<'_> {
         );
         let mut outb = self.zeros::<bf16>(m * n)?;
         let gp = GemmParams::new(self.fmt, self.fmt);
+        let plan = self
+            .ctx
+            .grouped_gemm_plan(&gp, GroupedOp::TwoD3D { m, n, k }, e, None)
+            .map_err(|e| e.to_string())?;
         let t = self.time(|st| {
             self.ctx.grouped_gemm_2d3d(
                 &gp,
@@ -975,7 +980,14 @@ impl Bench<'_> {
             })
             .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
         let bytes = m * k + e * k * n + 2 * m * n + 4 * (m + e * n);
-        self.push(op, shape, Some(t), bytes, flops, gemm_verdict(err, mag));
+        self.push(
+            op,
+            shape,
+            Some(t),
+            bytes,
+            flops,
+            gemm_verdict(err, mag, &plan),
+        );
         Ok(())
     }
 
@@ -1008,6 +1020,10 @@ impl Bench<'_> {
         );
         let mut outb = self.zeros::<bf16>(g * n * k)?;
         let gp = GemmParams::new(self.fmt, self.fmt);
+        let plan = self
+            .ctx
+            .grouped_gemm_plan(&gp, GroupedOp::TwoD2D { n, mt, k }, g, None)
+            .map_err(|e| e.to_string())?;
         let t = self.time(|st| {
             self.ctx.grouped_gemm_2d2d(
                 &gp,
@@ -1044,7 +1060,14 @@ impl Bench<'_> {
             })
             .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
         let bytes = n * mt + mt * k + 2 * g * n * k + 4 * g * (n + k);
-        self.push(op, shape, Some(t), bytes, flops, gemm_verdict(err, mag));
+        self.push(
+            op,
+            shape,
+            Some(t),
+            bytes,
+            flops,
+            gemm_verdict(err, mag, &plan),
+        );
         Ok(())
     }
 
@@ -1061,9 +1084,13 @@ impl Bench<'_> {
 
 /// bf16 output of f32-accumulated sums: error relative to the largest output within 2^-7
 /// (bf16 rounding alone is up to 2^-8 of a value; the rest is accumulation-order slack).
-fn gemm_verdict(err: f64, mag: f64) -> (String, bool) {
+/// The oracle comparison, with the implementation that ran (no silent slow path).
+fn gemm_verdict(err: f64, mag: f64, plan: &GemmPlan) -> (String, bool) {
     let rel = if mag > 0.0 { err / mag } else { err };
-    (format!("max rel err {rel:.1e}"), rel <= 2f64.powi(-7))
+    (
+        format!("max rel err {rel:.1e} [{}]", plan.describe()),
+        rel <= 2f64.powi(-7),
+    )
 }
 
 fn main() -> ExitCode {

@@ -10,7 +10,7 @@
 //! `hipfp8_grouped_gemm_workspace_size` (needed for graph capture), or NULL/0 to use a
 //! cached per-device buffer.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 
 use half::bf16;
 
@@ -19,7 +19,8 @@ use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
 use crate::error::Error;
-use crate::grouped_gemm::params::{GemmBackend, GemmParams};
+use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
+use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
 use crate::view::StreamRef;
 
 /// Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
@@ -81,6 +82,175 @@ pub struct hipfp8_grouped_gemm_2d2d_desc {
 }
 
 descriptor!(hipfp8_grouped_gemm_2d3d_desc, hipfp8_grouped_gemm_2d2d_desc);
+
+/// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_gemm_impl {
+    /// A CPU context: the host reference.
+    HIPFP8_GEMM_IMPL_CPU = 0,
+    /// The portable GPU reference kernel (every format pair and shape; slow).
+    HIPFP8_GEMM_IMPL_REFERENCE = 1,
+    /// CUTLASS on NVIDIA sm_90.
+    HIPFP8_GEMM_IMPL_CUTLASS_SM90 = 2,
+    /// Composable Kernel on gfx942 (MI300X/MI325X).
+    HIPFP8_GEMM_IMPL_CK_GFX942 = 3,
+    /// Composable Kernel on gfx950 (MI355X).
+    HIPFP8_GEMM_IMPL_CK_GFX950 = 4,
+}
+
+/// Why a grouped GEMM runs the reference kernel (`hipfp8_grouped_gemm_2d3d_plan`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum hipfp8_gemm_reason {
+    /// Not the reference kernel (or a CPU context).
+    HIPFP8_GEMM_REASON_NONE = 0,
+    /// HIPFP8_GEMM_BACKEND_REFERENCE, or HIPFP8_GROUPED_GEMM_BACKEND=reference.
+    HIPFP8_GEMM_REASON_REQUESTED = 1,
+    /// No library for this device in this build.
+    HIPFP8_GEMM_REASON_NO_LIBRARY = 2,
+    /// The library has no instance for this format pair.
+    HIPFP8_GEMM_REASON_FORMAT_PAIR = 3,
+    /// A whole-call shape rule of the library (K % 16, N % 8, Mt % 16, extents).
+    HIPFP8_GEMM_REASON_SHAPE = 4,
+    /// a, b or out is not 16-byte aligned.
+    HIPFP8_GEMM_REASON_ALIGNMENT = 5,
+}
+
+fn impl_code(imp: GemmImpl) -> u32 {
+    use hipfp8_gemm_impl as I;
+    (match imp {
+        GemmImpl::Cpu => I::HIPFP8_GEMM_IMPL_CPU,
+        GemmImpl::Reference => I::HIPFP8_GEMM_IMPL_REFERENCE,
+        GemmImpl::CutlassSm90 => I::HIPFP8_GEMM_IMPL_CUTLASS_SM90,
+        GemmImpl::CkGfx942 => I::HIPFP8_GEMM_IMPL_CK_GFX942,
+        GemmImpl::CkGfx950 => I::HIPFP8_GEMM_IMPL_CK_GFX950,
+    }) as u32
+}
+
+/// The caller's out-parameters of a plan query (`buf`/`len` as for
+/// `hipfp8_context_device_name`; both may be NULL to skip the text).
+struct PlanOut {
+    implementation: *mut u32,
+    reason: *mut u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+}
+
+/// Write a plan to the caller's out-parameters (all checked before anything is written).
+fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
+    let imp = args::out_param("implementation", o.implementation)?;
+    let why = args::out_param("reason", o.reason)?;
+    let text = plan.describe();
+    if !o.buf.is_null() || !o.len.is_null() {
+        args::copy_str_out(&text, o.buf, o.buf_len, o.len)?;
+    }
+    imp.write(impl_code(plan.imp));
+    why.write(plan.fallback.as_ref().map_or(0, |f| f.code()));
+    Ok(())
+}
+
+/// One plan query: `fields` gives the descriptor's formats, backend and op.
+fn plan_query<D: args::Descriptor>(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    ptrs: Option<[*const c_void; 3]>,
+    num_groups: usize,
+    out: PlanOut,
+    fields: impl FnOnce(&D) -> (u32, u32, u32, GroupedOp),
+) -> hipfp8_status {
+    op_entry(func, ctx, desc, |c, d, _| {
+        let (fa, fb, backend, op) = fields(&d);
+        let p = gemm_params(fa, fb, backend)?;
+        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptrs)?;
+        write_plan(&plan, &out)
+    })
+}
+
+fn ptr3(a: *const u8, b: *const u8, out: *const u16) -> Option<[*const c_void; 3]> {
+    if a.is_null() && b.is_null() && out.is_null() {
+        None
+    } else {
+        Some([a.cast(), b.cast(), out.cast()])
+    }
+}
+
+/// Which implementation `hipfp8_grouped_gemm_2d3d` would run with this descriptor (formats,
+/// backend, shape) and these pointers (a, b, out: only their 16-byte alignment matters; all
+/// three NULL = assume aligned), without running anything: `*implementation` a
+/// `hipfp8_gemm_impl`, `*reason` a `hipfp8_gemm_reason` (NONE unless the reference kernel),
+/// and a one-line description into `buf` (e.g. "cutlass-sm90 coop-128x256-c2x1/raster-m/swz1"
+/// or "reference (cutlass-sm90 has no instance for E5M2 x E5M2 ...)"). The call runs exactly
+/// this plan: AUTO takes the reference kernel only where the plan says so; with
+/// HIPFP8_GEMM_BACKEND_LIBRARY a fallback plan is NOT_SUPPORTED here as in the call.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_2d3d_plan(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_gemm_2d3d_desc,
+    a: *const u8,
+    b: *const u8,
+    out: *const u16,
+    num_groups: usize,
+    implementation: *mut u32,
+    reason: *mut u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> hipfp8_status {
+    let o = PlanOut {
+        implementation,
+        reason,
+        buf,
+        buf_len,
+        len,
+    };
+    let name = "hipfp8_grouped_gemm_2d3d_plan";
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
+        let (m, n, k) = (d.m, d.n, d.k);
+        (
+            d.a_format,
+            d.b_format,
+            d.backend,
+            GroupedOp::TwoD3D { m, n, k },
+        )
+    })
+}
+
+/// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_gemm_2d2d_desc,
+    a: *const u8,
+    b: *const u8,
+    out: *const u16,
+    num_groups: usize,
+    implementation: *mut u32,
+    reason: *mut u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> hipfp8_status {
+    let o = PlanOut {
+        implementation,
+        reason,
+        buf,
+        buf_len,
+        len,
+    };
+    let name = "hipfp8_grouped_gemm_2d2d_plan";
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
+        let (n, mt, k) = (d.n, d.mt, d.k);
+        (
+            d.a_format,
+            d.b_format,
+            d.backend,
+            GroupedOp::TwoD2D { n, mt, k },
+        )
+    })
+}
 
 fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
     const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;

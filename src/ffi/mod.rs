@@ -79,8 +79,9 @@ pub const HIPFP8_VERSION_PATCH: u32 = 0;
 /// `MAJOR * 10000 + MINOR * 100 + PATCH`, for `#if` comparisons.
 pub const HIPFP8_VERSION: u32 = 100;
 /// Version of the C ABI this header describes. Bumped on any incompatible change to an
-/// existing function, descriptor or enum value; additions do not bump it.
-pub const HIPFP8_ABI_VERSION: u32 = 1;
+/// existing function, descriptor or enum value; additions do not bump it (tests/abi.rs guards
+/// this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace.
+pub const HIPFP8_ABI_VERSION: u32 = 2;
 
 /// The ABI version of the library actually linked (compare with `HIPFP8_ABI_VERSION` from
 /// the header the program was compiled against).

@@ -2,24 +2,32 @@
 //! implementation runs, the device workspace it needs, and the one launch.
 //!
 //! Implementations ([`GemmImpl`]):
-//! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN; K % 16,
-//!   N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D), 16-byte aligned operands.
+//! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
+//!   E4M3FN x E5M2 and E5M2 x E4M3FN; K % 16, N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D),
+//!   16-byte aligned operands; 2D x 2D groups may start anywhere. Instance and scheduler
+//!   settings per shape: `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
-//!   native flavour only (FNUZ on gfx942, OCP on gfx950), same shape rules as CUTLASS.
+//!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus
+//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary, of a length not
+//!   a multiple of 16 or of 256 tokens or fewer goes to the reference kernel on the device.
+//!   Compile-checked and its host-side decisions checked on the host
+//!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
 //!   shape, on every vendor; the GPU oracle.
 //!
-//! [`GemmBackend::Auto`] takes the vendor library when this build has it, the device is its
-//! target and the format pair is the one it was instantiated for; when the library then
-//! reports the problem unsupported (shape/alignment rules, checked before anything is
-//! written) the reference kernel runs instead. [`GemmBackend::Library`] never falls back (an
-//! unsupported problem is an error: tests use it to be sure the library ran);
-//! [`GemmBackend::Reference`] always takes the reference kernel. The environment variable
-//! `HIPFP8_GROUPED_GEMM_BACKEND` (auto / reference / library) overrides `Auto`.
+//! No silent slow path: [`Context::grouped_gemm_plan`] says which implementation a call
+//! would use and, when it is the reference kernel, why ([`Fallback`]). The call itself runs
+//! exactly that plan: [`GemmBackend::Auto`] takes the reference kernel only where the plan
+//! says so, and a library that refuses a call its plan accepted is an error, never a
+//! fallback. [`GemmBackend::Library`] turns any fallback into an error (tests use it to be
+//! sure the library ran); [`GemmBackend::Reference`] always takes the reference kernel. The
+//! environment variable `HIPFP8_GROUPED_GEMM_BACKEND` (auto / reference / library) overrides
+//! `Auto`; `HIPFP8_CUTLASS_CONFIG` (`KIND[:m|n[:SWIZZLE]]`) overrides the rule's CUTLASS
+//! choice (benchmarks).
 //!
 //! Offsets stay on the device: the libraries' per-group arguments are built by a small kernel
-//! from them, and in 2D x 2D a group a library cannot take (empty, or starting off a 16-byte
-//! boundary) is routed to the reference kernel on the device too. Nothing here reads device
+//! from them, and in 2D x 2D a group a library cannot take (empty; with CK also one starting
+//! off a 16-byte boundary) is routed to the reference kernel on the device too. Nothing here reads device
 //! memory back or synchronises the stream.
 //!
 //! Workspace: the libraries need device memory for the per-group argument arrays (and CUTLASS
@@ -37,14 +45,14 @@ use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
 use crate::knobs::host_var;
-use crate::runtime::{base_arch, built_backend, check_status, has_launcher};
+use crate::runtime::{base_arch, built_backend, built_targets, check_status, has_launcher};
 use crate::sys;
 use crate::view::StreamRef;
 use crate::workspace::Kind;
 
 /// The two ops with their extents (docs/OPS.md).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum GroupedOp {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedOp {
     /// a (m,k), b (e,k,n) column-major, out (m,n).
     TwoD3D { m: usize, n: usize, k: usize },
     /// a (n,mt), b (mt,k) column-major, out (g,n,k).
@@ -64,38 +72,310 @@ pub(crate) struct GroupedArgs {
     pub fb: Fp8Format,
 }
 
-/// The vendor library that could run `fa x fb` on this context's device, if this build has it.
-pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmImpl> {
+/// The vendor library of this context's device in this build, with the format pairs it has
+/// instances for; `Err` says why there is none.
+fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
     let arch = base_arch(ctx.arch()).to_ascii_lowercase();
-    let (imp, fmt, launcher) = match arch.as_str() {
-        "sm_90" => (
-            GemmImpl::CutlassSm90,
-            Fp8Format::E4M3Fn,
-            "hipfp8_gg_cutlass_2d3d",
-        ),
-        "gfx942" => (
-            GemmImpl::CkGfx942,
-            Fp8Format::E4M3FnUz,
-            "hipfp8_gg_ck_gfx942_2d3d",
-        ),
-        "gfx950" => (
-            GemmImpl::CkGfx950,
-            Fp8Format::E4M3Fn,
-            "hipfp8_gg_ck_gfx950_2d3d",
-        ),
-        _ => return None,
+    let (imp, launcher) = match arch.as_str() {
+        "sm_90" => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
+        "gfx942" => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
+        "gfx950" => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+        _ => {
+            return Err(format!(
+                "no grouped-GEMM library targets {} (CUTLASS: sm_90; CK: gfx942, gfx950)",
+                ctx.arch()
+            ));
+        }
     };
-    (fa == fmt && fb == fmt && has_launcher(launcher)).then_some(imp)
+    if !has_launcher(launcher) {
+        return Err(format!(
+            "this build (backend {}, targets {:?}) has no {} instance ({launcher} not compiled)",
+            built_backend(),
+            built_targets(),
+            imp.name()
+        ));
+    }
+    Ok(imp)
 }
 
-fn workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
+/// Whether `imp` has an instance for `fa x fb`.
+fn library_has_pair(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> bool {
+    match imp {
+        GemmImpl::CutlassSm90 => crate::grouped_gemm::rule::cutlass_has_pair(fa, fb),
+        GemmImpl::CkGfx942 => fa == Fp8Format::E4M3FnUz && fb == Fp8Format::E4M3FnUz,
+        GemmImpl::CkGfx950 => fa == Fp8Format::E4M3Fn && fb == Fp8Format::E4M3Fn,
+        GemmImpl::Reference | GemmImpl::Cpu => true,
+    }
+}
+
+fn library_pairs(imp: GemmImpl) -> &'static str {
+    match imp {
+        GemmImpl::CutlassSm90 => "E4M3FN x E4M3FN, E4M3FN x E5M2, E5M2 x E4M3FN",
+        GemmImpl::CkGfx942 => "E4M3FNUZ x E4M3FNUZ",
+        GemmImpl::CkGfx950 => "E4M3FN x E4M3FN",
+        GemmImpl::Reference | GemmImpl::Cpu => "every pair",
+    }
+}
+
+/// The vendor library that could run `fa x fb` on this context's device, if this build has
+/// it (formats only; [`Context::grouped_gemm_plan`] also checks shape and alignment).
+pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmImpl> {
+    device_library(ctx)
+        .ok()
+        .filter(|&imp| library_has_pair(imp, fa, fb))
+}
+
+/// Why a call runs the reference kernel instead of a vendor library.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// The caller asked for it (`GemmBackend::Reference` or the environment variable).
+    Requested,
+    /// No library for this device in this build (text: which and why).
+    NoLibrary(String),
+    /// The library has no instance for this format pair.
+    FormatPair(String),
+    /// A whole-call shape rule of the library (K % 16, N % 8, Mt % 16, extents <= i32::MAX).
+    Shape(String),
+    /// An operand or the output is not 16-byte aligned.
+    Alignment(String),
+}
+
+impl Fallback {
+    /// Stable code (the C ABI's `hipfp8_gemm_reason`).
+    pub fn code(&self) -> u32 {
+        match self {
+            Fallback::Requested => 1,
+            Fallback::NoLibrary(_) => 2,
+            Fallback::FormatPair(_) => 3,
+            Fallback::Shape(_) => 4,
+            Fallback::Alignment(_) => 5,
+        }
+    }
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fallback::Requested => write!(f, "requested"),
+            Fallback::NoLibrary(s) | Fallback::FormatPair(s) | Fallback::Shape(s) => f.write_str(s),
+            Fallback::Alignment(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Which implementation a grouped GEMM call runs ([`Context::grouped_gemm_plan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GemmPlan {
+    pub imp: GemmImpl,
+    /// CUTLASS: the instance and scheduler settings (`crate::grouped_gemm::rule`).
+    pub cutlass: Option<crate::grouped_gemm::rule::CutlassChoice>,
+    /// Why the reference kernel (None when a library or the CPU runs).
+    pub fallback: Option<Fallback>,
+}
+
+impl GemmPlan {
+    /// One line for logs and benchmark tables, e.g. `cutlass-sm90 coop-128x256-c2x1/raster-m/swz1`
+    /// or `reference (no CUTLASS instance for E5M2 x E5M2 ...)`.
+    pub fn describe(&self) -> String {
+        match (&self.cutlass, &self.fallback) {
+            (Some(c), _) => format!("{} {}", self.imp.name(), c.describe()),
+            (None, Some(f)) => format!("{} ({f})", self.imp.name()),
+            (None, None) => self.imp.name().to_string(),
+        }
+    }
+}
+
+fn aligned16(p: *const c_void) -> bool {
+    (p as usize) % 16 == 0
+}
+
+/// The library's whole-call rules (the launchers check the same; sm90.hip,
+/// ck_grouped_gemm_impl.h). `ptrs` = a, b, out (None: assumed aligned, as allocators give).
+fn library_refusal(
+    imp: GemmImpl,
+    op: GroupedOp,
+    ptrs: Option<[*const c_void; 3]>,
+) -> Option<Fallback> {
+    let big = |v: usize| v > i32::MAX as usize;
+    match op {
+        GroupedOp::TwoD3D { m, n, k } => {
+            if k % 16 != 0 || n % 8 != 0 {
+                return Some(Fallback::Shape(format!(
+                    "2D x 3D needs K % 16 == 0 and N % 8 == 0 (K = {k}, N = {n})"
+                )));
+            }
+            // CK's pipeline v3 needs more K blocks of 128 than its 2 prefetch stages
+            // (ck_grouped_gemm_impl.h kMinRed; tests/emu/ck_host_check.cpp).
+            if matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) && k <= 256 {
+                return Some(Fallback::Shape(format!(
+                    "{} needs K > 256 (K = {k})",
+                    imp.name()
+                )));
+            }
+            if big(m) || big(n) || big(k) {
+                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
+            }
+        }
+        GroupedOp::TwoD2D { n, mt, k } => {
+            if mt % 16 != 0 || k % 8 != 0 {
+                return Some(Fallback::Shape(format!(
+                    "2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})"
+                )));
+            }
+            if big(n) || big(mt) || big(k) {
+                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
+            }
+        }
+    }
+    if let Some(p) = ptrs {
+        for (name, ptr) in ["a", "b", "out"].iter().zip(p) {
+            if !aligned16(ptr) {
+                return Some(Fallback::Alignment(format!(
+                    "{name} is not 16-byte aligned ({ptr:p})"
+                )));
+            }
+        }
+    }
+    None
+}
+
+impl Context {
+    /// Which implementation [`Context::grouped_gemm_2d3d`] / `_2d2d` would run for `op` with
+    /// these parameters and `groups` groups, and why when it is the reference kernel.
+    /// `ptrs` (a, b, out) are checked for 16-byte alignment; None assumes aligned. A call
+    /// runs exactly its plan (AUTO falls back only where the plan says so); with
+    /// [`GemmBackend::Library`] a plan that falls back is an error here.
+    pub fn grouped_gemm_plan(
+        &self,
+        p: &GemmParams,
+        op: GroupedOp,
+        groups: usize,
+        ptrs: Option<[*const c_void; 3]>,
+    ) -> Result<GemmPlan> {
+        if self.backend() == BackendKind::Cpu {
+            return Ok(GemmPlan {
+                imp: GemmImpl::Cpu,
+                cutlass: None,
+                fallback: None,
+            });
+        }
+        let backend = match p.backend {
+            GemmBackend::Auto => backend_from_env()?.unwrap_or(GemmBackend::Auto),
+            b => b,
+        };
+        let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));
+        let fallback = if backend == GemmBackend::Reference {
+            Fallback::Requested
+        } else {
+            match device_library(self) {
+                Err(why) => Fallback::NoLibrary(why),
+                Ok(imp) if !library_has_pair(imp, fa, fb) => Fallback::FormatPair(format!(
+                    "{} has no instance for {fa} x {fb} (it has {})",
+                    imp.name(),
+                    library_pairs(imp)
+                )),
+                Ok(imp) => match library_refusal(imp, op, ptrs) {
+                    Some(f) => f,
+                    None => {
+                        let cutlass = (imp == GemmImpl::CutlassSm90)
+                            .then(|| cutlass_choice(p, op, groups, fa, fb))
+                            .transpose()?;
+                        return Ok(GemmPlan {
+                            imp,
+                            cutlass,
+                            fallback: None,
+                        });
+                    }
+                },
+            }
+        };
+        if backend == GemmBackend::Library {
+            return Err(Error::NotSupported(format!(
+                "grouped GEMM {fa} x {fb} on {}: the library cannot take this call: {fallback}",
+                self.arch()
+            )));
+        }
+        Ok(GemmPlan {
+            imp: GemmImpl::Reference,
+            cutlass: None,
+            fallback: Some(fallback),
+        })
+    }
+}
+
+/// The CUTLASS choice: the caller's (`GemmParams::cutlass`), else `HIPFP8_CUTLASS_CONFIG`'s
+/// when set, else the rule's.
+fn cutlass_choice(
+    p: &GemmParams,
+    op: GroupedOp,
+    groups: usize,
+    fa: Fp8Format,
+    fb: Fp8Format,
+) -> Result<crate::grouped_gemm::rule::CutlassChoice> {
+    use crate::grouped_gemm::rule::{CutlassChoice, RuleShape, available, cutlass_rule};
+    if let Some(c) = p.cutlass {
+        if !available(c, fa, fb) {
+            return Err(Error::NotSupported(format!(
+                "CUTLASS {} is not compiled for {fa} x {fb}",
+                c.describe()
+            )));
+        }
+        return Ok(c);
+    }
+    if let Some(v) = host_var("HIPFP8_CUTLASS_CONFIG") {
+        let c = CutlassChoice::parse(&v)
+            .map_err(|e| Error::InvalidEnum(format!("HIPFP8_CUTLASS_CONFIG: {e}")))?;
+        if let Some(c) = c {
+            if !available(c, fa, fb) {
+                return Err(Error::NotSupported(format!(
+                    "HIPFP8_CUTLASS_CONFIG={v:?}: {} is not compiled for {fa} x {fb}",
+                    c.describe()
+                )));
+            }
+            return Ok(c);
+        }
+    }
+    let shape = match op {
+        GroupedOp::TwoD3D { m, n, k } => RuleShape::TwoD3D { m, n, k, groups },
+        GroupedOp::TwoD2D { n, mt, k } => RuleShape::TwoD2D { n, mt, k, groups },
+    };
+    Ok(cutlass_rule(shape, fa, fb))
+}
+
+/// Workspace bytes `imp` needs for `groups` groups on the context's (active) device, memoized
+/// per (implementation, groups, device): the CUTLASS query asks every instance, which is host
+/// work a call should not repeat.
+fn workspace_bytes(ctx: &Context, imp: GemmImpl, groups: usize) -> Result<usize> {
+    type Key = (GemmImpl, usize, usize);
+    static MEMO: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
+    let key = (imp, groups, ctx.ordinal().unwrap_or(0));
+    let memo = |m: &Mutex<Vec<(Key, usize)>>| {
+        m.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|&(_, v)| v)
+    };
+    if let Some(v) = memo(&MEMO) {
+        return Ok(v);
+    }
+    let v = query_workspace_bytes(imp, groups)?;
+    let mut m = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= 256 {
+        m.clear();
+    }
+    m.push((key, v));
+    Ok(v)
+}
+
+fn query_workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
     let g = i32::try_from(groups)
         .map_err(|_| Error::SizeOverflow(format!("{groups} groups do not fit an i32")))?;
     let mut bytes = 0u64;
     // SAFETY: `bytes` is valid for one write; the functions only compute a size.
     let st = unsafe {
         match imp {
-            GemmImpl::Reference => return Ok(0),
+            GemmImpl::Reference | GemmImpl::Cpu => return Ok(0),
             GemmImpl::CutlassSm90 => sys::hipfp8_gg_cutlass_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx942 => sys::hipfp8_gg_ck_gfx942_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx950 => sys::hipfp8_gg_ck_gfx950_workspace_size(g, &mut bytes),
@@ -116,47 +396,36 @@ impl Context {
         match library_impl(self, fa, fb) {
             Some(imp) => {
                 let _dev = self.activate()?;
-                workspace_bytes(imp, groups)
+                workspace_bytes(self, imp, groups)
             }
             None => Ok(0),
         }
     }
 }
 
-/// Run one grouped GEMM on the GPU, views already validated by the op (sizes, locations).
-/// Returns the implementation that produced the output.
+/// Run one grouped GEMM on the GPU, views already validated by the op (sizes, locations):
+/// exactly what [`Context::grouped_gemm_plan`] says. Returns the plan that ran.
 pub(crate) fn run(
     ctx: &Context,
     p: &GemmParams,
     op: GroupedOp,
     args: &GroupedArgs,
     stream: StreamRef,
-) -> Result<GemmImpl> {
+) -> Result<GemmPlan> {
     let groups = i32::try_from(args.groups)
         .map_err(|_| Error::SizeOverflow(format!("{} groups do not fit an i32", args.groups)))?;
-    let backend = match p.backend {
-        GemmBackend::Auto => backend_from_env()?.unwrap_or(GemmBackend::Auto),
-        b => b,
-    };
-    let lib = match backend {
-        GemmBackend::Reference => None,
-        GemmBackend::Auto | GemmBackend::Library => library_impl(ctx, args.fa, args.fb),
-    };
-    if backend == GemmBackend::Library && lib.is_none() {
-        return Err(Error::NotSupported(format!(
-            "no grouped-GEMM library for {} x {} on {} in this build (backend {})",
-            args.fa,
-            args.fb,
-            ctx.arch(),
-            built_backend()
-        )));
-    }
+    let ptrs = [
+        args.a as *const c_void,
+        args.b as *const c_void,
+        args.out as *const c_void,
+    ];
+    let plan = ctx.grouped_gemm_plan(p, op, args.groups, Some(ptrs))?;
     let empty = match op {
         GroupedOp::TwoD3D { m, n, .. } => m == 0 || n == 0 || args.groups == 0,
         GroupedOp::TwoD2D { n, k, .. } => n == 0 || k == 0 || args.groups == 0,
     };
     if empty {
-        return Ok(lib.unwrap_or(GemmImpl::Reference));
+        return Ok(plan);
     }
     ctx.check_device_pointers(&[
         ("a", args.a as *const c_void),
@@ -167,40 +436,48 @@ pub(crate) fn run(
         ("out", args.out as *const c_void),
     ])?;
     let _dev = ctx.activate()?;
-    if let Some(imp) = lib {
-        let st = match p.workspace {
-            Some(ws) => {
-                let need = workspace_bytes(imp, args.groups)?;
-                if ws.len() < need {
-                    return Err(Error::OutputTooSmall {
-                        what: "workspace",
-                        needed: need,
-                        got: ws.len(),
-                    });
-                }
-                ctx.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
-                launch_library(
-                    imp,
-                    op,
-                    args,
-                    groups,
-                    ws.as_ptr() as *mut u8,
-                    ws.len(),
-                    stream,
-                )
-            }
-            None => with_cached_workspace(ctx, imp, args.groups, stream, |ptr, len| {
-                launch_library(imp, op, args, groups, ptr, len, stream)
-            })?,
-        };
-        match st {
-            // Checked before anything was written: the reference kernel takes over.
-            sys::KSTATUS_UNSUPPORTED if backend == GemmBackend::Auto => {}
-            _ => return check_status(imp.name(), st).map(|_| imp),
-        }
+    let imp = plan.imp;
+    if imp == GemmImpl::Reference {
+        let st = launch_reference(op, args, groups, stream);
+        return check_status("grouped GEMM reference kernel", st).map(|_| plan);
     }
-    let st = launch_reference(op, args, groups, stream);
-    check_status("grouped GEMM reference kernel", st).map(|_| GemmImpl::Reference)
+    let cfg = plan.cutlass.map_or(0, |c| c.config());
+    let st = match p.workspace {
+        Some(ws) => {
+            let need = workspace_bytes(ctx, imp, args.groups)?;
+            if ws.len() < need {
+                return Err(Error::OutputTooSmall {
+                    what: "workspace",
+                    needed: need,
+                    got: ws.len(),
+                });
+            }
+            ctx.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
+            launch_library(
+                imp,
+                op,
+                args,
+                groups,
+                ws.as_ptr() as *mut u8,
+                ws.len(),
+                cfg,
+                stream,
+            )
+        }
+        None => with_cached_workspace(ctx, imp, args.groups, stream, |ptr, len| {
+            launch_library(imp, op, args, groups, ptr, len, cfg, stream)
+        })?,
+    };
+    if st == sys::KSTATUS_UNSUPPORTED {
+        // Never a silent fallback: the plan said the library takes this call.
+        return Err(Error::NotSupported(format!(
+            "{} refused a call its plan ({}) accepted; nothing was written (use \
+             GemmBackend::Reference to run the reference kernel)",
+            imp.name(),
+            plan.describe()
+        )));
+    }
+    check_status(imp.name(), st).map(|_| plan)
 }
 
 /// `HIPFP8_GROUPED_GEMM_BACKEND` = `auto` | `reference` | `library` overrides
@@ -229,21 +506,11 @@ fn with_cached_workspace(
     stream: StreamRef,
     f: impl FnOnce(*mut u8, usize) -> i32,
 ) -> Result<i32> {
-    let need = workspace_bytes(imp, groups)?.max(1);
+    let need = workspace_bytes(ctx, imp, groups)?.max(1);
     ctx.workspace
         .with(ctx, Kind::Plain, need, stream, |p, len| {
             Ok(f(p as *mut u8, len))
         })
-}
-
-/// `HIPFP8_CUTLASS_CONFIG` = `auto` (0) | `cooperative` (1) | `pingpong` (2): which CUTLASS
-/// instance runs (benchmarks). Unknown values mean auto.
-fn cutlass_config() -> i32 {
-    match host_var("HIPFP8_CUTLASS_CONFIG").unwrap_or_default().trim() {
-        "1" | "cooperative" => 1,
-        "2" | "pingpong" => 2,
-        _ => 0,
-    }
 }
 
 fn launch_library(
@@ -253,6 +520,7 @@ fn launch_library(
     groups: i32,
     ws: *mut u8,
     ws_len: usize,
+    cfg: i32,
     stream: StreamRef,
 ) -> i32 {
     let (fa, fb) = (a.fa as i32, a.fb as i32);
@@ -262,11 +530,6 @@ fn launch_library(
         ws_len as u64,
         stream.0,
     );
-    let cfg = if imp == GemmImpl::CutlassSm90 {
-        cutlass_config()
-    } else {
-        0
-    };
     // SAFETY: the caller validated every view (device memory of this context's GPU, sizes
     // for the op's extents); `ws` holds `ws_len` device bytes not used by other queued work
     // (own buffer, or the cache ordered by its event). Launchers only queue work on `s`.
@@ -296,7 +559,7 @@ fn launch_library(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
                 ws, wsl, s,
             ),
-            (GemmImpl::Reference, _) => launch_reference(op, a, groups, stream),
+            (GemmImpl::Reference | GemmImpl::Cpu, _) => launch_reference(op, a, groups, stream),
         }
     }
 }
@@ -321,5 +584,60 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
                 null, 0, stream.0,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d3(m: usize, n: usize, k: usize) -> GroupedOp {
+        GroupedOp::TwoD3D { m, n, k }
+    }
+
+    #[test]
+    fn library_rules_match_the_launchers() {
+        let (cut, ck) = (GemmImpl::CutlassSm90, GemmImpl::CkGfx942);
+        // Every benchmark shape: DeepSeek-V3, gpt-oss (K = 2880), small experts, wgrad.
+        for op in [
+            d3(32768, 2048, 7168),
+            d3(32768, 7168, 2048),
+            d3(8192, 5760, 2880),
+            d3(8192, 2880, 2880),
+            d3(4096, 2048, 7168),
+            GroupedOp::TwoD2D {
+                n: 2048,
+                mt: 32768,
+                k: 7168,
+            },
+            GroupedOp::TwoD2D {
+                n: 2880,
+                mt: 8192,
+                k: 2880,
+            },
+        ] {
+            assert_eq!(library_refusal(cut, op, None), None, "{op:?}");
+            assert_eq!(library_refusal(ck, op, None), None, "{op:?}");
+        }
+        let shape = |f: Option<Fallback>| matches!(f, Some(Fallback::Shape(_)));
+        assert!(shape(library_refusal(cut, d3(64, 64, 45), None)));
+        assert!(shape(library_refusal(cut, d3(64, 70, 64), None)));
+        // K = 256: CUTLASS takes it, CK's pipeline does not.
+        assert_eq!(library_refusal(cut, d3(64, 64, 256), None), None);
+        assert!(shape(library_refusal(ck, d3(64, 64, 256), None)));
+        assert_eq!(library_refusal(ck, d3(64, 64, 272), None), None);
+        let op2 = GroupedOp::TwoD2D {
+            n: 64,
+            mt: 100,
+            k: 64,
+        };
+        assert!(shape(library_refusal(cut, op2, None)));
+        let p = |a: usize| a as *const c_void;
+        let misaligned = library_refusal(cut, d3(64, 64, 64), Some([p(256), p(512), p(520)]));
+        assert!(matches!(misaligned, Some(Fallback::Alignment(ref s)) if s.starts_with("out")));
+        assert_eq!(
+            library_refusal(cut, d3(64, 64, 64), Some([p(256), p(512), p(768)])),
+            None
+        );
     }
 }

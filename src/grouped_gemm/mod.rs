@@ -7,6 +7,7 @@ use half::bf16;
 
 pub mod gpu;
 pub mod params;
+pub mod rule;
 
 use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};

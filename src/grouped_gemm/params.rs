@@ -1,6 +1,7 @@
 //! Parameters of the grouped GEMMs: operand formats, which implementation runs on a GPU, and
 //! the caller-owned workspace.
 
+use crate::grouped_gemm::rule::CutlassChoice;
 use crate::params::FormatChoice;
 
 /// Element formats of the two operands (e.g. E4M3 activations x E5M2 gradients), and for
@@ -14,6 +15,9 @@ pub struct GemmParams {
     pub backend: GemmBackend,
     /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
     pub workspace: Option<GemmWorkspace>,
+    /// CUTLASS only: this instance and scheduler setting instead of the rule's
+    /// (`crate::grouped_gemm::rule`; tests and benchmarks). Must be compiled for the pair.
+    pub cutlass: Option<CutlassChoice>,
 }
 
 impl GemmParams {
@@ -30,6 +34,14 @@ impl GemmParams {
         GemmParams { backend, ..self }
     }
 
+    /// The same parameters with a fixed CUTLASS instance / scheduler setting.
+    pub fn with_cutlass(self, choice: CutlassChoice) -> Self {
+        GemmParams {
+            cutlass: Some(choice),
+            ..self
+        }
+    }
+
     /// The same parameters with a caller-owned GPU workspace.
     pub fn with_workspace(self, workspace: GemmWorkspace) -> Self {
         GemmParams {
@@ -42,7 +54,8 @@ impl GemmParams {
 /// Which grouped-GEMM implementation a GPU context should use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum GemmBackend {
-    /// The vendor library (CK / CUTLASS) when it supports the call, else the reference kernel.
+    /// The vendor library (CK / CUTLASS) where the plan (`Context::grouped_gemm_plan`) says
+    /// it takes the call, else the reference kernel.
     #[default]
     Auto,
     /// The portable reference kernel.
@@ -54,6 +67,9 @@ pub enum GemmBackend {
 /// A concrete grouped-GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmImpl {
+    /// A CPU context: the host reference (`crate::reference::grouped_gemm`).
+    Cpu,
+    /// The portable GPU reference kernel (`hip/grouped_gemm/reference.hip`).
     Reference,
     CutlassSm90,
     CkGfx942,
@@ -63,6 +79,7 @@ pub enum GemmImpl {
 impl GemmImpl {
     pub fn name(self) -> &'static str {
         match self {
+            GemmImpl::Cpu => "cpu-reference",
             GemmImpl::Reference => "reference",
             GemmImpl::CutlassSm90 => "cutlass-sm90",
             GemmImpl::CkGfx942 => "ck-gfx942",

@@ -4,6 +4,7 @@
 
 pub mod cast_transpose;
 pub mod grouped_gemm;
+pub mod grouped_gemm_blockwise;
 pub mod mx;
 pub mod quant;
 

@@ -67,6 +67,11 @@ static void spot_checks() {
     CHECK(group_2d2d(0, 32, 32, 7, 96, 5, 16, 1).vendor_ok == 0);   // empty
     CHECK(group_2d2d(0, 32, 52, 7, 96, 5, 16, 1).vendor_ok == 1);   // tail: TMA zero-fills
     CHECK(group_2d2d(0, 32, 52, 7, 96, 5, 16, 16).vendor_ok == 0);  // CK: length % 16
+    CHECK(group_2d2d(0, 17, 80, 7, 96, 5, 1, 1).vendor_ok == 1);    // CUTLASS: any start
+    // CK's minimum length (its v3 pipeline needs more than 2 K blocks of 128): 256 tokens go
+    // to the reference kernel, 272 to CK.
+    CHECK(group_2d2d(0, 0, 256, 7, 512, 5, 16, 16, 257).vendor_ok == 0);
+    CHECK(group_2d2d(0, 0, 272, 7, 512, 5, 16, 16, 257).vendor_ok == 1);
   }
   {
     static uint8_t a[4096], b[4096];

@@ -62,10 +62,14 @@ constexpr auto kGemmSpec = ck::tensor_operation::device::GemmSpecialization::MNK
 
 // 256 threads, 128 x 128 x 128 block tile, 32x32 XDL, 2x2 per wave, pipeline v3 intrawave:
 // the instance known to compile for both targets (../../../shared/toolchains example).
-template <class F8>
+// FA x FB: the operand types (compute types too). Only E4M3 x E4M3 is instantiated: a mixed
+// f8 x bf8 instance of this device op does not compile with CK 7.2 (its v3 pipeline converts the
+// B tile to ComputeTypeA: no bf8 -> f8 type_convert), so E5M2 pairs run the reference kernel
+// on AMD (the plan query says so).
+template <class FA, class FB>
 using DeviceOp = ck::tensor_operation::device::DeviceGroupedGemmMultipleDXdlCShuffleTileLoop<
     Row, Col, ck::Tuple<Row, Col>, Row,           // A, B, Ds, E layouts
-    F8, F8, F32, F32, ck::Tuple<F32, F32>, BF16,  // A, B, Acc, CShuffle, Ds, E
+    FA, FB, F32, F32, ck::Tuple<F32, F32>, BF16,  // A, B, Acc, CShuffle, Ds, E
     PassThrough, PassThrough, MultiplyMultiply, kGemmSpec,
     1,                                            // NumGemmKPrefetchStage
     256, 128, 128, 128,                           // BlockSize, MPerBlock, NPerBlock, KPerBlock
@@ -74,7 +78,7 @@ using DeviceOp = ck::tensor_operation::device::DeviceGroupedGemmMultipleDXdlCShu
     S<8, 32, 1>, S<1, 0, 2>, S<1, 0, 2>, 2, 16, 16, 0,  // A block transfer
     S<8, 32, 1>, S<1, 0, 2>, S<1, 0, 2>, 2, 16, 16, 0,  // B block transfer
     1, 1, S<1, 32, 1, 8>, S<8, 8, 1>,             // CShuffle, CDE cluster, CDE vectors
-    ck::BlockGemmPipelineScheduler::Intrawave, ck::BlockGemmPipelineVersion::v3, F8>;
+    ck::BlockGemmPipelineScheduler::Intrawave, ck::BlockGemmPipelineVersion::v3, FA, FB>;
 
 using KernelArg = ck::tensor_operation::device::GroupedGemmKernelArgument<2>;
 
@@ -88,6 +92,15 @@ static_assert(offsetof(hipfp8_gg::CkArg, stride_e) == offsetof(KernelArg, Stride
 // Vector loads along K are 16 bytes (AK1 = BK1 = 16 FP8 elements); E is stored 8 bf16 wide.
 constexpr int64_t kVecK = 16;
 constexpr int64_t kVecN = 8;
+// Pipeline v3 needs more K blocks (KPerBlock = 128) than its 2 prefetch stages: CK's host
+// check refuses K <= 256 (GridwiseGemm::CheckValidity, "check gridwise gemm pipeline"), so a
+// 2D x 3D call needs K > 256 and a 2D x 2D group fewer tokens goes to the reference kernel.
+// (tests/emu/ck_host_check.cpp found that the earlier 2D x 2D host placeholder, K = 128, made
+// CK refuse every 2D x 2D call.)
+constexpr int64_t kMinRed = 2 * 128 + 1;
+// The reduction length of the 2D x 2D host descriptors (the real per-group lengths live on
+// the device and are routed by kMinRed): any accepted length.
+constexpr int64_t kHostRed2d2d = 512;
 
 // Workspace: the device argument array, then (2D x 2D) the per-group "CK owns it" flags.
 inline size_t round_up(size_t v) { return (v + 255) / 256 * 256; }
@@ -132,7 +145,7 @@ static __global__ void build_2d2d(hipfp8_gg::CkArg* args, int32_t* ck_owns, cons
   if (g >= groups) return;
   int64_t lo, hi;
   hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  const hipfp8_gg::Group gr = hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, kVecK, kVecK);
+  const hipfp8_gg::Group gr = hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, kVecK, kVecK, kMinRed);
   args[g] = hipfp8_gg::ck_arg(gr, a, b, sa, sb, out);
   ck_owns[g] = gr.vendor_ok;
 }
@@ -143,10 +156,10 @@ inline int status_from_exception() {
 }
 
 // Check supported (host descriptors), then run with the device argument array.
-template <class F8>
+template <class FA, class FB>
 int run_op(int groups, int64_t cols, int64_t red, int64_t lda, int64_t ldb, int64_t ldo,
            void* dev_args, hipStream_t stream) {
-  using Op = DeviceOp<F8>;
+  using Op = DeviceOp<FA, FB>;
   std::vector<const void*> as((size_t)groups, nullptr), bs((size_t)groups, nullptr);
   std::vector<std::array<const void*, 2>> ds((size_t)groups, {nullptr, nullptr});
   std::vector<void*> es((size_t)groups, nullptr);
@@ -163,18 +176,59 @@ int run_op(int groups, int64_t cols, int64_t red, int64_t lda, int64_t ldb, int6
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <class F8>
-int grouped_2d3d(int fmt_expected, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+// The launcher's whole-call shape rules (pure; pointers and workspace are checked apart):
+// vector loads along K are 16 FP8 wide, E stores 8 bf16 wide, CK's sizes are int32.
+inline bool launcher_accepts_2d3d(int64_t M, int64_t N, int64_t K) {
+  return K % kVecK == 0 && K >= kMinRed && N % kVecN == 0 && M <= INT32_MAX && N <= INT32_MAX &&
+         K <= INT32_MAX;
+}
+inline bool launcher_accepts_2d2d(int64_t N, int64_t Mt, int64_t K) {
+  return Mt % kVecK == 0 && K % kVecN == 0 && N <= INT32_MAX && Mt <= INT32_MAX && K <= INT32_MAX;
+}
+
+// The host part of DeviceOp::IsSupportedArgument on a wave64 target (gfx942, gfx950), without
+// its device queries (is_xdl_wmma_supported, the warp size): the gridwise GEMM's CheckValidity
+// on the descriptors run_op builds. Pure host code: tests/emu/ck_host_check.cpp runs it for
+// every benchmark shape on a machine without a GPU.
+template <class FA, class FB>
+bool host_supported(int groups, int64_t cols, int64_t red, int64_t lda, int64_t ldb,
+                    int64_t ldo) {
+  using GG = typename DeviceOp<FA, FB>::GridwiseGemm64;
+  for (const auto& d : host_descs(groups, cols, red, lda, ldb, ldo)) {
+    typename GG::Argument arg(nullptr, nullptr, std::array<const void*, 2>{nullptr, nullptr},
+                              nullptr, d.M_, d.N_, d.K_, d.stride_A_, d.stride_B_,
+                              std::array<ck::index_t, 2>{0, 0}, d.stride_C_, 1, PassThrough{},
+                              PassThrough{}, MultiplyMultiply{});
+    if (!GG::CheckValidity(arg)) return false;
+  }
+  return true;
+}
+
+// What a 2D x 3D / 2D x 2D call decides on the host (launcher rules, then CK's host check),
+// with the same descriptors as the call.
+template <class FA, class FB>
+bool host_accepts_2d3d(int groups, int64_t M, int64_t N, int64_t K) {
+  return launcher_accepts_2d3d(M, N, K) && host_supported<FA, FB>(groups, N, K, K, K, N);
+}
+template <class FA, class FB>
+bool host_accepts_2d2d(int groups, int64_t N, int64_t Mt, int64_t K) {
+  return launcher_accepts_2d2d(N, Mt, K) &&
+         host_supported<FA, FB>(groups, K, kHostRed2d2d, Mt, Mt, K);
+}
+
+// `fmt_a_expected` x `fmt_b_expected` is the pair of this instantiation (kernel format ids).
+template <class FA, class FB>
+int grouped_2d3d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int fmt_a, const uint8_t* b,
+                 int fmt_b,
                  const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
                  int64_t M, int64_t N, int64_t K, void* ws, size_t ws_bytes,
                  hipStream_t stream) noexcept {
-  if (fmt_a != fmt_expected || fmt_b != fmt_expected) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (fmt_a != fmt_a_expected || fmt_b != fmt_b_expected) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0 || M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0 || M == 0 || N == 0) return 0;
   if (ws == nullptr || ws_bytes < workspace_bytes(groups) || !aligned16(ws))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (K % kVecK != 0 || N % kVecN != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX ||
-      !aligned16(a) || !aligned16(b) || !aligned16(out))
+  if (!launcher_accepts_2d3d(M, N, K) || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   try {
     auto* args = static_cast<hipfp8_gg::CkArg*>(ws);
@@ -182,24 +236,25 @@ int grouped_2d3d(int fmt_expected, const uint8_t* a, int fmt_a, const uint8_t* b
                                                           (uint16_t*)out, M, N, K);
     hipError_t e = hipGetLastError();
     if (e != hipSuccess) return (int)e;
-    return run_op<F8>(groups, N, K, K, K, N, ws, stream);
+    return run_op<FA, FB>(groups, N, K, K, K, N, ws, stream);
   } catch (...) {
     return status_from_exception();
   }
 }
 
-template <class F8>
-int grouped_2d2d(int fmt_expected, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+// `fmt_a_expected` x `fmt_b_expected` is the pair of this instantiation (kernel format ids).
+template <class FA, class FB>
+int grouped_2d2d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int fmt_a, const uint8_t* b,
+                 int fmt_b,
                  const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
                  int64_t N, int64_t Mt, int64_t K, void* ws, size_t ws_bytes,
                  hipStream_t stream) noexcept {
-  if (fmt_a != fmt_expected || fmt_b != fmt_expected) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (fmt_a != fmt_a_expected || fmt_b != fmt_b_expected) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0 || N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0 || N == 0 || K == 0) return 0;
   if (ws == nullptr || ws_bytes < workspace_bytes(groups) || !aligned16(ws))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (Mt % kVecK != 0 || K % kVecN != 0 || N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX ||
-      !aligned16(a) || !aligned16(b) || !aligned16(out))
+  if (!launcher_accepts_2d2d(N, Mt, K) || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   try {
     auto* args = static_cast<hipfp8_gg::CkArg*>(ws);
@@ -209,14 +264,14 @@ int grouped_2d2d(int fmt_expected, const uint8_t* a, int fmt_a, const uint8_t* b
                                                           sb, (uint16_t*)out, N, Mt, K);
     hipError_t e = hipGetLastError();
     if (e != hipSuccess) return (int)e;
-    // Placeholder reduction length for the host check: any multiple of the vector width.
-    int st = run_op<F8>(groups, K, 128, Mt, Mt, K, ws, stream);
+    // Placeholder reduction length for the host check (the groups' own live on the device).
+    int st = run_op<FA, FB>(groups, K, kHostRed2d2d, Mt, Mt, K, ws, stream);
     if (st != 0) return st;
     int dev = 0, cus = 0;
     if (hipGetDevice(&dev) != hipSuccess ||
         hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
       cus = 0;
-    // Empty, misaligned or odd-length groups (decided on the device): the reference kernel,
+    // Empty, misaligned, odd-length or short groups (decided on the device): the reference kernel,
     // skipping the groups CK owns.
     return hipfp8_gg_ref_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K, owns,
                               2 * cus, stream);

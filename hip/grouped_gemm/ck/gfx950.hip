@@ -24,7 +24,7 @@ HIPFP8_EXTERN int hipfp8_gg_ck_gfx950_2d3d(const uint8_t* a, int fmt_a, const ui
                                            const float* sa, const float* sb, void* out,
                                            int64_t M, int64_t N, int64_t K, void* workspace,
                                            uint64_t workspace_bytes, hipStream_t stream) noexcept {
-  return hipfp8_gg_ck::grouped_2d3d<F8>(HIPFP8_FMT_E4M3FN, a, fmt_a, b, fmt_b, offs, groups,
+  return hipfp8_gg_ck::grouped_2d3d<F8, F8>(HIPFP8_FMT_E4M3FN, HIPFP8_FMT_E4M3FN, a, fmt_a, b, fmt_b, offs, groups,
                                         sa, sb, out, M, N, K, workspace, workspace_bytes,
                                         stream);
 }
@@ -35,7 +35,7 @@ HIPFP8_EXTERN int hipfp8_gg_ck_gfx950_2d2d(const uint8_t* a, int fmt_a, const ui
                                            const float* sa, const float* sb, void* out,
                                            int64_t N, int64_t Mt, int64_t K, void* workspace,
                                            uint64_t workspace_bytes, hipStream_t stream) noexcept {
-  return hipfp8_gg_ck::grouped_2d2d<F8>(HIPFP8_FMT_E4M3FN, a, fmt_a, b, fmt_b, offs, groups,
+  return hipfp8_gg_ck::grouped_2d2d<F8, F8>(HIPFP8_FMT_E4M3FN, HIPFP8_FMT_E4M3FN, a, fmt_a, b, fmt_b, offs, groups,
                                         sa, sb, out, N, Mt, K, workspace, workspace_bytes,
                                         stream);
 }

@@ -6,7 +6,9 @@
 // hipfp8-build: cuda-flags=--expt-relaxed-constexpr -DNDEBUG
 //
 // CUDA only: compiled with nvcc for sm_90a (wgmma needs the arch-specific target), never by
-// hipcc. Two kernel instances, this TU and sm90_pingpong.hip (~90 s and ~3.8 GB each).
+// hipcc. One kernel instance per translation unit (this one and sm90_*.hip, ~90-160 s and
+// ~3.8 GB each), so they compile in parallel; this TU holds the table of all of them and the
+// extern "C" launchers.
 //
 // Semantics: docs/OPS.md `grouped_gemm_2d3d` and `grouped_gemm_2d2d`
 // (torch._scaled_grouped_mm). Per group both are K-major ("TN") products
@@ -25,13 +27,19 @@
 // rowwise scales are fused into the epilogue as an EVT: per-row (column-broadcast) and
 // per-column (row-broadcast) scale vectors, each given as a per-group pointer array.
 //
-// What TMA cannot do is routed to the portable reference kernel on the device, per group:
-// in 2D x 2D a group whose first column o[g-1] is not a multiple of 16 (TMA needs 16-byte
-// aligned base addresses) or whose reduction is empty (CUTLASS would see K = 0) gets M = 0
-// in CUTLASS (no tiles) and is computed by the reference kernel, which skips every other
-// group. Whole-call requirements that the host can check (K % 16, N % 8, Mt % 16, pointer
-// alignment, formats E4M3 x E4M3) return HIPFP8_KSTATUS_UNSUPPORTED so the caller picks
-// another backend.
+// 2D x 2D groups may start at any column (sm90_common.h, AnyStartMainloop: the tensor map
+// is based at the aligned address below the group's start and loads at an offset
+// coordinate). An empty group (CUTLASS would see K = 0 and write nothing) gets M = 0 in
+// CUTLASS and is computed (zeros) by the reference kernel, which skips every other group.
+// Whole-call requirements that the host can check (K % 16, N % 8, Mt % 16, pointer
+// alignment, a format pair with an instance) return HIPFP8_KSTATUS_UNSUPPORTED so the caller
+// picks another backend; `hipfp8_gg_cutlass_has_instance` answers the format question
+// without a call.
+//
+// `config` (the instance and scheduler knobs; the Rust side's rule picks it, see
+// src/grouped_gemm_rule.rs): bits 0-7 the instance kind (0: the built-in default, 1-4 the
+// table below), bits 8-9 the raster order (0 along M, 1 along N), bits 12-15 log2 of the
+// scheduler's max swizzle size (0-3).
 #include "sm90_common.h"
 #include "../launchers.h"
 
@@ -39,20 +47,55 @@
 
 using namespace hipfp8_gg_cutlass;
 
-// Device workspace (bytes) the CUTLASS backend needs for `groups` groups on the current
-// device (it depends on the SM count: CUTLASS keeps TMA descriptors per SM).
-HIPFP8_EXTERN int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) noexcept {
-  if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  const int sms = sm_count_of_current_device();
-  if (sms <= 0) return (int)cudaErrorNoDevice;
-  size_t off[11];
-  const size_t lib = std::max(cutlass_workspace_bytes<Cooperative>(groups, sms),
-                              pingpong_workspace_bytes(groups, sms));
-  *bytes = (uint64_t)layout(groups, lib, off);
-  return 0;
+// Instance kind 1 (this TU): cooperative 128 x 256 x 128, 2 x 1 cluster (the B tile, the
+// expert weights, multicast to both CTAs), E4M3 x E4M3.
+HIPFP8_GG_CUTLASS_INSTANCE(e4m3_e4m3_k1,
+                           Config<E4M3, E4M3, Shape<_128, _256, _128>, Shape<_2, _1, _1>, Coop,
+                                  CoopEpi>)
+// The other instances, one per TU (sm90_k*.hip).
+HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k2)
+HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k3)
+HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k4)
+HIPFP8_GG_CUTLASS_DECLARE(e4m3_e5m2_k1)
+HIPFP8_GG_CUTLASS_DECLARE(e4m3_e5m2_k2)
+HIPFP8_GG_CUTLASS_DECLARE(e5m2_e4m3_k1)
+HIPFP8_GG_CUTLASS_DECLARE(e5m2_e4m3_k2)
+
+namespace {
+// Kinds: 1 cooperative 128x256 2x1 cluster; 2 pingpong 128x128 2x1; 3 cooperative 256x128
+// 1x2 (the A tile multicast); 4 cooperative 128x256 1x2.
+struct Instance {
+  int kind, fmt_a, fmt_b;
+  RunFn run;
+  WorkspaceFn workspace;
+};
+constexpr int E4 = HIPFP8_FMT_E4M3FN, E5 = HIPFP8_FMT_E5M2;
+const Instance kInstances[] = {
+    {1, E4, E4, e4m3_e4m3_k1_run, e4m3_e4m3_k1_workspace},
+    {2, E4, E4, e4m3_e4m3_k2_run, e4m3_e4m3_k2_workspace},
+    {3, E4, E4, e4m3_e4m3_k3_run, e4m3_e4m3_k3_workspace},
+    {4, E4, E4, e4m3_e4m3_k4_run, e4m3_e4m3_k4_workspace},
+    {1, E4, E5, e4m3_e5m2_k1_run, e4m3_e5m2_k1_workspace},
+    {2, E4, E5, e4m3_e5m2_k2_run, e4m3_e5m2_k2_workspace},
+    {1, E5, E4, e5m2_e4m3_k1_run, e5m2_e4m3_k1_workspace},
+    {2, E5, E4, e5m2_e4m3_k2_run, e5m2_e4m3_k2_workspace},
+};
+
+const Instance* find(int kind, int fmt_a, int fmt_b) {
+  for (const Instance& i : kInstances)
+    if (i.kind == kind && i.fmt_a == fmt_a && i.fmt_b == fmt_b) return &i;
+  return nullptr;
 }
 
-static bool cutlass_runs_here() {
+// The built-in default kind when config's kind is 0 (the rule on the Rust side normally
+// passes one): cooperative for 2D x 2D; for 2D x 3D pingpong when K < N (measured on the
+// H200, bench/NOTES-gemm.md).
+int default_kind(bool two_d_two_d, int64_t n, int64_t k) {
+  if (two_d_two_d) return 1;
+  return k < n ? 2 : 1;
+}
+
+bool cutlass_runs_here() {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -62,6 +105,26 @@ static bool cutlass_runs_here() {
   return major == 9 && minor == 0;
 }
 
+bool config_ok(int config) {
+  const int kind = config & 0xff, raster = (config >> 8) & 0xf, swz = (config >> 12) & 0xf;
+  return config >= 0 && (config >> 16) == 0 && kind <= 4 && raster <= 1 && swz <= 3 &&
+         ((config >> 10) & 3) == 0;
+}
+}  // namespace
+
+// Device workspace (bytes) the CUTLASS backend needs for `groups` groups on the current
+// device, whatever the instance (it depends on the SM count: CUTLASS keeps TMA descriptors
+// per SM).
+HIPFP8_EXTERN int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) noexcept {
+  if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  const int sms = sm_count_of_current_device();
+  if (sms <= 0) return (int)cudaErrorNoDevice;
+  size_t off[11], lib = 0;
+  for (const Instance& i : kInstances) lib = std::max(lib, i.workspace(groups, sms));
+  *bytes = (uint64_t)layout(groups, lib, off);
+  return 0;
+}
+
 // *available = 1 when the current device can run this backend (compute capability 9.0).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
   if (available == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
@@ -69,48 +132,54 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
   return 0;
 }
 
-// Instance choice: 1 = cooperative 128x256, 2 = pingpong 128x128, 0 = the heuristic below,
-// from both instances timed on the DeepSeek-V3 shapes on the H200 (bench/NOTES-gemm.md):
-// * 2D x 3D: pingpong when the reduction is shorter than the output is wide (K < N: e.g.
-//   (32768,2048)x(32,2048,7168), 861 vs 905 us balanced, 927 vs 969 Zipf), where its
-//   overlapped epilogue pays; cooperative otherwise (K = 7168, N = 2048: 789 vs 809 us
-//   balanced, 870 vs 941 Zipf).
-// * 2D x 2D: cooperative (equal on balanced groups, 1137 vs 1316 and 1079 vs 1265 us on
-//   Zipf-skewed ones).
-static int pick(int config, bool two_d_two_d, int64_t n, int64_t k) {
-  if (config != 0) return config;
-  if (two_d_two_d) return 1;
-  return k < n ? 2 : 1;
+// *yes = 1 when this build has an instance of `kind` (1-4; 0: any) for fmt_a x fmt_b
+// (kernel format ids). Pure: needs no device.
+HIPFP8_EXTERN int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b,
+                                                 int* yes) noexcept {
+  if (yes == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
+  if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3 || kind < 0 || kind > 255)
+    return HIPFP8_KSTATUS_INVALID_ENUM;
+  *yes = 0;
+  for (const Instance& i : kInstances)
+    if ((kind == 0 || i.kind == kind) && i.fmt_a == fmt_a && i.fmt_b == fmt_b) *yes = 1;
+  return 0;
 }
 
-static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
-                    int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
-                    void* out, int64_t d0, int64_t d1, int64_t d2, void* ws, int sms,
-                    hipStream_t stream) {
-  if (config == 2)
-    return pingpong_run(two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2,
-                        ws, sms, stream);
-  return run_op<Cooperative>(two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1,
-                             d2, ws, sms, stream);
-}
-
-static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, uint64_t ws_bytes) {
+static int check_common(int fmt_a, int fmt_b, int groups, const void* ws) {
   if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
-  // E4M3 (OCP) x E4M3 is the one instance compiled; other pairs use another backend.
-  if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (find(1, fmt_a, fmt_b) == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!cutlass_runs_here()) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (ws == nullptr && groups > 0) return HIPFP8_KSTATUS_NULL_POINTER;
   if (!aligned16(ws)) return HIPFP8_KSTATUS_MISALIGNED;
-  uint64_t need = 0;
-  const int st = hipfp8_gg_cutlass_workspace_size(groups, &need);
-  if (st != 0) return st;
-  if (ws_bytes < need) return HIPFP8_KSTATUS_INVALID_SHAPE;
   return 0;
 }
 
-// 2D x 3D (OPS.md grouped_gemm_2d3d). `config`: 0 auto, 1 cooperative, 2 pingpong. Requires K % 16 == 0, N % 8 == 0, 16-byte aligned
-// a, b, out; otherwise HIPFP8_KSTATUS_UNSUPPORTED (nothing launched, nothing written).
+// Pick the instance, check the workspace holds what IT needs (callers size it with
+// hipfp8_gg_cutlass_workspace_size, the maximum over all instances; checking only the chosen
+// one keeps the per-call host work to one CUTLASS size query), run.
+static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
+                    int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
+                    void* out, int64_t d0, int64_t d1, int64_t d2, void* ws, uint64_t ws_bytes,
+                    hipStream_t stream) {
+  int kind = config & 0xff;
+  if (kind == 0)
+    kind = two_d_two_d ? default_kind(true, d0, d2) : default_kind(false, d1, d2);
+  const Instance* inst = find(kind, fmt_a, fmt_b);
+  if (inst == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
+  const int sms = sm_count_of_current_device();
+  if (sms <= 0) return (int)cudaErrorNoDevice;
+  size_t off[11];
+  if (ws_bytes < (uint64_t)layout(groups, inst->workspace(groups, sms), off))
+    return HIPFP8_KSTATUS_INVALID_SHAPE;
+  RunArgs q{two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2, ws,
+            sms, (config >> 8) & 3, 1 << ((config >> 12) & 3), stream};
+  return inst->run(q);
+}
+
+// 2D x 3D (OPS.md grouped_gemm_2d3d). `config`: see the top of this file. Requires
+// K % 16 == 0, N % 8 == 0, 16-byte aligned a, b, out; otherwise HIPFP8_KSTATUS_UNSUPPORTED
+// (nothing launched, nothing written).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t M,
@@ -118,21 +187,20 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
                                          uint64_t workspace_bytes, int config,
                                          hipStream_t stream) noexcept {
   if (M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (config < 0 || config > 2) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
+  if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  int st = check_common(fmt_a, fmt_b, groups, workspace);
   if (st != 0) return st;
   if (groups == 0 || M == 0 || N == 0) return 0;
   if (K == 0 || K % 16 != 0 || N % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
-  const int sms = sm_count_of_current_device();
-  return dispatch(pick(config, false, N, K), false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M,
-                  N, K, workspace, sms, stream);
+  return dispatch(config, false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M, N, K,
+                  workspace, workspace_bytes, stream);
 }
 
-// 2D x 2D (OPS.md grouped_gemm_2d2d). `config` as for 2D x 3D. Requires Mt % 16 == 0, K % 8 == 0, 16-byte aligned
-// a, b, out; groups whose start is not a multiple of 16 or that are empty are computed by
-// the reference kernel on the same stream (decided on the device).
+// 2D x 2D (OPS.md grouped_gemm_2d2d). `config` as for 2D x 3D. Requires Mt % 16 == 0,
+// K % 8 == 0, 16-byte aligned a, b, out; groups may start anywhere; empty groups are written
+// by the reference kernel on the same stream (decided on the device).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t N,
@@ -140,14 +208,13 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
                                          uint64_t workspace_bytes, int config,
                                          hipStream_t stream) noexcept {
   if (N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (config < 0 || config > 2) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace, workspace_bytes);
+  if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  int st = check_common(fmt_a, fmt_b, groups, workspace);
   if (st != 0) return st;
   if (groups == 0 || N == 0 || K == 0) return 0;
   if (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
-  const int sms = sm_count_of_current_device();
-  return dispatch(pick(config, true, K, Mt), true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt,
-                  K, workspace, sms, stream);
+  return dispatch(config, true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K,
+                  workspace, workspace_bytes, stream);
 }

@@ -1,6 +1,6 @@
 // sm90_common.h -- the CUTLASS sm_90 FP8 grouped GEMM shared by the per-instance
-// translation units sm90.hip (cooperative instance + the extern "C" launchers) and
-// sm90_pingpong.hip (pingpong instance). See sm90.hip for the design.
+// translation units sm90.hip (instance table, first instance, extern "C" launchers) and
+// sm90_k*.hip (one instance each). See sm90.hip for the design.
 #pragma once
 
 #include "../../port.h"
@@ -33,8 +33,6 @@ extern "C" int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
 namespace hipfp8_gg_cutlass {
 using namespace cute;
 
-using ElementA = cutlass::float_e4m3_t;
-using ElementB = cutlass::float_e4m3_t;
 using ElementD = cutlass::bfloat16_t;
 using ElementAcc = float;
 using ElementScale = float;
@@ -46,12 +44,93 @@ constexpr int kAlignB = 16;
 constexpr int kAlignD = 8;
 using ProblemShape = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;
 using Shape3 = ProblemShape::UnderlyingProblemShape;
+// Every operand is addressed as raw bytes in the argument arrays (the FP8 flavour only
+// matters to the tensor-core instruction), so one set of arrays serves every format pair.
+using ElementRaw = cutlass::float_e4m3_t;
 
-// One GEMM configuration. Tiles for the DeepSeek-V3 MoE shapes (group M ~ 1024, N and K in
-// {2048, 7168}): a 128 x 256 x 128 cooperative tile (two consumer warpgroups, 64 rows each)
-// with 2 x 1 clusters, so the B tile (the expert weights) is multicast to both CTAs.
-template <class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
+// The mainloop of every instance: CUTLASS's pointer-array TMA mainloop, with one change
+// so that a group may start at ANY element along K (2D x 2D groups start wherever the
+// routing put them). TMA needs a 16-byte aligned global base address but takes any box
+// coordinate, and zero-fills outside the tensor's extent. So for a group whose operand
+// pointer p is not 16-byte aligned, the tensor map gets the base p - (p % 16) and the
+// K extent K + p % 16, and every box is loaded at K coordinate (p % 16) + 128 k: the
+// kernel then sees exactly the elements [p, p + K) at the same tile positions as a
+// 16-byte aligned copy of the group would have (bit-identical results), and zeros past
+// the end as before. Aligned groups (every 2D x 3D group) have offset 0: unchanged.
+template <class Base>
+struct AnyStartMainloop : Base {
+  using typename Base::Params;
+  using typename Base::TensorMapStorage;
+  using typename Base::TensorStorage;
+  using typename Base::MainloopPipeline;
+  using typename Base::PipelineState;
+  using typename Base::InternalElementA;
+  using typename Base::InternalElementB;
+  static_assert(sizeof_bits_v<InternalElementA> == 8 && sizeof_bits_v<InternalElementB> == 8,
+                "FP8 operands: the byte offset is the element offset");
+  static_assert(Base::IsGroupedGemmKernel, "pointer-array grouped GEMM only");
+
+  // Element offsets of the current group's A and B from their 16-byte aligned bases; set
+  // by tensormaps_perform_update (all lanes of the producer warp), read by load (same warp).
+  int32_t off_a_ = 0;
+  int32_t off_b_ = 0;
+
+  template <class TensorMapA, class TensorMapB, class ProblemShape_MNKL>
+  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage& smem, Params const& p,
+                                                cute::tuple<TensorMapA, TensorMapB> const&,
+                                                ProblemShape_MNKL problem_shape_mnkl,
+                                                int32_t next_batch) {
+    const uintptr_t pa = reinterpret_cast<uintptr_t>(p.ptr_A[next_batch]);
+    const uintptr_t pb = reinterpret_cast<uintptr_t>(p.ptr_B[next_batch]);
+    off_a_ = (int32_t)(pa & 15u);
+    off_b_ = (int32_t)(pb & 15u);
+    if (cute::elect_one_sync()) {
+      cute::tma_descriptor_replace_addr_in_shared_mem(
+          smem.smem_tensormap_A, reinterpret_cast<InternalElementA const*>(pa - off_a_));
+      cute::tma_descriptor_replace_addr_in_shared_mem(
+          smem.smem_tensormap_B, reinterpret_cast<InternalElementB const*>(pb - off_b_));
+      const uint32_t M = get<0>(problem_shape_mnkl);
+      const uint32_t N = get<1>(problem_shape_mnkl);
+      const uint32_t K = get<2>(problem_shape_mnkl);
+      cute::array<uint32_t, 5> shape_a = {1, 1, 1, 1, 1}, shape_b = {1, 1, 1, 1, 1};
+      cute::array<uint64_t, 5> stride_a = {0, 0, 0, 0, 0}, stride_b = {0, 0, 0, 0, 0};
+      InternalElementA const* null_a = nullptr;
+      InternalElementB const* null_b = nullptr;
+      Tensor ta = make_tensor(null_a, make_shape(M, K + (uint32_t)off_a_, Int<1>{}),
+                              p.dA[next_batch]);
+      Tensor tb = make_tensor(null_b, make_shape(N, K + (uint32_t)off_b_, Int<1>{}),
+                              p.dB[next_batch]);
+      cute::detail::fill_tma_gmem_shape_stride(p.tma_load_a, ta, shape_a, stride_a);
+      cute::detail::fill_tma_gmem_shape_stride(p.tma_load_b, tb, shape_b, stride_b);
+      // Element strides are byte strides (8-bit elements).
+      cute::tma_descriptor_replace_dims_strides_in_shared_mem(smem.smem_tensormap_A, shape_a,
+                                                              stride_a);
+      cute::tma_descriptor_replace_dims_strides_in_shared_mem(smem.smem_tensormap_B, shape_b,
+                                                              stride_b);
+    }
+  }
+
+  template <class TensorA, class TensorB, class TensorMapA, class TensorMapB,
+            class KTileIterator, class BlockCoord>
+  CUTLASS_DEVICE void load(Params const& p, MainloopPipeline pipeline, PipelineState state,
+                           cute::tuple<TensorA, TensorB> const& load_inputs,
+                           cute::tuple<TensorMapA, TensorMapB> const& maps,
+                           BlockCoord const& blk, KTileIterator k_iter, int k_count,
+                           int thread_idx, uint32_t rank, TensorStorage& smem) {
+    // (BLK_M, BLK_K, m, k, l): shift the within-tile K coordinate.
+    auto gA = domain_offset(make_coord(_0{}, off_a_, _0{}, _0{}, _0{}), get<0>(load_inputs));
+    auto gB = domain_offset(make_coord(_0{}, off_b_, _0{}, _0{}, _0{}), get<1>(load_inputs));
+    Base::load(p, pipeline, state, cute::make_tuple(gA, gB), maps, blk, k_iter, k_count,
+               thread_idx, rank, smem);
+  }
+};
+
+// One GEMM configuration: operand element types (FP8 flavours), tile, cluster, schedules.
+template <class ElementA_, class ElementB_, class TileShape_, class ClusterShape_,
+          class KernelSchedule_, class EpilogueSchedule_>
 struct Config {
+  using ElementA = ElementA_;
+  using ElementB = ElementB_;
   using TileShape = TileShape_;
   using ClusterShape = ClusterShape_;
 
@@ -75,12 +154,13 @@ struct Config {
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD*,
       kAlignD, ElementD, LayoutD*, kAlignD, EpilogueSchedule_, Evt>::CollectiveOp;
 
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB,
       LayoutB*, kAlignB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       KernelSchedule_>::CollectiveOp;
+  using Mainloop = AnyStartMainloop<BuiltMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -89,22 +169,19 @@ struct Config {
   using StrideD = typename Kernel::InternalStrideD;
 };
 
-// The two instances, one per translation unit (sm90.hip, sm90_pingpong.hip), so they compile
-// in parallel (~90 s and ~3.8 GB each):
-// * Cooperative: 128 x 256 x 128 tile, both consumer warpgroups on one tile (64 rows each),
-//   2 x 1 cluster multicasting the B (expert) tile. Long mainloops (K = 7168 / 2048).
-// * Pingpong: 128 x 128 x 128 tile per consumer warpgroup, the two warpgroups alternating, so
-//   one's epilogue overlaps the other's mainloop: for short reductions (wgrad groups of ~1024
-//   tokens) and epilogue-heavy outputs.
-using Cooperative = Config<Shape<_128, _256, _128>, Shape<_2, _1, _1>,
-                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
-                           cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-using Pingpong = Config<Shape<_128, _128, _128>, Shape<_2, _1, _1>,
-                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
-                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+// Schedules (the instances are defined one per translation unit, instance_*.hip):
+// * Cooperative: both consumer warpgroups on one tile (half the rows each); long mainloops.
+// * Pingpong: one tile per consumer warpgroup, the two alternating, so one's epilogue
+//   overlaps the other's mainloop.
+using Coop = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum;
+using CoopEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+using Pingpong = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum;
+using PingpongEpi = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+using E4M3 = cutlass::float_e4m3_t;
+using E5M2 = cutlass::float_e5m2_t;
 
 // Grouped GEMM strides: (leading dimension, 1, 0) for every K-major operand and the row-major
-// output, whatever the tile (each TU asserts its instance agrees).
+// output, whatever the tile (run_cutlass asserts its instance agrees).
 using StrideA = cute::Stride<int64_t, cute::Int<1>, cute::Int<0>>;
 using StrideB = StrideA;
 using StrideD = StrideA;
@@ -112,8 +189,8 @@ using StrideD = StrideA;
 // The per-group argument arrays, carved out of the caller's workspace.
 struct Arrays {
   Shape3* shapes;
-  const ElementA** pa;
-  const ElementB** pb;
+  const uint8_t** pa;
+  const uint8_t** pb;
   ElementD** pd;
   const ElementScale** psa;
   const ElementScale** psb;
@@ -149,8 +226,8 @@ inline Arrays carve(void* ws, int groups) {
   char* base = static_cast<char*>(ws);
   Arrays r;
   r.shapes = reinterpret_cast<Shape3*>(base + off[0]);
-  r.pa = reinterpret_cast<const ElementA**>(base + off[1]);
-  r.pb = reinterpret_cast<const ElementB**>(base + off[2]);
+  r.pa = reinterpret_cast<const uint8_t**>(base + off[1]);
+  r.pb = reinterpret_cast<const uint8_t**>(base + off[2]);
   r.pd = reinterpret_cast<ElementD**>(base + off[3]);
   r.psa = reinterpret_cast<const ElementScale**>(base + off[4]);
   r.psb = reinterpret_cast<const ElementScale**>(base + off[5]);
@@ -162,6 +239,26 @@ inline Arrays carve(void* ws, int groups) {
   return r;
 }
 
+// One call of one instance, arguments validated by the launcher (sm90.hip).
+struct RunArgs {
+  bool two_d_two_d;  // d0, d1, d2 = (N, Mt, K) when true, else (M, N, K)
+  const uint8_t* a;
+  int fmt_a;
+  const uint8_t* b;
+  int fmt_b;
+  const int32_t* offs;
+  int groups;
+  const float* sa;
+  const float* sb;
+  void* out;
+  int64_t d0, d1, d2;
+  void* workspace;
+  int sms;
+  int raster;   // 0: along M (CUTLASS's default for groups), 1: along N
+  int swizzle;  // max swizzle size 1, 2, 4 or 8
+  hipStream_t stream;
+};
+
 // One thread per group: the per-group problem from the device offsets (group_args.h, the
 // arithmetic shared with the CK backend and tested on the host), written in CUTLASS's form.
 // A group CUTLASS must not take gets M = 0 (no tiles) and cutlass_owns = 0.
@@ -171,8 +268,8 @@ __device__ inline void write_group(const Arrays& r, int g, const hipfp8_gg::Grou
                                    const uint8_t* a, const uint8_t* b, const float* sa,
                                    const float* sb, hipfp8_bf16* out) {
   r.shapes[g] = Shape3{gr.vendor_ok ? (int)gr.rows : 0, (int)gr.cols, (int)gr.red};
-  r.pa[g] = reinterpret_cast<const ElementA*>(a + gr.a_off);
-  r.pb[g] = reinterpret_cast<const ElementB*>(b + gr.b_off);
+  r.pa[g] = a + gr.a_off;
+  r.pb[g] = b + gr.b_off;
   r.pd[g] = reinterpret_cast<ElementD*>(out + gr.out_off);
   r.psa[g] = sa + gr.sa_off;
   r.psb[g] = sb + gr.sb_off;
@@ -192,9 +289,9 @@ __global__ void build_2d3d(Arrays r, const uint8_t* a, const uint8_t* b, const i
   write_group(r, g, hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
-// TMA needs a 16-byte aligned start per group (row strides Mt are checked on the host) and
-// zero-fills past the end of the range, so any length works; empty groups can't go to
-// CUTLASS (K = 0). Those go to the reference kernel.
+// A group may start anywhere (AnyStartMainloop) and TMA zero-fills past the end of its
+// range, so every non-empty group goes to CUTLASS; empty groups can't (K = 0: CUTLASS would
+// leave the block unwritten) and go to the reference kernel, which writes their zeros.
 __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
                            int groups, const float* sa, const float* sb, hipfp8_bf16* out,
                            int64_t N, int64_t Mt, int64_t K) {
@@ -202,7 +299,7 @@ __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const i
   if (g >= groups) return;
   int64_t lo, hi;
   hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
+  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 1, 1), a, b, sa, sb, out);
 }
 
 }  // namespace
@@ -216,12 +313,16 @@ inline int sm_count_of_current_device() {
 }
 
 template <class C>
-typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count) {
+typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count, int raster,
+                                      int swizzle) {
+  using EA = typename C::ElementA;
+  using EB = typename C::ElementB;
   typename C::Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   // No host copy of the shapes: CUTLASS then sizes its persistent grid from the SM count.
   args.problem_shape = ProblemShape{groups, r.shapes, nullptr};
-  args.mainloop = {r.pa, r.sta, r.pb, r.stb};
+  args.mainloop = {reinterpret_cast<const EA**>(r.pa), r.sta,
+                   reinterpret_cast<const EB**>(r.pb), r.stb};
   args.epilogue.ptr_C = nullptr;
   args.epilogue.dC = nullptr;
   args.epilogue.ptr_D = r.pd;
@@ -232,29 +333,32 @@ typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count)
   args.hw_info.device_id = 0;
   cudaGetDevice(&args.hw_info.device_id);
   args.hw_info.sm_count = sm_count;
+  using Raster = decltype(args.scheduler.raster_order);
+  args.scheduler.raster_order = raster == 1 ? Raster::AlongN : Raster::AlongM;
+  args.scheduler.max_swizzle_size = swizzle;
   return args;
 }
 
 template <class C>
 size_t cutlass_workspace_bytes(int groups, int sm_count) {
   Arrays none{};
-  auto args = make_args<C>(none, groups, sm_count);
+  auto args = make_args<C>(none, groups, sm_count, 0, 1);
   return C::Gemm::get_workspace_size(args);
 }
 
 template <class C>
-int run_cutlass(const Arrays& r, int groups, int sm_count, hipStream_t stream) {
+int run_cutlass(const Arrays& r, const RunArgs& q) {
   static_assert(std::is_same_v<typename C::StrideA, StrideA> &&
                     std::is_same_v<typename C::StrideB, StrideB> &&
                     std::is_same_v<typename C::StrideD, StrideD>,
                 "grouped strides");
   using Gemm = typename C::Gemm;
-  auto args = make_args<C>(r, groups, sm_count);
+  auto args = make_args<C>(r, q.groups, q.sms, q.raster, q.swizzle);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
-  if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
+  if (gemm.initialize(args, r.cutlass_ws, q.stream) != cutlass::Status::kSuccess)
     return HIPFP8_KSTATUS_UNSUPPORTED;
-  const cutlass::Status st = gemm.run(stream);
+  const cutlass::Status st = gemm.run(q.stream);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
   return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
@@ -263,36 +367,47 @@ int run_cutlass(const Arrays& r, int groups, int sm_count, hipStream_t stream) {
 // One call of one instance on validated arguments: build the per-group arrays on the device,
 // run CUTLASS, and (2D x 2D) let the reference kernel do the groups CUTLASS did not take.
 template <class C>
-int run_op(bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
-           const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
-           int64_t d0, int64_t d1, int64_t d2, void* workspace, int sms, hipStream_t stream) {
-  Arrays r = carve(workspace, groups);
-  const unsigned blocks = (unsigned)((groups + 127) / 128);
-  if (two_d_two_d)  // (N, Mt, K)
-    build_2d2d<<<blocks, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb, (hipfp8_bf16*)out, d0,
-                                           d1, d2);
+int run_op(const RunArgs& q) {
+  Arrays r = carve(q.workspace, q.groups);
+  const unsigned blocks = (unsigned)((q.groups + 127) / 128);
+  hipfp8_bf16* out = static_cast<hipfp8_bf16*>(q.out);
+  if (q.two_d_two_d)  // (N, Mt, K)
+    build_2d2d<<<blocks, 128, 0, q.stream>>>(r, q.a, q.b, q.offs, q.groups, q.sa, q.sb, out,
+                                             q.d0, q.d1, q.d2);
   else  // (M, N, K)
-    build_2d3d<<<blocks, 128, 0, stream>>>(r, a, b, offs, groups, sa, sb, (hipfp8_bf16*)out, d0,
-                                           d1, d2);
+    build_2d3d<<<blocks, 128, 0, q.stream>>>(r, q.a, q.b, q.offs, q.groups, q.sa, q.sb, out,
+                                             q.d0, q.d1, q.d2);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  const int st = run_cutlass<C>(r, groups, sms, stream);
-  if (st != 0 || !two_d_two_d) return st;
+  const int st = run_cutlass<C>(r, q);
+  if (st != 0 || !q.two_d_two_d) return st;
   // Groups CUTLASS did not take (decided on the device): the reference kernel, skipping the
   // others. Its grid is two blocks per SM; with nothing to do each block only walks the
   // offsets.
-  return hipfp8_gg_ref_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2,
-                            r.cutlass_owns, 2 * sms, stream);
+  return hipfp8_gg_ref_2d2d(q.a, q.fmt_a, q.b, q.fmt_b, q.offs, q.groups, q.sa, q.sb, q.out,
+                            q.d0, q.d1, q.d2, r.cutlass_owns, 2 * q.sms, q.stream);
 }
 
-// The pingpong instance's entry points (sm90_pingpong.hip).
-size_t pingpong_workspace_bytes(int groups, int sms);
-int pingpong_run(bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
-                 const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
-                 int64_t d0, int64_t d1, int64_t d2, void* workspace, int sms,
-                 hipStream_t stream);
+// An instance: its run and workspace functions, defined in its own translation unit by
+// HIPFP8_GG_CUTLASS_INSTANCE and listed in sm90.hip's table.
+using RunFn = int (*)(const RunArgs&);
+using WorkspaceFn = size_t (*)(int groups, int sms);
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace hipfp8_gg_cutlass
 
+#define HIPFP8_GG_CUTLASS_DECLARE(NAME)                    \
+  namespace hipfp8_gg_cutlass {                            \
+  int NAME##_run(const RunArgs& q);                        \
+  size_t NAME##_workspace(int groups, int sms);            \
+  }
+
+#define HIPFP8_GG_CUTLASS_INSTANCE(NAME, ...)                                     \
+  HIPFP8_GG_CUTLASS_DECLARE(NAME)                                                 \
+  namespace hipfp8_gg_cutlass {                                                   \
+  int NAME##_run(const RunArgs& q) { return run_op<__VA_ARGS__>(q); }             \
+  size_t NAME##_workspace(int groups, int sms) {                                  \
+    return cutlass_workspace_bytes<__VA_ARGS__>(groups, sms);                     \
+  }                                                                               \
+  }

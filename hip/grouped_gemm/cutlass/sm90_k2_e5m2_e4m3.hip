@@ -1,0 +1,11 @@
+// CUTLASS sm_90 FP8 grouped GEMM instance e5m2_e4m3_k2 (table and launchers: sm90.hip; shared code:
+// sm90_common.h): kind 2, pingpong 128 x 128 x 128, 2 x 1 cluster, E5M2 x E4M3.
+// hipfp8-build: backend=cuda
+// hipfp8-build: cuda-arch=90a
+// hipfp8-build: requires=cutlass
+// hipfp8-build: cuda-flags=--expt-relaxed-constexpr -DNDEBUG
+//
+// Its own translation unit so that the instances compile in parallel.
+#include "sm90_common.h"
+
+HIPFP8_GG_CUTLASS_INSTANCE(e5m2_e4m3_k2, Config<E5M2, E4M3, Shape<_128, _128, _128>, Shape<_2, _1, _1>, Pingpong, PingpongEpi>)
