@@ -37,6 +37,7 @@
 //! no events, no host synchronisation except when it grows; graph capture works once warm).
 
 use std::ffi::c_void;
+use std::sync::Mutex;
 
 use half::bf16;
 

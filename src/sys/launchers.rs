@@ -256,6 +256,8 @@ foreign! {
         groups: c_int, bytes: *mut u64) -> c_int;
     "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(
         available: *mut c_int) -> c_int;
+    "hipfp8_gg_cutlass_has_instance" => pub fn hipfp8_gg_cutlass_has_instance(
+        kind: c_int, fmt_a: c_int, fmt_b: c_int, yes: *mut c_int) -> c_int;
     "hipfp8_gg_cutlass_2d3d" => pub fn hipfp8_gg_cutlass_2d3d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64,
