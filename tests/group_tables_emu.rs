@@ -39,6 +39,7 @@ fn build_and_run(test: &str, harness: &str, args: &[&str]) {
     copy("tests/emu/quant_port_emu.h", "port_quant.h");
     copy("hip/fp8_codec.h", "fp8_codec.h");
     copy("hip/kernel_abi.h", "kernel_abi.h");
+    copy("hip/knobs.h", "knobs.h");
     copy("hip/quant/common.h", "quant/common.h");
     // group_tables_emu.cpp includes "port.h" as the plain emulation; the codec and common.h
     // need the quant one (which includes the plain one as port_emu_base.h).
