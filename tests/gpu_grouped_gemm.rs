@@ -487,7 +487,7 @@ fn library_large_k() {
     );
 }
 
-/// 2D x 2D groups that start anywhere (no 16-token alignment), with the library only.
+/// 2D x 2D groups that start anywhere (no 16-token alignment).
 fn unaligned_2d2d() -> Vec<Case2d2d> {
     vec![
         Case2d2d {
@@ -506,8 +506,9 @@ fn unaligned_2d2d() -> Vec<Case2d2d> {
 }
 
 /// Every compiled CUTLASS instance kind with every format pair it has, the scheduler
-/// settings, and unaligned 2D x 2D group starts: the library path (never the reference
-/// kernel: the plan says so and GemmBackend::Library would fail otherwise).
+/// settings, and unaligned 2D x 2D group starts: the library path (the plan says so and
+/// GemmBackend::Library would fail otherwise; inside it the unaligned groups go to the
+/// reference kernel).
 #[test]
 fn every_cutlass_instance_and_pair() {
     use hipfp8::grouped_gemm_rule::{CUTLASS_KINDS, CutlassChoice};
@@ -607,25 +608,27 @@ fn gemm_2d2d_bits(
     dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect()
 }
 
-/// Unpadded routing gives bit-for-bit what padding each group to a 16-token boundary with
-/// zero tokens gives (what frameworks do for torch), on every CUTLASS kind.
+/// Unpadded routing in one library call: CUTLASS computes the groups that start on a
+/// 16-token boundary, the reference kernel the others and the empty ones. Each group is
+/// bit-identical to what its owner computes for it: an aligned group equals the same group in
+/// the padded layout (every group at a 16-token start, zeros after it: what frameworks do for
+/// torch), an unaligned or empty group equals the reference backend's result, on every kind.
 #[test]
-fn unaligned_groups_bit_identical_to_padded() {
+fn unaligned_groups_split_between_cutlass_and_reference() {
     use hipfp8::grouped_gemm_rule::{CUTLASS_KINDS, CutlassChoice};
-    let Some(ctx) = gpu_for_tests("unaligned_groups_bit_identical_to_padded") else {
+    let name = "unaligned_groups_split_between_cutlass_and_reference";
+    let Some(ctx) = gpu_for_tests(name) else {
         return;
     };
     let fmt = ctx.native_format();
     if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt) != Some(GemmImpl::CutlassSm90) {
-        skip_test(
-            "unaligned_groups_bit_identical_to_padded",
-            "only CUTLASS takes unaligned groups (CK routes them to the reference kernel)",
-        );
+        skip_test(name, "the ownership split tested here is CUTLASS's");
         return;
     }
     let stream = Stream::new(&ctx).unwrap();
     let (n, k) = (192, 136);
-    let sizes = [1usize, 300, 0, 17, 655, 31, 2, 1000];
+    // starts 0, 16, 316, 316, 336, 988, 1019, 1020: groups 0, 1 and 4 are CUTLASS's
+    let sizes = [16usize, 300, 0, 20, 652, 31, 1, 1000];
     let mt: usize = sizes.iter().sum::<usize>().div_ceil(16) * 16;
     let mut rng = Rng(900);
     let a = codes(&mut rng, n * mt, fmt);
@@ -634,11 +637,19 @@ fn unaligned_groups_bit_identical_to_padded() {
     let sa = scales(&mut rng, g * n);
     let sb = scales(&mut rng, g * k);
     let mut offs = Vec::new();
+    let mut starts = Vec::new();
     let mut end = 0;
     for s in sizes {
+        starts.push(end);
         end += s;
         offs.push(end as i32);
     }
+    let cutlass_owns: Vec<bool> = sizes
+        .iter()
+        .zip(&starts)
+        .map(|(s, st)| *s > 0 && st % 16 == 0)
+        .collect();
+    assert_eq!(cutlass_owns.iter().filter(|&&o| o).count(), 3);
     // The padded layout: group g at a 16-aligned start, zeros up to the next group.
     let padded: Vec<usize> = sizes.iter().map(|s| s.div_ceil(16) * 16).collect();
     let mtp = padded.iter().sum::<usize>();
@@ -656,6 +667,8 @@ fn unaligned_groups_bit_identical_to_padded() {
         lp += ps;
         offs_p.push(lp as i32);
     }
+    let reference = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
+    let by_ref = gemm_2d2d_bits(&ctx, &stream, &reference, (n, mt, k), &a, &b, &offs, &sa, &sb);
     for kind in CUTLASS_KINDS
         .iter()
         .filter(|c| c.pairs.contains(&(fmt, fmt)))
@@ -670,13 +683,20 @@ fn unaligned_groups_bit_identical_to_padded() {
             .with_cutlass(c);
         let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
         let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
-        let diff = un.iter().zip(&pd).filter(|(x, y)| x != y).count();
-        assert_eq!(
-            diff, 0,
-            "{}: {diff} elements differ unpadded vs padded",
-            kind.name
-        );
-        println!("{}: unpadded == padded, bit for bit", kind.name);
+        for (gi, owned) in cutlass_owns.iter().enumerate() {
+            let r = gi * n * k..(gi + 1) * n * k;
+            let want = if *owned { &pd[r.clone()] } else { &by_ref[r.clone()] };
+            let diff = un[r].iter().zip(want).filter(|(x, y)| x != y).count();
+            assert_eq!(
+                diff,
+                0,
+                "{}: group {gi} ({}): {diff} elements differ from {}",
+                kind.name,
+                if *owned { "aligned" } else { "unaligned or empty" },
+                if *owned { "the padded call" } else { "the reference kernel" }
+            );
+        }
+        println!("{}: aligned groups == padded, the others == reference, bit for bit", kind.name);
     }
 }
 

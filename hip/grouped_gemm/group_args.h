@@ -69,7 +69,7 @@ HIPFP8_HD inline Group group_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int6
 // 2D x 2D group g over the reduction range [lo, hi). A vendor kernel may take the group when
 // the range is not empty (CK and CUTLASS would see K = 0 and skip it, leaving garbage where
 // OPS.md wants zeros), its start is a multiple of `align_start` elements (CK's 16-byte vector
-// loads; CUTLASS takes any start, so 1 there), its length a multiple of `align_len` (CK's
+// loads; CUTLASS's TMA needs a 16-byte aligned base, so 16 there too), its length a multiple of `align_len` (CK's
 // vector loads along K; CUTLASS's TMA zero-fills the tail, so 1 there) and at least
 // `min_len` (CK's pipeline needs more K blocks than it prefetches).
 HIPFP8_HD inline Group group_2d2d(int g, int64_t lo, int64_t hi, int64_t N, int64_t Mt,

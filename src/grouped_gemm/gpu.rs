@@ -4,7 +4,8 @@
 //! Implementations ([`GemmImpl`]):
 //! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
 //!   E4M3FN x E5M2 and E5M2 x E4M3FN; K % 16, N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D),
-//!   16-byte aligned operands; 2D x 2D groups may start anywhere. Instance and scheduler
+//!   16-byte aligned operands; in 2D x 2D a group starting off a 16-token boundary (or
+//!   empty) goes to the reference kernel on the device. Instance and scheduler
 //!   settings per shape: `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
 //!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus

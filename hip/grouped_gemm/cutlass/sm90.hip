@@ -27,10 +27,10 @@
 // rowwise scales are fused into the epilogue as an EVT: per-row (column-broadcast) and
 // per-column (row-broadcast) scale vectors, each given as a per-group pointer array.
 //
-// 2D x 2D groups may start at any column (sm90_common.h, AnyStartMainloop: the tensor map
-// is based at the aligned address below the group's start and loads at an offset
-// coordinate). An empty group (CUTLASS would see K = 0 and write nothing) gets M = 0 in
-// CUTLASS and is computed (zeros) by the reference kernel, which skips every other group.
+// 2D x 2D groups that start on a 16-element boundary run in CUTLASS (TMA needs a 16-byte
+// aligned base); the others and the empty groups (CUTLASS would see K = 0 and write nothing)
+// are computed by the reference kernel, which skips every group CUTLASS took (decided on the
+// device, from the offsets).
 // Whole-call requirements that the host can check (K % 16, N % 8, Mt % 16, pointer
 // alignment, a format pair with an instance) return HIPFP8_KSTATUS_UNSUPPORTED so the caller
 // picks another backend; `hipfp8_gg_cutlass_has_instance` answers the format question
@@ -199,8 +199,8 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
 }
 
 // 2D x 2D (OPS.md grouped_gemm_2d2d). `config` as for 2D x 3D. Requires Mt % 16 == 0,
-// K % 8 == 0, 16-byte aligned a, b, out; groups may start anywhere; empty groups are written
-// by the reference kernel on the same stream (decided on the device).
+// K % 8 == 0, 16-byte aligned a, b, out; groups not starting on a 16-element boundary and
+// empty groups are written by the reference kernel on the same stream (decided on the device).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t N,

@@ -48,83 +48,6 @@ using Shape3 = ProblemShape::UnderlyingProblemShape;
 // matters to the tensor-core instruction), so one set of arrays serves every format pair.
 using ElementRaw = cutlass::float_e4m3_t;
 
-// The mainloop of every instance: CUTLASS's pointer-array TMA mainloop, with one change
-// so that a group may start at ANY element along K (2D x 2D groups start wherever the
-// routing put them). TMA needs a 16-byte aligned global base address but takes any box
-// coordinate, and zero-fills outside the tensor's extent. So for a group whose operand
-// pointer p is not 16-byte aligned, the tensor map gets the base p - (p % 16) and the
-// K extent K + p % 16, and every box is loaded at K coordinate (p % 16) + 128 k: the
-// kernel then sees exactly the elements [p, p + K) at the same tile positions as a
-// 16-byte aligned copy of the group would have (bit-identical results), and zeros past
-// the end as before. Aligned groups (every 2D x 3D group) have offset 0: unchanged.
-template <class Base>
-struct AnyStartMainloop : Base {
-  using typename Base::Params;
-  using typename Base::TensorMapStorage;
-  using typename Base::TensorStorage;
-  using typename Base::MainloopPipeline;
-  using typename Base::PipelineState;
-  using typename Base::InternalElementA;
-  using typename Base::InternalElementB;
-  static_assert(sizeof_bits_v<InternalElementA> == 8 && sizeof_bits_v<InternalElementB> == 8,
-                "FP8 operands: the byte offset is the element offset");
-  static_assert(Base::IsGroupedGemmKernel, "pointer-array grouped GEMM only");
-
-  // Element offsets of the current group's A and B from their 16-byte aligned bases; set
-  // by tensormaps_perform_update (all lanes of the producer warp), read by load (same warp).
-  int32_t off_a_ = 0;
-  int32_t off_b_ = 0;
-
-  template <class TensorMapA, class TensorMapB, class ProblemShape_MNKL>
-  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage& smem, Params const& p,
-                                                cute::tuple<TensorMapA, TensorMapB> const&,
-                                                ProblemShape_MNKL problem_shape_mnkl,
-                                                int32_t next_batch) {
-    const uintptr_t pa = reinterpret_cast<uintptr_t>(p.ptr_A[next_batch]);
-    const uintptr_t pb = reinterpret_cast<uintptr_t>(p.ptr_B[next_batch]);
-    off_a_ = (int32_t)(pa & 15u);
-    off_b_ = (int32_t)(pb & 15u);
-    if (cute::elect_one_sync()) {
-      cute::tma_descriptor_replace_addr_in_shared_mem(
-          smem.smem_tensormap_A, reinterpret_cast<InternalElementA const*>(pa - off_a_));
-      cute::tma_descriptor_replace_addr_in_shared_mem(
-          smem.smem_tensormap_B, reinterpret_cast<InternalElementB const*>(pb - off_b_));
-      const uint32_t M = get<0>(problem_shape_mnkl);
-      const uint32_t N = get<1>(problem_shape_mnkl);
-      const uint32_t K = get<2>(problem_shape_mnkl);
-      cute::array<uint32_t, 5> shape_a = {1, 1, 1, 1, 1}, shape_b = {1, 1, 1, 1, 1};
-      cute::array<uint64_t, 5> stride_a = {0, 0, 0, 0, 0}, stride_b = {0, 0, 0, 0, 0};
-      InternalElementA const* null_a = nullptr;
-      InternalElementB const* null_b = nullptr;
-      Tensor ta = make_tensor(null_a, make_shape(M, K + (uint32_t)off_a_, Int<1>{}),
-                              p.dA[next_batch]);
-      Tensor tb = make_tensor(null_b, make_shape(N, K + (uint32_t)off_b_, Int<1>{}),
-                              p.dB[next_batch]);
-      cute::detail::fill_tma_gmem_shape_stride(p.tma_load_a, ta, shape_a, stride_a);
-      cute::detail::fill_tma_gmem_shape_stride(p.tma_load_b, tb, shape_b, stride_b);
-      // Element strides are byte strides (8-bit elements).
-      cute::tma_descriptor_replace_dims_strides_in_shared_mem(smem.smem_tensormap_A, shape_a,
-                                                              stride_a);
-      cute::tma_descriptor_replace_dims_strides_in_shared_mem(smem.smem_tensormap_B, shape_b,
-                                                              stride_b);
-    }
-  }
-
-  template <class TensorA, class TensorB, class TensorMapA, class TensorMapB,
-            class KTileIterator, class BlockCoord>
-  CUTLASS_DEVICE void load(Params const& p, MainloopPipeline pipeline, PipelineState state,
-                           cute::tuple<TensorA, TensorB> const& load_inputs,
-                           cute::tuple<TensorMapA, TensorMapB> const& maps,
-                           BlockCoord const& blk, KTileIterator k_iter, int k_count,
-                           int thread_idx, uint32_t rank, TensorStorage& smem) {
-    // (BLK_M, BLK_K, m, k, l): shift the within-tile K coordinate.
-    auto gA = domain_offset(make_coord(_0{}, off_a_, _0{}, _0{}, _0{}), get<0>(load_inputs));
-    auto gB = domain_offset(make_coord(_0{}, off_b_, _0{}, _0{}, _0{}), get<1>(load_inputs));
-    Base::load(p, pipeline, state, cute::make_tuple(gA, gB), maps, blk, k_iter, k_count,
-               thread_idx, rank, smem);
-  }
-};
-
 // One GEMM configuration: operand element types (FP8 flavours), tile, cluster, schedules.
 template <class ElementA_, class ElementB_, class TileShape_, class ClusterShape_,
           class KernelSchedule_, class EpilogueSchedule_>
@@ -154,13 +77,12 @@ struct Config {
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementAcc, void, LayoutD*,
       kAlignD, ElementD, LayoutD*, kAlignD, EpilogueSchedule_, Evt>::CollectiveOp;
 
-  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB,
       LayoutB*, kAlignB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       KernelSchedule_>::CollectiveOp;
-  using Mainloop = AnyStartMainloop<BuiltMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -289,9 +211,9 @@ __global__ void build_2d3d(Arrays r, const uint8_t* a, const uint8_t* b, const i
   write_group(r, g, hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
-// A group may start anywhere (AnyStartMainloop) and TMA zero-fills past the end of its
-// range, so every non-empty group goes to CUTLASS; empty groups can't (K = 0: CUTLASS would
-// leave the block unwritten) and go to the reference kernel, which writes their zeros.
+// CUTLASS takes a group whose start is a multiple of 16 elements (TMA needs a 16-byte aligned
+// base address; its zero fill covers any length). The others, and empty groups (K = 0:
+// CUTLASS would leave the block unwritten), go to the reference kernel, which writes them.
 __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
                            int groups, const float* sa, const float* sb, hipfp8_bf16* out,
                            int64_t N, int64_t Mt, int64_t K) {
@@ -299,7 +221,7 @@ __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const i
   if (g >= groups) return;
   int64_t lo, hi;
   hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 1, 1), a, b, sa, sb, out);
+  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
 }
 
 }  // namespace
