@@ -14,7 +14,9 @@ mod common;
 use common::gpu::{DevHp, Out, check_f32, check_u8};
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, offsets, ranges};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests, skip_test};
-use hipfp8::{CastParams, Context, Fp8Format, GemmBackend, GemmImpl, GemmParams, StreamRef, bf16};
+use hipfp8::{
+    CastParams, Context, Dst, Fp8Format, GemmBackend, GemmImpl, GemmParams, Src, StreamRef, bf16,
+};
 
 const COUNTS: [usize; 14] = [
     1, 2, 2047, 2048, 2049, 3071, 3072, 3073, 4095, 4096, 4097, 6143, 6145, 65536,
@@ -390,14 +392,6 @@ fn gemm_close(
     );
 }
 
-/// Random END offsets (empty and one-row groups are common) with group 1 surely empty.
-fn with_empty_group(mut offs: Vec<i32>) -> Vec<i32> {
-    if offs.len() > 1 {
-        offs[1] = offs[0];
-    }
-    offs
-}
-
 fn decode_table(fmt: Fp8Format) -> Vec<f64> {
     (0..=255u8).map(|c| fmt.decode(c) as f64).collect()
 }
@@ -436,6 +430,86 @@ fn gemm_backends(ctx: &Context, test: &str) -> Vec<(GemmParams, bool, usize)> {
     v
 }
 
+/// A grouped GEMM's operands (FP8 codes a and b, END offsets, scales a and b), on the host
+/// and in `dev` on the device.
+struct GemmArgs {
+    a: Vec<u8>,
+    b: Vec<u8>,
+    offs: Vec<i32>,
+    sa: Vec<f32>,
+    sb: Vec<f32>,
+    dev: GemmDev,
+}
+
+/// [`GemmArgs`] on the device.
+struct GemmDev {
+    a: DeviceBuffer<u8>,
+    b: DeviceBuffer<u8>,
+    offs: DeviceBuffer<i32>,
+    sa: DeviceBuffer<f32>,
+    sb: DeviceBuffer<f32>,
+}
+
+type GemmSrcs<'a> = (
+    Src<'a, u8>,
+    Src<'a, u8>,
+    Src<'a, i32>,
+    Src<'a, f32>,
+    Src<'a, f32>,
+);
+
+impl GemmArgs {
+    /// Random operands of `lens` = (a, b, scale_a, scale_b) elements and `g` groups over
+    /// `extent` (random offsets, so empty and one-row groups are common; group 1 surely empty).
+    fn new(
+        ctx: &Context,
+        seed: u64,
+        fmt: Fp8Format,
+        lens: [usize; 4],
+        g: usize,
+        extent: usize,
+    ) -> Self {
+        let mut r = Rng::new(seed);
+        let a = gemm_codes(&mut r, lens[0], fmt);
+        let b = gemm_codes(&mut r, lens[1], fmt);
+        let sa = gemm_scales(&mut r, lens[2]);
+        let sb = gemm_scales(&mut r, lens[3]);
+        let mut offs = offsets(seed, g, extent);
+        if g > 1 {
+            offs[1] = offs[0];
+        }
+        let dev = GemmDev {
+            a: DeviceBuffer::from_host(ctx, &a).unwrap(),
+            b: DeviceBuffer::from_host(ctx, &b).unwrap(),
+            offs: DeviceBuffer::from_host(ctx, &offs).unwrap(),
+            sa: DeviceBuffer::from_host(ctx, &sa).unwrap(),
+            sb: DeviceBuffer::from_host(ctx, &sb).unwrap(),
+        };
+        GemmArgs {
+            a,
+            b,
+            offs,
+            sa,
+            sb,
+            dev,
+        }
+    }
+    fn host(&self) -> GemmSrcs<'_> {
+        let a = self;
+        (
+            (&a.a).into(),
+            (&a.b).into(),
+            (&a.offs).into(),
+            (&a.sa).into(),
+            (&a.sb).into(),
+        )
+    }
+    fn device(&self) -> GemmSrcs<'_> {
+        let d = &self.dev;
+        (d.a.src(), d.b.src(), d.offs.src(), d.sa.src(), d.sb.src())
+    }
+}
+
 #[test]
 fn grouped_gemm_2d3d_any_group_count() {
     let Some(ctx) = gpu_for_tests("grouped_gemm_2d3d_any_group_count") else {
@@ -445,68 +519,38 @@ fn grouped_gemm_2d3d_any_group_count() {
     for (p, fast_acc, k) in gemm_backends(&ctx, "grouped_gemm_2d3d_any_group_count") {
         let fmt = ctx.resolve(p.a_format);
         let tab = decode_table(fmt);
-        let cp = GemmParams::new(fmt, fmt);
         for (i, e) in gemm_counts().into_iter().enumerate() {
             let (m, n) = (e + e / 3 + 37, 16usize);
-            let mut r = Rng::new(0x2d3d + i as u64);
-            let a = gemm_codes(&mut r, m * k, fmt);
-            let b = gemm_codes(&mut r, e * k * n, fmt);
-            let sa = gemm_scales(&mut r, m);
-            let sb = gemm_scales(&mut r, e * n);
-            let offs = with_empty_group(offsets(i as u64 * 17 + 5, e, m));
-            let (da, db) = (
-                DeviceBuffer::from_host(&ctx, &a).unwrap(),
-                DeviceBuffer::from_host(&ctx, &b).unwrap(),
-            );
-            let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
-            let (dsa, dsb) = (
-                DeviceBuffer::from_host(&ctx, &sa).unwrap(),
-                DeviceBuffer::from_host(&ctx, &sb).unwrap(),
+            let x = GemmArgs::new(
+                &ctx,
+                0x2d3d + i as u64,
+                fmt,
+                [m * k, e * k * n, m, e * n],
+                e,
+                m,
             );
             let mut o = Out::new(&ctx, m * n, bf16::from_f32(-768.0), 0);
-            c.grouped_gemm_2d3d(
-                &cp,
-                m,
-                k,
-                n,
-                e,
-                (&a).into(),
-                (&b).into(),
-                (&offs).into(),
-                (&sa).into(),
-                (&sb).into(),
-                o.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
+            let run = |on: &Context,
+                       p: &GemmParams,
+                       (a, b, offs, sa, sb): GemmSrcs<'_>,
+                       out: Dst<'_, bf16>| {
+                on.grouped_gemm_2d3d(p, m, k, n, e, a, b, offs, sa, sb, out, StreamRef::DEFAULT)
+            };
+            run(&c, &GemmParams::new(fmt, fmt), x.host(), o.cpu()).unwrap();
             let w = format!("grouped_gemm_2d3d {:?} E={e} m={m} k={k} n={n}", p.backend);
-            ctx.grouped_gemm_2d3d(
-                &p,
-                m,
-                k,
-                n,
-                e,
-                da.src(),
-                db.src(),
-                doffs.src(),
-                dsa.src(),
-                dsb.src(),
-                o.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap_or_else(|err| panic!("{w}: {err}"));
+            run(&ctx, &p, x.device(), o.gpu()).unwrap_or_else(|err| panic!("{w}: {err}"));
             // S of each written element; rows past offs[E-1] (and the 7 spare) untouched
             let mut s = vec![None; m * n + 7];
-            for (g, (r0, r1)) in ranges(&offs).into_iter().enumerate() {
+            for (g, (r0, r1)) in ranges(&x.offs).into_iter().enumerate() {
                 for row in r0..r1 {
                     for j in 0..n {
-                        let bcol = &b[(g * n + j) * k..(g * n + j + 1) * k];
-                        let sum: f64 = a[row * k..(row + 1) * k]
+                        let bcol = &x.b[(g * n + j) * k..(g * n + j + 1) * k];
+                        let sum: f64 = x.a[row * k..(row + 1) * k]
                             .iter()
                             .zip(bcol)
-                            .map(|(&x, &y)| (tab[x as usize] * tab[y as usize]).abs())
+                            .map(|(&u, &v)| (tab[u as usize] * tab[v as usize]).abs())
                             .sum();
-                        s[row * n + j] = Some((sum * (sa[row] * sb[g * n + j]) as f64, k));
+                        s[row * n + j] = Some((sum * (x.sa[row] * x.sb[g * n + j]) as f64, k));
                     }
                 }
             }
@@ -524,69 +568,42 @@ fn grouped_gemm_2d2d_any_group_count() {
     for (p, fast_acc, _) in gemm_backends(&ctx, "grouped_gemm_2d2d_any_group_count") {
         let fmt = ctx.resolve(p.a_format);
         let tab = decode_table(fmt);
-        let cp = GemmParams::new(fmt, fmt);
         for (i, g) in gemm_counts().into_iter().enumerate() {
             // Mt % 16 == 0 and K % 8 == 0: what the library takes (groups start anywhere)
             let (n, k) = (16usize, 16usize);
             let mt = (g + g / 3 + 37).div_ceil(16) * 16;
-            let mut r = Rng::new(0x2d2d + i as u64);
-            let a = gemm_codes(&mut r, n * mt, fmt);
-            let b = gemm_codes(&mut r, mt * k, fmt);
-            let sa = gemm_scales(&mut r, g * n);
-            let sb = gemm_scales(&mut r, g * k);
-            let offs = with_empty_group(offsets(i as u64 * 19 + 3, g, mt));
-            let (da, db) = (
-                DeviceBuffer::from_host(&ctx, &a).unwrap(),
-                DeviceBuffer::from_host(&ctx, &b).unwrap(),
-            );
-            let doffs = DeviceBuffer::from_host(&ctx, &offs).unwrap();
-            let (dsa, dsb) = (
-                DeviceBuffer::from_host(&ctx, &sa).unwrap(),
-                DeviceBuffer::from_host(&ctx, &sb).unwrap(),
+            let x = GemmArgs::new(
+                &ctx,
+                0x2d2d + i as u64,
+                fmt,
+                [n * mt, mt * k, g * n, g * k],
+                g,
+                mt,
             );
             let mut o = Out::new(&ctx, g * n * k, bf16::from_f32(-768.0), 0);
-            c.grouped_gemm_2d2d(
-                &cp,
-                n,
-                mt,
-                k,
-                (&a).into(),
-                (&b).into(),
-                (&offs).into(),
-                (&sa).into(),
-                (&sb).into(),
-                o.cpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
+            let run = |on: &Context,
+                       p: &GemmParams,
+                       (a, b, offs, sa, sb): GemmSrcs<'_>,
+                       out: Dst<'_, bf16>| {
+                on.grouped_gemm_2d2d(p, n, mt, k, a, b, offs, sa, sb, out, StreamRef::DEFAULT)
+            };
+            run(&c, &GemmParams::new(fmt, fmt), x.host(), o.cpu()).unwrap();
             let w = format!(
                 "grouped_gemm_2d2d {:?} G={g} n={n} mt={mt} k={k}",
                 p.backend
             );
-            ctx.grouped_gemm_2d2d(
-                &p,
-                n,
-                mt,
-                k,
-                da.src(),
-                db.src(),
-                doffs.src(),
-                dsa.src(),
-                dsb.src(),
-                o.gpu(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap_or_else(|err| panic!("{w}: {err}"));
+            run(&ctx, &p, x.device(), o.gpu()).unwrap_or_else(|err| panic!("{w}: {err}"));
             let mut s = vec![None; g * n * k + 7];
-            for (gi, (t0, t1)) in ranges(&offs).into_iter().enumerate() {
+            for (gi, (t0, t1)) in ranges(&x.offs).into_iter().enumerate() {
                 for row in 0..n {
                     for j in 0..k {
                         let sum: f64 = (t0..t1)
                             .map(|t| {
-                                (tab[a[row * mt + t] as usize] * tab[b[j * mt + t] as usize]).abs()
+                                (tab[x.a[row * mt + t] as usize] * tab[x.b[j * mt + t] as usize])
+                                    .abs()
                             })
                             .sum();
-                        let sc = (sa[gi * n + row] * sb[gi * k + j]) as f64;
+                        let sc = (x.sa[gi * n + row] * x.sb[gi * k + j]) as f64;
                         s[gi * n * k + row * k + j] = Some((sum * sc, t1 - t0));
                     }
                 }
