@@ -470,11 +470,23 @@ mod gpu_ordering {
     use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
     use hipfp8::{CastParams, Context, Fp8Format, HpSrc, bf16};
 
-    /// A 32 MiB upload ahead in the legacy stream, then the checked copy: the window in
-    /// which a copy that returned early has not landed.
+    /// A 32 MiB buffer and its host contents: uploaded ahead of a checked small copy.
     fn ballast(ctx: &Context) -> (DeviceBuffer<u8>, Vec<u8>) {
         let n = 32 << 20;
         (DeviceBuffer::<u8>::alloc(ctx, n).unwrap(), vec![0x3C; n])
+    }
+
+    /// The two tests never overlap: the first asks whether the legacy stream is idle.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// "Returns when done": nothing of the copy is left on the legacy default stream (nothing
+    /// else in this process queues work there while the test runs). Without the wait, a 32 MiB
+    /// D2D copy or memset is still running here, and a pageable upload's last DMA may be.
+    fn landed(what: &str) {
+        assert!(
+            Stream::default_stream().is_idle().unwrap(),
+            "{what} returned with its work still queued on the legacy stream"
+        );
     }
 
     fn read_on(b: &DeviceBuffer<u8>, s: &Stream) -> Vec<u8> {
@@ -491,11 +503,19 @@ mod gpu_ordering {
         else {
             return;
         };
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let s = Stream::new_non_blocking(&ctx).unwrap();
         let (mut big, fill) = ballast(&ctx);
+        let mut big2 = DeviceBuffer::<u8>::alloc(&ctx, big.len()).unwrap();
         let mut small = DeviceBuffer::<u8>::zeroed(&ctx, 4096).unwrap();
         let mut other = DeviceBuffer::<u8>::zeroed(&ctx, 4096).unwrap();
         for round in 1..=24u8 {
+            big.copy_from_host(&fill).unwrap();
+            landed("copy_from_host (32 MiB)");
+            big.fill_bytes(round).unwrap();
+            landed("fill_bytes (32 MiB)");
+            big2.copy_from(&big).unwrap();
+            landed("copy_from (32 MiB)");
             big.copy_from_host(&fill).unwrap();
             let want = vec![round; 4096];
             small.copy_from_host(&want).unwrap();
@@ -525,6 +545,7 @@ mod gpu_ordering {
         else {
             return;
         };
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let ctx2 = Context::gpu(0).unwrap();
         let cpu = Context::cpu();
         let (m, k) = (256usize, 1024usize);
