@@ -121,13 +121,22 @@ HIPFP8_EXTERN int hipfp8_rt_free(void* ptr) noexcept {
   return shim_status(hipFree(ptr));
 }
 
+// The synchronous copy and fill return when the bytes are in place, for work queued afterwards
+// on ANY stream: hipMemcpy may return before a pageable host-to-device or a device-to-device
+// copy has landed, and hipMemset of device memory is asynchronous; both run on the legacy
+// default stream, which non-blocking streams do not wait for. So wait for that stream.
+static int landed(hipError_t e) {
+  if (e == hipSuccess) e = hipStreamSynchronize(nullptr);
+  return shim_status(e);
+}
+
 HIPFP8_EXTERN int hipfp8_rt_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind) noexcept {
   bool ok;
   hipMemcpyKind k = copy_kind(kind, &ok);
   if (!ok) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (bytes == 0) return 0;
   if (!dst || !src) return HIPFP8_KSTATUS_NULL_POINTER;
-  return shim_status(hipMemcpy(dst, src, (size_t)bytes, k));
+  return landed(hipMemcpy(dst, src, (size_t)bytes, k));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memcpy_async(void* dst, const void* src, uint64_t bytes, int32_t kind,
@@ -143,7 +152,7 @@ HIPFP8_EXTERN int hipfp8_rt_memcpy_async(void* dst, const void* src, uint64_t by
 HIPFP8_EXTERN int hipfp8_rt_memset(void* dst, int32_t value, uint64_t bytes) noexcept {
   if (bytes == 0) return 0;
   if (!dst) return HIPFP8_KSTATUS_NULL_POINTER;
-  return shim_status(hipMemset(dst, value, (size_t)bytes));
+  return landed(hipMemset(dst, value, (size_t)bytes));
 }
 
 HIPFP8_EXTERN int hipfp8_rt_memset_async(void* dst, int32_t value, uint64_t bytes, hipStream_t stream) noexcept {

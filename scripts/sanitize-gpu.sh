@@ -40,13 +40,19 @@ if [ -z "$CS" ] || ! "$CS" --version >/dev/null 2>&1; then
 fi
 echo "compute-sanitizer: $CS ($("$CS" --version | tail -1))"
 
-# Every GPU test binary of the bundle (the ones whose tests call gpu_for_tests).
-BINS=${BINS:-"gpu_runtime gpu_quant gpu_cast_mx gpu_grouped_gemm ffi_gpu gpu_groups gpu_soak"}
+# Every GPU test binary of the bundle: the integration tests whose source calls gpu_for_tests
+# (BINS overrides the list).
+if [ -z "${BINS:-}" ]; then
+  BINS=$(grep -l gpu_for_tests "$U"/crate/tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | tr '\n' ' ')
+fi
+[ -n "$BINS" ] || { echo "no GPU test sources under $U/crate/tests"; exit 1; }
 # Left out under the tools: only slow there (the exhaustive codec sweep, the biggest shapes and
-# group counts, timing runs), or incompatible with tools running side by side (the device-OOM
-# test holds all device memory). Each runs without the tools in the suite.
+# group counts, timing runs), or incompatible with the tools (the device-OOM test holds all
+# device memory while the other tools run; tests/reliability.rs's `oom::` tests re-run the binary
+# under a lowered RLIMIT_AS, too small for the tool injected into it). Each runs without the
+# tools in the suite.
 SKIP_ARGS=()
-for s in codec_hw big_groups large_tensors gpu_timings library_large_k device_oom ${SKIP:-}; do
+for s in codec_hw big_groups large_tensors gpu_timings library_large_k device_oom oom:: ${SKIP:-}; do
   SKIP_ARGS+=(--skip "$s")
 done
 export HIPFP8_REQUIRE_GPU=1 PROPTEST_CASES=${PROPTEST_CASES:-1} HIPFP8_SOAK_CALLS=${HIPFP8_SOAK_CALLS:-300}

@@ -12,7 +12,8 @@
 //! Kinds: [`Kind::Zeroed`] buffers are all zero between uses (zeroed once when allocated; the
 //! column casts reset every slot they touched before they finish; cast_transpose clears its
 //! accumulators with an async memset after its cast pass). [`Kind::Plain`] buffers (the
-//! GEMM's group arguments) hold anything.
+//! GEMM's group arguments and TMA descriptors) hold anything after their first use; they too
+//! start zeroed.
 //!
 //! Growth: a buffer grows (geometrically) when a call needs more. Growing synchronises the
 //! stream (never the device: another thread may be capturing another stream), frees the old
@@ -148,12 +149,12 @@ impl WorkspaceCache {
             }
             let len = bytes.max(old_len.saturating_mul(2)).max(4096);
             let mut buf = DeviceBuffer::<u8>::alloc(gpu, len)?;
-            if kind == Kind::Zeroed {
-                // Zeroed in stream order, before any kernel queued after it on `stream`: no
-                // device-wide synchronisation, which would break a capture that another
-                // thread runs on another stream.
-                buf.fill_bytes_async(0, stream)?;
-            }
+            // Zeroed in stream order, before any kernel queued after it on `stream`: no
+            // device-wide synchronisation, which would break a capture that another thread
+            // runs on another stream. Plain buffers too: CUTLASS's grouped GEMM copies whole
+            // TMA descriptor slots of its workspace that it only partly writes, and a
+            // defined (zero) start keeps those reads deterministic (compute-sanitizer initcheck).
+            buf.fill_bytes_async(0, stream)?;
             slot.own = Some(buf);
         }
         let buf = slot.own.as_mut().expect("workspace allocated above");

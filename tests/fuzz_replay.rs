@@ -1,6 +1,8 @@
 //! The fuzz targets of `fuzz/` on stable, in CI: every committed corpus input
-//! (`fuzz/corpus/<target>/`), then random inputs for a bounded time per target
-//! (`HIPFP8_FUZZ_SECONDS`, default 10; 0 = corpus only). The same functions run under
+//! (`fuzz/corpus/<target>/`), then a fixed number of random inputs per target
+//! (`HIPFP8_FUZZ_CASES`; default [`OPS_CASES`] / [`HANDLES_CASES`], about 10 s each on a loaded
+//! 2-core machine; 0 = corpus only). The inputs are a fixed stream, so every machine runs the
+//! same ones whatever its speed. The same functions run under
 //! cargo-fuzz with libFuzzer (nightly: `cargo +nightly fuzz run c_abi_ops`), see fuzz/README.md.
 //! A failing input is written to `target/fuzz-failures/<target>-<hash>` before the panic is
 //! re-raised, so it can be replayed and added to the corpus.
@@ -8,7 +10,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use support::fuzz_abi;
 
@@ -26,11 +28,17 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     v
 }
 
-fn seconds() -> u64 {
-    std::env::var("HIPFP8_FUZZ_SECONDS")
+/// Random inputs of the ops target by default (~900 per second on the loaded dev machine,
+/// the two targets side by side).
+const OPS_CASES: usize = 10_000;
+/// Random inputs of the handles target by default (~22,000 per second there).
+const HANDLES_CASES: usize = 200_000;
+
+fn cases(default: usize) -> usize {
+    std::env::var("HIPFP8_FUZZ_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10)
+        .unwrap_or(default)
 }
 
 /// Run `f` on `data`; on a panic save the input and fail with its path.
@@ -48,12 +56,10 @@ fn one(target: &str, f: fn(&[u8]), data: &[u8]) {
     }
 }
 
-/// Random inputs: a xorshift stream, lengths 1..256, for `secs` seconds.
-fn random(target: &str, f: fn(&[u8]), secs: u64) -> usize {
-    let t0 = Instant::now();
+/// The first `n` random inputs of `target`: a xorshift stream, lengths 1..256.
+fn random(target: &str, f: fn(&[u8]), n: usize) {
     let mut s = 0x9E3779B97F4A7C15u64 ^ target.len() as u64;
-    let mut n = 0;
-    while t0.elapsed() < Duration::from_secs(secs) {
+    for _ in 0..n {
         let mut next = || {
             s ^= s << 13;
             s ^= s >> 7;
@@ -63,12 +69,10 @@ fn random(target: &str, f: fn(&[u8]), secs: u64) -> usize {
         let len = (next() % 256 + 1) as usize;
         let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         one(target, f, &data);
-        n += 1;
     }
-    n
 }
 
-fn replay(target: &str, f: fn(&[u8])) {
+fn replay(target: &str, f: fn(&[u8]), default_cases: usize) {
     let inputs = corpus(target);
     assert!(
         inputs.len() >= 8,
@@ -79,17 +83,19 @@ fn replay(target: &str, f: fn(&[u8])) {
         eprintln!("{target}: {}", p.display());
         one(target, f, d);
     }
-    let n = random(target, f, seconds());
+    let n = cases(default_cases);
+    let t0 = Instant::now();
+    random(target, f, n);
     println!(
-        "{target}: {} corpus inputs and {n} random inputs in {} s: no failure",
+        "{target}: {} corpus inputs and {n} random inputs in {:.1} s: no failure",
         inputs.len(),
-        seconds()
+        t0.elapsed().as_secs_f64()
     );
 }
 
 #[test]
 fn c_abi_ops() {
-    replay("c_abi_ops", fuzz_abi::ops);
+    replay("c_abi_ops", fuzz_abi::ops, OPS_CASES);
     let calls = fuzz_abi::CALLS.load(std::sync::atomic::Ordering::Relaxed);
     let ok = fuzz_abi::SUCCESSES.load(std::sync::atomic::Ordering::Relaxed);
     println!("c_abi_ops: {ok} of {calls} checked calls succeeded");
@@ -100,5 +106,5 @@ fn c_abi_ops() {
 
 #[test]
 fn c_abi_handles() {
-    replay("c_abi_handles", fuzz_abi::handles);
+    replay("c_abi_handles", fuzz_abi::handles, HANDLES_CASES);
 }

@@ -4,15 +4,19 @@
 //! chunk +- 1) and 65536 groups, bf16 and f32, aligned and unaligned views (the vector and the
 //! element-wise kernels), against the CPU bit for bit, outputs compared whole (sentinels).
 //! Bad device offsets (decreasing, negative, past the extent) at every count are clamped as
-//! documented. Skips with a printed reason
-//! without a GPU (HIPFP8_REQUIRE_GPU=1 makes that a failure).
+//! documented. The grouped GEMMs (2D x 3D and 2D x 2D, the reference kernel and the vendor
+//! library) at 1, 2, 255-257, 4096 and 65536 groups with empty groups, against the CPU backend
+//! within the accumulation-order bound of `gemm_close`. Skips with a printed reason without a
+//! GPU (HIPFP8_REQUIRE_GPU=1 makes that a failure).
 
 mod common;
 
 use common::gpu::{DevHp, Out, check_f32, check_u8};
-use common::{Fill, SENT_F32, SENT_U8, Tensor, offsets};
-use hipfp8::device::{DeviceBuffer, gpu_for_tests};
-use hipfp8::{CastParams, Context, Fp8Format, StreamRef};
+use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, offsets, ranges};
+use hipfp8::device::{DeviceBuffer, gpu_for_tests, skip_test};
+use hipfp8::{
+    CastParams, Context, Dst, Fp8Format, GemmBackend, GemmImpl, GemmParams, Src, StreamRef, bf16,
+};
 
 const COUNTS: [usize; 14] = [
     1, 2, 2047, 2048, 2049, 3071, 3072, 3073, 4095, 4096, 4097, 6143, 6145, 65536,
@@ -314,5 +318,297 @@ fn rowwise_2d_padded_any_group_count() {
         check_u8(&w, &o).unwrap();
         check_f32(&w, &sc).unwrap();
         assert!(po.gpu_host() == po.host, "{w}: padded offsets differ");
+    }
+}
+
+// ---- grouped GEMMs ---------------------------------------------------------------------------
+
+/// Group counts of the grouped GEMM tests: 1, 2, around 256 (DeepSeek-V3's experts; a
+/// byte-sized group index), 4096 and 65536, with empty groups (see `offsets`).
+const GEMM_COUNTS: [usize; 7] = [1, 2, 255, 256, 257, 4096, 65536];
+
+fn gemm_counts() -> Vec<usize> {
+    let max = counts().last().map_or(0, |&(_, g)| g);
+    GEMM_COUNTS.iter().copied().filter(|&g| g <= max).collect()
+}
+
+/// FP8 codes of values in [-4, 4) times 2^-2..2^2 (what a scaled cast gives), and positive
+/// scales: products neither overflow nor all underflow.
+fn gemm_codes(r: &mut Rng, n: usize, fmt: Fp8Format) -> Vec<u8> {
+    (0..n)
+        .map(|_| fmt.encode(r.unit() * 4.0 * 2f32.powi(r.below(5) as i32 - 2)))
+        .collect()
+}
+
+fn gemm_scales(r: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| 2f32.powi(r.below(9) as i32 - 4) * (1.0 + r.below(64) as f32 / 64.0))
+        .collect()
+}
+
+/// The GPU's bf16 output against the CPU backend's, per element: both round an f32 sum to bf16
+/// (2^-9 relative each) and accumulate in a different order (f32: 2 (K + 2) 2^-24 of the sum
+/// of |products| S; CUTLASS's FP8 fast accumulation: 2^-12 S per k = 32 step, as in
+/// tests/gpu_grouped_gemm.rs), so |gpu - cpu| <= 2^-7 max(|gpu|, |cpu|) + 2 acc S. A wrong
+/// group, row or scale is off by O(S). `abs_sum[i]` is S of element i (None: untouched, both
+/// must keep the sentinel); elements of empty groups (S = 0, `len` 0) must be +0 exactly.
+fn gemm_close(
+    what: &str,
+    gpu: &[bf16],
+    cpu: &[bf16],
+    abs_sum: &[Option<(f64, usize)>],
+    fast_acc: bool,
+) {
+    assert_eq!(gpu.len(), cpu.len());
+    let mut bad = Vec::new();
+    for (i, s) in abs_sum.iter().enumerate() {
+        let (g, c) = (gpu[i].to_f32() as f64, cpu[i].to_f32() as f64);
+        let ok = match *s {
+            None => gpu[i].to_bits() == cpu[i].to_bits(),
+            Some((_, 0)) => gpu[i].to_bits() == 0 && cpu[i].to_bits() == 0,
+            Some((s, len)) => {
+                let gamma = (len as f64 + 2.0) * 2f64.powi(-24);
+                let acc = if fast_acc {
+                    (2.0 * gamma).max((len as f64 / 32.0).ceil() * 2f64.powi(-12))
+                } else {
+                    2.0 * gamma
+                };
+                (g - c).abs() <= 2f64.powi(-7) * g.abs().max(c.abs()) + 2.0 * acc * s
+            }
+        };
+        if !ok {
+            bad.push(i);
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{what}: {} of {} elements differ beyond the bound; first at {}: gpu {} cpu {} ({:?})",
+        bad.len(),
+        gpu.len(),
+        bad[0],
+        gpu[bad[0]],
+        cpu[bad[0]],
+        abs_sum[bad[0]]
+    );
+}
+
+fn decode_table(fmt: Fp8Format) -> Vec<f64> {
+    (0..=255u8).map(|c| fmt.decode(c) as f64).collect()
+}
+
+/// Which backends to run: the reference kernel always, the vendor library where the build
+/// has one for the device's native format (else a printed skip of that part).
+fn gemm_backends(ctx: &Context, test: &str) -> Vec<(GemmParams, bool, usize)> {
+    let fmt = ctx.native_format();
+    let mut v = vec![(
+        GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference),
+        false,
+        32,
+    )];
+    match hipfp8::grouped_gemm_gpu::library_impl(ctx, fmt, fmt) {
+        Some(imp) => {
+            // CK's pipeline needs K > 256 for 2D x 3D (src/grouped_gemm/gpu.rs).
+            let k = if imp == GemmImpl::CutlassSm90 {
+                32
+            } else {
+                272
+            };
+            v.push((
+                GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library),
+                imp == GemmImpl::CutlassSm90,
+                k,
+            ));
+        }
+        None => skip_test(
+            test,
+            &format!(
+                "no vendor grouped GEMM for {} in this build: reference kernel only",
+                ctx.arch()
+            ),
+        ),
+    }
+    v
+}
+
+/// A grouped GEMM's operands (FP8 codes a and b, END offsets, scales a and b), on the host
+/// and in `dev` on the device.
+struct GemmArgs {
+    a: Vec<u8>,
+    b: Vec<u8>,
+    offs: Vec<i32>,
+    sa: Vec<f32>,
+    sb: Vec<f32>,
+    dev: GemmDev,
+}
+
+/// [`GemmArgs`] on the device.
+struct GemmDev {
+    a: DeviceBuffer<u8>,
+    b: DeviceBuffer<u8>,
+    offs: DeviceBuffer<i32>,
+    sa: DeviceBuffer<f32>,
+    sb: DeviceBuffer<f32>,
+}
+
+type GemmSrcs<'a> = (
+    Src<'a, u8>,
+    Src<'a, u8>,
+    Src<'a, i32>,
+    Src<'a, f32>,
+    Src<'a, f32>,
+);
+
+impl GemmArgs {
+    /// Random operands of `lens` = (a, b, scale_a, scale_b) elements and `g` groups over
+    /// `extent` (random offsets, so empty and one-row groups are common; group 1 surely empty).
+    fn new(
+        ctx: &Context,
+        seed: u64,
+        fmt: Fp8Format,
+        lens: [usize; 4],
+        g: usize,
+        extent: usize,
+    ) -> Self {
+        let mut r = Rng::new(seed);
+        let a = gemm_codes(&mut r, lens[0], fmt);
+        let b = gemm_codes(&mut r, lens[1], fmt);
+        let sa = gemm_scales(&mut r, lens[2]);
+        let sb = gemm_scales(&mut r, lens[3]);
+        let mut offs = offsets(seed, g, extent);
+        if g > 1 {
+            offs[1] = offs[0];
+        }
+        let dev = GemmDev {
+            a: DeviceBuffer::from_host(ctx, &a).unwrap(),
+            b: DeviceBuffer::from_host(ctx, &b).unwrap(),
+            offs: DeviceBuffer::from_host(ctx, &offs).unwrap(),
+            sa: DeviceBuffer::from_host(ctx, &sa).unwrap(),
+            sb: DeviceBuffer::from_host(ctx, &sb).unwrap(),
+        };
+        GemmArgs {
+            a,
+            b,
+            offs,
+            sa,
+            sb,
+            dev,
+        }
+    }
+    fn host(&self) -> GemmSrcs<'_> {
+        let a = self;
+        (
+            (&a.a).into(),
+            (&a.b).into(),
+            (&a.offs).into(),
+            (&a.sa).into(),
+            (&a.sb).into(),
+        )
+    }
+    fn device(&self) -> GemmSrcs<'_> {
+        let d = &self.dev;
+        (d.a.src(), d.b.src(), d.offs.src(), d.sa.src(), d.sb.src())
+    }
+}
+
+#[test]
+fn grouped_gemm_2d3d_any_group_count() {
+    let Some(ctx) = gpu_for_tests("grouped_gemm_2d3d_any_group_count") else {
+        return;
+    };
+    let c = Context::cpu();
+    for (p, fast_acc, k) in gemm_backends(&ctx, "grouped_gemm_2d3d_any_group_count") {
+        let fmt = ctx.resolve(p.a_format);
+        let tab = decode_table(fmt);
+        for (i, e) in gemm_counts().into_iter().enumerate() {
+            let (m, n) = (e + e / 3 + 37, 16usize);
+            let x = GemmArgs::new(
+                &ctx,
+                0x2d3d + i as u64,
+                fmt,
+                [m * k, e * k * n, m, e * n],
+                e,
+                m,
+            );
+            let mut o = Out::new(&ctx, m * n, bf16::from_f32(-768.0), 0);
+            let run = |on: &Context,
+                       p: &GemmParams,
+                       (a, b, offs, sa, sb): GemmSrcs<'_>,
+                       out: Dst<'_, bf16>| {
+                on.grouped_gemm_2d3d(p, m, k, n, e, a, b, offs, sa, sb, out, StreamRef::DEFAULT)
+            };
+            run(&c, &GemmParams::new(fmt, fmt), x.host(), o.cpu()).unwrap();
+            let w = format!("grouped_gemm_2d3d {:?} E={e} m={m} k={k} n={n}", p.backend);
+            run(&ctx, &p, x.device(), o.gpu()).unwrap_or_else(|err| panic!("{w}: {err}"));
+            // S of each written element; rows past offs[E-1] (and the 7 spare) untouched
+            let mut s = vec![None; m * n + 7];
+            for (g, (r0, r1)) in ranges(&x.offs).into_iter().enumerate() {
+                for row in r0..r1 {
+                    for j in 0..n {
+                        let bcol = &x.b[(g * n + j) * k..(g * n + j + 1) * k];
+                        let sum: f64 = x.a[row * k..(row + 1) * k]
+                            .iter()
+                            .zip(bcol)
+                            .map(|(&u, &v)| (tab[u as usize] * tab[v as usize]).abs())
+                            .sum();
+                        s[row * n + j] = Some((sum * (x.sa[row] * x.sb[g * n + j]) as f64, k));
+                    }
+                }
+            }
+            gemm_close(&w, &o.gpu_host(), &o.host, &s, fast_acc);
+        }
+    }
+}
+
+#[test]
+fn grouped_gemm_2d2d_any_group_count() {
+    let Some(ctx) = gpu_for_tests("grouped_gemm_2d2d_any_group_count") else {
+        return;
+    };
+    let c = Context::cpu();
+    for (p, fast_acc, _) in gemm_backends(&ctx, "grouped_gemm_2d2d_any_group_count") {
+        let fmt = ctx.resolve(p.a_format);
+        let tab = decode_table(fmt);
+        for (i, g) in gemm_counts().into_iter().enumerate() {
+            // Mt % 16 == 0 and K % 8 == 0: what the library takes (groups start anywhere)
+            let (n, k) = (16usize, 16usize);
+            let mt = (g + g / 3 + 37).div_ceil(16) * 16;
+            let x = GemmArgs::new(
+                &ctx,
+                0x2d2d + i as u64,
+                fmt,
+                [n * mt, mt * k, g * n, g * k],
+                g,
+                mt,
+            );
+            let mut o = Out::new(&ctx, g * n * k, bf16::from_f32(-768.0), 0);
+            let run = |on: &Context,
+                       p: &GemmParams,
+                       (a, b, offs, sa, sb): GemmSrcs<'_>,
+                       out: Dst<'_, bf16>| {
+                on.grouped_gemm_2d2d(p, n, mt, k, a, b, offs, sa, sb, out, StreamRef::DEFAULT)
+            };
+            run(&c, &GemmParams::new(fmt, fmt), x.host(), o.cpu()).unwrap();
+            let w = format!(
+                "grouped_gemm_2d2d {:?} G={g} n={n} mt={mt} k={k}",
+                p.backend
+            );
+            run(&ctx, &p, x.device(), o.gpu()).unwrap_or_else(|err| panic!("{w}: {err}"));
+            let mut s = vec![None; g * n * k + 7];
+            for (gi, (t0, t1)) in ranges(&x.offs).into_iter().enumerate() {
+                for row in 0..n {
+                    for j in 0..k {
+                        let sum: f64 = (t0..t1)
+                            .map(|t| {
+                                (tab[x.a[row * mt + t] as usize] * tab[x.b[j * mt + t] as usize])
+                                    .abs()
+                            })
+                            .sum();
+                        let sc = (x.sa[gi * n + row] * x.sb[gi * k + j]) as f64;
+                        s[gi * n * k + row * k + j] = Some((sum * sc, t1 - t0));
+                    }
+                }
+            }
+            gemm_close(&w, &o.gpu_host(), &o.host, &s, fast_acc);
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Reliability of the C ABI on the CPU backend (issue 17): overlapping buffers are refused,
 //! empty problems with huge dimensions do not overflow, and a failed scratch allocation is a
-//! status (OUT_OF_MEMORY) instead of an abort, with the context still usable afterwards.
+//! status (OUT_OF_MEMORY) instead of an abort, with the context still usable afterwards. On a
+//! GPU (`gpu_ordering`): synchronous copies and fills have landed for work on any stream.
 
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
@@ -455,5 +456,204 @@ mod oom {
         assert_eq!(st, HIPFP8_STATUS_OUT_OF_MEMORY, "{msg}");
         assert!(out.iter().all(|&v| v == 0xA5) && sc.iter().all(|&v| v == 7.0));
         small_call_works(&ctx);
+    }
+}
+
+/// On the GPU (skips with a printed reason without one): the synchronous copies and fills of
+/// `DeviceBuffer` (`copy_from_host`, `copy_from`, `fill_bytes`) have landed when they return,
+/// for work queued next on any stream, non-blocking ones included. They run on the legacy
+/// default stream, which non-blocking streams do not wait for, and the runtime returns from a
+/// pageable host-to-device copy (and a device memset) before the bytes are in place. The
+/// soak test (tests/gpu_soak.rs) met this as a wrong `amax` of the scaled casts under
+/// compute-sanitizer: the poison upload of `amax` landed after the op's own zeroing of it.
+mod gpu_ordering {
+    use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
+    use hipfp8::{CastParams, Context, Fp8Format, HpSrc, bf16};
+
+    /// A 32 MiB buffer and its host contents: uploaded ahead of a checked small copy.
+    fn ballast(ctx: &Context) -> (DeviceBuffer<u8>, Vec<u8>) {
+        let n = 32 << 20;
+        (DeviceBuffer::<u8>::alloc(ctx, n).unwrap(), vec![0x3C; n])
+    }
+
+    /// The two tests never overlap: the first asks whether the legacy stream is idle.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// "Returns when done": nothing of the copy is left on the legacy default stream (nothing
+    /// else in this process queues work there while the test runs). Without the wait, a 32 MiB
+    /// D2D copy or memset is still running here, and a pageable upload's last DMA may be.
+    fn landed(what: &str) {
+        assert!(
+            Stream::default_stream().is_idle().unwrap(),
+            "{what} returned with its work still queued on the legacy stream"
+        );
+    }
+
+    fn read_on(b: &DeviceBuffer<u8>, s: &Stream) -> Vec<u8> {
+        let mut v = vec![0u8; b.len()];
+        // SAFETY: `v` is neither read nor dropped before the stream is synchronised.
+        unsafe { b.copy_to_host_async(&mut v, s.handle()).unwrap() };
+        s.synchronize().unwrap();
+        v
+    }
+
+    #[test]
+    fn synchronous_copies_land_before_non_blocking_stream_work() {
+        let Some(ctx) = gpu_for_tests("synchronous_copies_land_before_non_blocking_stream_work")
+        else {
+            return;
+        };
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let s = Stream::new_non_blocking(&ctx).unwrap();
+        let (mut big, fill) = ballast(&ctx);
+        let mut big2 = DeviceBuffer::<u8>::alloc(&ctx, big.len()).unwrap();
+        let mut small = DeviceBuffer::<u8>::zeroed(&ctx, 4096).unwrap();
+        let mut other = DeviceBuffer::<u8>::zeroed(&ctx, 4096).unwrap();
+        for round in 1..=24u8 {
+            big.copy_from_host(&fill).unwrap();
+            landed("copy_from_host (32 MiB)");
+            big.fill_bytes(round).unwrap();
+            landed("fill_bytes (32 MiB)");
+            big2.copy_from(&big).unwrap();
+            landed("copy_from (32 MiB)");
+            big.copy_from_host(&fill).unwrap();
+            let want = vec![round; 4096];
+            small.copy_from_host(&want).unwrap();
+            assert_eq!(read_on(&small, &s), want, "round {round}: copy_from_host");
+            big.copy_from_host(&fill).unwrap();
+            small.fill_bytes(round ^ 0xFF).unwrap();
+            assert!(
+                read_on(&small, &s).iter().all(|&v| v == round ^ 0xFF),
+                "round {round}: fill_bytes"
+            );
+            big.copy_from_host(&fill).unwrap();
+            other.copy_from(&small).unwrap();
+            assert!(
+                read_on(&other, &s).iter().all(|&v| v == round ^ 0xFF),
+                "round {round}: copy_from"
+            );
+        }
+    }
+
+    /// The soak's failing calls: poison uploaded synchronously into the outputs of the
+    /// given-scale casts, then the op on a non-blocking stream, from two threads on two
+    /// contexts at once, each result equal to the CPU backend's bit for bit.
+    #[test]
+    fn scaled_casts_after_synchronous_uploads_on_non_blocking_streams() {
+        let Some(ctx) =
+            gpu_for_tests("scaled_casts_after_synchronous_uploads_on_non_blocking_streams")
+        else {
+            return;
+        };
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let ctx2 = Context::gpu(0).unwrap();
+        let cpu = Context::cpu();
+        let (m, k) = (256usize, 1024usize);
+        let n = m * k;
+        std::thread::scope(|sc| {
+            for (t, g) in [&ctx, &ctx2].into_iter().enumerate() {
+                let cpu = &cpu;
+                sc.spawn(move || {
+                    let s = Stream::new_non_blocking(g).unwrap();
+                    let (mut big, fill) = ballast(g);
+                    let p = CastParams::new(Fp8Format::E4M3Fn, false);
+                    let mut dx = DeviceBuffer::<bf16>::alloc(g, n).unwrap();
+                    let mut dscale = DeviceBuffer::<f32>::alloc(g, 1).unwrap();
+                    let mut dout = DeviceBuffer::<u8>::alloc(g, n).unwrap();
+                    let mut dout_t = DeviceBuffer::<u8>::alloc(g, n).unwrap();
+                    let mut damax = DeviceBuffer::<f32>::alloc(g, 1).unwrap();
+                    for round in 0..12usize {
+                        let seed = (t * 100 + round) as u32;
+                        let x: Vec<bf16> = (0..n)
+                            .map(|i| {
+                                let h = (i as u32 ^ seed.wrapping_mul(0x9E37_79B9))
+                                    .wrapping_mul(0x85EB_CA6B);
+                                bf16::from_f32(((h >> 8) as f32 / (1 << 24) as f32 - 0.5) * 3.0)
+                            })
+                            .collect();
+                        let scale = [64.0f32 + round as f32];
+                        let (mut out, mut out_t, mut amax) = (vec![0u8; n], vec![0u8; n], [0f32]);
+                        let ct = round % 2 == 1;
+                        if ct {
+                            cpu.cast_transpose_scaled(
+                                &p,
+                                m,
+                                k,
+                                (&x).into(),
+                                (&scale[..]).into(),
+                                (&mut out).into(),
+                                (&mut out_t).into(),
+                                (&mut amax[..]).into(),
+                                Default::default(),
+                            )
+                            .unwrap();
+                        } else {
+                            cpu.tensorwise_scaled(
+                                &p,
+                                n,
+                                (&x).into(),
+                                (&scale[..]).into(),
+                                (&mut out).into(),
+                                (&mut amax[..]).into(),
+                                Default::default(),
+                            )
+                            .unwrap();
+                        }
+                        // the soak's order: inputs, then every output poisoned, synchronously
+                        dx.copy_from_host(&x).unwrap();
+                        dscale.copy_from_host(&scale).unwrap();
+                        dout.copy_from_host(&vec![0xA5; n]).unwrap();
+                        dout_t.copy_from_host(&vec![0xA5; n]).unwrap();
+                        big.copy_from_host(&fill).unwrap();
+                        damax
+                            .copy_from_host(&[f32::from_bits(0xA5A5_A5A5)])
+                            .unwrap();
+                        if ct {
+                            g.cast_transpose_scaled(
+                                &p,
+                                m,
+                                k,
+                                HpSrc::Bf16(dx.src()),
+                                dscale.src(),
+                                dout.dst(),
+                                dout_t.dst(),
+                                damax.dst(),
+                                s.handle(),
+                            )
+                            .unwrap();
+                        } else {
+                            g.tensorwise_scaled(
+                                &p,
+                                n,
+                                HpSrc::Bf16(dx.src()),
+                                dscale.src(),
+                                dout.dst(),
+                                damax.dst(),
+                                s.handle(),
+                            )
+                            .unwrap();
+                        }
+                        s.synchronize().unwrap();
+                        let what = format!(
+                            "thread {t} round {round} {}",
+                            if ct {
+                                "cast_transpose_scaled"
+                            } else {
+                                "tensorwise_scaled"
+                            }
+                        );
+                        assert_eq!(
+                            damax.to_vec().unwrap()[0].to_bits(),
+                            amax[0].to_bits(),
+                            "{what}: amax"
+                        );
+                        assert!(dout.to_vec().unwrap() == out, "{what}: out");
+                        if ct {
+                            assert!(dout_t.to_vec().unwrap() == out_t, "{what}: out_t");
+                        }
+                    }
+                });
+            }
+        });
     }
 }
