@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Host time of hipfp8's PyTorch ops and layers: microseconds of wall time per call on tiny
+tensors, so that the time is the Python / dispatcher / ctypes path, not the kernel.
+
+    python3 python/bench/host_overhead.py --out host.json [--device cpu|cuda] [--no-compile]
+
+Rows, all in one process:
+- floors: what any op costs at least -- a plain torch op (`x.to(float8_e4m3fn)`), the output
+  allocations, an empty torch.library custom op with a Python kernel called through
+  torch.ops (the dispatcher's round trip into Python), and the raw C call of rowwise_2d /
+  cast_transpose / grouped_gemm_2d3d through ctypes with prepared arguments (the C library's
+  own validation and, on the CPU backend, its work on the tiny tensor);
+- ops: every custom op through its Python entry point (`hipfp8.torch.rowwise_2d(x)`, the path
+  eager code takes) and through `torch.ops.hipfp8.<op>` (the path compiled graphs take);
+- layers: one fwd+bwd step of Float8Linear (tensorwise, rowwise, delayed) next to BF16
+  nn.Linear, and of the MoE GroupedExperts (3 grouped GEMMs fwd, 6 bwd, 9 casts), eager and
+  torch.compile(fullgraph=True); on CUDA also CUDA-graph replay of the step.
+On CUDA the GPU never holds the host back (tiny kernels, the launch queue absorbs them); on
+the CPU backend the op rows include the kernel's work on 8x32 elements, which the C-call
+floor rows show. Each row: wall time (median and min) and the thread's CPU time (min) over
+`--reps` batches of `--n` calls, per call.
+Writes the rows as JSON and a Markdown table beside it.
+"""
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import hipfp8  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.dirname(HERE))
+import hipfp8  # noqa: E402
+import hipfp8.torch as hf  # noqa: E402
+from hipfp8 import _lib as L  # noqa: E402
+
+E4 = torch.float8_e4m3fn
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def per_call_us(fn, dev, n, reps):
+    """Per call of fn(), in us, over `reps` batches of n calls: (wall median, wall min,
+    thread-CPU-time min). The thread's CPU time (time.thread_time) leaves out the time the
+    thread was not running, so it is the steady figure on a shared machine; wall time is what
+    a training step sees."""
+    for _ in range(max(20, n // 10)):
+        fn()
+    sync(dev)
+    wall, cpu = [], []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(reps):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for _ in range(n):
+                fn()
+            t1, c1 = time.perf_counter(), time.thread_time()
+            wall.append((t1 - t0) / n * 1e6)
+            cpu.append((c1 - c0) / n * 1e6)
+            sync(dev)  # outside the timed window: the queue drains between batches
+    finally:
+        if gc_was:
+            gc.enable()
+    return statistics.median(wall), min(wall), min(cpu)
+
+
+_noop_lib = None
+
+
+def noop_op():
+    """An empty custom op, hipfp8_bench::noop(Tensor x) -> Tensor, registered the way the
+    hipfp8 ops are (torch.library.Library, CPU and CUDA Python kernels, a fake kernel)."""
+    global _noop_lib
+    if _noop_lib is None:
+        _noop_lib = torch.library.Library("hipfp8_bench", "DEF")
+        _noop_lib.define("noop(Tensor x) -> Tensor")
+
+        def k(x):
+            return torch.empty((), device=x.device)
+        _noop_lib.impl("noop", k, "CPU")
+        _noop_lib.impl("noop", k, "CUDA")
+        torch.library.register_fake("hipfp8_bench::noop", k, lib=_noop_lib)
+    return torch.ops.hipfp8_bench.noop
+
+
+def raw_c_calls(dev, x, a8, b8, offs, isa, isb):
+    """The C calls with prepared ctypes arguments: the floor of what the package adds."""
+    lib = L.lib()
+    backend = L.BACKEND_CPU if dev.type == "cpu" else L.BACKEND_GPU
+    ctx = L.context(backend, dev.index or 0)
+    stream = None if dev.type == "cpu" else torch.cuda.current_stream(dev).cuda_stream
+    m, k = x.shape
+    q = torch.empty(m, k, dtype=E4, device=dev)
+    qt = torch.empty(k, m, dtype=E4, device=dev)
+    s = torch.empty(m, device=dev)
+    st = torch.empty((), device=dev)
+    st2 = torch.empty((), device=dev)
+
+    def buf(*ts):
+        r = []
+        for t in ts:
+            r += [t.data_ptr(), t.numel()]
+        return r
+
+    d_row = L.Cast2d(ctypes.sizeof(L.Cast2d), L.DTYPE_BF16, L.FORMAT_E4M3FN, 1, m, k)
+    args_row = [ctx.handle, d_row] + buf(x, q, s) + [stream]
+    d_ct = L.CastTranspose(ctypes.sizeof(L.CastTranspose), L.DTYPE_BF16, L.FORMAT_E4M3FN, 0,
+                           L.SCALING_TENSORWISE, m, k)
+    args_ct = [ctx.handle, d_ct] + buf(x, q, qt, st, st2) + [stream]
+    e, _, n = b8.shape
+    out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    nws = ctx.workspace_size(L.FORMAT_E4M3FN, L.FORMAT_E4M3FN, e) if dev.type == "cuda" else 0
+    ws = torch.empty(nws, dtype=torch.uint8, device=dev)
+    d_g = L.Gemm2d3d(ctypes.sizeof(L.Gemm2d3d), L.FORMAT_E4M3FN, L.FORMAT_E4M3FN,
+                     L.GEMM_BACKEND_AUTO, m, k, n, e)
+    args_g = ([ctx.handle, d_g] + buf(a8, b8, offs, isa, isb, out)
+              + [ws.data_ptr() if nws else None, nws, stream])
+    f_row, f_ct, f_g = lib.ops["rowwise_2d"], lib.ops["cast_transpose"], lib.ops["grouped_gemm_2d3d"]
+
+    def check(f, args, what):
+        stv = f(*args)
+        if stv:
+            raise lib.error(stv, what)
+    for f, a, w in ((f_row, args_row, "rowwise_2d"), (f_ct, args_ct, "cast_transpose"),
+                    (f_g, args_g, "grouped_gemm_2d3d")):
+        check(f, a, w)
+    return {
+        "C call: hipfp8_rowwise_2d (ctypes, prepared args)": lambda: f_row(*args_row),
+        "C call: hipfp8_cast_transpose (ctypes, prepared args)": lambda: f_ct(*args_ct),
+        "C call: hipfp8_grouped_gemm_2d3d (ctypes, prepared args)": lambda: f_g(*args_g),
+    }
+
+
+def op_rows(dev):
+    m, k = 8, 32
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(m, k, generator=g) * 3).bfloat16().to(dev)
+    x2 = (torch.randn(m, 16, generator=g) * 3).bfloat16().to(dev)
+    offs = torch.tensor([4, 8], dtype=torch.int32, device=dev)
+    offs_k = torch.tensor([16, 32], dtype=torch.int32, device=dev)
+    bt = (torch.randn(2, 24, k, generator=g) * 0.1).bfloat16().to(dev).transpose(-2, -1)
+    scale = torch.full((), 2.0, device=dev)
+    a8, sa = hf.rowwise_2d(x, E4)
+    b8, sb = hf.colwise_3d(bt, E4)
+    isa, isb = sa.reciprocal(), sb.reciprocal()
+    d8, sd = hf.per_group_colwise(x, offs, E4)
+    isd = sd.reciprocal()
+    ops = torch.ops.hipfp8
+    noop = noop_op()
+    rows = {
+        ("floor", "torch: x.to(torch.float8_e4m3fn)"): lambda: x.to(E4),
+        ("floor", "torch: 2 x torch.empty_strided (an op's outputs)"): lambda: (
+            torch.empty_strided((m, k), (k, 1), dtype=E4, device=dev),
+            torch.empty_strided((m,), (1,), dtype=torch.float32, device=dev)),
+        ("floor", "torch.ops: empty custom op, Python kernel"): lambda: noop(x),
+    }
+    for name, f in raw_c_calls(dev, x, a8, b8, offs, isa, isb).items():
+        rows[("floor", name)] = f
+    entry = {
+        "rowwise_2d": (lambda: hf.rowwise_2d(x), lambda: ops.rowwise_2d(x, E4, True)),
+        "colwise_3d": (lambda: hf.colwise_3d(bt), lambda: ops.colwise_3d(bt, E4, True)),
+        "rowwise_3d_transpose_rhs": (lambda: hf.rowwise_3d_transpose_rhs(bt),
+                                     lambda: ops.rowwise_3d_transpose_rhs(bt, E4, True)),
+        "per_group_colwise": (lambda: hf.per_group_colwise(x, offs),
+                              lambda: ops.per_group_colwise(x, offs, E4, True)),
+        "per_group_colwise_dual": (lambda: hf.per_group_colwise_dual(x, x2, offs),
+                                   lambda: ops.per_group_colwise_dual(x, x2, offs, E4, True)),
+        "per_group_rowwise": (lambda: hf.per_group_rowwise(x, offs_k),
+                              lambda: ops.per_group_rowwise(x, offs_k, E4, True)),
+        "tensorwise": (lambda: hf.tensorwise(x), lambda: ops.tensorwise(x, E4, False)),
+        "tensorwise_scaled": (lambda: hf.tensorwise_scaled(x, scale),
+                              lambda: ops.tensorwise_scaled(x, scale, E4)),
+        "blockwise_1x128": (lambda: hf.blockwise_1x128(x), lambda: ops.blockwise_1x128(x, E4, False)),
+        "rowwise_2d_padded": (lambda: hf.rowwise_2d_padded(x, offs),
+                              lambda: ops.rowwise_2d_padded(x, offs, E4, True)),
+        "cast_transpose": (lambda: hf.cast_transpose(x), lambda: ops.cast_transpose(x, E4, False, False)),
+        "cast_transpose rowwise": (lambda: hf.cast_transpose(x, rowwise=True),
+                                   lambda: ops.cast_transpose(x, E4, False, True)),
+        "cast_transpose_scaled": (lambda: hf.cast_transpose_scaled(x, scale),
+                                  lambda: ops.cast_transpose_scaled(x, scale, E4)),
+        "mxfp8_dim0": (lambda: hf.mxfp8_dim0(x), lambda: ops.mxfp8_dim0(x, E4, False)),
+        "grouped_gemm_2d3d": (lambda: hf.grouped_gemm_2d3d(a8, b8, offs, isa, isb),
+                              lambda: ops.grouped_gemm_2d3d(a8, b8, offs, isa, isb)),
+        "grouped_gemm_2d2d": (lambda: hf.grouped_gemm_2d2d(d8.t(), d8, offs, isd, isd),
+                              lambda: ops.grouped_gemm_2d2d(d8.t(), d8, offs, isd, isd)),
+    }
+    # every entry point must agree with its torch.ops twin before it is timed
+    for name, (f_py, f_op) in entry.items():
+        a, b = f_py(), f_op()
+        a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+        if name not in ("rowwise_2d_padded", "grouped_gemm_2d3d", "grouped_gemm_2d2d"):
+            for u, v in zip(a, b):  # (the padded / GEMM outputs hold unwritten rows)
+                assert torch.equal(u.view(torch.uint8) if u.element_size() == 1 else u,
+                                   v.view(torch.uint8) if v.element_size() == 1 else v), name
+        rows[("op", f"hipfp8.torch.{name}")] = f_py
+        rows[("op via dispatcher", f"torch.ops.hipfp8.{name}")] = f_op
+    return rows
+
+
+def layer_rows(dev, compile_too, graphs):
+    """One fwd+bwd step per call; tiny shapes (M=32 tokens, 64 -> 48; 2 experts)."""
+    torch.manual_seed(0)
+    rows = {}
+    x = torch.randn(32, 64, device=dev, dtype=torch.bfloat16).requires_grad_()
+    counts = torch.tensor([16, 16], device=dev)
+
+    def stepper(mod, params):
+        def step():
+            x.grad = None
+            for p in params:
+                p.grad = None
+            mod(x).float().sum().backward()
+        return step
+
+    def experts_stepper(mod):
+        params = list(mod.parameters())
+
+        def step():
+            x.grad = None
+            for p in params:
+                p.grad = None
+            mod(x, counts).float().sum().backward()
+        return step
+
+    mods = {}
+    lin = torch.nn.Linear(64, 48, bias=False, device=dev, dtype=torch.bfloat16)
+    mods["nn.Linear bf16 (reference)"] = (lin, [lin.weight], False)
+    for r in ("tensorwise", "rowwise", "delayed"):
+        f8 = hf.Float8Linear(64, 48, bias=False, recipe=r, device=dev, dtype=torch.bfloat16)
+        mods[f"hipfp8 Float8Linear {r}"] = (f8, [f8.weight], False)
+    ex = hf.GroupedExperts(64, 32, 2, device=dev, dtype=torch.bfloat16)
+    for p in ex.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    mods["hipfp8 GroupedExperts (MoE layer: 3 FP8 grouped GEMMs fwd, 6 bwd)"] = (ex, None, True)
+
+    for name, (mod, params, is_ex) in mods.items():
+        mk = (lambda m: experts_stepper(m)) if is_ex else (lambda m: stepper(m, params))
+        rows[("layer eager", f"{name} fwd+bwd")] = mk(mod)
+        if compile_too:
+            torch._dynamo.reset()
+            cm = torch.compile(mod, fullgraph=True, dynamic=False)
+            s = mk(cm)
+            s()  # compile outside the timing
+            rows[("layer compiled", f"{name} fwd+bwd, torch.compile fullgraph")] = s
+        if graphs and dev.type == "cuda":
+            step = mk(mod)
+            st = torch.cuda.Stream()
+            st.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(st):
+                for _ in range(3):
+                    step()
+            torch.cuda.current_stream().wait_stream(st)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=st):
+                step()
+            rows[("layer CUDA graph", f"{name} fwd+bwd, CUDA graph replay")] = g.replay
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, help="JSON file (a .md table is written beside it)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--n", type=int, default=500, help="calls per batch (ops)")
+    ap.add_argument("--reps", type=int, default=9, help="batches per row")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    ap.add_argument("--no-layers", action="store_true", help="ops only")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", torch.cuda.current_device())
+    rows = op_rows(dev)
+    if not a.no_layers:
+        rows.update(layer_rows(dev, not a.no_compile, graphs=True))
+    res = []
+    for (group, name), fn in rows.items():
+        n = a.n if not group.startswith("layer") else max(20, a.n // 10)
+        med, mn, cpu = per_call_us(fn, dev, n, a.reps)
+        res.append({"group": group, "name": name, "us_median": round(med, 2), "us_min": round(mn, 2),
+                    "us_thread_min": round(cpu, 2), "calls": n * a.reps})
+        print(f"{group:18} wall {med:9.2f} us (min {mn:8.2f}), thread CPU {cpu:8.2f} us  {name}",
+              flush=True)
+    meta = {"device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+            "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
+            "python": platform.python_version(), "library": L.lib().path,
+            "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
+            "timing": f"per call: wall time median and min, and the calling thread's CPU time "
+                      f"(min), over {a.reps} batches"}
+    with open(a.out, "w") as f:
+        json.dump({"meta": meta, "rows": res}, f, indent=1)
+    lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend), torch "
+             f"{meta['torch']}, Python {meta['python']}; {meta['timing']}.", "",
+             "| group | call | wall us (median) | wall us (min) | thread CPU us (min) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['group']} | {r['name']} | {r['us_median']} | {r['us_min']} | "
+              f"{r['us_thread_min']} |" for r in res]
+    with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {a.out} ({len(res)} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
