@@ -17,7 +17,9 @@ Rows, all in one process:
   torch.compile(fullgraph=True); on CUDA also CUDA-graph replay of the step.
 On CUDA the GPU never holds the host back (tiny kernels, the launch queue absorbs them); on
 the CPU backend the op rows include the kernel's work on 8x32 elements, which the C-call
-floor rows show. Each row: wall time (median and min) and the thread's CPU time (min) over
+floor rows show. `--stub` (CPU) loads a stub libhipfp8.so instead (built here with `cc`: every
+op returns success at once, writing nothing): the op rows are then exactly the package's own
+host path -- Python, torch's allocations and dispatcher, ctypes -- with no library work. Each row: wall time (median and min) and the thread's CPU time (min) over
 `--reps` batches of `--n` calls, per call.
 Writes the rows as JSON and a Markdown table beside it.
 """
@@ -44,6 +46,41 @@ import hipfp8.torch as hf  # noqa: E402
 from hipfp8 import _lib as L  # noqa: E402
 
 E4 = torch.float8_e4m3fn
+
+_STUB_OPS = ["rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
+             "per_group_rowwise", "per_group_colwise_dual", "tensorwise", "tensorwise_scaled",
+             "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
+             "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "grouped_gemm_2d3d",
+             "grouped_gemm_2d2d"]
+_STUB_C = r"""
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+const char *hipfp8_status_string(uint32_t s) { (void)s; return "stub"; }
+const char *hipfp8_last_error_message(void) { return ""; }
+uint32_t hipfp8_abi_version(void) { return 0; }
+uint32_t hipfp8_version(void) { return 0; }
+uint32_t hipfp8_context_create(uint32_t b, int32_t d, void **out) { (void)b; (void)d; *out = (void *)16; return 0; }
+uint32_t hipfp8_context_destroy(void *c) { (void)c; return 0; }
+uint32_t hipfp8_context_backend(void *c, uint32_t *o) { (void)c; *o = 1; return 0; }
+uint32_t hipfp8_context_native_format(void *c, uint32_t *o) { (void)c; *o = 2; return 0; }
+uint32_t hipfp8_context_resolve_format(void *c, uint32_t f, uint32_t *o) { (void)c; *o = f == 1 ? 3 : 2; return 0; }
+uint32_t hipfp8_context_arch(void *c, char *b, size_t n, size_t *len) { (void)c; (void)n; strcpy(b, "stub"); *len = 4; return 0; }
+uint32_t hipfp8_grouped_gemm_workspace_size(void *c, uint32_t a, uint32_t b, uint32_t k, size_t g, size_t *o) { (void)c; (void)a; (void)b; (void)k; (void)g; *o = 0; return 0; }
+"""
+
+
+def build_stub(out_dir):
+    """A libhipfp8.so stand-in whose ops return success at once (for the host path alone)."""
+    import subprocess
+    src = os.path.join(out_dir, "stub.c")
+    so = os.path.join(out_dir, "libhipfp8-stub.so")
+    with open(src, "w") as f:
+        f.write(_STUB_C)
+        for name in _STUB_OPS:  # called with the real arguments; the stub reads none of them
+            f.write(f"uint32_t hipfp8_{name}(void) {{ return 0; }}\n")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    return so
 
 
 def sync(dev):
@@ -160,6 +197,7 @@ def op_rows(dev):
     isd = sd.reciprocal()
     ops = torch.ops.hipfp8
     noop = noop_op()
+    stub = L.lib().abi_version == 0
     rows = {
         ("floor", "torch: x.to(torch.float8_e4m3fn)"): lambda: x.to(E4),
         ("floor", "torch: 2 x torch.empty_strided (an op's outputs)"): lambda: (
@@ -197,9 +235,12 @@ def op_rows(dev):
         "grouped_gemm_2d2d": (lambda: hf.grouped_gemm_2d2d(d8.t(), d8, offs, isd, isd),
                               lambda: ops.grouped_gemm_2d2d(d8.t(), d8, offs, isd, isd)),
     }
-    # every entry point must agree with its torch.ops twin before it is timed
+    # every entry point must agree with its torch.ops twin before it is timed (not with the
+    # stub library, which writes nothing)
     for name, (f_py, f_op) in entry.items():
         a, b = f_py(), f_op()
+        if stub:
+            a = b = ()
         a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
         if name not in ("rowwise_2d_padded", "grouped_gemm_2d3d", "grouped_gemm_2d2d"):
             for u, v in zip(a, b):  # (the padded / GEMM outputs hold unwritten rows)
@@ -278,7 +319,14 @@ def main():
     ap.add_argument("--reps", type=int, default=9, help="batches per row")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--no-layers", action="store_true", help="ops only")
+    ap.add_argument("--stub", action="store_true",
+                    help="CPU: time the package's host path over a stub library (no C work)")
     a = ap.parse_args()
+    if a.stub:
+        import tempfile
+        if a.device != "cpu":
+            ap.error("--stub is for --device cpu")
+        os.environ["HIPFP8_LIB"] = build_stub(tempfile.mkdtemp(prefix="hipfp8-stub-"))
     dev = torch.device(a.device)
     if dev.type == "cuda":
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -297,11 +345,13 @@ def main():
             "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
             "python": platform.python_version(), "library": L.lib().path,
             "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
+            "stub_library": a.stub,
             "timing": f"per call: wall time median and min, and the calling thread's CPU time "
                       f"(min), over {a.reps} batches"}
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "rows": res}, f, indent=1)
-    lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend), torch "
+    lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend"
+             f"{', STUB library: no C work' if a.stub else ''}), torch "
              f"{meta['torch']}, Python {meta['python']}; {meta['timing']}.", "",
              "| group | call | wall us (median) | wall us (min) | thread CPU us (min) |",
              "|---|---|---|---|---|"]
