@@ -287,28 +287,41 @@ def layer_rows(dev, compile_too, graphs):
         torch.nn.init.normal_(p, std=0.05)
     mods["hipfp8 GroupedExperts (MoE layer: 3 FP8 grouped GEMMs fwd, 6 bwd)"] = (ex, None, True)
 
+    later = {}
     for name, (mod, params, is_ex) in mods.items():
-        mk = (lambda m: experts_stepper(m)) if is_ex else (lambda m: stepper(m, params))
+        def mk(m, params=params, is_ex=is_ex):
+            return experts_stepper(m) if is_ex else stepper(m, params)
         rows[("layer eager", f"{name} fwd+bwd")] = mk(mod)
-        if compile_too:
-            torch._dynamo.reset()
-            cm = torch.compile(mod, fullgraph=True, dynamic=False)
-            s = mk(cm)
-            s()  # compile outside the timing
-            rows[("layer compiled", f"{name} fwd+bwd, torch.compile fullgraph")] = s
         if graphs and dev.type == "cuda":
-            step = mk(mod)
-            st = torch.cuda.Stream()
-            st.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(st):
-                for _ in range(3):
+            def make_graph(mod=mod, mk=mk):
+                step = mk(mod)
+                st = torch.cuda.Stream()
+                st.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(st):
+                    for _ in range(3):
+                        step()
+                torch.cuda.current_stream().wait_stream(st)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, stream=st):
                     step()
-            torch.cuda.current_stream().wait_stream(st)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=st):
-                step()
-            rows[("layer CUDA graph", f"{name} fwd+bwd, CUDA graph replay")] = g.replay
+                return g.replay
+            rows[("layer CUDA graph", f"{name} fwd+bwd, CUDA graph replay")] = Lazy(make_graph)
+        if compile_too:
+            def make_compiled(mod=mod, mk=mk):
+                torch._dynamo.reset()
+                s = mk(torch.compile(mod, fullgraph=True, dynamic=False))
+                s()  # compile outside the timing
+                return s
+            later[("layer compiled", f"{name} fwd+bwd, torch.compile fullgraph")] = Lazy(make_compiled)
+    rows.update(later)  # the compiles last: the first rows to go when the budget runs out
     return rows
+
+
+class Lazy:
+    """A row whose callable is built (compiled, captured) only when its turn comes."""
+
+    def __init__(self, make):
+        self.make = make
 
 
 def main():
@@ -319,9 +332,12 @@ def main():
     ap.add_argument("--reps", type=int, default=9, help="batches per row")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--no-layers", action="store_true", help="ops only")
+    ap.add_argument("--budget-s", type=float, default=1e9,
+                    help="rows not started within this many seconds are listed as skipped")
     ap.add_argument("--stub", action="store_true",
                     help="CPU: time the package's host path over a stub library (no C work)")
     a = ap.parse_args()
+    t_start = time.time()
     if a.stub:
         import tempfile
         if a.device != "cpu":
@@ -333,10 +349,25 @@ def main():
     rows = op_rows(dev)
     if not a.no_layers:
         rows.update(layer_rows(dev, not a.no_compile, graphs=True))
-    res = []
+    res, skipped = [], []
     for (group, name), fn in rows.items():
+        if time.time() - t_start > a.budget_s:
+            skipped.append(f"{group}: {name} (time budget)")
+            continue
+        if isinstance(fn, Lazy):
+            try:
+                fn = fn.make()
+            except Exception as e:  # reported, not hidden
+                print(f"FAILED to build {group}: {name}: {type(e).__name__}: {e}", flush=True)
+                skipped.append(f"{group}: {name} (failed: {type(e).__name__}: {str(e)[:200]})")
+                continue
         n = a.n if not group.startswith("layer") else max(20, a.n // 10)
-        med, mn, cpu = per_call_us(fn, dev, n, a.reps)
+        try:
+            med, mn, cpu = per_call_us(fn, dev, n, a.reps)
+        except Exception as e:  # reported, not hidden
+            print(f"FAILED {group}: {name}: {type(e).__name__}: {e}", flush=True)
+            skipped.append(f"{group}: {name} (failed: {type(e).__name__}: {str(e)[:200]})")
+            continue
         res.append({"group": group, "name": name, "us_median": round(med, 2), "us_min": round(mn, 2),
                     "us_thread_min": round(cpu, 2), "calls": n * a.reps})
         print(f"{group:18} wall {med:9.2f} us (min {mn:8.2f}), thread CPU {cpu:8.2f} us  {name}",
@@ -345,7 +376,7 @@ def main():
             "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
             "python": platform.python_version(), "library": L.lib().path,
             "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
-            "stub_library": a.stub,
+            "stub_library": a.stub, "skipped": skipped,
             "timing": f"per call: wall time median and min, and the calling thread's CPU time "
                       f"(min), over {a.reps} batches"}
     with open(a.out, "w") as f:
@@ -357,9 +388,11 @@ def main():
              "|---|---|---|---|---|"]
     lines += [f"| {r['group']} | {r['name']} | {r['us_median']} | {r['us_min']} | "
               f"{r['us_thread_min']} |" for r in res]
+    if skipped:
+        lines += ["", "Not measured: " + "; ".join(skipped)]
     with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {a.out} ({len(res)} rows)")
+    print(f"wrote {a.out} ({len(res)} rows, {len(skipped)} skipped) in {time.time() - t_start:.0f} s")
     return 0
 
 
