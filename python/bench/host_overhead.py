@@ -332,6 +332,7 @@ def main():
     ap.add_argument("--reps", type=int, default=9, help="batches per row")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--no-layers", action="store_true", help="ops only")
+    ap.add_argument("--match", default="", help="only the rows whose name contains this")
     ap.add_argument("--budget-s", type=float, default=1e9,
                     help="rows not started within this many seconds are listed as skipped")
     ap.add_argument("--stub", action="store_true",
@@ -351,6 +352,8 @@ def main():
         rows.update(layer_rows(dev, not a.no_compile, graphs=True))
     res, skipped = [], []
     for (group, name), fn in rows.items():
+        if a.match not in name:
+            continue
         if time.time() - t_start > a.budget_s:
             skipped.append(f"{group}: {name} (time budget)")
             continue

@@ -43,19 +43,12 @@ def _mm_rowwise(a, b, sa, sb, fast):
     return _mm(a, b, sa, sb, torch.bfloat16, fast)
 
 
-def _inverses(*scales):
-    """1 / s of each scale tensor, in one launch (a foreach kernel; the same f32 division as
-    Tensor.reciprocal). New tensors, so each is 16-byte aligned as cuBLASLt wants its scale
-    pointers (a view at element 1 or 2 of one tensor would not be)."""
-    return torch._foreach_reciprocal(list(scales))
-
-
 class _Tensorwise(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, e4m3, e5m2):
         x8, xt8, sx, _ = ops._cast_transpose(x, e4m3, False, False)
         w8, wt8, sw, _ = ops._cast_transpose(w, e4m3, False, False)
-        isx, isw = _inverses(sx, sw)
+        isx, isw = ops._inverses(sx, sw)
         ctx.save_for_backward(xt8, isx, wt8, isw)
         ctx.e5m2 = e5m2
         ctx.dtypes = (x.dtype, w.dtype)
@@ -78,7 +71,7 @@ class _Rowwise(torch.autograd.Function):
         n = w.shape[0]
         x8, xt8, sx, sxt = ops._cast_transpose(x, e4m3, True, True)
         w8, wt8, sw, swt = ops._cast_transpose(w, e4m3, True, True)
-        isx, isw = _inverses(sx, sw)
+        isx, isw = ops._inverses(sx, sw)
         y = _mm_rowwise(x8, w8.t(), isx.view(m, 1), isw.view(1, n), True)
         ctx.save_for_backward(xt8, sxt, wt8, swt)
         ctx.e4m3 = e4m3
@@ -92,7 +85,7 @@ class _Rowwise(torch.autograd.Function):
         n = wt8.shape[1]
         g8, gt8, sg, sgt = ops._cast_transpose(gy.contiguous(), ctx.e4m3, True, True)
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        inv = iter(_inverses(*((sg, swt) if need_x else ()) + ((sgt, sxt) if need_w else ())))
+        inv = iter(ops._inverses(*((sg, swt) if need_x else ()) + ((sgt, sxt) if need_w else ())))
         gx = gw = None
         if need_x:
             gx = _mm_rowwise(g8, wt8.t(), next(inv).view(m, 1), next(inv).view(1, k),
@@ -111,7 +104,7 @@ class _Delayed(torch.autograd.Function):
         sx, sw, sg = scales[0:1], scales[1:2], scales[2:3]
         x8, xt8, ax = ops._cast_transpose_scaled(x, sx, e4m3)
         w8, wt8, aw = ops._cast_transpose_scaled(w, sw, e4m3)
-        isx, isw, isg = _inverses(sx, sw, sg)
+        isx, isw, isg = ops._inverses(sx, sw, sg)
         y = _mm(x8, w8.t(), isx, isw, x.dtype, True)
         ctx.save_for_backward(xt8, wt8, sg, isx, isw, isg, grad_amax)
         ctx.e5m2 = e5m2

@@ -82,6 +82,13 @@ def _desc(cls, *fields):
     return d
 
 
+def _inverses(*scales):
+    """1 / s of each scale tensor in one launch (a foreach kernel: the same f32 division as
+    Tensor.reciprocal): the GEMMs' dequant scales. New tensors, so each is 16-byte aligned as
+    cuBLASLt wants its scale pointers (views into one tensor would not be)."""
+    return torch._foreach_reciprocal(list(scales))
+
+
 # ---- validation (shared by the real and the fake kernels) ----------------------------------
 
 def _fail(op, msg, exc=ValueError):
