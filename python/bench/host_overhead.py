@@ -174,10 +174,12 @@ def raw_c_calls(dev, x, a8, b8, offs, isa, isb):
     for f, a, w in ((f_row, args_row, "rowwise_2d"), (f_ct, args_ct, "cast_transpose"),
                     (f_g, args_g, "grouped_gemm_2d3d")):
         check(f, a, w)
+    # the lambdas hold the output tensors: the prepared pointers must stay allocated
+    keep = (q, qt, s, st, st2, out, ws)
     return {
-        "C call: hipfp8_rowwise_2d (ctypes, prepared args)": lambda: f_row(*args_row),
-        "C call: hipfp8_cast_transpose (ctypes, prepared args)": lambda: f_ct(*args_ct),
-        "C call: hipfp8_grouped_gemm_2d3d (ctypes, prepared args)": lambda: f_g(*args_g),
+        "C call: hipfp8_rowwise_2d (ctypes, prepared args)": lambda k=keep: f_row(*args_row),
+        "C call: hipfp8_cast_transpose (ctypes, prepared args)": lambda k=keep: f_ct(*args_ct),
+        "C call: hipfp8_grouped_gemm_2d3d (ctypes, prepared args)": lambda k=keep: f_g(*args_g),
     }
 
 
@@ -205,8 +207,11 @@ def op_rows(dev):
             torch.empty_strided((m,), (1,), dtype=torch.float32, device=dev)),
         ("floor", "torch.ops: empty custom op, Python kernel"): lambda: noop(x),
     }
-    for name, f in raw_c_calls(dev, x, a8, b8, offs, isa, isb).items():
-        rows[("floor", name)] = f
+    try:
+        rows.update({("floor", name): f
+                     for name, f in raw_c_calls(dev, x, a8, b8, offs, isa, isb).items()})
+    except Exception as e:  # reported as a failed row, not hidden
+        rows[("floor", "C calls (ctypes, prepared args)")] = Failed(e)
     entry = {
         "rowwise_2d": (lambda: hf.rowwise_2d(x), lambda: ops.rowwise_2d(x, E4, True)),
         "colwise_3d": (lambda: hf.colwise_3d(bt), lambda: ops.colwise_3d(bt, E4, True)),
@@ -238,14 +243,18 @@ def op_rows(dev):
     # every entry point must agree with its torch.ops twin before it is timed (not with the
     # stub library, which writes nothing)
     for name, (f_py, f_op) in entry.items():
-        a, b = f_py(), f_op()
-        if stub:
-            a = b = ()
-        a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
-        if name not in ("rowwise_2d_padded", "grouped_gemm_2d3d", "grouped_gemm_2d2d"):
-            for u, v in zip(a, b):  # (the padded / GEMM outputs hold unwritten rows)
-                assert torch.equal(u.view(torch.uint8) if u.element_size() == 1 else u,
-                                   v.view(torch.uint8) if v.element_size() == 1 else v), name
+        try:
+            a, b = f_py(), f_op()
+            if stub:
+                a = b = ()
+            a, b = (a if isinstance(a, tuple) else (a,)), (b if isinstance(b, tuple) else (b,))
+            if name not in ("rowwise_2d_padded", "grouped_gemm_2d3d", "grouped_gemm_2d2d"):
+                for u, v in zip(a, b):  # (the padded / GEMM outputs hold unwritten rows)
+                    if not torch.equal(u.view(torch.uint8) if u.element_size() == 1 else u,
+                                       v.view(torch.uint8) if v.element_size() == 1 else v):
+                        raise AssertionError("the entry point and torch.ops disagree")
+        except Exception as e:  # reported as failed rows, not hidden
+            f_py = f_op = Failed(e)
         rows[("op", f"hipfp8.torch.{name}")] = f_py
         rows[("op via dispatcher", f"torch.ops.hipfp8.{name}")] = f_op
     return rows
@@ -317,11 +326,47 @@ def layer_rows(dev, compile_too, graphs):
     return rows
 
 
+class Failed:
+    """A row that could not be prepared: reported with its error, never timed."""
+
+    def __init__(self, err):
+        self.err = err
+
+
 class Lazy:
     """A row whose callable is built (compiled, captured) only when its turn comes."""
 
     def __init__(self, make):
         self.make = make
+
+
+def write(a, dev, res, skipped, t_start, final=False):
+    """The JSON and the Markdown table of the rows so far (rewritten after every row, so a
+    run cut short by a time limit still leaves what it measured)."""
+    meta = {"device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+            "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
+            "python": platform.python_version(), "library": L.lib().path,
+            "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
+            "stub_library": a.stub, "skipped": skipped,
+            "timing": f"per call: wall time median and min, and the calling thread's CPU time "
+                      f"(min), over {a.reps} batches"}
+    if not final:
+        meta["incomplete"] = True
+    with open(a.out, "w") as f:
+        json.dump({"meta": meta, "rows": res}, f, indent=1)
+    lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend"
+             f"{', STUB library: no C work' if a.stub else ''}), torch "
+             f"{meta['torch']}, Python {meta['python']}; {meta['timing']}.", "",
+             "| group | call | wall us (median) | wall us (min) | thread CPU us (min) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {r['group']} | {r['name']} | {r['us_median']} | {r['us_min']} | "
+              f"{r['us_thread_min']} |" for r in res]
+    if skipped:
+        lines += ["", "Not measured: " + "; ".join(skipped)]
+    with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    if final:
+        print(f"wrote {a.out} ({len(res)} rows, {len(skipped)} skipped) in {time.time() - t_start:.0f} s")
 
 
 def main():
@@ -357,6 +402,11 @@ def main():
         if time.time() - t_start > a.budget_s:
             skipped.append(f"{group}: {name} (time budget)")
             continue
+        if isinstance(fn, Failed):
+            e = fn.err
+            print(f"FAILED {group}: {name}: {type(e).__name__}: {e}", flush=True)
+            skipped.append(f"{group}: {name} (failed: {type(e).__name__}: {str(e)[:200]})")
+            continue
         if isinstance(fn, Lazy):
             try:
                 fn = fn.make()
@@ -375,27 +425,8 @@ def main():
                     "us_thread_min": round(cpu, 2), "calls": n * a.reps})
         print(f"{group:18} wall {med:9.2f} us (min {mn:8.2f}), thread CPU {cpu:8.2f} us  {name}",
               flush=True)
-    meta = {"device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
-            "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
-            "python": platform.python_version(), "library": L.lib().path,
-            "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
-            "stub_library": a.stub, "skipped": skipped,
-            "timing": f"per call: wall time median and min, and the calling thread's CPU time "
-                      f"(min), over {a.reps} batches"}
-    with open(a.out, "w") as f:
-        json.dump({"meta": meta, "rows": res}, f, indent=1)
-    lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend"
-             f"{', STUB library: no C work' if a.stub else ''}), torch "
-             f"{meta['torch']}, Python {meta['python']}; {meta['timing']}.", "",
-             "| group | call | wall us (median) | wall us (min) | thread CPU us (min) |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['group']} | {r['name']} | {r['us_median']} | {r['us_min']} | "
-              f"{r['us_thread_min']} |" for r in res]
-    if skipped:
-        lines += ["", "Not measured: " + "; ".join(skipped)]
-    with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {a.out} ({len(res)} rows, {len(skipped)} skipped) in {time.time() - t_start:.0f} s")
+        write(a, dev, res, skipped, t_start)
+    write(a, dev, res, skipped, t_start, final=True)
     return 0
 
 
