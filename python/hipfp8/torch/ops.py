@@ -78,6 +78,8 @@ def _desc(cls, *fields):
                 _descs.clear()
             d = _descs[key] = cls(ctypes.sizeof(cls), *fields)
     except TypeError:  # a SymInt: unhashable, and no C integer
+        if all(type(f) is int for f in fields):
+            raise
         return None
     return d
 
