@@ -13,8 +13,9 @@
 # it is there. PYTHONPATH is $SITE:python, so without a hipfp8 wheel the package is this
 # checkout's python/hipfp8 over the library $HIPFP8_LIB. The lead's command:
 #   HIPFP8_LIB=/tmp/hipfp8-bundle/lib/libhipfp8.so OUT=$OUT python/ci/gpu-run.sh .gpu/pyw
-# Limits (seconds): PYTEST_TIMEOUT (240), HOST_TIMEOUT (100, with HOST_BUDGET 70 inside),
-# DENSE_TIMEOUT (150, with DENSE_BUDGET 110 inside). PYTEST_K overrides the selection.
+# Limits (seconds): PYTEST_TIMEOUT (180), HOST_TIMEOUT (90, with HOST_BUDGET 60 inside),
+# DENSE_TIMEOUT (140, with DENSE_BUDGET 100 inside): at most ~7 min in all. PYTEST_K overrides
+# the selection.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -31,20 +32,20 @@ if [ -n "${1:-}" ]; then
 fi
 python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, "from", hipfp8.__file__, "library", hipfp8.library_path(), "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())' 2>&1 | tee -a "$OUT/summary.txt"
 
-timeout "${PYTEST_TIMEOUT:-240}" python3 -m pytest -q -s -rs -p no:cacheprovider python/tests \
+timeout "${PYTEST_TIMEOUT:-180}" python3 -m pytest -q -s -rs -p no:cacheprovider python/tests \
   -k "${PYTEST_K:-cuda or test_gpu}" --junitxml="$OUT/pytest.xml" >"$OUT/pytest.log" 2>&1
 rc=$?
 tail -40 "$OUT/pytest.log"
 log "pytest rc=$rc ($(grep -Eo '[0-9]+ (passed|failed|skipped|error)[a-z]*' "$OUT/pytest.log" | tail -4 | tr '\n' ' '))"
 
-timeout "${HOST_TIMEOUT:-100}" python3 python/bench/host_overhead.py --device cuda \
-  --out "$OUT/host.json" --budget-s "${HOST_BUDGET:-70}" ${HOST_ARGS:-} >"$OUT/host.log" 2>&1
+timeout "${HOST_TIMEOUT:-90}" python3 python/bench/host_overhead.py --device cuda \
+  --out "$OUT/host.json" --budget-s "${HOST_BUDGET:-60}" ${HOST_ARGS:-} >"$OUT/host.log" 2>&1
 rc=$?
 grep -v '^E[0-9]' "$OUT/host.log" | tail -40
 log "host_overhead rc=$rc"
 
-timeout "${DENSE_TIMEOUT:-150}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
-  --budget-s "${DENSE_BUDGET:-110}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
+timeout "${DENSE_TIMEOUT:-140}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
+  --budget-s "${DENSE_BUDGET:-100}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
 rc=$?
 tail -40 "$OUT/dense.log"
 log "dense rc=$rc"

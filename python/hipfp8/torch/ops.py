@@ -45,6 +45,7 @@ _lib = torch.library.Library("hipfp8", "DEF")
 # ---- per-call helpers (kept small: they are the host cost of every op) ---------------------
 
 _ctx_by_device = {}
+_handles = {}  # device -> the context's C handle (the per-call lookup)
 
 
 def _ctx(device):
@@ -97,9 +98,20 @@ def _fail(op, msg, exc=ValueError):
     raise exc(f"hipfp8.{op}: {msg}")
 
 
+_DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
+def _device1(op, x):
+    """_device for one tensor (the single-input casts: no varargs on the per-call path)."""
+    dev = x.device
+    if dev.type not in _DEVICE_TYPES:
+        _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
+    return dev
+
+
 def _device(op, *tensors):
     dev = tensors[0].device
-    if dev.type not in ("cpu", "cuda", "meta"):  # meta: the fake kernel (shapes only)
+    if dev.type not in _DEVICE_TYPES:  # meta: the fake kernel (shapes only)
         _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
     for t in tensors[1:]:
         if t.device != dev:
@@ -194,7 +206,10 @@ def _register(schema, plan, extra=None):
         specs, desc, ins = plan(*args)
         dev = ins[0].device
         outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
-        c = [_ctx(dev).handle, desc]
+        h = _handles.get(dev)
+        if h is None:
+            h = _handles[dev] = _ctx(dev).handle
+        c = [h, desc]
         for t in ins:
             c += (t.data_ptr(), t.numel())
         for t in outs:
@@ -248,7 +263,7 @@ def _rm(*shape):
 def _cast2d(name, outs):
     """Register hipfp8::<name>(x, dtype, pow2) whose outputs are outs(m, k, dtype)."""
     def plan(x, dtype, pow2):
-        _device(name, x)
+        _device1(name, x)
         hp = _hp(name, "x", x, 2)
         f = _fmt(name, dtype)
         m, k = x.shape
@@ -266,7 +281,7 @@ _blockwise_128x128 = _cast2d("blockwise_128x128", lambda m, k, dt: [
 # Casts of 3-D expert weights (E,K,N) column-major ------------------------------------------
 def _cast3d(name, outs):
     def plan(x, dtype, pow2):
-        _device(name, x)
+        _device1(name, x)
         hp = HP_DTYPE.get(x.dtype)
         if hp is None:
             _fail(name, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
@@ -328,7 +343,7 @@ _per_group_colwise_dual = _register(
 # tensorwise ---------------------------------------------------------------------------------
 def _tw_plan(x, dtype, pow2):
     op = "tensorwise"
-    _device(op, x)
+    _device1(op, x)
     hp = _hp(op, "x", x)
     f = _fmt(op, dtype)
     shape = tuple(x.shape)
@@ -377,7 +392,7 @@ _rowwise_2d_padded = _register(
 # cast_transpose -----------------------------------------------------------------------------
 def _ct_plan(x, dtype, pow2, rowwise):
     op = "cast_transpose"
-    _device(op, x)
+    _device1(op, x)
     hp = _hp(op, "x", x, 2)
     f = _fmt(op, dtype)
     m, k = x.shape
@@ -416,7 +431,7 @@ def _mx_plan(dim):
     op = f"mxfp8_dim{dim}"
 
     def plan(x, dtype, rceil):
-        _device(op, x)
+        _device1(op, x)
         hp = _hp(op, "x", x, 2)
         if dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
             _fail(op, f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2 (MX has no FNUZ "
