@@ -20,8 +20,9 @@ On CUDA the GPU never holds the host back (tiny kernels, the launch queue absorb
 the CPU backend the op rows include the kernel's work on 8x32 elements, which the C-call
 floor rows show. `--stub` (CPU) loads a stub libhipfp8.so instead (built here with `cc`: every
 op returns success at once, writing nothing): the op rows are then exactly the package's own
-host path -- Python, torch's allocations and dispatcher, ctypes -- with no library work. Each row: wall time (median and min) and the thread's CPU time (min) over
-`--reps` batches of `--n` calls, per call.
+host path -- Python, torch's allocations and dispatcher, ctypes -- with no library work.
+Each row: wall time (median and min) and the thread's CPU time (min) over `--reps` batches of
+`--n` calls, per call.
 Writes the rows as JSON and a Markdown table beside it.
 """
 
