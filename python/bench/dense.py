@@ -39,14 +39,16 @@ def timed(mod, x, dy, params):
 
 
 def profile(hf, k, n):
-    """Where the time of one fwd+bwd step goes, eager vs compiled: kernel time (sum over CUDA
-    kernels) against the step's wall time; the gap is host-bound launch spacing."""
+    """Where the time of one fwd+bwd step goes, eager vs compiled (delayed: eager): kernel time
+    (sum over CUDA kernels) and kernel count against the step's wall time (printed as
+    measured here, under the profiler); the gap is host-bound launch spacing."""
     from torch.profiler import ProfilerActivity, profile as prof
     torch.manual_seed(0)
     x = torch.randn(M, k, device="cuda", dtype=torch.bfloat16).requires_grad_()
     dy = torch.randn(M, n, device="cuda", dtype=torch.bfloat16) * 0.01
-    for recipe in ("tensorwise", "rowwise"):
-        for mode in ("eager", "compiled"):
+    for recipe, modes in (("tensorwise", ("eager", "compiled")), ("rowwise", ("eager", "compiled")),
+                          ("delayed", ("eager",))):
+        for mode in modes:
             lin = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
             mod = hf.Float8Linear.from_float(lin, recipe)
             if mode == "compiled":
@@ -57,14 +59,18 @@ def profile(hf, k, n):
                 step()
             torch.cuda.synchronize()
             with prof(activities=[ProfilerActivity.CUDA]) as p:
+                t0 = time.perf_counter()
                 for _ in range(5):
                     x.grad = None
                     lin.weight.grad = None
                     step()
                 torch.cuda.synchronize()
+                wall = (time.perf_counter() - t0) / 5 * 1e6
             ev = [e for e in p.key_averages()]
             total = sum(e.device_time_total for e in ev) / 5
-            print(f"profile {k}x{n} {recipe} {mode}: kernel time {total:.1f} us/step")
+            launches = sum(e.count for e in ev if e.device_time_total > 0) / 5
+            print(f"profile {k}x{n} {recipe} {mode}: kernel time {total:.1f} us/step, "
+                  f"{launches:.0f} kernels/step, wall {wall:.1f} us/step")
             top = sorted(ev, key=lambda e: -e.device_time_total)[:8]
             for e in top:
                 print(f"    {e.device_time_total / 5:9.1f} us  x{e.count // 5:<3} {e.key[:90]}")

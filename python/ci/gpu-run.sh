@@ -1,22 +1,51 @@
 #!/usr/bin/env bash
-# gpu-run.sh DIR -- the hipfp8 Python package's GPU session (the H200 machine: no Rust, no
-# network). DIR holds wheels/ (the hipfp8 CUDA wheel + torchao, torchtitan and their small
-# pure-Python deps), tests/ and bench/ (copies of python/tests, python/bench). Installs the
-# wheels with pip --no-deps into DIR/site, runs the GPU pytest selection, then the dense
-# benchmark. Everything goes to $OUT (log, junit xml, h200-dense.json/.md).
+# gpu-run.sh [WHEELS_DIR] -- the hipfp8 Python package's GPU session on the H200 (no Rust, no
+# network), run from the repository root. Three steps, each under its own time limit, every
+# result written to $OUT (default ./gpu-out):
+#   1. pytest, the GPU selection of python/tests (`cuda` device params and test_gpu.py; the
+#      CUDA-graph tests last): pytest.log, pytest.xml (junit);
+#   2. python/bench/host_overhead.py --device cuda: host us per op and per layer step (eager,
+#      CUDA-graph replay, torch.compile): host.json / host.md;
+#   3. python/bench/dense.py: the dense Llama3-8B linear table: h200-dense.json / .md
+#      (DENSE_ARGS, e.g. "--profile 4096x4096", adds a kernel-time profile to dense.log).
+# WHEELS_DIR (optional): wheels installed with pip --no-deps --no-index into $SITE (default
+# /tmp/site): torchao, torchtitan and their small pure-Python deps, and the hipfp8 wheel if
+# it is there. PYTHONPATH is $SITE:python, so without a hipfp8 wheel the package is this
+# checkout's python/hipfp8 over the library $HIPFP8_LIB. The lead's command:
+#   HIPFP8_LIB=/tmp/hipfp8-bundle/lib/libhipfp8.so OUT=$OUT python/ci/gpu-run.sh .gpu/pyw
+# Limits (seconds): PYTEST_TIMEOUT (180), HOST_TIMEOUT (90, with HOST_BUDGET 60 inside),
+# DENSE_TIMEOUT (140, with DENSE_BUDGET 100 inside): at most ~7 min in all. PYTEST_K overrides
+# the selection.
 set -uo pipefail
-D=$(cd "${1:?usage: gpu-run.sh DIR}" && pwd)
-OUT=${OUT:-$D/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=16
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}
+SITE=${SITE:-/tmp/site}
+mkdir -p "$OUT" "$SITE"
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-16}
+export PYTHONPATH="$SITE:$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 t0=$SECONDS
-python3 -m pip install -q --no-deps --no-index --target "$D/site" "$D"/wheels/*.whl 2>&1 | tail -3
-export PYTHONPATH="$D/site"
-echo "[gpu-run +$((SECONDS - t0))s] installed: $(ls "$D/site" | grep -c dist-info) wheels"
-python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, hipfp8.BACKEND, "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())'
-cd "$D"
-timeout "${PYTEST_TIMEOUT:-100}" python3 -m pytest -q -s -rs -p no:cacheprovider tests \
-  -k "${PYTEST_K:-cuda or test_gpu}" --junitxml="$OUT/pytest.xml" 2>&1 | tail -60
-echo "[gpu-run +$((SECONDS - t0))s] pytest rc=${PIPESTATUS[0]}"
-timeout "${BENCH_TIMEOUT:-130}" python3 bench/dense.py --out "$OUT/h200-dense.json" --budget-s "${BENCH_BUDGET:-90}" ${BENCH_ARGS:-}
-echo "[gpu-run +$((SECONDS - t0))s] bench rc=$?"
+log() { echo "[gpu-run +$((SECONDS - t0))s] $*" | tee -a "$OUT/summary.txt"; }
+if [ -n "${1:-}" ]; then
+  python3 -m pip install -q --no-deps --no-index --disable-pip-version-check --target "$SITE" \
+    "$1"/*.whl 2>&1 | tail -3
+  log "installed $(ls "$1"/*.whl | wc -l) wheels from $1 into $SITE"
+fi
+python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, "from", hipfp8.__file__, "library", hipfp8.library_path(), "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())' 2>&1 | tee -a "$OUT/summary.txt"
+
+timeout "${PYTEST_TIMEOUT:-180}" python3 -m pytest -q -s -rs -p no:cacheprovider python/tests \
+  -k "${PYTEST_K:-cuda or test_gpu}" --junitxml="$OUT/pytest.xml" >"$OUT/pytest.log" 2>&1
+rc=$?
+tail -40 "$OUT/pytest.log"
+log "pytest rc=$rc ($(grep -Eo '[0-9]+ (passed|failed|skipped|error)[a-z]*' "$OUT/pytest.log" | tail -4 | tr '\n' ' '))"
+
+timeout "${HOST_TIMEOUT:-90}" python3 python/bench/host_overhead.py --device cuda \
+  --out "$OUT/host.json" --budget-s "${HOST_BUDGET:-60}" ${HOST_ARGS:-} >"$OUT/host.log" 2>&1
+rc=$?
+grep -v '^E[0-9]' "$OUT/host.log" | tail -40
+log "host_overhead rc=$rc"
+
+timeout "${DENSE_TIMEOUT:-140}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
+  --budget-s "${DENSE_BUDGET:-100}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
+rc=$?
+tail -40 "$OUT/dense.log"
+log "dense rc=$rc"

@@ -6,15 +6,18 @@ with autograd and a torchtitan GroupedExperts drop-in, and a dense Float8Linear.
     out = hf.grouped_mm(A, B_t, offs)                        # torch._grouped_mm in FP8
     hf.swap_grouped_experts(model)                           # torchtitan MoE experts, in place
     hf.convert_to_float8_training(model, recipe="rowwise")   # nn.Linear -> Float8Linear
+    step = hf.make_graphed_callables(model, (x,))           # CUDA graphs (fwd and bwd)
 
 No libtorch dependency: the ops call libhipfp8's C ABI through ctypes, so one wheel works with
 every torch >= 2.6.
 """
 
+from .graphs import capture_stream, make_graphed_callables, warm_up
 from .grouped import GroupedExperts, grouped_mm, swap_grouped_experts
 from .linear import RECIPES, Float8Linear, convert_to_float8_training
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all
 
 __all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts", "Float8Linear",
-           "convert_to_float8_training", "RECIPES"] + list(_ops_all)
+           "convert_to_float8_training", "RECIPES", "make_graphed_callables", "warm_up",
+           "capture_stream"] + list(_ops_all)

@@ -23,7 +23,7 @@ class _GroupedMM(torch.autograd.Function):
     def forward(ctx, A, B_t, offs, out_dtype, fp8):
         a8, sa = ops._rowwise_2d(A, fp8, True)
         b8, sb = ops._colwise_3d(B_t, fp8, True)
-        out = ops._grouped_gemm_2d3d(a8, b8, offs, sa.reciprocal(), sb.reciprocal())
+        out = ops._grouped_gemm_2d3d(a8, b8, offs, *ops._inverses(sa, sb))
         ctx.save_for_backward(A, B_t, offs)
         ctx.fp8 = fp8
         return out if out_dtype == torch.bfloat16 else out.to(out_dtype)
@@ -36,18 +36,25 @@ class _GroupedMM(torch.autograd.Function):
         if dy.dtype not in (torch.bfloat16, torch.float32):
             dy = dy.to(torch.bfloat16)
         grad_A = grad_B = None
-        if ctx.needs_input_grad[0]:
+        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        scales = []  # the casts first, then every dequant scale in one launch
+        if need_a:
             g8, sg = ops._rowwise_2d(dy, fp8, True)
             bt8, sbt = ops._rowwise_3d_transpose_rhs(B_t, fp8, True)
-            grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, sg.reciprocal(), sbt.reciprocal())
-            grad_A = grad_A.to(A.dtype)
-        if ctx.needs_input_grad[1]:
+            scales += (sg, sbt)
+        if need_b:
             if dy.dtype == A.dtype:
                 dy8, sdy, a8, sa = ops._per_group_colwise_dual(dy, A, offs, fp8, True)
             else:
                 dy8, sdy = ops._per_group_colwise(dy, offs, fp8, True)
                 a8, sa = ops._per_group_colwise(A, offs, fp8, True)
-            gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs, sdy.reciprocal(), sa.reciprocal())
+            scales += (sdy, sa)
+        inv = ops._inverses(*scales) if scales else []
+        if need_a:
+            grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, inv[0], inv[1]).to(A.dtype)
+        if need_b:
+            i = 2 if need_a else 0
+            gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs, inv[i], inv[i + 1])
             grad_B = gb.transpose(-2, -1).to(B_t.dtype)
         return grad_A, grad_B, None, None, None
 

@@ -48,7 +48,7 @@ class _Tensorwise(torch.autograd.Function):
     def forward(ctx, x, w, e4m3, e5m2):
         x8, xt8, sx, _ = ops._cast_transpose(x, e4m3, False, False)
         w8, wt8, sw, _ = ops._cast_transpose(w, e4m3, False, False)
-        isx, isw = sx.reciprocal(), sw.reciprocal()
+        isx, isw = ops._inverses(sx, sw)
         ctx.save_for_backward(xt8, isx, wt8, isw)
         ctx.e5m2 = e5m2
         ctx.dtypes = (x.dtype, w.dtype)
@@ -71,7 +71,8 @@ class _Rowwise(torch.autograd.Function):
         n = w.shape[0]
         x8, xt8, sx, sxt = ops._cast_transpose(x, e4m3, True, True)
         w8, wt8, sw, swt = ops._cast_transpose(w, e4m3, True, True)
-        y = _mm_rowwise(x8, w8.t(), sx.reciprocal().view(m, 1), sw.reciprocal().view(1, n), True)
+        isx, isw = ops._inverses(sx, sw)
+        y = _mm_rowwise(x8, w8.t(), isx.view(m, 1), isw.view(1, n), True)
         ctx.save_for_backward(xt8, sxt, wt8, swt)
         ctx.e4m3 = e4m3
         ctx.dtypes = (x.dtype, w.dtype)
@@ -83,13 +84,15 @@ class _Rowwise(torch.autograd.Function):
         k, m = xt8.shape
         n = wt8.shape[1]
         g8, gt8, sg, sgt = ops._cast_transpose(gy.contiguous(), ctx.e4m3, True, True)
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        inv = iter(ops._inverses(*((sg, swt) if need_x else ()) + ((sgt, sxt) if need_w else ())))
         gx = gw = None
-        if ctx.needs_input_grad[0]:
-            gx = _mm_rowwise(g8, wt8.t(), sg.reciprocal().view(m, 1),
-                             swt.reciprocal().view(1, k), True).to(ctx.dtypes[0])
-        if ctx.needs_input_grad[1]:
-            gw = _mm_rowwise(gt8, xt8.t(), sgt.reciprocal().view(n, 1),
-                             sxt.reciprocal().view(1, k), True).to(ctx.dtypes[1])
+        if need_x:
+            gx = _mm_rowwise(g8, wt8.t(), next(inv).view(m, 1), next(inv).view(1, k),
+                             True).to(ctx.dtypes[0])
+        if need_w:
+            gw = _mm_rowwise(gt8, xt8.t(), next(inv).view(n, 1), next(inv).view(1, k),
+                             True).to(ctx.dtypes[1])
         return gx, gw, None
 
 
@@ -101,9 +104,7 @@ class _Delayed(torch.autograd.Function):
         sx, sw, sg = scales[0:1], scales[1:2], scales[2:3]
         x8, xt8, ax = ops._cast_transpose_scaled(x, sx, e4m3)
         w8, wt8, aw = ops._cast_transpose_scaled(w, sw, e4m3)
-        # Separate tensors, not views of one: cuBLASLt rejects (NOT_SUPPORTED) a scale pointer
-        # that is not 16-byte aligned, which a view at element 1 or 2 would be.
-        isx, isw, isg = sx.reciprocal(), sw.reciprocal(), sg.reciprocal()
+        isx, isw, isg = ops._inverses(sx, sw, sg)
         y = _mm(x8, w8.t(), isx, isw, x.dtype, True)
         ctx.save_for_backward(xt8, wt8, sg, isx, isw, isg, grad_amax)
         ctx.e5m2 = e5m2
@@ -182,13 +183,11 @@ class Float8Linear(nn.Linear):
         hist, scales = self.amax_history, self.scales
         with torch.no_grad():
             # The grad_output amax of the previous backward enters its history now.
-            hist[2].copy_(torch.roll(hist[2], 1))
-            hist[2, 0:1].copy_(self.grad_amax)
+            hist[2:3].copy_(torch.cat([self.grad_amax.view(1, 1), hist[2:3, :-1]], dim=1))
             scales[2:3].copy_(_scale_from_history(hist[2:3], scales[2:3], e5m2))
         y, amax = _Delayed.apply(x2, w, scales.clone(), self.grad_amax, e4m3, e5m2)
         with torch.no_grad():
-            hist[0:2].copy_(torch.roll(hist[0:2], 1, dims=1))
-            hist[0:2, 0].copy_(amax)
+            hist[0:2].copy_(torch.cat([amax.view(2, 1), hist[0:2, :-1]], dim=1))
             scales[0:2].copy_(_scale_from_history(hist[0:2], scales[0:2], e4m3))
         return y
 
@@ -200,9 +199,8 @@ def _scale_from_history(hist, old, dtype):
     """fp8_max / max(history) per row, in f32; rows whose history max is 0 or not finite
     keep their old scale (Transformer Engine's rule, margin 0)."""
     amax = hist.amax(dim=1)
-    ok = torch.isfinite(amax) & (amax > 0)
-    fmax = torch.finfo(dtype).max
-    return torch.where(ok, fmax / torch.where(ok, amax, torch.ones_like(amax)), old)
+    # fmax / amax is inf or NaN exactly where the row keeps its old scale
+    return torch.where(torch.isfinite(amax) & (amax > 0), torch.finfo(dtype).max / amax, old)
 
 
 def convert_to_float8_training(model, recipe="tensorwise", module_filter_fn=None):

@@ -45,6 +45,7 @@ _lib = torch.library.Library("hipfp8", "DEF")
 # ---- per-call helpers (kept small: they are the host cost of every op) ---------------------
 
 _ctx_by_device = {}
+_handles = {}  # device -> the context's C handle (the per-call lookup)
 
 
 def _ctx(device):
@@ -60,36 +61,35 @@ def _ctx(device):
     return c
 
 
-def _stream(device):
-    if device.type == "cpu":
-        return None
-    return torch._C._cuda_getCurrentRawStream(device.index)
+# torch's current stream on a CUDA device, as a raw handle (absent from CPU-only builds)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 _descs = {}
 
 
 def _desc(cls, *fields):
-    """A descriptor struct, cached by its contents (the C side only reads it)."""
+    """A descriptor struct, cached by its contents (the C side only reads it). None when the
+    sizes are symbolic (the fake kernel while torch.compile traces: it needs no descriptor)."""
     key = (cls, fields)
-    d = _descs.get(key)
-    if d is None:
-        if len(_descs) > 4096:
-            _descs.clear()
-        d = _descs[key] = cls(ctypes.sizeof(cls), *fields)
+    try:
+        d = _descs.get(key)
+        if d is None:
+            if len(_descs) > 4096:
+                _descs.clear()
+            d = _descs[key] = cls(ctypes.sizeof(cls), *fields)
+    except TypeError:  # a SymInt: unhashable, and no C integer
+        if all(type(f) is int for f in fields):
+            raise
+        return None
     return d
 
 
-def _call(op, device, desc, *tensors):
-    """Run C op `op` on (ptr, numel) of each tensor, torch's current stream."""
-    args = []
-    for t in tensors:
-        args.append(t.data_ptr())
-        args.append(t.numel())
-    f = L.lib().ops[op]
-    st = f(_ctx(device).handle, desc, *args, _stream(device))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{op}")
+def _inverses(*scales):
+    """1 / s of each scale tensor in one launch (a foreach kernel: the same f32 division as
+    Tensor.reciprocal): the GEMMs' dequant scales. New tensors, so each is 16-byte aligned as
+    cuBLASLt wants its scale pointers (views into one tensor would not be)."""
+    return torch._foreach_reciprocal(list(scales))
 
 
 # ---- validation (shared by the real and the fake kernels) ----------------------------------
@@ -98,9 +98,20 @@ def _fail(op, msg, exc=ValueError):
     raise exc(f"hipfp8.{op}: {msg}")
 
 
+_DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
+def _device1(op, x):
+    """_device for one tensor (the single-input casts: no varargs on the per-call path)."""
+    dev = x.device
+    if dev.type not in _DEVICE_TYPES:
+        _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
+    return dev
+
+
 def _device(op, *tensors):
     dev = tensors[0].device
-    if dev.type not in ("cpu", "cuda", "meta"):  # meta: the fake kernel (shapes only)
+    if dev.type not in _DEVICE_TYPES:  # meta: the fake kernel (shapes only)
         _fail(op, f"tensors on {dev} are not supported (CPU or CUDA/ROCm tensors)")
     for t in tensors[1:]:
         if t.device != dev:
@@ -173,45 +184,70 @@ def _cdiv(a, b):
 
 # ---- registration --------------------------------------------------------------------------
 
-def _register(schema, spec, run):
-    """Define hipfp8::<name>: `spec(*args)` validates and returns the output specs
-    [(shape, stride, dtype)], `run(outs, *args)` fills freshly allocated outputs."""
+_empty_strided = torch.empty_strided
+_dispatch_stack_len = torch._C._len_torch_dispatch_stack
+_is_compiling = torch.compiler.is_compiling
+
+
+def _register(schema, plan, extra=None):
+    """Define hipfp8::<name> over the C function hipfp8_<name>.
+
+    `plan(*args)` validates the arguments and returns (specs, desc, ins): the output specs
+    [(shape, stride, dtype)], the C descriptor and the input tensors; the C call takes
+    (ptr, numel) of each input, then of each output, then of each tensor `extra(desc, ins)`
+    returns (scratch the op does not return), then the stream. The fake kernel is `plan` plus
+    the allocation of the outputs, so both kernels give the same shapes, strides and dtypes."""
     name = schema.split("(", 1)[0]
     _lib.define(schema)
-
-    def alloc(args):
-        dev = args[0].device
-        return [torch.empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in spec(*args)]
+    cfn = None
 
     def kernel(*args):
-        outs = alloc(args)
-        run(outs, *args)
+        nonlocal cfn
+        specs, desc, ins = plan(*args)
+        dev = ins[0].device
+        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
+        h = _handles.get(dev)
+        if h is None:
+            h = _handles[dev] = _ctx(dev).handle
+        c = [h, desc]
+        for t in ins:
+            c += (t.data_ptr(), t.numel())
+        for t in outs:
+            c += (t.data_ptr(), t.numel())
+        if extra is not None:
+            for t in extra(desc, ins):
+                c += (t.data_ptr(), t.numel())
+        c.append(None if dev.type == "cpu" else _raw_stream(dev.index))
+        if cfn is None:
+            cfn = L.lib().ops[name]
+        st = cfn(*c)
+        if st:
+            raise L.lib().error(st, f"hipfp8.{name}")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def fake(*args):
-        outs = alloc(args)
+        specs, _, ins = plan(*args)
+        dev = ins[0].device
+        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     _lib.impl(name, kernel, "CPU")
     _lib.impl(name, kernel, "CUDA")
     torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
-    op = getattr(torch.ops.hipfp8, name)
+    op = getattr(torch.ops.hipfp8, name).default
 
     def call(*args):
-        # Eager calls on plain tensors skip the dispatcher's round trip into Python (about half
-        # the host cost of a call); anything else -- torch.compile tracing, fake tensors,
-        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>.
-        if (not torch.compiler.is_compiling() and type(args[0]) is torch.Tensor
-                and not _dispatch_stack_len()):
+        # Eager calls on plain tensors skip the dispatcher's round trip into Python (a third
+        # of the host cost of a call); anything else -- torch.compile tracing, fake tensors,
+        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>. (Dynamo
+        # evaluates the compiling test first; it cannot trace the others.)
+        if not _is_compiling() and type(args[0]) is torch.Tensor and not _dispatch_stack_len():
             return kernel(*args)
         return op(*args)
 
     call.__name__ = name
     call.op = op
     return call
-
-
-_dispatch_stack_len = torch._C._len_torch_dispatch_stack
 
 
 def _rm(*shape):
@@ -226,17 +262,13 @@ def _rm(*shape):
 # Casts of one 2-D input (x, dtype, pow2) with a cast_2d descriptor ---------------------------
 def _cast2d(name, outs):
     """Register hipfp8::<name>(x, dtype, pow2) whose outputs are outs(m, k, dtype)."""
-    def spec(x, dtype, pow2):
-        _device(name, x)
-        _hp(name, "x", x, 2)
-        _fmt(name, dtype)
-        return outs(*x.shape, dtype)
-
-    def run(o, x, dtype, pow2):
+    def plan(x, dtype, pow2):
+        _device1(name, x)
+        hp = _hp(name, "x", x, 2)
+        f = _fmt(name, dtype)
         m, k = x.shape
-        _call(name, x.device, _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
-              x, *o)
-    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", spec, run)
+        return outs(m, k, dtype), _desc(L.Cast2d, hp, f, int(pow2), m, k), (x,)
+    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", plan)
 
 
 _rowwise_2d = _cast2d("rowwise_2d", lambda m, k, dt: [((m, k), (k, 1), dt), ((m,), (1,), _F32)])
@@ -248,19 +280,16 @@ _blockwise_128x128 = _cast2d("blockwise_128x128", lambda m, k, dt: [
 
 # Casts of 3-D expert weights (E,K,N) column-major ------------------------------------------
 def _cast3d(name, outs):
-    def spec(x, dtype, pow2):
-        _device(name, x)
-        if x.dtype not in HP_DTYPE:
+    def plan(x, dtype, pow2):
+        _device1(name, x)
+        hp = HP_DTYPE.get(x.dtype)
+        if hp is None:
             _fail(name, f"x must be bfloat16 or float32, got {x.dtype}", TypeError)
         _col_major_3d(name, "x", x)
-        _fmt(name, dtype)
-        return outs(*x.shape, dtype)
-
-    def run(o, x, dtype, pow2):
+        f = _fmt(name, dtype)
         e, k, n = x.shape
-        _call(name, x.device,
-              _desc(L.Cast3d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), e, k, n), x, *o)
-    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", spec, run)
+        return outs(e, k, n, dtype), _desc(L.Cast3d, hp, f, int(pow2), e, k, n), (x,)
+    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", plan)
 
 
 _colwise_3d = _cast3d("colwise_3d", lambda e, k, n, dt: [
@@ -271,19 +300,16 @@ _rowwise_3d_transpose_rhs = _cast3d("rowwise_3d_transpose_rhs", lambda e, k, n, 
 
 # Per-group casts (x, offs, dtype, pow2) -------------------------------------------------------
 def _grouped(name, outs):
-    def spec(x, offs, dtype, pow2):
+    def plan(x, offs, dtype, pow2):
         dev = _device(name, x, offs)
-        _hp(name, "x", x, 2)
+        hp = _hp(name, "x", x, 2)
         _offs(name, offs, dev)
-        _fmt(name, dtype)
-        return outs(*x.shape, offs.shape[0], dtype)
-
-    def run(o, x, offs, dtype, pow2):
+        f = _fmt(name, dtype)
         m, k = x.shape
-        _call(name, x.device, _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k),
-              x, offs, *o)
+        return (outs(m, k, offs.shape[0], dtype), _desc(L.Cast2d, hp, f, int(pow2), m, k),
+                (x, offs))
     return _register(f"{name}(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-                     spec, run)
+                     plan)
 
 
 _per_group_colwise = _grouped("per_group_colwise", lambda m, k, g, dt: [
@@ -292,205 +318,171 @@ _per_group_rowwise = _grouped("per_group_rowwise", lambda m, k, g, dt: [
     ((m, k), (k, 1), dt), ((g, m), (m, 1), _F32)])
 
 
-def _dual_spec(x1, x2, offs, dtype, pow2):
+def _dual_plan(x1, x2, offs, dtype, pow2):
     op = "per_group_colwise_dual"
     dev = _device(op, x1, x2, offs)
-    _hp(op, "x1", x1, 2)
-    _hp(op, "x2", x2, 2)
+    hp1 = _hp(op, "x1", x1, 2)
+    hp2 = _hp(op, "x2", x2, 2)
     _offs(op, offs, dev)
-    _fmt(op, dtype)
+    f = _fmt(op, dtype)
     m, k1 = x1.shape
     if x2.shape[0] != m:
         _fail(op, f"x1 and x2 must have the same rows, got {tuple(x1.shape)} and {tuple(x2.shape)}")
     k2 = x2.shape[1]
     g = offs.shape[0]
-    return [((m, k1), (1, m), dtype), ((g, k1), (k1, 1), _F32),
-            ((m, k2), (1, m), dtype), ((g, k2), (k2, 1), _F32)]
-
-
-def _dual_run(outs, x1, x2, offs, dtype, pow2):
-    m, k1 = x1.shape
-    k2 = x2.shape[1]
-    _call("per_group_colwise_dual", x1.device,
-          _desc(L.CastDual, HP_DTYPE[x1.dtype], FP8_FORMAT[dtype], int(pow2), HP_DTYPE[x2.dtype],
-                m, k1, k2),
-          x1, x2, offs, *outs)
+    return ([((m, k1), (1, m), dtype), ((g, k1), (k1, 1), _F32),
+             ((m, k2), (1, m), dtype), ((g, k2), (k2, 1), _F32)],
+            _desc(L.CastDual, hp1, f, int(pow2), hp2, m, k1, k2), (x1, x2, offs))
 
 
 _per_group_colwise_dual = _register(
     "per_group_colwise_dual(Tensor x1, Tensor x2, Tensor offs, ScalarType dtype, bool pow2)"
-    " -> (Tensor, Tensor, Tensor, Tensor)", _dual_spec, _dual_run)
+    " -> (Tensor, Tensor, Tensor, Tensor)", _dual_plan)
 
 
 # tensorwise ---------------------------------------------------------------------------------
-def _tw_spec(x, dtype, pow2):
+def _tw_plan(x, dtype, pow2):
     op = "tensorwise"
-    _device(op, x)
-    _hp(op, "x", x)
-    _fmt(op, dtype)
-    return [(tuple(x.shape), _rm(*x.shape), dtype), ((), (), _F32), ((), (), _F32)]
-
-
-def _tw_run(outs, x, dtype, pow2):
-    _call("tensorwise", x.device,
-          _desc(L.Tensorwise, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), x.numel()), x, *outs)
+    _device1(op, x)
+    hp = _hp(op, "x", x)
+    f = _fmt(op, dtype)
+    shape = tuple(x.shape)
+    return ([(shape, _rm(*shape), dtype), ((), (), _F32), ((), (), _F32)],
+            _desc(L.Tensorwise, hp, f, int(pow2), x.numel()), (x,))
 
 
 _tensorwise = _register(
-    "tensorwise(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor, Tensor)",
-    _tw_spec, _tw_run)
+    "tensorwise(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor, Tensor)", _tw_plan)
 
 
-def _tws_spec(x, scale, dtype):
+def _tws_plan(x, scale, dtype):
     op = "tensorwise_scaled"
     dev = _device(op, x, scale)
-    _hp(op, "x", x)
+    hp = _hp(op, "x", x)
     _scale_arg(op, "scale", scale, dev)
-    _fmt(op, dtype)
-    return [(tuple(x.shape), _rm(*x.shape), dtype), ((), (), _F32)]
-
-
-def _tws_run(outs, x, scale, dtype):
-    out, amax = outs
-    _call("tensorwise_scaled", x.device,
-          _desc(L.Tensorwise, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], 0, x.numel()),
-          x, scale, out, amax)
+    f = _fmt(op, dtype)
+    shape = tuple(x.shape)
+    return ([(shape, _rm(*shape), dtype), ((), (), _F32)],
+            _desc(L.Tensorwise, hp, f, 0, x.numel()), (x, scale))
 
 
 _tensorwise_scaled = _register(
-    "tensorwise_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor)",
-    _tws_spec, _tws_run)
+    "tensorwise_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor)", _tws_plan)
 
 
 # padded rowwise -----------------------------------------------------------------------------
-def _pad_spec(x, offs, dtype, pow2):
+def _pad_plan(x, offs, dtype, pow2):
     op = "rowwise_2d_padded"
     dev = _device(op, x, offs)
-    _hp(op, "x", x, 2)
+    hp = _hp(op, "x", x, 2)
     _offs(op, offs, dev)
-    _fmt(op, dtype)
+    f = _fmt(op, dtype)
     m, k = x.shape
     g = offs.shape[0]
     m_cap = m + 15 * g
-    return [((m_cap, k), (k, 1), dtype), ((m_cap,), (1,), _F32), ((g,), (1,), torch.int32)]
-
-
-def _pad_run(outs, x, offs, dtype, pow2):
-    m, k = x.shape
-    m_cap = outs[0].shape[0]
-    out, scales, poffs = outs
-    _call("rowwise_2d_padded", x.device,
-          _desc(L.Padded, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), m, k, m_cap),
-          x, offs, out, scales, poffs)
+    return ([((m_cap, k), (k, 1), dtype), ((m_cap,), (1,), _F32), ((g,), (1,), torch.int32)],
+            _desc(L.Padded, hp, f, int(pow2), m, k, m_cap), (x, offs))
 
 
 _rowwise_2d_padded = _register(
     "rowwise_2d_padded(Tensor x, Tensor offs, ScalarType dtype, bool pow2)"
-    " -> (Tensor, Tensor, Tensor)", _pad_spec, _pad_run)
+    " -> (Tensor, Tensor, Tensor)", _pad_plan)
 
 
 # cast_transpose -----------------------------------------------------------------------------
-def _ct_spec(x, dtype, pow2, rowwise):
+def _ct_plan(x, dtype, pow2, rowwise):
     op = "cast_transpose"
-    _device(op, x)
-    _hp(op, "x", x, 2)
-    _fmt(op, dtype)
+    _device1(op, x)
+    hp = _hp(op, "x", x, 2)
+    f = _fmt(op, dtype)
     m, k = x.shape
     if rowwise:
         sc = [((m,), (1,), _F32), ((k,), (1,), _F32)]
     else:
         sc = [((), (), _F32), ((), (), _F32)]
-    return [((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype)] + sc
-
-
-def _ct_run(outs, x, dtype, pow2, rowwise):
-    m, k = x.shape
     scaling = L.SCALING_ROWWISE if rowwise else L.SCALING_TENSORWISE
-    _call("cast_transpose", x.device,
-          _desc(L.CastTranspose, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], int(pow2), scaling, m, k),
-          x, *outs)
+    return ([((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype)] + sc,
+            _desc(L.CastTranspose, hp, f, int(pow2), scaling, m, k), (x,))
 
 
 _cast_transpose = _register(
     "cast_transpose(Tensor x, ScalarType dtype, bool pow2, bool rowwise)"
-    " -> (Tensor, Tensor, Tensor, Tensor)", _ct_spec, _ct_run)
+    " -> (Tensor, Tensor, Tensor, Tensor)", _ct_plan)
 
 
-def _cts_spec(x, scale, dtype):
+def _cts_plan(x, scale, dtype):
     op = "cast_transpose_scaled"
     dev = _device(op, x, scale)
-    _hp(op, "x", x, 2)
+    hp = _hp(op, "x", x, 2)
     _scale_arg(op, "scale", scale, dev)
-    _fmt(op, dtype)
+    f = _fmt(op, dtype)
     m, k = x.shape
-    return [((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype), ((), (), _F32)]
-
-
-def _cts_run(outs, x, scale, dtype):
-    m, k = x.shape
-    out, out_t, amax = outs
-    _call("cast_transpose_scaled", x.device,
-          _desc(L.Cast2d, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], 0, m, k),
-          x, scale, out, out_t, amax)
+    return ([((m, k), (k, 1), dtype), ((k, m), (m, 1), dtype), ((), (), _F32)],
+            _desc(L.Cast2d, hp, f, 0, m, k), (x, scale))
 
 
 _cast_transpose_scaled = _register(
     "cast_transpose_scaled(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
-    _cts_spec, _cts_run)
+    _cts_plan)
 
 
 # MXFP8 --------------------------------------------------------------------------------------
-def _mx_spec(dim):
-    def spec(x, dtype, rceil):
-        op = f"mxfp8_dim{dim}"
-        _device(op, x)
-        _hp(op, "x", x, 2)
+def _mx_plan(dim):
+    op = f"mxfp8_dim{dim}"
+
+    def plan(x, dtype, rceil):
+        _device1(op, x)
+        hp = _hp(op, "x", x, 2)
         if dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
             _fail(op, f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2 (MX has no FNUZ "
                       f"elements), got {dtype}", TypeError)
         m, k = x.shape
         if dim == 0:
-            return [((m, k), (k, 1), dtype), ((m, _cdiv(k, 32)), (_cdiv(k, 32), 1), E8M0)]
-        return [((k, m), (m, 1), dtype), ((k, _cdiv(m, 32)), (_cdiv(m, 32), 1), E8M0)]
-    return spec
-
-
-def _mx_run(dim):
-    def run(outs, x, dtype, rceil):
-        m, k = x.shape
+            specs = [((m, k), (k, 1), dtype), ((m, _cdiv(k, 32)), (_cdiv(k, 32), 1), E8M0)]
+        else:
+            specs = [((k, m), (m, 1), dtype), ((k, _cdiv(m, 32)), (_cdiv(m, 32), 1), E8M0)]
         rounding = L.MX_ROUNDING_RCEIL if rceil else L.MX_ROUNDING_FLOOR
-        _call(f"mxfp8_dim{dim}", x.device,
-              _desc(L.Mxfp8, HP_DTYPE[x.dtype], FP8_FORMAT[dtype], rounding, m, k), x, *outs)
-    return run
+        return specs, _desc(L.Mxfp8, hp, FP8_FORMAT[dtype], rounding, m, k), (x,)
+    return plan
 
 
 _mxfp8_dim0 = _register("mxfp8_dim0(Tensor x, ScalarType dtype, bool rceil) -> (Tensor, Tensor)",
-                        _mx_spec(0), _mx_run(0))
+                        _mx_plan(0))
 _mxfp8_dim1 = _register("mxfp8_dim1(Tensor x, ScalarType dtype, bool rceil) -> (Tensor, Tensor)",
-                        _mx_spec(1), _mx_run(1))
+                        _mx_plan(1))
 
 
 # grouped GEMMs ------------------------------------------------------------------------------
-def _workspace(ctx, a_fmt, b_fmt, groups, device):
-    n = ctx.workspace_size(a_fmt, b_fmt, groups) if device.type == "cuda" else 0
-    # From torch's caching allocator (stream-ordered, graph-capture safe); 512-byte aligned.
-    return torch.empty(n, dtype=torch.uint8, device=device)
+_no_workspace = {}
+
+
+def _workspace(desc, ins):
+    """The GEMM's workspace: from torch's caching allocator (stream-ordered, graph-capture
+    safe; 512-byte aligned). None on the CPU: a cached empty tensor (NULL, 0)."""
+    device = ins[0].device
+    if device.type != "cuda":
+        ws = _no_workspace.get(device)
+        if ws is None:
+            ws = _no_workspace[device] = torch.empty(0, dtype=torch.uint8, device=device)
+        return (ws,)
+    n = _ctx(device).workspace_size(desc.a_format, desc.b_format, ins[2].shape[0])  # offs: G
+    return (torch.empty(n, dtype=torch.uint8, device=device),)
 
 
 def _gemm_args(op, a, b, offs, scale_a, scale_b, a_dims):
-    """The checks both GEMMs share; returns the device."""
+    """The checks both GEMMs share; returns (device, a's format, b's format)."""
     dev = _device(op, a, b, offs, scale_a, scale_b)
-    _fp8_in(op, "a", a)
-    _fp8_in(op, "b", b)
+    af = _fp8_in(op, "a", a)
+    bf = _fp8_in(op, "b", b)
     if a.dim() != 2 or not a.is_contiguous():
         _fail(op, f"a must be a contiguous {a_dims} tensor, got shape {tuple(a.shape)}")
     _offs(op, offs, dev)
-    return dev
+    return dev, af, bf
 
 
-def _g3_spec(a, b, offs, scale_a, scale_b):
+def _g3_plan(a, b, offs, scale_a, scale_b):
     op = "grouped_gemm_2d3d"
-    dev = _gemm_args(op, a, b, offs, scale_a, scale_b, "(M, K)")
+    dev, af, bf = _gemm_args(op, a, b, offs, scale_a, scale_b, "(M, K)")
     _col_major_3d(op, "b", b)
     m, k = a.shape
     e, kb, n = b.shape
@@ -498,37 +490,19 @@ def _g3_spec(a, b, offs, scale_a, scale_b):
         _fail(op, f"a is (M, {k}) but b is (E, {kb}, N): the K dims differ")
     _f32_in(op, "scale_a", scale_a, m, dev)
     _f32_in(op, "scale_b", scale_b, e * n, dev)
-    return [((m, n), (n, 1), torch.bfloat16)]
-
-
-def _gemm_run(name, desc, out, a, b, offs, scale_a, scale_b):
-    af, bf = FP8_FORMAT[a.dtype], FP8_FORMAT[b.dtype]
-    ctx = _ctx(a.device)
-    ws = _workspace(ctx, af, bf, offs.shape[0], a.device)
-    st = L.lib().ops[name](
-        ctx.handle, _desc(desc[0], af, bf, L.GEMM_BACKEND_AUTO, *desc[1:]),
-        a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
-        scale_a.data_ptr(), scale_a.numel(), scale_b.data_ptr(), scale_b.numel(),
-        out.data_ptr(), out.numel(), ws.data_ptr() if ws.numel() else None, ws.numel(),
-        _stream(a.device))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{name}")
-
-
-def _g3_run(outs, a, b, offs, scale_a, scale_b):
-    m, k = a.shape
-    e, _, n = b.shape
-    _gemm_run("grouped_gemm_2d3d", (L.Gemm2d3d, m, k, n, e), outs[0], a, b, offs, scale_a, scale_b)
+    return ([((m, n), (n, 1), torch.bfloat16)],
+            _desc(L.Gemm2d3d, af, bf, L.GEMM_BACKEND_AUTO, m, k, n, e),
+            (a, b, offs, scale_a, scale_b))
 
 
 _grouped_gemm_2d3d = _register(
     "grouped_gemm_2d3d(Tensor a, Tensor b, Tensor offs, Tensor scale_a, Tensor scale_b) -> Tensor",
-    _g3_spec, _g3_run)
+    _g3_plan, _workspace)
 
 
-def _g2_spec(a, b, offs, scale_a, scale_b):
+def _g2_plan(a, b, offs, scale_a, scale_b):
     op = "grouped_gemm_2d2d"
-    dev = _gemm_args(op, a, b, offs, scale_a, scale_b, "(N, Mt)")
+    dev, af, bf = _gemm_args(op, a, b, offs, scale_a, scale_b, "(N, Mt)")
     if b.dim() != 2 or not b.t().is_contiguous():
         _fail(op, "b must be a column-major (Mt, K) tensor (strides (1, Mt), e.g. the "
                   "per_group_colwise output)")
@@ -539,18 +513,14 @@ def _g2_spec(a, b, offs, scale_a, scale_b):
     g = offs.shape[0]
     _f32_in(op, "scale_a", scale_a, g * n, dev)
     _f32_in(op, "scale_b", scale_b, g * k, dev)
-    return [((g, n, k), (n * k, k, 1), torch.bfloat16)]
-
-
-def _g2_run(outs, a, b, offs, scale_a, scale_b):
-    n, mt = a.shape
-    k = b.shape[1]
-    _gemm_run("grouped_gemm_2d2d", (L.Gemm2d2d, n, mt, k), outs[0], a, b, offs, scale_a, scale_b)
+    return ([((g, n, k), (n * k, k, 1), torch.bfloat16)],
+            _desc(L.Gemm2d2d, af, bf, L.GEMM_BACKEND_AUTO, n, mt, k),
+            (a, b, offs, scale_a, scale_b))
 
 
 _grouped_gemm_2d2d = _register(
     "grouped_gemm_2d2d(Tensor a, Tensor b, Tensor offs, Tensor scale_a, Tensor scale_b) -> Tensor",
-    _g2_spec, _g2_run)
+    _g2_plan, _workspace)
 
 
 # ---- Python entry points (dtype defaults to the device's native format) --------------------
@@ -564,12 +534,13 @@ _native = {}
 def native_fp8_dtype(device, e5m2=False):
     """The torch float8 dtype hipfp8's AUTO format means on `device`: float8_e4m3fnuz /
     e5m2fnuz on gfx942 (MI300), float8_e4m3fn / e5m2 on gfx950, NVIDIA and the CPU."""
-    device = torch.device(device)
-    key = (device, e5m2)
-    d = _native.get(key)
+    d = _native.get((device, e5m2))  # a tensor's torch.device: the per-call path
     if d is None:
-        c = _ctx(device)
-        d = _native[key] = FORMAT_DTYPE[c.native_e5m2 if e5m2 else c.native_e4m3]
+        dev = torch.device(device)
+        d = _native.get((dev, e5m2))
+        if d is None:
+            c = _ctx(dev)
+            d = _native[(dev, e5m2)] = FORMAT_DTYPE[c.native_e5m2 if e5m2 else c.native_e4m3]
     return d
 
 
