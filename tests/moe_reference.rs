@@ -21,7 +21,11 @@ use moe_support::{SPLITS, Split, split_offsets};
 use proptest::prelude::*;
 
 /// Byte and bit equality of two output sets, naming the first difference.
-fn same_outputs(what: &str, a: &[(&[u8], &[f32])], b: &[(&[u8], &[f32])]) -> Result<(), TestCaseError> {
+fn same_outputs(
+    what: &str,
+    a: &[(&[u8], &[f32])],
+    b: &[(&[u8], &[f32])],
+) -> Result<(), TestCaseError> {
     for (i, ((ao, asc), (bo, bsc))) in a.iter().zip(b).enumerate() {
         if let Some(j) = (0..ao.len()).find(|&j| ao[j] != bo[j]) {
             return Err(TestCaseError::fail(format!(
@@ -51,7 +55,14 @@ fn scs(n: usize) -> Vec<f32> {
     vec![SENT_F32; n + 7]
 }
 
-fn weights_case<T: Hp>(fmt: Fp8Format, pow2: bool, e: usize, k: usize, n: usize, x: &[T]) -> Result<(), TestCaseError> {
+fn weights_case<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    e: usize,
+    k: usize,
+    n: usize,
+    x: &[T],
+) -> Result<(), TestCaseError> {
     let ekn = e * k * n;
     let (mut o, mut s, mut ot, mut st) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
     moe::weights_dual(fmt, pow2, e, k, n, x, &mut o, &mut s, &mut ot, &mut st);
@@ -125,7 +136,14 @@ proptest! {
 }
 
 /// `rowwise_2d` + `per_group_colwise` of `x` (m, k): the definition of the dual casts.
-fn composed<T: Hp>(fmt: Fp8Format, pow2: bool, m: usize, k: usize, x: &[T], offs: &[i32]) -> (Vec<u8>, Vec<f32>, Vec<u8>, Vec<f32>) {
+fn composed<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    offs: &[i32],
+) -> (Vec<u8>, Vec<f32>, Vec<u8>, Vec<f32>) {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
     rowwise_2d(fmt, pow2, m, k, x, &mut o, &mut s);
@@ -133,7 +151,14 @@ fn composed<T: Hp>(fmt: Fp8Format, pow2: bool, m: usize, k: usize, x: &[T], offs
     (o, s, oc, sc)
 }
 
-fn act_case<T: Hp>(fmt: Fp8Format, pow2: bool, m: usize, k: usize, x: &[T], offs: &[i32]) -> Result<(), TestCaseError> {
+fn act_case<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    k: usize,
+    x: &[T],
+    offs: &[i32],
+) -> Result<(), TestCaseError> {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
     moe::act_dual(fmt, pow2, m, k, x, offs, &mut o, &mut s, &mut oc, &mut sc).unwrap();
@@ -145,7 +170,14 @@ fn act_case<T: Hp>(fmt: Fp8Format, pow2: bool, m: usize, k: usize, x: &[T], offs
     )
 }
 
-fn swiglu_case<T: GluElem>(fmt: Fp8Format, pow2: bool, m: usize, i: usize, gu: &[T], offs: &[i32]) -> Result<(), TestCaseError> {
+fn swiglu_case<T: GluElem>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    i: usize,
+    gu: &[T],
+    offs: &[i32],
+) -> Result<(), TestCaseError> {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * i), scs(m), outs(m * i), scs(g * i));
     moe::swiglu_quant(fmt, pow2, m, i, gu, offs, &mut o, &mut s, &mut oc, &mut sc).unwrap();
@@ -164,10 +196,21 @@ fn swiglu_case<T: GluElem>(fmt: Fp8Format, pow2: bool, m: usize, i: usize, gu: &
     )
 }
 
-fn swiglu_bwd_case<T: GluElem>(fmt: Fp8Format, pow2: bool, m: usize, i: usize, dh: &[T], gu: &[T], offs: &[i32]) -> Result<(), TestCaseError> {
+fn swiglu_bwd_case<T: GluElem>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m: usize,
+    i: usize,
+    dh: &[T],
+    gu: &[T],
+    offs: &[i32],
+) -> Result<(), TestCaseError> {
     let (g, w) = (offs.len(), 2 * i);
     let (mut o, mut s, mut oc, mut sc) = (outs(m * w), scs(m), outs(m * w), scs(g * w));
-    moe::swiglu_bwd_quant(fmt, pow2, m, i, dh, gu, offs, &mut o, &mut s, &mut oc, &mut sc).unwrap();
+    moe::swiglu_bwd_quant(
+        fmt, pow2, m, i, dh, gu, offs, &mut o, &mut s, &mut oc, &mut sc,
+    )
+    .unwrap();
     let d: Vec<T> = (0..m * w)
         .map(|j| {
             let (r, c) = (j / w, j % w);
@@ -189,20 +232,37 @@ fn swiglu_bwd_case<T: GluElem>(fmt: Fp8Format, pow2: bool, m: usize, i: usize, d
 /// Distance in units of the last place between two values of one type given as ordered
 /// integer keys (sign-magnitude bits mapped to a monotone line).
 fn ulps_bits(a: u32, b: u32, sign: u32) -> u64 {
-    let key = |x: u32| -> i64 { if x & sign != 0 { -((x & !sign) as i64) } else { x as i64 } };
+    let key = |x: u32| -> i64 {
+        if x & sign != 0 {
+            -((x & !sign) as i64)
+        } else {
+            x as i64
+        }
+    };
     (key(a) - key(b)).unsigned_abs()
 }
 fn ulps_f32(a: f32, b: f32) -> u64 {
     if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() { 0 } else { u64::MAX };
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
     }
     ulps_bits(a.to_bits(), b.to_bits(), 0x8000_0000)
 }
 fn ulps_bf16(a: f32, b: f32) -> u64 {
     if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() { 0 } else { u64::MAX };
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
     }
-    let (x, y) = (bf16::from_f32(a).to_bits() as u32, bf16::from_f32(b).to_bits() as u32);
+    let (x, y) = (
+        bf16::from_f32(a).to_bits() as u32,
+        bf16::from_f32(b).to_bits() as u32,
+    );
     ulps_bits(x, y, 0x8000)
 }
 
@@ -211,7 +271,10 @@ fn ulps_bf16(a: f32, b: f32) -> u64 {
 #[test]
 fn exp_f32_is_correctly_rounded_nearly_everywhere() {
     let (mut worst, mut off, mut n) = (0u64, 0u64, 0u64);
-    let ranges = [(0u32, 89.0f32.to_bits()), (0x8000_0000u32, (-104.0f32).to_bits())];
+    let ranges = [
+        (0u32, 89.0f32.to_bits()),
+        (0x8000_0000u32, (-104.0f32).to_bits()),
+    ];
     for (lo, hi) in ranges {
         for b in (lo..=hi).step_by(389) {
             let x = f32::from_bits(b);
@@ -223,7 +286,10 @@ fn exp_f32_is_correctly_rounded_nearly_everywhere() {
         }
     }
     println!("exp_f32 vs f32(exp_f64) over {n} inputs: {off} differ, max {worst} ulp");
-    assert!(worst <= 1, "exp_f32 is {worst} ulp from the rounded f64 exp");
+    assert!(
+        worst <= 1,
+        "exp_f32 is {worst} ulp from the rounded f64 exp"
+    );
     assert!(off * 10_000 < n, "{off} of {n} not correctly rounded");
     assert_eq!(moe::exp_f32(0.0), 1.0);
     assert_eq!(moe::exp_f32(1.0), std::f32::consts::E);
@@ -250,7 +316,11 @@ fn bf16_pairs() -> impl Iterator<Item = (bf16, bf16)> {
 /// torch's bf16 `F.silu(g) * u` with an exp of `exp_ulps` f32 ulps off the defined one.
 fn torch_like_h(g: f32, u: f32, exp_ulps: i32) -> f32 {
     let e = moe::exp_f32(-g);
-    let e = if e.is_finite() && e > 0.0 { f32::from_bits((e.to_bits() as i32 + exp_ulps) as u32) } else { e };
+    let e = if e.is_finite() && e > 0.0 {
+        f32::from_bits((e.to_bits() as i32 + exp_ulps) as u32)
+    } else {
+        e
+    };
     let s = bf16::from_f32(g / (1.0 + e)).to_f32();
     bf16::from_f32(s * u).to_f32()
 }
@@ -276,7 +346,10 @@ fn swiglu_h_against_f64_and_torch_like_bf16() {
         }
         n += 1;
     }
-    println!("swiglu_h bf16 over {n} pairs: max {w64} ulp from f64; max {wt} ulp from torch-like ({off} of {} differ)", 5 * n);
+    println!(
+        "swiglu_h bf16 over {n} pairs: max {w64} ulp from f64; max {wt} ulp from torch-like ({off} of {} differ)",
+        5 * n
+    );
     assert!(w64 <= 2, "{w64} bf16 ulp from the f64 value");
     assert!(wt <= 1, "{wt} bf16 ulp from torch's composition");
     // f32 inputs: f32 arithmetic throughout.
@@ -295,20 +368,30 @@ fn swiglu_h_against_f64_and_torch_like_bf16() {
     assert!(w32 <= 4, "{w32} f32 ulp from the f64 value");
 }
 
-/// torch's bf16 autograd of `F.silu(g) * u` with an exp of `exp_ulps` ulps off the defined one:
-/// (d_gate, d_up).
-fn torch_like_bwd(dh: f32, g: f32, u: f32, exp_ulps: i32) -> (f32, f32) {
+/// torch's bf16 autograd of `F.silu(g) * u` with an exp of `exp_ulps` ulps off the defined one,
+/// the last factor `1 + g (1 - sig)` contracted to an FMA or not: (d_gate, d_up).
+fn torch_like_bwd(dh: f32, g: f32, u: f32, exp_ulps: i32, fused: bool) -> (f32, f32) {
     let r = |x: f32| bf16::from_f32(x).to_f32();
     let e = moe::exp_f32(-g);
-    let e = if e.is_finite() && e > 0.0 { f32::from_bits((e.to_bits() as i32 + exp_ulps) as u32) } else { e };
+    let e = if e.is_finite() && e > 0.0 {
+        f32::from_bits((e.to_bits() as i32 + exp_ulps) as u32)
+    } else {
+        e
+    };
     let s = r(g / (1.0 + e));
     let sig = 1.0 / (1.0 + e);
-    (r(r(dh * u) * sig * (1.0 + g * (1.0 - sig))), r(dh * s))
+    let last = if fused {
+        g.mul_add(1.0 - sig, 1.0)
+    } else {
+        1.0 + g * (1.0 - sig)
+    };
+    (r(r(dh * u) * sig * last), r(dh * s))
 }
 
 /// The backward SwiGLU in bf16: d_up within 2 bf16 ulps of the f64 value and 1 of torch's;
-/// d_gate within 1 bf16 ulp of torch's composition (any exp within 2 ulps) wherever its last
-/// factor `1 + g (1 - sig)` does not cancel, and within `|dh u| 2^-16` absolutely everywhere.
+/// d_gate within 1 bf16 ulp of torch's composition (any exp within 2 ulps, the last factor
+/// contracted or not) wherever that factor `1 + g (1 - sig)` does not cancel, and within
+/// `|dh u| 2^-16` absolutely everywhere.
 #[test]
 fn swiglu_bwd_against_f64_and_torch_like_bf16() {
     let dh = [bf16::from_f32(0.625), bf16::from_f32(-3.0e-2)];
@@ -323,8 +406,8 @@ fn swiglu_bwd_against_f64_and_torch_like_bf16() {
                 wu64 = wu64.max(ulps_bf16(du, du64 as f32));
             }
             let last = 1.0 + gd * (1.0 - sig);
-            for j in -2..=2 {
-                let (tg, tu) = torch_like_bwd(d.to_f32(), g.to_f32(), u.to_f32(), j);
+            for (j, fused) in (-2..=2).flat_map(|j| [(j, false), (j, true)]) {
+                let (tg, tu) = torch_like_bwd(d.to_f32(), g.to_f32(), u.to_f32(), j, fused);
                 wu = wu.max(ulps_bf16(du, tu));
                 if tg.is_finite() && dg.is_finite() {
                     if last.abs() > 1.0 / 64.0 {
@@ -336,9 +419,14 @@ fn swiglu_bwd_against_f64_and_torch_like_bf16() {
             }
         }
     }
-    println!("swiglu_bwd bf16: d_up max {wu64} ulp from f64, {wu} from torch-like; d_gate max {wg} ulp from torch-like (no cancellation), max |diff| / |dh u| = {wga:e}");
+    println!(
+        "swiglu_bwd bf16: d_up max {wu64} ulp from f64, {wu} from torch-like; d_gate max {wg} ulp from torch-like (no cancellation), max |diff| / |dh u| = {wga:e}"
+    );
     assert!(wu64 <= 2, "d_up {wu64} ulp from f64");
     assert!(wu <= 1, "d_up {wu} ulp from torch's");
     assert!(wg <= 1, "d_gate {wg} ulp from torch's");
-    assert!(wga <= 2f64.powi(-16), "d_gate {wga:e} of |dh u| from torch's");
+    assert!(
+        wga <= 2f64.powi(-16),
+        "d_gate {wga:e} of |dh u| from torch's"
+    );
 }

@@ -26,9 +26,9 @@ constexpr int kTile = 32;  // columns per column-kernel block, rows per transpos
 constexpr int kRowLanes = kBlock / kTile;
 
 template <class In>
-constexpr bool is_bf16() {
-  return sizeof(typename In::elem) == 2;
-}
+struct IsBf16 {
+  static constexpr bool value = sizeof(typename In::elem) == 2;
+};
 
 // x[r * K + c] as read.
 template <class In>
@@ -45,7 +45,7 @@ struct SwigluSrc {
   int64_t I;
   __device__ float operator()(int64_t r, int64_t c) const {
     const int64_t b = r * 2 * I + c;
-    return swiglu_h<is_bf16<In>()>(In::load1(gu, b), In::load1(gu, b + I));
+    return swiglu_h<IsBf16<In>::value>(In::load1(gu, b), In::load1(gu, b + I));
   }
 };
 
@@ -59,7 +59,7 @@ struct SwigluBwdSrc {
     const int64_t j = c < I ? c : c - I;
     const int64_t b = r * 2 * I + j;
     float dg, du;
-    swiglu_bwd<is_bf16<In>()>(In::load1(dh, r * I + j), In::load1(gu, b), In::load1(gu, b + I), dg, du);
+    swiglu_bwd<IsBf16<In>::value>(In::load1(dh, r * I + j), In::load1(gu, b), In::load1(gu, b + I), dg, du);
     return c < I ? dg : du;
   }
 };

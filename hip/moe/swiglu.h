@@ -1,7 +1,9 @@
 // swiglu.h -- the SwiGLU arithmetic of src/reference/moe.rs on the device, operation for
-// operation: every f32 operation is computed in f64 and rounded once to f32 (which gives the
-// IEEE f32 result and leaves the compiler nothing to contract into an FMA), and exp is the
-// reference's own (fused multiply-adds in f64), so every backend computes the same bits.
+// operation: every f32 operation is computed in f64 and rounded once to f32 (the IEEE f32
+// result), exp is the reference's own (fused multiply-adds in f64), and the one multiply-add of
+// the formulas is an explicit fmaf, so no product feeds a sum the compiler could contract into
+// an FMA of its own (compilers narrow f32(f64(a) + f64(b)) to an f32 add, so a product feeding
+// such an add would be contractible): every backend computes the same bits.
 #pragma once
 
 #include "../fp8_codec.h"
@@ -65,7 +67,7 @@ __device__ inline float swiglu_h(float g, float u) {
   return round_to<BF16>(mul32(s, u));
 }
 
-// swiglu_bwd: d_up = T(dh * s), d_gate = T((T(dh * u) * sig) * (1 + g * (1 - sig))).
+// swiglu_bwd: d_up = T(dh * s), d_gate = T((T(dh * u) * sig) * fma(g, 1 - sig, 1)).
 template <bool BF16>
 __device__ inline void swiglu_bwd(float dh, float g, float u, float& d_gate, float& d_up) {
   const float den = silu_den(g);
@@ -73,7 +75,7 @@ __device__ inline void swiglu_bwd(float dh, float g, float u, float& d_gate, flo
   d_up = round_to<BF16>(mul32(dh, s));
   const float gs = round_to<BF16>(mul32(dh, u));
   const float sig = div32(1.0f, den);
-  const float t = add32(1.0f, mul32(g, add32(1.0f, -sig)));
+  const float t = fmaf(g, add32(1.0f, -sig), 1.0f);
   d_gate = round_to<BF16>(mul32(mul32(gs, sig), t));
 }
 
