@@ -19,6 +19,7 @@
 #include "swiglu.h"
 
 namespace hipfp8 {
+// hipfp8-emu-begin moe_kernels (tests/moe_emu.rs runs the kernels on the host)
 namespace moe {
 
 constexpr int kBlock = 256;
@@ -135,6 +136,11 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, int64_t K, const int
     }
   }
 }
+
+}  // namespace moe
+// hipfp8-emu-end moe_kernels
+
+namespace moe {
 
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
