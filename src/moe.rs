@@ -4,10 +4,11 @@
 //! `reference/moe.rs`). Each method validates every argument first (nothing is written on
 //! error), then runs exactly one backend.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
@@ -194,6 +195,54 @@ impl Context {
         )
     }
 
+    /// The body the grouped dual casts share: `inputs` (name, view, elements; one dtype) are
+    /// cast into the (m, k) outputs `o` over END `offs` along m. Checks every view, then runs
+    /// `cpu` (host slices) or `gpu` (launcher pointers and the stream's zeroed workspace).
+    fn grouped_dual<'a>(
+        &self,
+        p: &CastParams,
+        op: &'static str,
+        m: usize,
+        k: usize,
+        inputs: &[(&'static str, HpSrc<'a>, usize)],
+        offs: Src<'a, i32>,
+        mut o: DualOut<'a>,
+        stream: StreamRef,
+        cpu: impl FnOnce(Fp8Format, DualHost<'a>, &'a [i32]) -> Result<()>,
+        gpu: impl FnOnce(Fp8Format, &DualDev, i32, *mut c_void) -> c_int,
+    ) -> Result<()> {
+        let g = offs.len();
+        require_nonzero("k", k)?;
+        for (what, x, len) in inputs {
+            self.check_hp(what, x, *len)?;
+        }
+        o.check(self, m, k, g)?;
+        self.check_offsets(&offs, m)?;
+        let fmt = self.resolve(p.format);
+        let dtype = inputs[0].1.raw_parts().1;
+        if let Some((_, x, _)) = inputs.iter().find(|(_, x, _)| x.raw_parts().1 != dtype) {
+            return Err(Error::NotSupported(format!(
+                "{op} takes one dtype for all its inputs (got {} and {})",
+                inputs[0].1.dtype_name(),
+                x.dtype_name()
+            )));
+        }
+        let d = o.dev();
+        let null = ("", std::ptr::null());
+        let mut ptrs = [null; 7];
+        for (slot, (what, x, _)) in ptrs.iter_mut().zip(inputs) {
+            *slot = (what, x.raw_parts().0);
+        }
+        ptrs[2] = ("offs", offs.as_ptr() as *const c_void);
+        ptrs[3..].copy_from_slice(&d.ptrs());
+        self.dispatch(
+            m == 0 && g == 0,
+            &ptrs,
+            || cpu(fmt, o.host(), offs.host_slice()),
+            || self.with_moe_workspace(g, stream, |ws| check_status(op, gpu(fmt, &d, dtype, ws))),
+        )
+    }
+
     /// Activations or gradients x (M,K) row-major with END offsets along M to both grouped
     /// GEMM operands from one call: `o.out` / `o.scales` exactly as [`Context::rowwise_2d`]
     /// writes them (every row, the 2D x 3D operand) and `o.out_col` / `o.scales_col` exactly
@@ -206,36 +255,27 @@ impl Context {
         k: usize,
         x: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut o: DualOut<'_>,
+        o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let g = offs.len();
         let mk = checked_mul("m*k", m, k)?;
-        require_nonzero("k", k)?;
-        self.check_hp("x", &x, mk)?;
-        o.check(self, m, k, g)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let d = o.dev();
-        let [p0, p1, p2, p3] = d.ptrs();
-        let ptrs = [
-            ("x", xp),
-            ("offs", offs.as_ptr() as *const c_void),
-            p0,
-            p1,
-            p2,
-            p3,
-        ];
-        self.dispatch(
-            m == 0 && g == 0,
-            &ptrs,
-            || {
-                let h = o.host();
-                let offs = offs.host_slice();
+        let g = offs.len();
+        let pw = p.pow2_scales;
+        let xp = x.raw_parts().0;
+        let op = "moe_act_dual";
+        self.grouped_dual(
+            p,
+            op,
+            m,
+            k,
+            &[("x", x, mk)],
+            offs,
+            o,
+            stream,
+            |fmt, h, offs| {
                 with_hp!(x, |x| reference::moe::act_dual(
                     fmt,
-                    p.pow2_scales,
+                    pw,
                     m,
                     k,
                     x,
@@ -246,32 +286,29 @@ impl Context {
                     h.scales_col
                 ))
             },
-            || {
-                self.with_moe_workspace(g, stream, |ws| {
-                    // SAFETY: views checked above (device memory of this GPU: m*k inputs and
-                    // bytes per output, m and g*k scales, g offsets the kernels clamp and never
-                    // read on the host); `ws` is the stream's zeroed workspace of the size the
-                    // launcher asked for; work is only queued on `stream`.
-                    let rc = unsafe {
-                        sys::hipfp8_moe_act_dual_launch(
-                            xp,
-                            offs.as_ptr(),
-                            d.out,
-                            d.scales,
-                            d.out_col,
-                            d.scales_col,
-                            m as i64,
-                            k as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("moe_act_dual", rc)
-                })
+            |fmt, d, dtype, ws| {
+                // SAFETY: grouped_dual checked the views: device memory of this GPU with m*k
+                // inputs and bytes per output, m and g*k scales, g offsets (clamped by the
+                // kernels, never read on the host); `ws` is the stream's zeroed workspace of
+                // the size the launcher asked for; work is only queued on `stream`.
+                unsafe {
+                    sys::hipfp8_moe_act_dual_launch(
+                        xp,
+                        offs.as_ptr(),
+                        d.out,
+                        d.scales,
+                        d.out_col,
+                        d.scales_col,
+                        m as i64,
+                        k as i64,
+                        g as i64,
+                        fmt as i32,
+                        pw as i32,
+                        dtype,
+                        ws,
+                        stream.0,
+                    )
+                }
             },
         )
     }
@@ -288,37 +325,27 @@ impl Context {
         i: usize,
         gu: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut o: DualOut<'_>,
+        o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let g = offs.len();
-        let i2 = checked_mul("2*i", 2, i)?;
-        let m2i = checked_mul("m*2i", m, i2)?;
+        let m2i = checked_mul("m*2i", m, checked_mul("2*i", 2, i)?)?;
         require_nonzero("i", i)?;
-        self.check_hp("gu", &gu, m2i)?;
-        o.check(self, m, i, g)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        let (gp, dtype) = gu.raw_parts();
-        let d = o.dev();
-        let [p0, p1, p2, p3] = d.ptrs();
-        let ptrs = [
-            ("gu", gp),
-            ("offs", offs.as_ptr() as *const c_void),
-            p0,
-            p1,
-            p2,
-            p3,
-        ];
-        self.dispatch(
-            m == 0 && g == 0,
-            &ptrs,
-            || {
-                let h = o.host();
-                let offs = offs.host_slice();
+        let g = offs.len();
+        let pw = p.pow2_scales;
+        let gp = gu.raw_parts().0;
+        self.grouped_dual(
+            p,
+            "moe_swiglu_quant",
+            m,
+            i,
+            &[("gu", gu, m2i)],
+            offs,
+            o,
+            stream,
+            |fmt, h, offs| {
                 with_hp!(gu, |gu| reference::moe::swiglu_quant(
                     fmt,
-                    p.pow2_scales,
+                    pw,
                     m,
                     i,
                     gu,
@@ -329,29 +356,26 @@ impl Context {
                     h.scales_col
                 ))
             },
-            || {
-                self.with_moe_workspace(g, stream, |ws| {
-                    // SAFETY: as for moe_act_dual, with m*2i inputs and (m, i) outputs.
-                    let rc = unsafe {
-                        sys::hipfp8_moe_swiglu_quant_launch(
-                            gp,
-                            offs.as_ptr(),
-                            d.out,
-                            d.scales,
-                            d.out_col,
-                            d.scales_col,
-                            m as i64,
-                            i as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("moe_swiglu_quant", rc)
-                })
+            |fmt, d, dtype, ws| {
+                // SAFETY: as for moe_act_dual, with m*2i inputs and (m, i) outputs.
+                unsafe {
+                    sys::hipfp8_moe_swiglu_quant_launch(
+                        gp,
+                        offs.as_ptr(),
+                        d.out,
+                        d.scales,
+                        d.out_col,
+                        d.scales_col,
+                        m as i64,
+                        i as i64,
+                        g as i64,
+                        fmt as i32,
+                        pw as i32,
+                        dtype,
+                        ws,
+                        stream.0,
+                    )
+                }
             },
         )
     }
@@ -368,46 +392,26 @@ impl Context {
         grad_h: HpSrc<'_>,
         gu: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut o: DualOut<'_>,
+        o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let g = offs.len();
         let i2 = checked_mul("2*i", 2, i)?;
-        let mi = checked_mul("m*i", m, i)?;
-        let m2i = checked_mul("m*2i", m, i2)?;
+        let (mi, m2i) = (checked_mul("m*i", m, i)?, checked_mul("m*2i", m, i2)?);
         require_nonzero("i", i)?;
-        self.check_hp("grad_h", &grad_h, mi)?;
-        self.check_hp("gu", &gu, m2i)?;
-        o.check(self, m, i2, g)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        let (dp, d1) = grad_h.raw_parts();
-        let (gp, d2) = gu.raw_parts();
-        if d1 != d2 {
-            return Err(Error::NotSupported(format!(
-                "moe_swiglu_bwd_quant takes one dtype for grad_h and gu (got {} and {})",
-                grad_h.dtype_name(),
-                gu.dtype_name()
-            )));
-        }
-        let d = o.dev();
-        let [p0, p1, p2, p3] = d.ptrs();
-        let ptrs = [
-            ("grad_h", dp),
-            ("gu", gp),
-            ("offs", offs.as_ptr() as *const c_void),
-            p0,
-            p1,
-            p2,
-            p3,
-        ];
-        self.dispatch(
-            m == 0 && g == 0,
-            &ptrs,
-            || {
-                let h = o.host();
-                let offs = offs.host_slice();
-                let pw = p.pow2_scales;
+        let g = offs.len();
+        let pw = p.pow2_scales;
+        let (dp, gp) = (grad_h.raw_parts().0, gu.raw_parts().0);
+        self.grouped_dual(
+            p,
+            "moe_swiglu_bwd_quant",
+            m,
+            i2,
+            &[("grad_h", grad_h, mi), ("gu", gu, m2i)],
+            offs,
+            o,
+            stream,
+            |fmt, h, offs| {
+                let (o, s, oc, sc) = (h.out, h.scales, h.out_col, h.scales_col);
                 match (grad_h, gu) {
                     (HpSrc::Bf16(a), HpSrc::Bf16(b)) => reference::moe::swiglu_bwd_quant(
                         fmt,
@@ -417,10 +421,10 @@ impl Context {
                         a.host_slice(),
                         b.host_slice(),
                         offs,
-                        h.out,
-                        h.scales,
-                        h.out_col,
-                        h.scales_col,
+                        o,
+                        s,
+                        oc,
+                        sc,
                     ),
                     (HpSrc::F32(a), HpSrc::F32(b)) => reference::moe::swiglu_bwd_quant(
                         fmt,
@@ -430,39 +434,35 @@ impl Context {
                         a.host_slice(),
                         b.host_slice(),
                         offs,
-                        h.out,
-                        h.scales,
-                        h.out_col,
-                        h.scales_col,
+                        o,
+                        s,
+                        oc,
+                        sc,
                     ),
-                    _ => unreachable!("dtypes checked equal above"),
+                    _ => Err(Error::NotSupported("mixed input dtypes".into())),
                 }
             },
-            || {
-                self.with_moe_workspace(g, stream, |ws| {
-                    // SAFETY: as for moe_act_dual, with m*i and m*2i inputs and (m, 2i)
-                    // outputs.
-                    let rc = unsafe {
-                        sys::hipfp8_moe_swiglu_bwd_quant_launch(
-                            dp,
-                            gp,
-                            offs.as_ptr(),
-                            d.out,
-                            d.scales,
-                            d.out_col,
-                            d.scales_col,
-                            m as i64,
-                            i as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            d1,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("moe_swiglu_bwd_quant", rc)
-                })
+            |fmt, d, dtype, ws| {
+                // SAFETY: as for moe_act_dual, with m*i and m*2i inputs and (m, 2i) outputs.
+                unsafe {
+                    sys::hipfp8_moe_swiglu_bwd_quant_launch(
+                        dp,
+                        gp,
+                        offs.as_ptr(),
+                        d.out,
+                        d.scales,
+                        d.out_col,
+                        d.scales_col,
+                        m as i64,
+                        i as i64,
+                        g as i64,
+                        fmt as i32,
+                        pw as i32,
+                        dtype,
+                        ws,
+                        stream.0,
+                    )
+                }
             },
         )
     }

@@ -213,6 +213,7 @@ fn moe_act_dual_gpu_eq_cpu() {
     .unwrap();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn swiglu_case(
     ctx: &Context,
     p: &CastParams,
