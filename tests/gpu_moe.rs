@@ -14,9 +14,9 @@ mod moe_support;
 
 use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner};
 use common::{Fill, SENT_F32, SENT_U8, Tensor, dim};
-use hipfp8::device::{DeviceBuffer, gpu_for_tests};
+use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
-use hipfp8::{CastParams, Context, StreamRef};
+use hipfp8::{CastParams, Context, StreamRef, bf16};
 use moe_support::{SPLITS, Split, split_offsets};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -337,5 +337,196 @@ fn moe_casts_large_gpu_eq_cpu() {
         }
         let offs = split_offsets(Split::Ragged, 11, 4096, 6000);
         act_case(&ctx, &p, 6000, 96, &offs, &fill(5), 0).unwrap();
+    }
+}
+
+/// The device buffers of the captured step: inputs, offsets, and (codes, scales) pairs.
+struct Step {
+    x: DeviceBuffer<bf16>,
+    gu: DeviceBuffer<bf16>,
+    dh: DeviceBuffer<bf16>,
+    w: DeviceBuffer<bf16>,
+    offs: DeviceBuffer<i32>,
+    codes: [DeviceBuffer<u8>; 8],
+    scales: [DeviceBuffer<f32>; 8],
+}
+
+const CAP: (usize, usize, usize, usize) = (300, 96, 48, 5); // m, k, i, groups
+const CAP_W: (usize, usize, usize) = (3, 64, 40); // e, k, n
+
+/// Host inputs of the captured step: x, gu, dh, w (bf16) and the offsets.
+type StepInputs = (Vec<bf16>, Vec<bf16>, Vec<bf16>, Vec<bf16>, Vec<i32>);
+
+/// The captured step's inputs for `seed`.
+fn step_inputs(seed: u64) -> StepInputs {
+    let ((m, k, i, g), (e, wk, wn)) = (CAP, CAP_W);
+    let t = |s: u64, n: usize, row: usize| {
+        let f = Fill {
+            seed: seed * 16 + s,
+            special_pct: 0,
+            zero_row_pct: 5,
+            mag_exp: 0,
+            bf16: true,
+        };
+        Tensor::new(&f, n, row).b.unwrap()
+    };
+    let split = if seed % 2 == 0 {
+        Split::Zipf
+    } else {
+        Split::Ragged
+    };
+    (
+        t(1, m * k, k),
+        t(2, m * 2 * i, 2 * i),
+        t(3, m * i, i),
+        t(4, e * wk * wn, wk),
+        split_offsets(split, seed, g, m),
+    )
+}
+
+/// A device bf16 buffer as an op input.
+fn hp(b: &DeviceBuffer<bf16>) -> hipfp8::HpSrc<'_> {
+    hipfp8::HpSrc::Bf16(b.src())
+}
+
+impl Step {
+    fn new(ctx: &Context) -> Step {
+        let ((m, k, i, g), (e, wk, wn)) = (CAP, CAP_W);
+        let (x, gu, dh, w, offs) = step_inputs(0);
+        let up = |v: &[bf16]| DeviceBuffer::from_host(ctx, v).unwrap();
+        let codes = [
+            m * k,
+            m * k,
+            m * i,
+            m * i,
+            m * 2 * i,
+            m * 2 * i,
+            e * wk * wn,
+            e * wk * wn,
+        ];
+        let scales = [m, g * k, m, g * i, m, g * 2 * i, e * wn, e * wk];
+        Step {
+            x: up(&x),
+            gu: up(&gu),
+            dh: up(&dh),
+            w: up(&w),
+            offs: DeviceBuffer::from_host(ctx, &offs).unwrap(),
+            codes: codes.map(|n| DeviceBuffer::alloc(ctx, n).unwrap()),
+            scales: scales.map(|n| DeviceBuffer::alloc(ctx, n).unwrap()),
+        }
+    }
+    fn upload(&mut self, seed: u64) {
+        let (x, gu, dh, w, offs) = step_inputs(seed);
+        self.x.copy_from_host(&x).unwrap();
+        self.gu.copy_from_host(&gu).unwrap();
+        self.dh.copy_from_host(&dh).unwrap();
+        self.w.copy_from_host(&w).unwrap();
+        self.offs.copy_from_host(&offs).unwrap();
+        for b in &mut self.codes {
+            b.fill_bytes(0xA5).unwrap();
+        }
+    }
+    /// The four ops, queued on `s`.
+    fn run(&mut self, ctx: &Context, p: &CastParams, s: StreamRef) {
+        let ((m, k, i, _), (e, wk, wn)) = (CAP, CAP_W);
+        let [c0, c1, c2, c3, c4, c5, c6, c7] = &mut self.codes;
+        let [s0, s1, s2, s3, s4, s5, s6, s7] = &mut self.scales;
+        let d = DualOut {
+            out: c0.dst(),
+            scales: s0.dst(),
+            out_col: c1.dst(),
+            scales_col: s1.dst(),
+        };
+        ctx.moe_act_dual(p, m, k, hp(&self.x), self.offs.src(), d, s)
+            .unwrap();
+        let d = DualOut {
+            out: c2.dst(),
+            scales: s2.dst(),
+            out_col: c3.dst(),
+            scales_col: s3.dst(),
+        };
+        ctx.moe_swiglu_quant(p, m, i, hp(&self.gu), self.offs.src(), d, s)
+            .unwrap();
+        let d = DualOut {
+            out: c4.dst(),
+            scales: s4.dst(),
+            out_col: c5.dst(),
+            scales_col: s5.dst(),
+        };
+        ctx.moe_swiglu_bwd_quant(p, m, i, hp(&self.dh), hp(&self.gu), self.offs.src(), d, s)
+            .unwrap();
+        ctx.moe_weights_dual(
+            p,
+            e,
+            wk,
+            wn,
+            hp(&self.w),
+            c6.dst(),
+            s6.dst(),
+            c7.dst(),
+            s7.dst(),
+            s,
+        )
+        .unwrap();
+    }
+    fn snapshot(&self) -> (Vec<Vec<u8>>, Vec<Vec<u32>>) {
+        let c = self.codes.iter().map(|b| b.to_vec().unwrap()).collect();
+        let s = self
+            .scales
+            .iter()
+            .map(|b| b.to_vec().unwrap().iter().map(|v| v.to_bits()).collect())
+            .collect();
+        (c, s)
+    }
+}
+
+/// Every MoE cast captured in one graph on a stream warmed up by one eager pass (the grouped
+/// ones take the stream's zeroed workspace, which must not grow while captured), replayed on
+/// new inputs and new device offsets, equals the same calls run eagerly, and the act_dual
+/// outputs equal the CPU reference.
+#[test]
+fn moe_casts_captured_and_replayed() {
+    let Some(ctx) = gpu_for_tests("moe_casts_captured_and_replayed") else {
+        return;
+    };
+    let p = CastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
+    let mut st = Step::new(&ctx);
+    let cap = Stream::new_non_blocking(&ctx).unwrap();
+    st.run(&ctx, &p, cap.handle());
+    cap.synchronize().unwrap();
+    cap.begin_capture().unwrap();
+    st.run(&ctx, &p, cap.handle());
+    let graph = cap.end_capture().unwrap();
+    let eager = Stream::new_non_blocking(&ctx).unwrap();
+    for seed in [1u64, 2] {
+        st.upload(seed);
+        graph.launch(&cap).unwrap();
+        cap.synchronize().unwrap();
+        let replayed = st.snapshot();
+        st.upload(seed);
+        st.run(&ctx, &p, eager.handle());
+        eager.synchronize().unwrap();
+        assert!(
+            replayed == st.snapshot(),
+            "seed {seed}: graph replay != eager calls"
+        );
+        let (m, k, g) = (CAP.0, CAP.1, CAP.3);
+        let (x, _, _, _, offs) = step_inputs(seed);
+        let c = Context::cpu();
+        let mut d = Dual::new(&c, m, k, g, 0);
+        c.moe_act_dual(
+            &p,
+            m,
+            k,
+            (&x).into(),
+            (&offs).into(),
+            d.cpu(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+        assert!(
+            replayed.0[0] == d.o.host[..m * k] && replayed.0[1] == d.oc.host[..m * k],
+            "seed {seed}: replay != CPU"
+        );
     }
 }
