@@ -1,6 +1,6 @@
-//! The fused MoE casts on [`Context`] (issue 14): each reads its input once per output family
-//! and writes what the MoE grouped GEMMs take, bit-identical to the composition of the
-//! single casts it replaces (docs/OPS.md, "Fused MoE casts"; definitions in
+//! The fused MoE casts on [`Context`] (issue 14): one call writes both layouts a MoE grouped
+//! GEMM pair takes (the SwiGLU ones computing their input on the fly), bit-identical to the
+//! composition of the single casts it replaces (docs/OPS.md, "Fused MoE casts"; definitions in
 //! `reference/moe.rs`). Each method validates every argument first (nothing is written on
 //! error), then runs exactly one backend.
 
