@@ -8,3 +8,4 @@
 #include "runtime.h"
 #include "quant/launchers.h"
 #include "grouped_gemm/launchers.h"
+#include "moe/launchers.h"

@@ -4,7 +4,7 @@
 //!
 //! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
 //! `sys`, `error`, `knobs`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
-//! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`,
+//! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`, `moe`,
 //! `grouped_gemm`) → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
@@ -15,6 +15,7 @@ pub mod ffi;
 pub mod format;
 pub mod grouped_gemm;
 pub mod knobs;
+pub mod moe;
 pub mod mx;
 pub mod params;
 pub mod quant;

@@ -24,6 +24,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("cast_transpose", 8),
     ("mx", 8),
     ("grouped_gemm", 8),
+    ("moe", 8),
     ("ffi", 9),
 ];
 

@@ -15,7 +15,7 @@ mod common;
 use common::gpu::{
     DevHp, Out, cast_transpose_vs_cpu, check_f32, check_u8, params, runner, tensorwise_vs_cpu,
 };
-use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, dim, given_scale_strategy, offsets};
+use common::{Fill, SENT_F32, SENT_U8, Tensor, dim, given_scale_strategy, offsets, skewed_offsets};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
 use hipfp8::{CastParams, Context, Fp8Format, StreamRef};
 use proptest::prelude::*;
@@ -25,33 +25,6 @@ use proptest::test_runner::TestCaseError;
 
 fn cpu() -> Context {
     Context::cpu()
-}
-
-/// Offsets with at least one big group (multi-block slabs) and empty groups.
-fn skewed_offsets(seed: u64, g: usize, extent: usize) -> Vec<i32> {
-    let mut r = Rng::new(seed);
-    // Zipf-like weights 1/(i+1)^1.2, shuffled, two forced empty groups.
-    let mut w: Vec<f64> = (0..g).map(|i| 1.0 / ((i + 1) as f64).powf(1.2)).collect();
-    for i in (1..g).rev() {
-        w.swap(i, r.below(i as u64 + 1) as usize);
-    }
-    if g >= 3 {
-        w[r.below(g as u64) as usize] = 0.0;
-        w[r.below(g as u64) as usize] = 0.0;
-    }
-    let tot: f64 = w.iter().sum::<f64>().max(1e-9);
-    let mut acc = 0.0;
-    let mut offs: Vec<i32> = w
-        .iter()
-        .map(|x| {
-            acc += x / tot;
-            ((acc * extent as f64).round() as usize).min(extent) as i32
-        })
-        .collect();
-    for i in 1..g {
-        offs[i] = offs[i].max(offs[i - 1]);
-    }
-    offs
 }
 
 // ------------------------------------------------------------------------------ codec

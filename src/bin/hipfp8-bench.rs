@@ -353,6 +353,114 @@ fn main() {
             );
         }
     }
+    // ---- the fused MoE casts (hip/moe): minimal bytes = inputs read once, both outputs
+    // written once; compare with the rows of the casts each one replaces
+    if b.enabled("moe_") {
+        let mut o1 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
+        let mut o2 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
+        fn dual<'a>(
+            o1: &'a mut DeviceBuffer<u8>,
+            o2: &'a mut DeviceBuffer<u8>,
+            sc: &'a mut DeviceBuffer<f32>,
+            sc2: &'a mut DeviceBuffer<f32>,
+        ) -> hipfp8::moe::DualOut<'a> {
+            hipfp8::moe::DualOut {
+                out: o1.dst(),
+                scales: sc.dst(),
+                out_col: o2.dst(),
+                scales_col: sc2.dst(),
+            }
+        }
+        if b.enabled("moe_weights_dual") {
+            for (k, n) in [(H, I), (I, H)] {
+                let us = b.time(|s| {
+                    b.ctx
+                        .moe_weights_dual(
+                            &p,
+                            E,
+                            k,
+                            n,
+                            xs(E * k * n),
+                            o1.dst(),
+                            sc.dst(),
+                            o2.dst(),
+                            sc2.dst(),
+                            s,
+                        )
+                        .unwrap()
+                });
+                let bytes = 4 * E * k * n + 4 * E * (k + n);
+                b.record(
+                    "moe_weights_dual",
+                    format!("({E},{k},{n})"),
+                    "",
+                    us,
+                    bytes as u64,
+                );
+            }
+        }
+        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
+            if b.enabled("moe_act_dual") {
+                for k in [H, I] {
+                    let us = b.time(|s| {
+                        let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
+                        b.ctx
+                            .moe_act_dual(&p, MTOK, k, xs(MTOK * k), offs.src(), d, s)
+                            .unwrap()
+                    });
+                    let bytes = 4 * MTOK * k + 4 * MTOK + 4 * E * k;
+                    b.record(
+                        "moe_act_dual",
+                        format!("({MTOK},{k})"),
+                        name,
+                        us,
+                        bytes as u64,
+                    );
+                }
+            }
+            if b.enabled("moe_swiglu_quant") {
+                let us = b.time(|s| {
+                    let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
+                    b.ctx
+                        .moe_swiglu_quant(&p, MTOK, I, xs(MTOK * 2 * I), offs.src(), d, s)
+                        .unwrap()
+                });
+                let bytes = 4 * MTOK * I + 2 * MTOK * I + 4 * MTOK + 4 * E * I;
+                b.record(
+                    "moe_swiglu_quant",
+                    format!("({MTOK},{})", 2 * I),
+                    name,
+                    us,
+                    bytes as u64,
+                );
+            }
+            if b.enabled("moe_swiglu_bwd_quant") {
+                let us = b.time(|s| {
+                    let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
+                    b.ctx
+                        .moe_swiglu_bwd_quant(
+                            &p,
+                            MTOK,
+                            I,
+                            xs2(MTOK * I),
+                            xs(MTOK * 2 * I),
+                            offs.src(),
+                            d,
+                            s,
+                        )
+                        .unwrap()
+                });
+                let bytes = 2 * MTOK * I + 4 * MTOK * I + 4 * MTOK * I + 4 * MTOK + 8 * E * I;
+                b.record(
+                    "moe_swiglu_bwd_quant",
+                    format!("({MTOK},{})", 2 * I),
+                    name,
+                    us,
+                    bytes as u64,
+                );
+            }
+        }
+    }
     if b.enabled("rowwise_2d_padded") {
         for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
             let (m, k) = (MTOK, H);

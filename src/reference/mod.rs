@@ -5,6 +5,7 @@
 pub mod cast_transpose;
 pub mod grouped_gemm;
 pub mod grouped_gemm_blockwise;
+pub mod moe;
 pub mod mx;
 pub mod quant;
 

@@ -274,4 +274,34 @@ foreign! {
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64, skip: *const i32,
         max_blocks: c_int, stream: hipStream_t) -> c_int;
+    /// Zeroed workspace bytes of the grouped MoE casts below for `groups` groups (the clamped
+    ///offsets); 0 for no groups. Every launch leaves it zero.
+    "hipfp8_moe_workspace_bytes" => pub fn hipfp8_moe_workspace_bytes(
+        groups: i64, bytes: *mut u64) -> c_int;
+    /// Expert weights x (E,K,N) column-major to both GEMM layouts: out[e*N*K + n*K + k] with
+    ///scales[e*N + n] (colwise_3d) and out_t[e*N*K + k*N + n] with scales_t[e*K + k]
+    ///(rowwise_3d_transpose_rhs). k > 0 and n > 0 when e > 0.
+    "hipfp8_moe_weights_dual_launch" => pub fn hipfp8_moe_weights_dual_launch(
+        x: *const c_void, out: *mut u8, scales: *mut f32, out_t: *mut u8, scales_t: *mut f32,
+        e: i64, k: i64, n: i64, format: c_int, pow2: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
+    /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
+    ///scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
+    ///workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
+    "hipfp8_moe_act_dual_launch" => pub fn hipfp8_moe_act_dual_launch(
+        x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
+        scales_col: *mut f32, m: i64, k: i64, groups: i64, format: c_int, pow2: c_int,
+        in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// SwiGLU forward fused with both casts: gu (M, 2I) row-major (gate = columns [0, I), up =
+    ///[I, 2I)), h = silu(gate) * up (M, I) in the input dtype's arithmetic, cast as
+    ///hipfp8_moe_act_dual_launch casts x. workspace: as there.
+    "hipfp8_moe_swiglu_quant_launch" => pub fn hipfp8_moe_swiglu_quant_launch(
+        gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
+        scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int, pow2: c_int,
+        in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// SwiGLU backward fused with both casts: from grad_h (M, I) and the forward's gu (M, 2I),
+    ///d = [d_gate | d_up] (M, 2I), cast as hipfp8_moe_act_dual_launch casts x (K = 2I).
+    "hipfp8_moe_swiglu_bwd_quant_launch" => pub fn hipfp8_moe_swiglu_bwd_quant_launch(
+        grad_h: *const c_void, gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32,
+        out_col: *mut u8, scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int,
+        pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
 }

@@ -1,0 +1,83 @@
+// swiglu.h -- the SwiGLU arithmetic of src/reference/moe.rs on the device, operation for
+// operation: every f32 operation is computed in f64 and rounded once to f32 (the IEEE f32
+// result), exp is the reference's own (fused multiply-adds in f64), and the one multiply-add of
+// the formulas is an explicit fmaf, so no product feeds a sum the compiler could contract into
+// an FMA of its own (compilers narrow f32(f64(a) + f64(b)) to an f32 add, so a product feeding
+// such an add would be contractible): every backend computes the same bits.
+#pragma once
+
+#include "../fp8_codec.h"
+
+namespace hipfp8 {
+namespace moe {
+
+__device__ inline float add32(float x, float y) { return (float)((double)x + (double)y); }
+__device__ inline float mul32(float x, float y) { return (float)((double)x * (double)y); }
+__device__ inline float div32(float x, float y) { return (float)((double)x / (double)y); }
+
+// exp_f32 of src/reference/moe.rs: f32(p(r) * 2^k), k = rint(x log2 e), r = x - k ln 2 (two
+// FMAs), p the degree-12 Taylor polynomial (Horner, FMAs), all in f64.
+__device__ inline float exp_f32(float x) {
+  if (x != x) return x;
+  if (x > 89.0f) return u2f(0x7F800000u);
+  if (x < -104.0f) return 0.0f;
+  const double xd = (double)x;
+  const double kf = rint(xd * 1.4426950408889634);
+  double r = fma(-kf, 0.6931471805599453, xd);
+  r = fma(-kf, 2.3190468138462996e-17, r);
+  double p = 2.08767569878681e-9;
+  p = fma(p, r, 2.505210838544172e-8);
+  p = fma(p, r, 2.755731922398589e-7);
+  p = fma(p, r, 2.7557319223985893e-6);
+  p = fma(p, r, 2.48015873015873e-5);
+  p = fma(p, r, 0.0001984126984126984);
+  p = fma(p, r, 0.001388888888888889);
+  p = fma(p, r, 0.008333333333333333);
+  p = fma(p, r, 0.041666666666666664);
+  p = fma(p, r, 0.16666666666666666);
+  p = fma(p, r, 0.5);
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  const double two_k = u642d((uint64_t)((int64_t)kf + 1023) << 52);
+  return (float)(p * two_k);
+}
+
+// Round to the input dtype (bf16: to nearest even, NaN quieted as the half crate does; f32:
+// nothing).
+template <bool BF16>
+__device__ inline float round_to(float x) {
+  if constexpr (BF16) {
+    const uint32_t b = f2u(x);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return u2f(((b >> 16) | 0x40u) << 16);
+    const uint32_t rb = 0x8000u;
+    uint32_t h = b >> 16;
+    if ((b & rb) != 0 && (b & (3 * rb - 1)) != 0) h += 1;
+    return u2f(h << 16);
+  } else {
+    return x;
+  }
+}
+
+__device__ inline float silu_den(float g) { return add32(1.0f, exp_f32(-g)); }
+
+// swiglu_h: s = T(silu(g)), h = T(s * u).
+template <bool BF16>
+__device__ inline float swiglu_h(float g, float u) {
+  const float s = round_to<BF16>(div32(g, silu_den(g)));
+  return round_to<BF16>(mul32(s, u));
+}
+
+// swiglu_bwd: d_up = T(dh * s), d_gate = T((T(dh * u) * sig) * fma(g, 1 - sig, 1)).
+template <bool BF16>
+__device__ inline void swiglu_bwd(float dh, float g, float u, float& d_gate, float& d_up) {
+  const float den = silu_den(g);
+  const float s = round_to<BF16>(div32(g, den));
+  d_up = round_to<BF16>(mul32(dh, s));
+  const float gs = round_to<BF16>(mul32(dh, u));
+  const float sig = div32(1.0f, den);
+  const float t = fmaf(g, add32(1.0f, -sig), 1.0f);
+  d_gate = round_to<BF16>(mul32(mul32(gs, sig), t));
+}
+
+}  // namespace moe
+}  // namespace hipfp8

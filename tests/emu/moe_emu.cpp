@@ -1,0 +1,153 @@
+// The fused MoE cast kernels (hip/moe/casts.hip, between the `hipfp8-emu-begin moe_kernels`
+// markers) on the host: tests/emu/quant_port_emu.h runs their blocks as std::threads with
+// emulated wavefront shuffles, over clamped offsets made by the group-tables kernel (itself
+// emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
+// inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
+// reference. Usage:
+//   moe_emu OP FMT POW2 BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR
+// OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
+// 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs).
+// DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
+// scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "quant/common.h"
+#include "moe/swiglu.h"
+#include "group_tables.inc"
+#include "moe_kernels.inc"
+
+using namespace hipfp8;
+using namespace hipfp8::moe;
+
+template <class T>
+std::vector<T> read_file(const std::string& p) {
+  std::vector<T> v;
+  FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) return v;
+  std::fseek(f, 0, SEEK_END);
+  const long n = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  v.resize((size_t)n / sizeof(T));
+  if (std::fread(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(3);
+  std::fclose(f);
+  return v;
+}
+
+template <class T>
+void write_file(const std::string& p, const std::vector<T>& v) {
+  FILE* f = std::fopen(p.c_str(), "wb");
+  if (!f || std::fwrite(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(4);
+  std::fclose(f);
+}
+
+struct Args {
+  int op, pow2;
+  int64_t d0, d1, d2, G;
+  unsigned grid_rows, grid_groups;
+  std::string dir;
+};
+
+template <uint32_t F, class S>
+void rows(const Args& a, const S& src, int64_t n, int64_t k, uint8_t* out, float* sc) {
+  if (n == 0) return;
+  emu_launch_waves(a.grid_rows, kBlock, [&] { row_kernel<F, S>(src, n, k, out, sc, a.pow2); });
+}
+
+template <uint32_t F, class S>
+void cols(const Args& a, const S& src, int64_t k, const int32_t* cl, int64_t group_rows, int64_t G, int64_t out_ld,
+          uint8_t* out, float* sc) {
+  if (G == 0) return;
+  const dim3 grid((unsigned)((k + kTile - 1) / kTile), a.grid_groups);
+  emu_launch(grid, kBlock, [&] { col_kernel<F, S>(src, k, cl, group_rows, G, out_ld, out, sc, a.pow2); });
+}
+
+template <class In, uint32_t F>
+int run(const Args& a) {
+  typedef typename In::elem E;
+  const std::vector<E> x = read_file<E>(a.dir + "/x.bin"), gu = read_file<E>(a.dir + "/gu.bin"),
+                       dh = read_file<E>(a.dir + "/dh.bin");
+  const std::vector<int32_t> offs = read_file<int32_t>(a.dir + "/offs.bin");
+  std::vector<int32_t> cl(offs.size() + 1);
+  if (a.op != 0 && a.G > 0)
+    emu_launch(dim3(1), kTablesBlock, [&] { group_tables_kernel(offs.data(), a.G, a.d0, cl.data(), nullptr); });
+  int64_t n_out, n_sc, n_out2, n_sc2;
+  if (a.op == 0) {
+    n_out = n_out2 = a.d0 * a.d1 * a.d2;
+    n_sc = a.d0 * a.d2;
+    n_sc2 = a.d0 * a.d1;
+  } else {
+    const int64_t w = a.op == 3 ? 2 * a.d1 : a.d1;
+    n_out = n_out2 = a.d0 * w;
+    n_sc = a.d0;
+    n_sc2 = a.G * w;
+  }
+  std::vector<uint8_t> out(n_out + 7, 0xA5), out2(n_out2 + 7, 0xA5);
+  std::vector<float> sc(n_sc + 7, -12345.5f), sc2(n_sc2 + 7, -12345.5f);
+  switch (a.op) {
+    case 0: {
+      const PlainSrc<In> s{x.data(), a.d1};
+      rows<F>(a, s, a.d0 * a.d2, a.d1, out.data(), sc.data());
+      cols<F>(a, s, a.d1, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      break;
+    }
+    case 1: {
+      const PlainSrc<In> s{x.data(), a.d1};
+      rows<F>(a, s, a.d0, a.d1, out.data(), sc.data());
+      cols<F>(a, s, a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      break;
+    }
+    case 2: {
+      const SwigluSrc<In> s{gu.data(), a.d1};
+      rows<F>(a, s, a.d0, a.d1, out.data(), sc.data());
+      cols<F>(a, s, a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      break;
+    }
+    case 3: {
+      const SwigluBwdSrc<In> s{dh.data(), gu.data(), a.d1};
+      rows<F>(a, s, a.d0, 2 * a.d1, out.data(), sc.data());
+      cols<F>(a, s, 2 * a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      break;
+    }
+    default:
+      return 2;
+  }
+  write_file(a.dir + "/out.bin", out);
+  write_file(a.dir + "/scales.bin", sc);
+  write_file(a.dir + "/out2.bin", out2);
+  write_file(a.dir + "/scales2.bin", sc2);
+  return 0;
+}
+
+template <class In>
+int run_fmt(const Args& a, int fmt) {
+  switch (fmt) {
+    case 0: return run<In, kE4M3Fn>(a);
+    case 1: return run<In, kE5M2>(a);
+    case 2: return run<In, kE4M3FnUz>(a);
+    case 3: return run<In, kE5M2FnUz>(a);
+  }
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 12) {
+    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR\n");
+    return 2;
+  }
+  Args a;
+  a.op = std::atoi(argv[1]);
+  const int fmt = std::atoi(argv[2]);
+  a.pow2 = std::atoi(argv[3]);
+  const bool bf16 = std::atoi(argv[4]) != 0;
+  a.d0 = std::atoll(argv[5]);
+  a.d1 = std::atoll(argv[6]);
+  a.d2 = std::atoll(argv[7]);
+  a.G = std::atoll(argv[8]);
+  a.grid_rows = (unsigned)std::atoi(argv[9]);
+  a.grid_groups = (unsigned)std::atoi(argv[10]);
+  a.dir = argv[11];
+  return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
+}
