@@ -668,7 +668,17 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         offs_p.push(lp as i32);
     }
     let reference = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
-    let by_ref = gemm_2d2d_bits(&ctx, &stream, &reference, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    let by_ref = gemm_2d2d_bits(
+        &ctx,
+        &stream,
+        &reference,
+        (n, mt, k),
+        &a,
+        &b,
+        &offs,
+        &sa,
+        &sb,
+    );
     for kind in CUTLASS_KINDS
         .iter()
         .filter(|c| c.pairs.contains(&(fmt, fmt)))
@@ -685,18 +695,33 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
         for (gi, owned) in cutlass_owns.iter().enumerate() {
             let r = gi * n * k..(gi + 1) * n * k;
-            let want = if *owned { &pd[r.clone()] } else { &by_ref[r.clone()] };
+            let want = if *owned {
+                &pd[r.clone()]
+            } else {
+                &by_ref[r.clone()]
+            };
             let diff = un[r].iter().zip(want).filter(|(x, y)| x != y).count();
             assert_eq!(
                 diff,
                 0,
                 "{}: group {gi} ({}): {diff} elements differ from {}",
                 kind.name,
-                if *owned { "aligned" } else { "unaligned or empty" },
-                if *owned { "the padded call" } else { "the reference kernel" }
+                if *owned {
+                    "aligned"
+                } else {
+                    "unaligned or empty"
+                },
+                if *owned {
+                    "the padded call"
+                } else {
+                    "the reference kernel"
+                }
             );
         }
-        println!("{}: aligned groups == padded, the others == reference, bit for bit", kind.name);
+        println!(
+            "{}: aligned groups == padded, the others == reference, bit for bit",
+            kind.name
+        );
     }
 }
 
