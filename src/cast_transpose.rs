@@ -2,14 +2,13 @@
 //! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, len_mk, len_one, never_noop};
-use crate::error::Result;
+use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, len_mk, len_one, never_noop, op_methods};
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::require_no_pow2;
-use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
+use crate::view::{Dst, HpSrc, Src, with_hp};
 use crate::workspace::Kind;
 
 pub use crate::params::Scaling;
@@ -111,32 +110,15 @@ pub static CAST_TRANSPOSE_SCALED: OpDecl<CastParams, (usize, usize)> = OpDecl {
     },
 };
 
-impl Context {
+impl Context {}
+
+op_methods! {
     /// Cast an (M,K) row-major matrix to FP8 in both layouts: `out` (M,K) row-major and
     /// `out_t` (K,M) row-major (`out_t[k*M + m]`), scaled per [`Scaling`]. Tensorwise writes
     /// one scale to each of `scales` and `scales_t`; rowwise writes M and K scales.
-    pub fn cast_transpose(
-        &self,
-        p: &CastParams,
-        scaling: Scaling,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        out_t: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        scales_t: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            x.into(),
-            out.into(),
-            out_t.into(),
-            scales.into(),
-            scales_t.into(),
-        ];
-        self.run(&CAST_TRANSPOSE, p, (m, k, scaling), views, stream)
-    }
+    fn cast_transpose(p: &CastParams, scaling: Scaling, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, out_t: Dst<'_, u8>, scales: Dst<'_, f32>, scales_t: Dst<'_,
+        f32>) = CAST_TRANSPOSE (m, k, scaling);
 
     /// [`Context::cast_transpose`] with a scale the caller already has (delayed scaling, as
     /// Transformer Engine's recipe): `out` and `out_t` both hold `encode(x * scale[0])`, and
@@ -144,25 +126,7 @@ impl Context {
     /// exact-amax op needs a second read: the scale of every element depends on all of x).
     /// The scale is read on the device (no host sync) and used as is; `p.pow2_scales` must be
     /// false.
-    pub fn cast_transpose_scaled(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        scale: Src<'_, f32>,
-        out: Dst<'_, u8>,
-        out_t: Dst<'_, u8>,
-        amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            x.into(),
-            scale.into(),
-            out.into(),
-            out_t.into(),
-            amax.into(),
-        ];
-        self.run(&CAST_TRANSPOSE_SCALED, p, (m, k), views, stream)
-    }
+    fn cast_transpose_scaled(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, scale: Src<'_, f32>, out: Dst<'_, u8>, out_t: Dst<'_, u8>, amax: Dst<'_,
+        f32>) = CAST_TRANSPOSE_SCALED (m, k);
 }

@@ -544,6 +544,31 @@ impl Context {
     }
 }
 
+/// The public [`Context`] method of each op, from one line per op: `fn name(p: &P, <dims>;
+/// <views, in declaration order>) = DECL shape;` makes `pub fn name(&self, p, <dims>, <views>,
+/// stream: StreamRef) -> Result<()>`, which runs `DECL` on `shape` (the doc comment goes with it).
+macro_rules! op_methods {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident(p: &$p:ty, $($dim:ident: $dt:ty),+; $($view:ident: $vt:ty),+ $(,)?)
+            = $decl:ident $shape:expr;
+    )+) => {
+        impl $crate::context::Context {$(
+            $(#[$doc])*
+            pub fn $name(
+                &self,
+                p: &$p,
+                $($dim: $dt,)+
+                $($view: $vt,)+
+                stream: $crate::view::StreamRef,
+            ) -> $crate::error::Result<()> {
+                self.run(&$decl, p, $shape, [$($view.into()),+], stream)
+            }
+        )+}
+    };
+}
+pub(crate) use op_methods;
+
 /// The length `m*k` of an (m, k) shape (the inputs and FP8 outputs of 2D casts).
 pub(crate) fn len_mk(&(m, k): &(usize, usize), _: usize) -> Result<usize> {
     checked_mul("m*k", m, k)

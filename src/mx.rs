@@ -2,7 +2,7 @@
 //! torchao `to_mx` semantics. The exact rule is written in [`crate::reference::mx`].
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams, empty_mk, len_mk};
+use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams, empty_mk, len_mk, op_methods};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::reference;
@@ -107,37 +107,17 @@ impl Context {
         }
         Ok(fmt)
     }
+}
 
+op_methods! {
     /// MXFP8 along dim 0's rows: blocks of 32 consecutive elements of a row of the (M,K)
     /// row-major `x`; `out` (M,K) row-major, E8M0 `scales` (M, ceil(K/32)) row-major.
-    pub fn mxfp8_dim0(
-        &self,
-        p: &MxParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, u8>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&MXFP8_DIM0, p, (m, k), views, stream)
-    }
+    fn mxfp8_dim0(p: &MxParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, u8>) = MXFP8_DIM0 (m, k);
 
     /// MXFP8 along dim 1: blocks of 32 consecutive rows of one column of the (M,K) row-major
     /// `x`; `out` (K,M) row-major (= column-major (M,K)), E8M0 `scales` (K, ceil(M/32))
     /// row-major.
-    pub fn mxfp8_dim1(
-        &self,
-        p: &MxParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, u8>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&MXFP8_DIM1, p, (m, k), views, stream)
-    }
+    fn mxfp8_dim1(p: &MxParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, u8>) = MXFP8_DIM1 (m, k);
 }

@@ -6,9 +6,11 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Elem, GpuRun, OpDecl, dtype_name, empty_mk, len_m, len_mk, len_one, never_noop,
+    BufDecl, Dev, Elem, GpuRun, OpDecl, dtype_name, empty_mk, len_m, len_mk, len_one, never_noop,
+    op_methods,
 };
 use crate::error::{Error, Result};
+use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
@@ -40,6 +42,49 @@ const fn cast_bufs<S>(
     ]
 }
 
+/// The launchers that take (x, out, scales, rows, k, format, pow2, dtype, stream).
+#[derive(Clone, Copy)]
+enum RowKernel {
+    Rowwise,
+    Block1x128,
+    Block128x128,
+}
+
+/// Queue `kernel` over `rows` rows of `k` elements (`name` for the error).
+fn launch_rows(
+    kernel: RowKernel,
+    name: &str,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (rows, k): (usize, usize),
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, o, s) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"));
+    let (m, k, f, pw, dt) = (
+        rows as i64,
+        k as i64,
+        fmt as i32,
+        p.pow2_scales as i32,
+        d.dtype("x"),
+    );
+    // SAFETY: validated by Context::run: device memory of this context's GPU holding rows*k
+    // inputs, rows*k output bytes and the scales the op's declaration sized; the launchers only
+    // queue work on `stream` (docs/KERNEL_ABI.md).
+    let st = unsafe {
+        match kernel {
+            RowKernel::Rowwise => sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0),
+            RowKernel::Block1x128 => {
+                sys::hipfp8_blockwise_1x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
+            RowKernel::Block128x128 => {
+                sys::hipfp8_blockwise_128x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
+        }
+    };
+    check_status(name, st)
+}
+
 #[doc(hidden)]
 pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
     c_name: "hipfp8_rowwise_2d",
@@ -54,24 +99,8 @@ pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
         });
         Ok(())
     },
-    gpu: |_, p, fmt, &(m, k), d, stream| {
-        // SAFETY: validated by Context::run: device memory of this context's GPU holding m*k
-        // inputs, m*k output bytes and m scales; the launcher only queues work on `stream`
-        // (docs/KERNEL_ABI.md).
-        let st = unsafe {
-            sys::hipfp8_rowwise_2d_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scales"),
-                m as i64,
-                k as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("rowwise_2d", st)
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(RowKernel::Rowwise, "rowwise_2d", p, fmt, s, d, stream)
     },
 };
 
@@ -89,24 +118,17 @@ pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
         });
         Ok(())
     },
+    // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
     gpu: |_, p, fmt, &(e, k, n), d, stream| {
-        // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
-        // SAFETY: validated by Context::run: device memory of this GPU with e*n*k inputs,
-        // e*n*k output bytes and e*n scales; the launcher only queues work on `stream`.
-        let st = unsafe {
-            sys::hipfp8_rowwise_2d_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scales"),
-                (e * n) as i64,
-                k as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("colwise_3d", st)
+        launch_rows(
+            RowKernel::Rowwise,
+            "colwise_3d",
+            p,
+            fmt,
+            (e * n, k),
+            d,
+            stream,
+        )
     },
 };
 
@@ -440,23 +462,16 @@ pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
         });
         Ok(())
     },
-    gpu: |_, p, fmt, &(m, k), d, stream| {
-        // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and
-        // output bytes and m*ceil(k/128) scales; the launcher only queues work on `stream`.
-        let st = unsafe {
-            sys::hipfp8_blockwise_1x128_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scales"),
-                m as i64,
-                k as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("blockwise_1x128", st)
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(
+            RowKernel::Block1x128,
+            "blockwise_1x128",
+            p,
+            fmt,
+            s,
+            d,
+            stream,
+        )
     },
 };
 
@@ -477,24 +492,16 @@ pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
         });
         Ok(())
     },
-    gpu: |_, p, fmt, &(m, k), d, stream| {
-        // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and
-        // output bytes and ceil(m/128)*ceil(k/128) scales; the launcher only queues work on
-        // `stream`.
-        let st = unsafe {
-            sys::hipfp8_blockwise_128x128_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scales"),
-                m as i64,
-                k as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("blockwise_128x128", st)
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(
+            RowKernel::Block128x128,
+            "blockwise_128x128",
+            p,
+            fmt,
+            s,
+            d,
+            stream,
+        )
     },
 };
 
@@ -577,139 +584,50 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
     },
 };
 
-impl Context {
+impl Context {}
+
+op_methods! {
     /// Rowwise (axiswise, last dim) scale-and-cast of an (m, k) row-major matrix:
     /// `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i] = scale(amax(row i))`.
     /// Used for the forward A operand and the dgrad grad_out. Writes m*k bytes and m scales.
-    pub fn rowwise_2d(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&ROWWISE_2D, p, (m, k), views, stream)
-    }
+    fn rowwise_2d(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = ROWWISE_2D (m, k);
 
     /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
     /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
     /// Forward B operand of the MoE grouped GEMM.
-    pub fn colwise_3d(
-        &self,
-        p: &CastParams,
-        e: usize,
-        k: usize,
-        n: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&COLWISE_3D, p, (e, k, n), views, stream)
-    }
+    fn colwise_3d(p: &CastParams, e: usize, k: usize, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = COLWISE_3D (e, k, n);
 
     /// Transpose-rowwise cast of 3D expert weights (E,K,N) column-major: output (E,N,K)
     /// column-major (`out[e*N*K + k*N + n]`), `scales[e*K + k]` over n. Dgrad B operand.
-    pub fn rowwise_3d_transpose_rhs(
-        &self,
-        p: &CastParams,
-        e: usize,
-        k: usize,
-        n: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&ROWWISE_3D_TRANSPOSE_RHS, p, (e, k, n), views, stream)
-    }
+    fn rowwise_3d_transpose_rhs(p: &CastParams, e: usize, k: usize, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = ROWWISE_3D_TRANSPOSE_RHS (e, k, n);
 
     /// Per-group colwise cast of an (M,K) row-major matrix with END offsets along M:
     /// output column-major (`out[k*M + m]`), `scales[g*K + k]` over the group's rows of
     /// column k. Empty groups get `amax_to_scale(0)`; rows past `offs[G-1]` are not written.
-    pub fn per_group_colwise(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), offs.into(), out.into(), scales.into()];
-        self.run(&PER_GROUP_COLWISE, p, (m, k), views, stream)
-    }
+    fn per_group_colwise(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>)
+        = PER_GROUP_COLWISE (m, k);
 
     /// Two [`Context::per_group_colwise`] casts sharing M and the offsets, in one launch
     /// (wgrad: grad_out (M,K1) and the activations (M,K2) together).
-    pub fn per_group_colwise_dual(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k1: usize,
-        k2: usize,
-        x1: HpSrc<'_>,
-        x2: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out1: Dst<'_, u8>,
-        scales1: Dst<'_, f32>,
-        out2: Dst<'_, u8>,
-        scales2: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            x1.into(),
-            x2.into(),
-            offs.into(),
-            out1.into(),
-            scales1.into(),
-            out2.into(),
-            scales2.into(),
-        ];
-        self.run(&PER_GROUP_COLWISE_DUAL, p, (m, k1, k2), views, stream)
-    }
+    fn per_group_colwise_dual(p: &CastParams, m: usize, k1: usize, k2: usize;
+        x1: HpSrc<'_>, x2: HpSrc<'_>, offs: Src<'_, i32>, out1: Dst<'_, u8>, scales1: Dst<'_, f32>,
+        out2: Dst<'_, u8>, scales2: Dst<'_, f32>) = PER_GROUP_COLWISE_DUAL (m, k1, k2);
 
     /// Per-group rowwise cast of an (M,K) row-major matrix with END offsets along K:
     /// output row-major, `scales[g*M + m]` over row m within the group's columns.
     /// Columns past `offs[G-1]` are not written.
-    pub fn per_group_rowwise(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), offs.into(), out.into(), scales.into()];
-        self.run(&PER_GROUP_ROWWISE, p, (m, k), views, stream)
-    }
+    fn per_group_rowwise(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>)
+        = PER_GROUP_ROWWISE (m, k);
 
     /// Tensorwise cast of `n` elements: `amax[0]` over all of them, `scale[0]` from it,
     /// `out[i] = encode(x[i] * scale)`. On the GPU: two phases, no host sync.
-    pub fn tensorwise(
-        &self,
-        p: &CastParams,
-        n: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scale: Dst<'_, f32>,
-        amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scale.into(), amax.into()];
-        self.run(&TENSORWISE, p, n, views, stream)
-    }
+    fn tensorwise(p: &CastParams, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scale: Dst<'_, f32>, amax: Dst<'_, f32>) = TENSORWISE n;
 
     /// Tensorwise cast with a scale the caller already has (delayed scaling: a scale from the
     /// amax history of earlier steps): `out[i] = encode(x[i] * scale[0])`, and `amax[0] =
@@ -717,51 +635,19 @@ impl Context {
     /// device (no host sync). Any scale is accepted and used as is (NaN, Inf, 0 and values that
     /// overflow the format follow the encode rule); `p.pow2_scales` must be false, since no
     /// scale is derived here.
-    pub fn tensorwise_scaled(
-        &self,
-        p: &CastParams,
-        n: usize,
-        x: HpSrc<'_>,
-        scale: Src<'_, f32>,
-        out: Dst<'_, u8>,
-        amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), scale.into(), out.into(), amax.into()];
-        self.run(&TENSORWISE_SCALED, p, n, views, stream)
-    }
+    fn tensorwise_scaled(p: &CastParams, n: usize;
+        x: HpSrc<'_>, scale: Src<'_, f32>, out: Dst<'_, u8>, amax: Dst<'_, f32>)
+        = TENSORWISE_SCALED n;
 
     /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (M, ceil(K/128)) row-major;
     /// a row's last block reduces over the columns that exist.
-    pub fn blockwise_1x128(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&BLOCKWISE_1X128, p, (m, k), views, stream)
-    }
+    fn blockwise_1x128(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = BLOCKWISE_1X128 (m, k);
 
     /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
     /// row-major; edge tiles reduce over what exists.
-    pub fn blockwise_128x128(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [x.into(), out.into(), scales.into()];
-        self.run(&BLOCKWISE_128X128, p, (m, k), views, stream)
-    }
+    fn blockwise_128x128(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = BLOCKWISE_128X128 (m, k);
 
     /// Rowwise cast that pads every token group (END offsets along M) to a multiple of 16
     /// rows, in one pass: group g's rows land at `[padded_offs[g-1], ...)` in `out`
@@ -769,26 +655,7 @@ impl Context {
     /// `padded_offs[g]` receives the padded END offsets. Needs `m_cap >= m + 15*G` (the
     /// worst case, so a GPU caller can size buffers without reading offsets). Rows past the
     /// padded end are untouched.
-    pub fn rowwise_2d_padded(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        m_cap: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        padded_offs: Dst<'_, i32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            x.into(),
-            offs.into(),
-            out.into(),
-            scales.into(),
-            padded_offs.into(),
-        ];
-        self.run(&ROWWISE_2D_PADDED, p, (m, k, m_cap), views, stream)
-    }
+    fn rowwise_2d_padded(p: &CastParams, m: usize, k: usize, m_cap: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>,
+        padded_offs: Dst<'_, i32>) = ROWWISE_2D_PADDED (m, k, m_cap);
 }

@@ -10,7 +10,7 @@ pub mod params;
 pub mod rule;
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams};
+use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams, op_methods};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::gpu::{GroupedArgs, GroupedOp};
@@ -118,63 +118,22 @@ pub static GROUPED_GEMM_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl
     },
 };
 
-impl Context {
+impl Context {}
+
+op_methods! {
     /// 2D x 3D grouped GEMM (forward and dgrad): `a` (M,K) FP8 row-major, `b` (E,K,N) FP8
     /// column-major (`b[e*N*K + n*K + k]`), END offsets `offs[E]` along M. For row i of
     /// group e: `out[i*N + j] = bf16(sum_k a[i,k] b[e,k,j] * scale_a[i] * scale_b[e*N + j])`.
     /// Rows past `offs[E-1]` are untouched.
-    pub fn grouped_gemm_2d3d(
-        &self,
-        p: &GemmParams,
-        m: usize,
-        k: usize,
-        n: usize,
-        e: usize,
-        a: Src<'_, u8>,
-        b: Src<'_, u8>,
-        offs: Src<'_, i32>,
-        scale_a: Src<'_, f32>,
-        scale_b: Src<'_, f32>,
-        out: Dst<'_, bf16>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            a.into(),
-            b.into(),
-            offs.into(),
-            scale_a.into(),
-            scale_b.into(),
-            out.into(),
-        ];
-        self.run(&GROUPED_GEMM_2D3D, p, (m, k, n, e), views, stream)
-    }
+    fn grouped_gemm_2d3d(p: &GemmParams, m: usize, k: usize, n: usize, e: usize;
+        a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
+        f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_2D3D (m, k, n, e);
 
     /// 2D x 2D grouped GEMM with jagged K (wgrad): `a` (N,Mt) FP8 row-major, `b` (Mt,K) FP8
     /// column-major (`b[k*Mt + m]`), END offsets `offs[G]` along Mt. For group g:
     /// `out[g*N*K + i*K + j] = bf16(sum_{m in g} a[i,m] b[m,j] * scale_a[g*N + i] *
     /// scale_b[g*K + j])`; an empty group's block is zeros.
-    pub fn grouped_gemm_2d2d(
-        &self,
-        p: &GemmParams,
-        n: usize,
-        mt: usize,
-        k: usize,
-        a: Src<'_, u8>,
-        b: Src<'_, u8>,
-        offs: Src<'_, i32>,
-        scale_a: Src<'_, f32>,
-        scale_b: Src<'_, f32>,
-        out: Dst<'_, bf16>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let views = [
-            a.into(),
-            b.into(),
-            offs.into(),
-            scale_a.into(),
-            scale_b.into(),
-            out.into(),
-        ];
-        self.run(&GROUPED_GEMM_2D2D, p, (n, mt, k), views, stream)
-    }
+    fn grouped_gemm_2d2d(p: &GemmParams, n: usize, mt: usize, k: usize;
+        a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
+        f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_2D2D (n, mt, k);
 }
