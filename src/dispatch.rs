@@ -86,47 +86,40 @@ pub struct BufDecl<S> {
 }
 
 impl<S> BufDecl<S> {
-    /// A high-precision input.
-    pub const fn hp(name: &'static str, len: fn(&S, usize) -> Result<usize>) -> Self {
+    const fn new(
+        name: &'static str,
+        role: Role<S>,
+        elem: Elem,
+        len: fn(&S, usize) -> Result<usize>,
+    ) -> Self {
         BufDecl {
             name,
-            role: Role::In,
-            elem: Elem::Hp,
+            role,
+            elem,
             len,
         }
+    }
+    /// A high-precision input.
+    pub const fn hp(name: &'static str, len: fn(&S, usize) -> Result<usize>) -> Self {
+        Self::new(name, Role::In, Elem::Hp, len)
     }
     pub const fn input(
         name: &'static str,
         elem: Elem,
         len: fn(&S, usize) -> Result<usize>,
     ) -> Self {
-        BufDecl {
-            name,
-            role: Role::In,
-            elem,
-            len,
-        }
+        Self::new(name, Role::In, elem, len)
     }
     /// END offsets along the dimension `extent` returns.
     pub const fn offsets(name: &'static str, extent: fn(&S) -> usize) -> Self {
-        BufDecl {
-            name,
-            role: Role::Offsets { extent },
-            elem: Elem::I32,
-            len: |_, g| Ok(g),
-        }
+        Self::new(name, Role::Offsets { extent }, Elem::I32, |_, g| Ok(g))
     }
     pub const fn output(
         name: &'static str,
         elem: Elem,
         len: fn(&S, usize) -> Result<usize>,
     ) -> Self {
-        BufDecl {
-            name,
-            role: Role::Out,
-            elem,
-            len,
-        }
+        Self::new(name, Role::Out, elem, len)
     }
 }
 

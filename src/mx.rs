@@ -2,7 +2,9 @@
 //! torchao `to_mx` semantics. The exact rule is written in [`crate::reference::mx`].
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams, empty_mk, len_mk, op_methods};
+use crate::dispatch::{
+    BufDecl, Dev, Elem, GpuRun, Host, OpDecl, OpParams, empty_mk, len_mk, op_methods,
+};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::reference;
@@ -51,51 +53,67 @@ fn mx_launch(
     check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
 }
 
+/// An MXFP8 direction: x (m, k), FP8 `out` (m*k bytes), E8M0 `scales` (`scales` of the shape).
+const fn mx_decl(
+    c_name: &'static str,
+    bufs: &'static [BufDecl<(usize, usize)>],
+    cpu: fn(&MxParams, Fp8Format, &(usize, usize), &mut Host<'_>) -> Result<()>,
+    dim1: bool,
+) -> OpDecl<MxParams, (usize, usize)> {
+    OpDecl {
+        c_name,
+        bufs,
+        nonzero: &[],
+        check: None,
+        gpu_run: GpuRun::Checked { noop: empty_mk },
+        cpu,
+        gpu: if dim1 {
+            |_, p, fmt, &s, d, stream| mx_launch(true, p, fmt, s, d, stream)
+        } else {
+            |_, p, fmt, &s, d, stream| mx_launch(false, p, fmt, s, d, stream)
+        },
+    }
+}
+
 #[doc(hidden)]
-pub static MXFP8_DIM0: OpDecl<MxParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_mxfp8_dim0",
-    bufs: &[
+pub static MXFP8_DIM0: OpDecl<MxParams, (usize, usize)> = mx_decl(
+    "hipfp8_mxfp8_dim0",
+    &[
         BufDecl::hp("x", len_mk),
         BufDecl::output("out", Elem::U8, len_mk),
         BufDecl::output("scales", Elem::U8, |&(m, k), _| {
             checked_mul("m*ceil(k/32)", m, k.div_ceil(32))
         }),
     ],
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
+    |p, fmt, &(m, k), h| {
         let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::mx::mxfp8_dim0(fmt, p.rounding, m, k, x, out, scales)
-        });
+        with_hp!(h.hp("x"), |x| reference::mx::mxfp8_dim0(
+            fmt, p.rounding, m, k, x, out, scales
+        ));
         Ok(())
     },
-    gpu: |_, p, fmt, &s, d, stream| mx_launch(false, p, fmt, s, d, stream),
-};
+    false,
+);
 
 #[doc(hidden)]
-pub static MXFP8_DIM1: OpDecl<MxParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_mxfp8_dim1",
-    bufs: &[
+pub static MXFP8_DIM1: OpDecl<MxParams, (usize, usize)> = mx_decl(
+    "hipfp8_mxfp8_dim1",
+    &[
         BufDecl::hp("x", len_mk),
         BufDecl::output("out", Elem::U8, len_mk),
         BufDecl::output("scales", Elem::U8, |&(m, k), _| {
             checked_mul("k*ceil(m/32)", k, m.div_ceil(32))
         }),
     ],
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
+    |p, fmt, &(m, k), h| {
         let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::mx::mxfp8_dim1(fmt, p.rounding, m, k, x, out, scales)
-        });
+        with_hp!(h.hp("x"), |x| reference::mx::mxfp8_dim1(
+            fmt, p.rounding, m, k, x, out, scales
+        ));
         Ok(())
     },
-    gpu: |_, p, fmt, &s, d, stream| mx_launch(true, p, fmt, s, d, stream),
-};
+    true,
+);
 
 impl Context {
     pub(crate) fn mx_format(&self, p: &MxParams) -> Result<Fp8Format> {

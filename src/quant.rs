@@ -171,6 +171,42 @@ pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = OpDecl {
     },
 };
 
+/// Queue per_group_colwise (`colwise`) or per_group_rowwise over (m, k) with `d.groups()`
+/// groups; `ws` is the workspace the launcher asked for.
+fn launch_grouped(
+    colwise: bool,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (m, k): (usize, usize),
+    d: &Dev,
+    ws: *mut std::ffi::c_void,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, offs, o, s) = (d.ptr("x"), d.ptr("offs"), d.ptr("out"), d.ptr("scales"));
+    let (m, k, g) = (m as i64, k as i64, d.groups() as i64);
+    let (f, pw, dt, st) = (fmt as i32, p.pow2_scales as i32, d.dtype("x"), stream.0);
+    // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and output
+    // bytes, the G scales per column (colwise) or row (rowwise) and G offsets (clamped by the
+    // kernel, never read on the host); `ws` is the zeroed workspace (colwise) or null or the
+    // zeroed scratch (rowwise) of the size the launcher asked for; work is only queued on
+    // `stream`.
+    let code = unsafe {
+        if colwise {
+            sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
+        } else {
+            sys::hipfp8_per_group_rowwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
+        }
+    };
+    check_status(
+        if colwise {
+            "per_group_colwise"
+        } else {
+            "per_group_rowwise"
+        },
+        code,
+    )
+}
+
 #[doc(hidden)]
 pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
     c_name: "hipfp8_per_group_colwise",
@@ -186,42 +222,15 @@ pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
         noop: |&(_, k), g| g == 0 || k == 0,
     },
     cpu: |p, fmt, &(m, k), h| {
-        let (offs, out, scales) = (h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| reference::quant::per_group_colwise(
-            fmt,
-            p.pow2_scales,
-            m,
-            k,
-            x,
-            offs,
-            out,
-            scales
-        ))
+        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::per_group_colwise(fmt, pw, m, k, x, offs, out, scales)
+        })
     },
     gpu: |ctx, p, fmt, &(m, k), d, stream| {
         let g = d.groups();
         ctx.with_colwise_workspace(g, k, 0, stream, |ws| {
-            // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and
-            // output bytes, G*k scales and G offsets (clamped by the kernel, never read on the
-            // host); `ws` is the context's zeroed workspace of the size the launcher asked
-            // for; work is only queued on `stream`.
-            let st = unsafe {
-                sys::hipfp8_per_group_colwise_launch(
-                    d.ptr("x"),
-                    d.ptr("offs"),
-                    d.ptr("out"),
-                    d.ptr("scales"),
-                    m as i64,
-                    k as i64,
-                    g as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d.dtype("x"),
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("per_group_colwise", st)
+            launch_grouped(true, p, fmt, (m, k), d, ws, stream)
         })
     },
 };
@@ -313,42 +322,14 @@ pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
         noop: |&(m, _), g| g == 0 || m == 0,
     },
     cpu: |p, fmt, &(m, k), h| {
-        let (offs, out, scales) = (h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| reference::quant::per_group_rowwise(
-            fmt,
-            p.pow2_scales,
-            m,
-            k,
-            x,
-            offs,
-            out,
-            scales
-        ))
+        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::per_group_rowwise(fmt, pw, m, k, x, offs, out, scales)
+        })
     },
-    gpu: |ctx, p, fmt, &(m, k), d, stream| {
-        let g = d.groups();
-        ctx.with_grouped_scratch(g, stream, |ws| {
-            // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and
-            // output bytes, G*m scales and G offsets (clamped by the kernel); `ws` is null or
-            // the zeroed scratch of the size the launcher asked for; work is only queued on
-            // `stream`.
-            let st = unsafe {
-                sys::hipfp8_per_group_rowwise_launch(
-                    d.ptr("x"),
-                    d.ptr("offs"),
-                    d.ptr("out"),
-                    d.ptr("scales"),
-                    m as i64,
-                    k as i64,
-                    g as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d.dtype("x"),
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("per_group_rowwise", st)
+    gpu: |ctx, p, fmt, &s, d, stream| {
+        ctx.with_grouped_scratch(d.groups(), stream, |ws| {
+            launch_grouped(false, p, fmt, s, d, ws, stream)
         })
     },
 };
