@@ -2,96 +2,123 @@
 //! (dense FP8 training needs x for the forward GEMM and x^T for a backward GEMM).
 
 use crate::context::Context;
-use crate::error::Result;
+use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, len_mk, len_one, never_noop, op_methods};
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
-use crate::validate::{checked_mul, require_no_pow2, require_nonzero};
-use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
+use crate::sys;
+use crate::validate::require_no_pow2;
+use crate::view::{Dst, HpSrc, Src, with_hp};
 use crate::workspace::Kind;
 
 pub use crate::params::Scaling;
 
-impl Context {
+#[doc(hidden)]
+pub static CAST_TRANSPOSE: OpDecl<CastParams, (usize, usize, Scaling)> = OpDecl {
+    c_name: "hipfp8_cast_transpose",
+    bufs: &[
+        BufDecl::hp("x", |&(m, k, _), g| len_mk(&(m, k), g)),
+        BufDecl::output("out", Elem::U8, |&(m, k, _), g| len_mk(&(m, k), g)),
+        BufDecl::output("out_t", Elem::U8, |&(m, k, _), g| len_mk(&(m, k), g)),
+        BufDecl::output("scales", Elem::F32, |&(m, _, s), _| {
+            Ok(if s == Scaling::Rowwise { m } else { 1 })
+        }),
+        BufDecl::output("scales_t", Elem::F32, |&(_, k, s), _| {
+            Ok(if s == Scaling::Rowwise { k } else { 1 })
+        }),
+    ],
+    nonzero: &[("k", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: never_noop },
+    cpu: |p, fmt, &(m, k, scaling), h| {
+        let (o, ot) = (h.dst("out"), h.dst("out_t"));
+        let (s, st) = (h.dst("scales"), h.dst("scales_t"));
+        let pw = p.pow2_scales;
+        with_hp!(h.hp("x"), |x| reference::cast_transpose::cast_transpose(
+            fmt, pw, scaling, m, k, x, o, ot, s, st
+        ))
+    },
+    gpu: |ctx, p, fmt, &(m, k, scaling), d, stream| {
+        let bytes = ctx.cast_transpose_workspace_size(m, k, scaling)?;
+        ctx.workspace
+            .with(ctx, Kind::Zeroed, bytes, stream, |ws, _| {
+                // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs, m*k
+                // bytes for each output and the scales of `scaling`; `ws` is the context's zeroed
+                // workspace of the size asked for, which the launch leaves zeroed; work is only
+                // queued on `stream`.
+                let st = unsafe {
+                    sys::hipfp8_cast_transpose_launch(
+                        d.ptr("x"),
+                        d.ptr("out"),
+                        d.ptr("out_t"),
+                        d.ptr("scales"),
+                        d.ptr("scales_t"),
+                        m as i64,
+                        k as i64,
+                        scaling as i32,
+                        fmt as i32,
+                        p.pow2_scales as i32,
+                        d.dtype("x"),
+                        ws,
+                        stream.0,
+                    )
+                };
+                check_status("cast_transpose", st)
+            })
+    },
+};
+
+#[doc(hidden)]
+pub static CAST_TRANSPOSE_SCALED: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_cast_transpose_scaled",
+    bufs: &[
+        BufDecl::hp("x", len_mk),
+        BufDecl::input("scale", Elem::F32, len_one),
+        BufDecl::output("out", Elem::U8, len_mk),
+        BufDecl::output("out_t", Elem::U8, len_mk),
+        BufDecl::output("amax", Elem::F32, len_one),
+    ],
+    nonzero: &[("k", |s| s.1)],
+    check: Some(|p, _, _| require_no_pow2(p)),
+    gpu_run: GpuRun::Checked { noop: never_noop },
+    cpu: |_, fmt, &(m, k), h| {
+        let sc = h.src::<f32>("scale")[0];
+        let (o, ot, a) = (h.dst("out"), h.dst("out_t"), h.dst::<f32>("amax"));
+        a[0] = with_hp!(h.hp("x"), |x| {
+            reference::cast_transpose::cast_transpose_scaled(fmt, sc, m, k, x, o, ot)
+        });
+        Ok(())
+    },
+    gpu: |_, _, fmt, &(m, k), d, stream| {
+        // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs, one
+        // scale, m*k bytes for each output and one amax; work is only queued on `stream`.
+        let st = unsafe {
+            sys::hipfp8_cast_transpose_scaled_launch(
+                d.ptr("x"),
+                d.ptr("scale"),
+                d.ptr("out"),
+                d.ptr("out_t"),
+                d.ptr("amax"),
+                m as i64,
+                k as i64,
+                fmt as i32,
+                d.dtype("x"),
+                stream.0,
+            )
+        };
+        check_status("cast_transpose_scaled", st)
+    },
+};
+
+impl Context {}
+
+op_methods! {
     /// Cast an (M,K) row-major matrix to FP8 in both layouts: `out` (M,K) row-major and
     /// `out_t` (K,M) row-major (`out_t[k*M + m]`), scaled per [`Scaling`]. Tensorwise writes
     /// one scale to each of `scales` and `scales_t`; rowwise writes M and K scales.
-    pub fn cast_transpose(
-        &self,
-        p: &CastParams,
-        scaling: Scaling,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut out_t: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
-        mut scales_t: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        require_nonzero("k", k)?;
-        let (ns, ns_t) = match scaling {
-            Scaling::Tensorwise => (1, 1),
-            Scaling::Rowwise => (m, k),
-        };
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("out_t", &mut out_t, mk)?;
-        self.check_dst("scales", &mut scales, ns)?;
-        self.check_dst("scales_t", &mut scales_t, ns_t)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let (op, otp) = (out.as_mut_ptr(), out_t.as_mut_ptr());
-        let (sp, stp) = (scales.as_mut_ptr(), scales_t.as_mut_ptr());
-        let ptrs = [
-            ("x", xp),
-            ("out", op as *const _),
-            ("out_t", otp as *const _),
-            ("scales", sp as *const _),
-            ("scales_t", stp as *const _),
-        ];
-        self.dispatch(
-            false,
-            &ptrs,
-            || {
-                let (o, ot) = (out.host_slice_mut(), out_t.host_slice_mut());
-                let (s, st) = (scales.host_slice_mut(), scales_t.host_slice_mut());
-                let pw = p.pow2_scales;
-                with_hp!(x, |x| reference::cast_transpose::cast_transpose(
-                    fmt, pw, scaling, m, k, x, o, ot, s, st
-                ))
-            },
-            || {
-                let bytes = self.cast_transpose_workspace_size(m, k, scaling)?;
-                self.workspace
-                    .with(self, Kind::Zeroed, bytes, stream, |ws, _| {
-                        // SAFETY: validated above: device memory of this GPU with m*k inputs, m*k
-                        // bytes for each output and the scales of `scaling`; `ws` is the context's
-                        // zeroed workspace of the size asked for, which the launch leaves zeroed;
-                        // work is only queued on `stream`.
-                        let st = unsafe {
-                            crate::sys::hipfp8_cast_transpose_launch(
-                                xp,
-                                op,
-                                otp,
-                                sp,
-                                stp,
-                                m as i64,
-                                k as i64,
-                                scaling as i32,
-                                fmt as i32,
-                                p.pow2_scales as i32,
-                                dtype,
-                                ws,
-                                stream.0,
-                            )
-                        };
-                        check_status("cast_transpose", st)
-                    })
-            },
-        )
-    }
+    fn cast_transpose(p: &CastParams, scaling: Scaling, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, out_t: Dst<'_, u8>, scales: Dst<'_, f32>, scales_t: Dst<'_,
+        f32>) = CAST_TRANSPOSE (m, k, scaling);
 
     /// [`Context::cast_transpose`] with a scale the caller already has (delayed scaling, as
     /// Transformer Engine's recipe): `out` and `out_t` both hold `encode(x * scale[0])`, and
@@ -99,59 +126,7 @@ impl Context {
     /// exact-amax op needs a second read: the scale of every element depends on all of x).
     /// The scale is read on the device (no host sync) and used as is; `p.pow2_scales` must be
     /// false.
-    pub fn cast_transpose_scaled(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        scale: Src<'_, f32>,
-        mut out: Dst<'_, u8>,
-        mut out_t: Dst<'_, u8>,
-        mut amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        require_no_pow2(p)?;
-        let mk = checked_mul("m*k", m, k)?;
-        require_nonzero("k", k)?;
-        self.check_hp("x", &x, mk)?;
-        self.check_src("scale", &scale, 1)?;
-        self.check_dst("out", &mut out, mk)?;
-        self.check_dst("out_t", &mut out_t, mk)?;
-        self.check_dst("amax", &mut amax, 1)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let scp = scale.as_ptr();
-        let (op, otp, ap) = (out.as_mut_ptr(), out_t.as_mut_ptr(), amax.as_mut_ptr());
-        let ptrs = [
-            ("x", xp),
-            ("scale", scp as *const _),
-            ("out", op as *const _),
-            ("out_t", otp as *const _),
-            ("amax", ap as *const _),
-        ];
-        self.dispatch(
-            false,
-            &ptrs,
-            || {
-                let sc = scale.host_slice()[0];
-                let (o, ot) = (out.host_slice_mut(), out_t.host_slice_mut());
-                let a = amax.host_slice_mut();
-                a[0] = with_hp!(x, |x| reference::cast_transpose::cast_transpose_scaled(
-                    fmt, sc, m, k, x, o, ot
-                ));
-            },
-            || {
-                // SAFETY: validated above: device memory of this GPU with m*k inputs, one
-                // scale, m*k bytes for each output and one amax; work is only queued on
-                // `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_cast_transpose_scaled_launch(
-                        xp, scp, op, otp, ap, m as i64, k as i64, fmt as i32, dtype, stream.0,
-                    )
-                };
-                check_status("cast_transpose_scaled", st)
-            },
-        )
-    }
+    fn cast_transpose_scaled(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, scale: Src<'_, f32>, out: Dst<'_, u8>, out_t: Dst<'_, u8>, amax: Dst<'_,
+        f32>) = CAST_TRANSPOSE_SCALED (m, k);
 }

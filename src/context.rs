@@ -166,16 +166,6 @@ impl Context {
             true,
         )
     }
-
-    /// Host-side validation of int32 END offsets (CPU backend only: on the GPU they live on
-    /// the device, are never read back, and kernels clamp them).
-    pub(crate) fn check_offsets(&self, offs: &Src<'_, i32>, extent: usize) -> Result<()> {
-        self.check_src("offs", offs, offs.len())?;
-        if self.backend() == BackendKind::Cpu {
-            crate::validate::validate_offsets(offs.host_slice(), extent)?;
-        }
-        Ok(())
-    }
 }
 
 impl Context {

@@ -1,15 +1,20 @@
-//! The body every op method on [`Context`] shares once its shapes are known: validate the
-//! views, resolve the output format, then run exactly one backend. An op method states only
-//! what is its own (sizes, the reference function, the launcher and its SAFETY argument).
+//! The one declaration of every op ([`OpDecl`]) and the body every op shares.
+//!
+//! An op is a `static` [`OpDecl`] in its family's module: its buffers in C argument order
+//! (name, role, element type, length as a function of the op's shape), its shape checks, its
+//! reference function and its launcher. From it [`Context::run`] derives the validation (sizes,
+//! non-zero reduced dimensions, every view's length and location, END offsets), the format
+//! resolution and the backend switch; `ffi::args::Views::views` derives the C export's
+//! argument unpacking; tests/support/ffi_ops.rs derives the test op table's buffers
+//! ([`OpDecl::buffers`]). The public `Context` method and the C export are one-line calls.
 //!
 //! - [`Context::dispatch`]: the backend switch. CPU: run the reference on host slices. GPU:
 //!   nothing when the problem is empty, else refuse pointers that are not memory of this GPU,
 //!   make it current and queue the launch.
-//! - [`Context::cast_op`]: the scale-and-cast of one input `x` into FP8 `out` plus `scales`
-//!   (optionally grouped by END offsets), the shape most ops of `quant.rs` and `mx.rs` have: the views are checked in the order x, out, scales, offs and reported to
-//!   the GPU pointer check in the order x, offs, out, scales.
 
 use std::ffi::c_void;
+
+use half::bf16;
 
 use crate::context::{BackendKind, Context};
 use crate::error::Result;
@@ -17,68 +22,375 @@ use crate::format::Fp8Format;
 use crate::params::{CastParams, Scaling};
 use crate::runtime::{check_status, require_gpu};
 use crate::sys;
+use crate::validate::checked_mul;
 use crate::view::{Dst, HpSrc, Src, StreamRef};
 use crate::workspace::{Kind, Workspace};
 
-/// The output format a cast's parameters resolve to on a context (the error, if any, is
-/// reported after the views are checked).
-pub(crate) trait ResolveFormat {
-    fn resolve_format(&self, ctx: &Context) -> Result<Fp8Format>;
+/// What an op's parameters resolve to on a context (the error, if any, is reported after the
+/// views are checked): the output format of a cast, the two operand formats of a GEMM.
+pub trait OpParams {
+    type Resolved: Copy;
+    fn resolve_on(&self, ctx: &Context) -> Result<Self::Resolved>;
 }
 
-impl ResolveFormat for CastParams {
-    fn resolve_format(&self, ctx: &Context) -> Result<Fp8Format> {
+impl OpParams for CastParams {
+    type Resolved = Fp8Format;
+    fn resolve_on(&self, ctx: &Context) -> Result<Fp8Format> {
         Ok(ctx.resolve(self.format))
     }
 }
 
-/// The views of a scale-and-cast of one input: `x` (`len` elements) into FP8 `out` (`len`
-/// bytes) and `scales` (`scales_len` elements), grouped by int32 END `offs` over `extent`
-/// when given.
-pub(crate) struct CastIo<'a, S> {
-    x: HpSrc<'a>,
-    out: Dst<'a, u8>,
-    scales: Dst<'a, S>,
-    len: usize,
-    scales_len: usize,
-    offs: Option<(Src<'a, i32>, usize)>,
-    gpu_noop: bool,
+/// The element type of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    /// High-precision input: bf16 or f32, chosen by the caller (`hipfp8_dtype`).
+    Hp,
+    /// FP8 codes or E8M0 scales.
+    U8,
+    I32,
+    F32,
+    Bf16,
 }
 
-impl<'a, S> CastIo<'a, S> {
-    pub(crate) fn new(
-        x: HpSrc<'a>,
-        out: Dst<'a, u8>,
-        scales: Dst<'a, S>,
-        len: usize,
-        scales_len: usize,
+impl Elem {
+    /// Bytes per element (`None` for [`Elem::Hp`]: the caller's dtype decides).
+    pub fn size(self) -> Option<usize> {
+        match self {
+            Elem::Hp => None,
+            Elem::U8 => Some(1),
+            Elem::Bf16 => Some(2),
+            Elem::I32 | Elem::F32 => Some(4),
+        }
+    }
+}
+
+/// What an op does with a buffer.
+pub enum Role<S> {
+    /// Read; must hold at least its length.
+    In,
+    /// int32 END offsets: read, one per group (their count is the group count), checked
+    /// against the extent of the grouped dimension on the CPU (kernels clamp them).
+    Offsets { extent: fn(&S) -> usize },
+    /// Written; must hold at least its length. Nothing is written when the call fails.
+    Out,
+}
+
+/// One buffer of an op.
+pub struct BufDecl<S> {
+    pub name: &'static str,
+    pub role: Role<S>,
+    pub elem: Elem,
+    /// Elements the op reads or writes, from the shape and the group count (an overflow is
+    /// `SizeOverflow`, named after the product).
+    pub len: fn(&S, usize) -> Result<usize>,
+}
+
+impl<S> BufDecl<S> {
+    const fn new(
+        name: &'static str,
+        role: Role<S>,
+        elem: Elem,
+        len: fn(&S, usize) -> Result<usize>,
     ) -> Self {
-        CastIo {
-            x,
-            out,
-            scales,
+        BufDecl {
+            name,
+            role,
+            elem,
             len,
-            scales_len,
-            offs: None,
-            gpu_noop: false,
         }
     }
+    /// A high-precision input.
+    pub const fn hp(name: &'static str, len: fn(&S, usize) -> Result<usize>) -> Self {
+        Self::new(name, Role::In, Elem::Hp, len)
+    }
+    pub const fn input(
+        name: &'static str,
+        elem: Elem,
+        len: fn(&S, usize) -> Result<usize>,
+    ) -> Self {
+        Self::new(name, Role::In, elem, len)
+    }
+    /// END offsets along the dimension `extent` returns.
+    pub const fn offsets(name: &'static str, extent: fn(&S) -> usize) -> Self {
+        Self::new(name, Role::Offsets { extent }, Elem::I32, |_, g| Ok(g))
+    }
+    pub const fn output(
+        name: &'static str,
+        elem: Elem,
+        len: fn(&S, usize) -> Result<usize>,
+    ) -> Self {
+        Self::new(name, Role::Out, elem, len)
+    }
+}
 
-    /// Group by END offsets along a dimension of `extent` (checked on the host by the CPU
-    /// backend only, see [`Context::check_offsets`]).
-    pub(crate) fn grouped(self, offs: Src<'a, i32>, extent: usize) -> Self {
-        CastIo {
-            offs: Some((offs, extent)),
-            ..self
-        }
+/// How the GPU arm runs.
+pub enum GpuRun<S> {
+    /// Through [`Context::dispatch`]: nothing when `noop(shape, groups)` (the CPU reference
+    /// still runs), else every buffer's pointer is checked (in declaration order) and the GPU
+    /// made current before the launcher runs.
+    Checked { noop: fn(&S, usize) -> bool },
+    /// The launcher makes its own plan, emptiness and pointer checks (the grouped GEMM).
+    Own,
+}
+
+/// A dimension of a shape.
+pub type Dim<S> = fn(&S) -> usize;
+/// A shape check beyond the buffer lengths (parameters, shape, group count).
+pub type ShapeCheck<P, S> = fn(&P, &S, usize) -> Result<()>;
+/// The GPU arm of an op: context, parameters, resolved parameters, shape, device pointers,
+/// stream.
+pub(crate) type Launch<P, S> =
+    fn(&Context, &P, <P as OpParams>::Resolved, &S, &Dev, StreamRef) -> Result<()>;
+
+/// The declaration of one op. `P`: its parameters; `S`: its shape (the dimensions of the
+/// descriptor, e.g. `(m, k)`).
+pub struct OpDecl<P: OpParams + 'static, S: 'static> {
+    /// The C export's name (error messages of the C ABI start with it).
+    pub c_name: &'static str,
+    /// The buffers, in the order of the C arguments (and of the checks).
+    pub bufs: &'static [BufDecl<S>],
+    /// Reduced dimensions that must be > 0 (`InvalidShape`), checked after the sizes.
+    pub nonzero: &'static [(&'static str, Dim<S>)],
+    /// Further shape checks (after the sizes and non-zero checks, before the views).
+    pub(crate) check: Option<ShapeCheck<P, S>>,
+    pub(crate) gpu_run: GpuRun<S>,
+    /// The reference (CPU backend) on the validated host slices.
+    pub(crate) cpu: fn(&P, P::Resolved, &S, &mut Host<'_>) -> Result<()>,
+    /// The launch (GPU backend) on the validated device pointers; only queues work on the
+    /// stream.
+    pub(crate) gpu: Launch<P, S>,
+}
+
+/// A buffer of [`OpDecl::buffers`]: what the C caller passes for a shape.
+#[derive(Clone, Debug)]
+pub struct BufInfo {
+    pub name: &'static str,
+    pub elem: Elem,
+    pub output: bool,
+    pub offsets: bool,
+    pub len: usize,
+}
+
+impl<P: OpParams, S> OpDecl<P, S> {
+    /// The buffers a call of `shape` with `groups` groups takes, with their lengths.
+    pub fn buffers(&self, shape: &S, groups: usize) -> Result<Vec<BufInfo>> {
+        self.bufs
+            .iter()
+            .map(|b| {
+                Ok(BufInfo {
+                    name: b.name,
+                    elem: b.elem,
+                    output: matches!(b.role, Role::Out),
+                    offsets: matches!(b.role, Role::Offsets { .. }),
+                    len: (b.len)(shape, groups)?,
+                })
+            })
+            .collect()
     }
 
-    /// The GPU has nothing to launch when `empty` (the CPU reference still runs).
-    pub(crate) fn gpu_noop_if(self, empty: bool) -> Self {
-        CastIo {
-            gpu_noop: empty,
-            ..self
+    /// The extent the offsets index, for grouped ops.
+    pub fn offsets_extent(&self, shape: &S) -> Option<usize> {
+        self.bufs.iter().find_map(|b| match b.role {
+            Role::Offsets { extent } => Some(extent(shape)),
+            _ => None,
+        })
+    }
+}
+
+/// A buffer argument as the op receives it.
+pub(crate) enum View<'a> {
+    Hp(HpSrc<'a>),
+    InU8(Src<'a, u8>),
+    InI32(Src<'a, i32>),
+    InF32(Src<'a, f32>),
+    OutU8(Dst<'a, u8>),
+    OutI32(Dst<'a, i32>),
+    OutF32(Dst<'a, f32>),
+    OutBf16(Dst<'a, bf16>),
+}
+
+impl<'a> From<HpSrc<'a>> for View<'a> {
+    fn from(v: HpSrc<'a>) -> Self {
+        View::Hp(v)
+    }
+}
+
+/// The element types of typed views: how a [`View`] holds them.
+pub(crate) trait ViewElem: Sized + 'static {
+    const ELEM: Elem;
+    fn src<'a>(v: &View<'a>) -> Option<Src<'a, Self>>;
+    fn dst<'a>(v: View<'a>) -> Option<Dst<'a, Self>>;
+}
+
+macro_rules! view_elem {
+    ($($t:ty: $elem:ident, $src:ident, $dst:ident;)*) => {$(
+        impl ViewElem for $t {
+            const ELEM: Elem = Elem::$elem;
+            fn src<'a>(v: &View<'a>) -> Option<Src<'a, Self>> {
+                view_elem!(@src v, $src)
+            }
+            fn dst<'a>(v: View<'a>) -> Option<Dst<'a, Self>> {
+                match v {
+                    View::$dst(d) => Some(d),
+                    _ => None,
+                }
+            }
         }
+        view_elem!(@from $t, $src, $dst);
+    )*};
+    (@src $v:ident, none) => {{
+        let _ = $v;
+        None
+    }};
+    (@src $v:ident, $src:ident) => {
+        match $v {
+            View::$src(s) => Some(*s),
+            _ => None,
+        }
+    };
+    (@from $t:ty, none, $dst:ident) => {
+        impl<'a> From<Dst<'a, $t>> for View<'a> {
+            fn from(v: Dst<'a, $t>) -> Self {
+                View::$dst(v)
+            }
+        }
+    };
+    (@from $t:ty, $src:ident, $dst:ident) => {
+        impl<'a> From<Src<'a, $t>> for View<'a> {
+            fn from(v: Src<'a, $t>) -> Self {
+                View::$src(v)
+            }
+        }
+        view_elem!(@from $t, none, $dst);
+    };
+}
+
+view_elem! {
+    u8: U8, InU8, OutU8;
+    i32: I32, InI32, OutI32;
+    f32: F32, InF32, OutF32;
+    bf16: Bf16, none, OutBf16;
+}
+
+impl View<'_> {
+    fn elem(&self) -> Elem {
+        match self {
+            View::Hp(_) => Elem::Hp,
+            View::InU8(_) | View::OutU8(_) => Elem::U8,
+            View::InI32(_) | View::OutI32(_) => Elem::I32,
+            View::InF32(_) | View::OutF32(_) => Elem::F32,
+            View::OutBf16(_) => Elem::Bf16,
+        }
+    }
+    fn is_output(&self) -> bool {
+        matches!(
+            self,
+            View::OutU8(_) | View::OutI32(_) | View::OutF32(_) | View::OutBf16(_)
+        )
+    }
+    fn len(&self) -> usize {
+        match self {
+            View::Hp(v) => v.len(),
+            View::InU8(v) => v.len(),
+            View::InI32(v) => v.len(),
+            View::InF32(v) => v.len(),
+            View::OutU8(v) => v.len(),
+            View::OutI32(v) => v.len(),
+            View::OutF32(v) => v.len(),
+            View::OutBf16(v) => v.len(),
+        }
+    }
+    /// The device pointer and dtype id (hp inputs; -1 otherwise) a launcher takes.
+    fn raw(&mut self) -> (*const c_void, i32) {
+        let p = |p: *const c_void| (p, -1);
+        match self {
+            View::Hp(v) => v.raw_parts(),
+            View::InU8(v) => p(v.as_ptr().cast()),
+            View::InI32(v) => p(v.as_ptr().cast()),
+            View::InF32(v) => p(v.as_ptr().cast()),
+            View::OutU8(v) => p(v.as_mut_ptr().cast_const().cast()),
+            View::OutI32(v) => p(v.as_mut_ptr().cast_const().cast()),
+            View::OutF32(v) => p(v.as_mut_ptr().cast_const().cast()),
+            View::OutBf16(v) => p(v.as_mut_ptr().cast_const().cast()),
+        }
+    }
+}
+
+/// An op's validated views as its reference takes them, by buffer name.
+pub(crate) struct Host<'a> {
+    names: Vec<&'static str>,
+    views: Vec<Option<View<'a>>>,
+}
+
+impl<'a> Host<'a> {
+    fn at(&self, name: &str) -> usize {
+        self.names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("op has no buffer `{name}`"))
+    }
+    /// A high-precision input (use with `with_hp!`).
+    pub(crate) fn hp(&self, name: &str) -> HpSrc<'a> {
+        match &self.views[self.at(name)] {
+            Some(View::Hp(v)) => *v,
+            _ => panic!("`{name}` is not a high-precision input"),
+        }
+    }
+    /// A typed input's host slice.
+    pub(crate) fn src<T: ViewElem>(&self, name: &str) -> &'a [T] {
+        let v = self.views[self.at(name)].as_ref();
+        v.and_then(T::src)
+            .unwrap_or_else(|| panic!("`{name}` is not an input of {:?}", T::ELEM))
+            .host_slice()
+    }
+    /// An output's host slice (each output is taken once).
+    pub(crate) fn dst<T: ViewElem>(&mut self, name: &str) -> &'a mut [T] {
+        let i = self.at(name);
+        self.views[i]
+            .take()
+            .and_then(T::dst)
+            .unwrap_or_else(|| {
+                panic!(
+                    "`{name}` is not an output of {:?} (or taken twice)",
+                    T::ELEM
+                )
+            })
+            .host_slice_mut()
+    }
+}
+
+/// An op's validated views as its launcher takes them, by buffer name.
+pub(crate) struct Dev {
+    names: Vec<&'static str>,
+    ptrs: Vec<(*const c_void, i32)>,
+    groups: usize,
+}
+
+impl Dev {
+    fn at(&self, name: &str) -> (*const c_void, i32) {
+        let i = self.names.iter().position(|n| *n == name);
+        self.ptrs[i.unwrap_or_else(|| panic!("op has no buffer `{name}`"))]
+    }
+    /// A buffer's device pointer (null for an absent one).
+    pub(crate) fn ptr<T>(&self, name: &str) -> *mut T {
+        self.at(name).0.cast_mut().cast()
+    }
+    /// The `HIPFP8_DTYPE_*` id of a high-precision input.
+    pub(crate) fn dtype(&self, name: &str) -> i32 {
+        self.at(name).1
+    }
+    /// The group count (the offsets' count; 0 for an ungrouped op).
+    pub(crate) fn groups(&self) -> usize {
+        self.groups
+    }
+}
+
+/// The name of a `HIPFP8_DTYPE_*` id.
+pub(crate) fn dtype_name(id: i32) -> &'static str {
+    match id {
+        sys::DTYPE_BF16 => "bf16",
+        sys::DTYPE_F32 => "f32",
+        _ => "unknown",
     }
 }
 
@@ -98,23 +410,6 @@ impl CpuOutcome for Result<()> {
     fn into_result(self) -> Result<()> {
         self
     }
-}
-
-/// A cast's views as the CPU reference takes them (`offs` is empty when ungrouped).
-pub(crate) struct CastHost<'a, S> {
-    pub x: HpSrc<'a>,
-    pub offs: &'a [i32],
-    pub out: &'a mut [u8],
-    pub scales: &'a mut [S],
-}
-
-/// A cast's views as a kernel launcher takes them (`offs` is null when ungrouped).
-pub(crate) struct CastDev<S> {
-    pub x: *const c_void,
-    pub dtype: i32,
-    pub offs: *const i32,
-    pub out: *mut u8,
-    pub scales: *mut S,
 }
 
 impl Context {
@@ -142,62 +437,154 @@ impl Context {
         }
     }
 
-    /// A scale-and-cast of one input (see [`CastIo`]): check x, out, scales and the offsets,
-    /// resolve `p`'s format, then [`Context::dispatch`] to `cpu` (host slices) or `gpu`
-    /// (launcher pointers).
-    pub(crate) fn cast_op<'a, S, R: CpuOutcome>(
+    /// Run the op `decl` on `views` (one per declared buffer, in order): the sizes of every
+    /// buffer (overflow), the non-zero reduced dimensions, the op's shape checks, each view
+    /// against its length and this context's memory kind, the END offsets (CPU), the
+    /// parameters; then exactly one backend. Nothing is written when any check fails.
+    pub(crate) fn run<'a, P: OpParams, S, const N: usize>(
         &self,
-        p: &impl ResolveFormat,
-        io: CastIo<'a, S>,
-        cpu: impl FnOnce(Fp8Format, CastHost<'a, S>) -> R,
-        gpu: impl FnOnce(Fp8Format, CastDev<S>) -> Result<()>,
+        decl: &OpDecl<P, S>,
+        p: &P,
+        shape: S,
+        views: [View<'a>; N],
+        stream: StreamRef,
     ) -> Result<()> {
-        let CastIo {
-            x,
-            mut out,
-            mut scales,
-            len,
-            scales_len,
-            offs,
-            gpu_noop,
-        } = io;
-        self.check_hp("x", &x, len)?;
-        self.check_dst("out", &mut out, len)?;
-        self.check_dst("scales", &mut scales, scales_len)?;
-        if let Some((offs, extent)) = &offs {
-            self.check_offsets(offs, *extent)?;
+        assert_eq!(
+            N,
+            decl.bufs.len(),
+            "{}: one view per declared buffer",
+            decl.c_name
+        );
+        let groups = decl
+            .bufs
+            .iter()
+            .zip(&views)
+            .find(|(b, _)| matches!(b.role, Role::Offsets { .. }))
+            .map_or(0, |(_, v)| v.len());
+        let lens = decl
+            .bufs
+            .iter()
+            .map(|b| (b.len)(&shape, groups))
+            .collect::<Result<Vec<_>>>()?;
+        for (name, dim) in decl.nonzero {
+            crate::validate::require_nonzero(name, dim(&shape))?;
         }
-        let fmt = p.resolve_format(self)?;
-        let (xp, dtype) = x.raw_parts();
-        let dev = CastDev {
-            x: xp,
-            dtype,
-            offs: offs.map_or(std::ptr::null(), |(o, _)| o.as_ptr()),
-            out: out.as_mut_ptr(),
-            scales: scales.as_mut_ptr(),
+        if let Some(check) = decl.check {
+            check(p, &shape, groups)?;
+        }
+        let mut views = views;
+        for ((b, v), &len) in decl.bufs.iter().zip(views.iter_mut()).zip(&lens) {
+            debug_assert!(
+                v.elem() == b.elem && v.is_output() == matches!(b.role, Role::Out),
+                "{}: `{}` is not declared as given",
+                decl.c_name,
+                b.name
+            );
+            self.check_view_of(b.name, v, len)?;
+        }
+        for (b, v) in decl.bufs.iter().zip(&views) {
+            if let (Role::Offsets { extent }, View::InI32(offs)) = (&b.role, v) {
+                if self.backend() == BackendKind::Cpu {
+                    crate::validate::validate_offsets(offs.host_slice(), extent(&shape))?;
+                }
+            }
+        }
+        let r = p.resolve_on(self)?;
+        let names: Vec<&'static str> = decl.bufs.iter().map(|b| b.name).collect();
+        let dev = Dev {
+            names: names.clone(),
+            ptrs: views.iter_mut().map(View::raw).collect(),
+            groups,
         };
-        // A null `offs` (ungrouped) is skipped by the pointer check.
-        let ptrs = [
-            ("x", dev.x),
-            ("offs", dev.offs as *const c_void),
-            ("out", dev.out as *const c_void),
-            ("scales", dev.scales as *const c_void),
-        ];
-        self.dispatch(
-            gpu_noop,
-            &ptrs,
-            || {
-                let host = CastHost {
-                    x,
-                    offs: offs.map_or(&[], |(o, _)| o.host_slice()),
-                    out: out.host_slice_mut(),
-                    scales: scales.host_slice_mut(),
-                };
-                cpu(fmt, host)
+        let host = Host {
+            names,
+            views: views.into_iter().map(Some).collect(),
+        };
+        // A null pointer (an absent buffer) is skipped by the pointer check.
+        let ptrs: Vec<_> = dev
+            .names
+            .iter()
+            .zip(&dev.ptrs)
+            .map(|(n, p)| (*n, p.0))
+            .collect();
+        let shape = &shape;
+        let cpu = move || {
+            let mut host = host;
+            (decl.cpu)(p, r, shape, &mut host)
+        };
+        let gpu = || (decl.gpu)(self, p, r, shape, &dev, stream);
+        match decl.gpu_run {
+            GpuRun::Checked { noop } => self.dispatch(noop(shape, groups), &ptrs, cpu, gpu),
+            GpuRun::Own => match self.backend() {
+                BackendKind::Cpu => cpu(),
+                BackendKind::Gpu => gpu(),
             },
-            || gpu(fmt, dev),
-        )
+        }
     }
+
+    /// A view against the elements its op needs and this context's memory kind.
+    fn check_view_of(&self, what: &'static str, v: &mut View<'_>, needed: usize) -> Result<()> {
+        match v {
+            View::Hp(s) => self.check_hp(what, s, needed),
+            View::InU8(s) => self.check_src(what, s, needed),
+            View::InI32(s) => self.check_src(what, s, needed),
+            View::InF32(s) => self.check_src(what, s, needed),
+            View::OutU8(d) => self.check_dst(what, d, needed),
+            View::OutI32(d) => self.check_dst(what, d, needed),
+            View::OutF32(d) => self.check_dst(what, d, needed),
+            View::OutBf16(d) => self.check_dst(what, d, needed),
+        }
+    }
+}
+
+/// The public [`Context`] method of each op, from one line per op: `fn name(p: &P, <dims>;
+/// <views, in declaration order>) = DECL shape;` makes `pub fn name(&self, p, <dims>, <views>,
+/// stream: StreamRef) -> Result<()>`, which runs `DECL` on `shape` (the doc comment goes with it).
+macro_rules! op_methods {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident(p: &$p:ty, $($dim:ident: $dt:ty),+; $($view:ident: $vt:ty),+ $(,)?)
+            = $decl:ident $shape:expr;
+    )+) => {
+        impl $crate::context::Context {$(
+            $(#[$doc])*
+            pub fn $name(
+                &self,
+                p: &$p,
+                $($dim: $dt,)+
+                $($view: $vt,)+
+                stream: $crate::view::StreamRef,
+            ) -> $crate::error::Result<()> {
+                self.run(&$decl, p, $shape, [$($view.into()),+], stream)
+            }
+        )+}
+    };
+}
+pub(crate) use op_methods;
+
+/// The length `m*k` of an (m, k) shape (the inputs and FP8 outputs of 2D casts).
+pub(crate) fn len_mk(&(m, k): &(usize, usize), _: usize) -> Result<usize> {
+    checked_mul("m*k", m, k)
+}
+
+/// `m` of an (m, k) shape (one scale per row).
+pub(crate) fn len_m(&(m, _): &(usize, usize), _: usize) -> Result<usize> {
+    Ok(m)
+}
+
+/// One element (a tensor scale or amax).
+pub(crate) fn len_one<S>(_: &S, _: usize) -> Result<usize> {
+    Ok(1)
+}
+
+/// `m == 0 || k == 0`: an empty (m, k) problem (nothing to launch).
+pub(crate) fn empty_mk(&(m, k): &(usize, usize), _: usize) -> bool {
+    m == 0 || k == 0
+}
+
+/// The GPU arm of an op that always launches (an empty tensor still writes its amax).
+pub(crate) fn never_noop<S>(_: &S, _: usize) -> bool {
+    false
 }
 
 impl Context {

@@ -39,6 +39,20 @@ pub use validate::{checked_mul, require_no_pow2, require_nonzero, validate_offse
 pub use view::{Dst, HpSrc, Loc, Src, StreamRef};
 pub use workspace::Workspace;
 
+/// Every op's declaration (`dispatch.rs`): the tests derive their C op table from it.
+#[doc(hidden)]
+pub mod decl {
+    pub use crate::cast_transpose::{CAST_TRANSPOSE, CAST_TRANSPOSE_SCALED};
+    pub use crate::dispatch::{BufInfo, Elem, OpDecl, OpParams};
+    pub use crate::grouped_gemm::{GROUPED_GEMM_2D2D, GROUPED_GEMM_2D3D};
+    pub use crate::mx::{MXFP8_DIM0, MXFP8_DIM1};
+    pub use crate::quant::{
+        BLOCKWISE_1X128, BLOCKWISE_128X128, COLWISE_3D, PER_GROUP_COLWISE, PER_GROUP_COLWISE_DUAL,
+        PER_GROUP_ROWWISE, ROWWISE_2D, ROWWISE_2D_PADDED, ROWWISE_3D_TRANSPOSE_RHS, TENSORWISE,
+        TENSORWISE_SCALED,
+    };
+}
+
 /// The public paths of earlier releases, kept as aliases (nothing inside the crate uses them).
 pub mod ops {
     pub use crate::context::{BackendKind, Context};

@@ -1,671 +1,511 @@
-//! The scale-and-cast op family on [`Context`]: rowwise 2D, 3D expert weights, per-group (jagged) rowwise/colwise, tensorwise, blockwise and the
-//! token-group-padding cast. Each method validates every argument first (so nothing is
-//! written on error), then dispatches to exactly one backend (`dispatch.rs`).
+//! The scale-and-cast op family on [`Context`]: rowwise 2D, 3D expert weights, per-group
+//! (jagged) rowwise/colwise, tensorwise, blockwise and the token-group-padding cast. Each op
+//! is one [`OpDecl`] (buffers, shape checks, reference, launcher; `dispatch.rs`) and a
+//! one-line method; [`Context::run`] validates every argument first (so nothing is written on
+//! error), then runs exactly one backend.
 
-use crate::context::{BackendKind, Context};
-use crate::dispatch::CastIo;
+use crate::context::Context;
+use crate::dispatch::{
+    BufDecl, Dev, Elem, GpuRun, OpDecl, dtype_name, empty_mk, len_m, len_mk, len_one, never_noop,
+    op_methods,
+};
 use crate::error::{Error, Result};
+use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
-use crate::validate::{checked_mul, require_no_pow2, require_nonzero};
+use crate::sys;
+use crate::validate::{checked_mul, require_no_pow2};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 
-/// Tile of a blockwise cast.
-#[derive(Clone, Copy)]
-enum BlockTile {
-    /// 1x128 (activations): one scale per row per 128 columns.
-    Row128,
-    /// 128x128 (weights).
-    Square128,
+/// The shape of the 3D expert-weight casts: (e, k, n).
+type Ekn = (usize, usize, usize);
+
+fn len_ekn(&(e, k, n): &Ekn, _: usize) -> Result<usize> {
+    checked_mul("e*k*n", checked_mul("e*k", e, k)?, n)
 }
 
-impl Context {
-    /// Rowwise (axiswise, last dim) scale-and-cast of an (m, k) row-major matrix:
-    /// `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i] = scale(amax(row i))`.
-    /// Used for the forward A operand and the dgrad grad_out. Writes m*k bytes and m scales.
-    pub fn rowwise_2d(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        require_nonzero("k", k)?;
-        let io = CastIo::new(x, out, scales, mk, m).gpu_noop_if(mk == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::rowwise_2d(
-                    fmt,
-                    p.pow2_scales,
-                    m,
-                    k,
-                    x,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                // SAFETY: the views were validated by cast_op: device memory of this context's
-                // GPU holding m*k inputs, m*k output bytes and m scales; the launcher only
-                // queues work on `stream` (docs/KERNEL_ABI.md).
-                let st = unsafe {
-                    crate::sys::hipfp8_rowwise_2d_launch(
-                        d.x,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                check_status("rowwise_2d", st)
-            },
-        )
-    }
+fn empty_ekn(&(e, k, n): &Ekn, _: usize) -> bool {
+    e == 0 || k == 0 || n == 0
+}
 
-    /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
-    /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
-    /// Forward B operand of the MoE grouped GEMM.
-    pub fn colwise_3d(
-        &self,
-        p: &CastParams,
-        e: usize,
-        k: usize,
-        n: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let en = checked_mul("e*n", e, n)?;
-        let ekn = checked_mul("e*n*k", en, k)?;
-        require_nonzero("k", k)?;
-        let io = CastIo::new(x, out, scales, ekn, en).gpu_noop_if(ekn == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::colwise_3d(
-                    fmt,
-                    p.pow2_scales,
-                    e,
-                    k,
-                    n,
-                    x,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
-                // SAFETY: validated by cast_op: device memory of this GPU with e*n*k inputs,
-                // e*n*k output bytes and e*n scales; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_rowwise_2d_launch(
-                        d.x,
-                        d.out,
-                        d.scales,
-                        en as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                        stream.0,
-                    )
-                };
-                check_status("colwise_3d", st)
-            },
-        )
-    }
+/// The ops of this family with one input `x`, FP8 `out` and f32 `scales` (the reference
+/// and launcher of `decl` say the rest).
+const fn cast_bufs<S>(
+    scales: fn(&S, usize) -> Result<usize>,
+    x: fn(&S, usize) -> Result<usize>,
+) -> [BufDecl<S>; 3] {
+    [
+        BufDecl::hp("x", x),
+        BufDecl::output("out", Elem::U8, x),
+        BufDecl::output("scales", Elem::F32, scales),
+    ]
+}
 
-    /// Transpose-rowwise cast of 3D expert weights (E,K,N) column-major: output (E,N,K)
-    /// column-major (`out[e*N*K + k*N + n]`), `scales[e*K + k]` over n. Dgrad B operand.
-    pub fn rowwise_3d_transpose_rhs(
-        &self,
-        p: &CastParams,
-        e: usize,
-        k: usize,
-        n: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let ek = checked_mul("e*k", e, k)?;
-        let ekn = checked_mul("e*k*n", ek, n)?;
-        require_nonzero("n", n)?;
-        let io = CastIo::new(x, out, scales, ekn, ek).gpu_noop_if(ekn == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::rowwise_3d_transpose_rhs(
-                    fmt,
-                    p.pow2_scales,
-                    e,
-                    k,
-                    n,
-                    x,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                self.with_colwise_workspace(e, k, 0, stream, |ws| {
-                    // SAFETY: validated by cast_op: device memory of this GPU with e*k*n
-                    // inputs and output bytes and e*k scales; `ws` is the context's zeroed
-                    // workspace of the size the launcher asked for; work is only queued on
-                    // `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_rowwise_3d_transpose_rhs_launch(
-                            d.x,
-                            d.out,
-                            d.scales,
-                            e as i64,
-                            k as i64,
-                            n as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            d.dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("rowwise_3d_transpose_rhs", st)
-                })
-            },
-        )
-    }
+/// The launchers that take (x, out, scales, rows, k, format, pow2, dtype, stream).
+#[derive(Clone, Copy)]
+enum RowKernel {
+    Rowwise,
+    Block1x128,
+    Block128x128,
+}
 
-    /// Per-group colwise cast of an (M,K) row-major matrix with END offsets along M:
-    /// output column-major (`out[k*M + m]`), `scales[g*K + k]` over the group's rows of
-    /// column k. Empty groups get `amax_to_scale(0)`; rows past `offs[G-1]` are not written.
-    pub fn per_group_colwise(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let g = offs.len();
-        let mk = checked_mul("m*k", m, k)?;
-        let gk = checked_mul("g*k", g, k)?;
-        let io = CastIo::new(x, out, scales, mk, gk)
-            .grouped(offs, m)
-            .gpu_noop_if(gk == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::per_group_colwise(
-                    fmt,
-                    p.pow2_scales,
-                    m,
-                    k,
-                    x,
-                    h.offs,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                self.with_colwise_workspace(g, k, 0, stream, |ws| {
-                    // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs
-                    // and output bytes, G*k scales and G offsets (clamped by the kernel, never
-                    // read on the host); `ws` is the context's zeroed workspace of the size the
-                    // launcher asked for; work is only queued on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_per_group_colwise_launch(
-                            d.x,
-                            d.offs,
-                            d.out,
-                            d.scales,
-                            m as i64,
-                            k as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            d.dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("per_group_colwise", st)
-                })
-            },
-        )
-    }
+/// Queue `kernel` over `rows` rows of `k` elements (`name` for the error).
+fn launch_rows(
+    kernel: RowKernel,
+    name: &str,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (rows, k): (usize, usize),
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, o, s) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"));
+    let (m, k, f, pw, dt) = (
+        rows as i64,
+        k as i64,
+        fmt as i32,
+        p.pow2_scales as i32,
+        d.dtype("x"),
+    );
+    // SAFETY: validated by Context::run: device memory of this context's GPU holding rows*k
+    // inputs, rows*k output bytes and the scales the op's declaration sized; the launchers only
+    // queue work on `stream` (docs/KERNEL_ABI.md).
+    let st = unsafe {
+        match kernel {
+            RowKernel::Rowwise => sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0),
+            RowKernel::Block1x128 => {
+                sys::hipfp8_blockwise_1x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
+            RowKernel::Block128x128 => {
+                sys::hipfp8_blockwise_128x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
+        }
+    };
+    check_status(name, st)
+}
 
-    /// Two [`Context::per_group_colwise`] casts sharing M and the offsets, in one launch
-    /// (wgrad: grad_out (M,K1) and the activations (M,K2) together).
-    pub fn per_group_colwise_dual(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k1: usize,
-        k2: usize,
-        x1: HpSrc<'_>,
-        x2: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        mut out1: Dst<'_, u8>,
-        mut scales1: Dst<'_, f32>,
-        mut out2: Dst<'_, u8>,
-        mut scales2: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let g = offs.len();
-        let mk1 = checked_mul("m*k1", m, k1)?;
-        let mk2 = checked_mul("m*k2", m, k2)?;
-        let gk1 = checked_mul("g*k1", g, k1)?;
-        let gk2 = checked_mul("g*k2", g, k2)?;
-        self.check_hp("x1", &x1, mk1)?;
-        self.check_hp("x2", &x2, mk2)?;
-        self.check_dst("out1", &mut out1, mk1)?;
-        self.check_dst("scales1", &mut scales1, gk1)?;
-        self.check_dst("out2", &mut out2, mk2)?;
-        self.check_dst("scales2", &mut scales2, gk2)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        let gpu_noop = gk1 == 0 && gk2 == 0;
-        let (x1p, d1) = x1.raw_parts();
-        let (x2p, d2) = x2.raw_parts();
-        if self.backend() == BackendKind::Gpu && !gpu_noop && d1 != d2 {
+#[doc(hidden)]
+pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_rowwise_2d",
+    bufs: &cast_bufs(len_m, len_mk),
+    nonzero: &[("k", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: empty_mk },
+    cpu: |p, fmt, &(m, k), h| {
+        let (out, scales) = (h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::rowwise_2d(fmt, p.pow2_scales, m, k, x, out, scales)
+        });
+        Ok(())
+    },
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(RowKernel::Rowwise, "rowwise_2d", p, fmt, s, d, stream)
+    },
+};
+
+#[doc(hidden)]
+pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
+    c_name: "hipfp8_colwise_3d",
+    bufs: &cast_bufs(|&(e, _, n), _| checked_mul("e*n", e, n), len_ekn),
+    nonzero: &[("k", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: empty_ekn },
+    cpu: |p, fmt, &(e, k, n), h| {
+        let (out, scales) = (h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::colwise_3d(fmt, p.pow2_scales, e, k, n, x, out, scales)
+        });
+        Ok(())
+    },
+    // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
+    gpu: |_, p, fmt, &(e, k, n), d, stream| {
+        launch_rows(
+            RowKernel::Rowwise,
+            "colwise_3d",
+            p,
+            fmt,
+            (e * n, k),
+            d,
+            stream,
+        )
+    },
+};
+
+#[doc(hidden)]
+pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = OpDecl {
+    c_name: "hipfp8_rowwise_3d_transpose_rhs",
+    bufs: &cast_bufs(|&(e, k, _), _| checked_mul("e*k", e, k), len_ekn),
+    nonzero: &[("n", |s| s.2)],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: empty_ekn },
+    cpu: |p, fmt, &(e, k, n), h| {
+        let (out, scales) = (h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::rowwise_3d_transpose_rhs(fmt, p.pow2_scales, e, k, n, x, out, scales)
+        });
+        Ok(())
+    },
+    gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
+        ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
+            // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs
+            // and output bytes and e*k scales; `ws` is the context's zeroed workspace of the
+            // size the launcher asked for; work is only queued on `stream`.
+            let st = unsafe {
+                sys::hipfp8_rowwise_3d_transpose_rhs_launch(
+                    d.ptr("x"),
+                    d.ptr("out"),
+                    d.ptr("scales"),
+                    e as i64,
+                    k as i64,
+                    n as i64,
+                    fmt as i32,
+                    p.pow2_scales as i32,
+                    d.dtype("x"),
+                    ws,
+                    stream.0,
+                )
+            };
+            check_status("rowwise_3d_transpose_rhs", st)
+        })
+    },
+};
+
+/// Queue per_group_colwise (`colwise`) or per_group_rowwise over (m, k) with `d.groups()`
+/// groups; `ws` is the workspace the launcher asked for.
+fn launch_grouped(
+    colwise: bool,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (m, k): (usize, usize),
+    d: &Dev,
+    ws: *mut std::ffi::c_void,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, offs, o, s) = (d.ptr("x"), d.ptr("offs"), d.ptr("out"), d.ptr("scales"));
+    let (m, k, g) = (m as i64, k as i64, d.groups() as i64);
+    let (f, pw, dt, st) = (fmt as i32, p.pow2_scales as i32, d.dtype("x"), stream.0);
+    // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and output
+    // bytes, the G scales per column (colwise) or row (rowwise) and G offsets (clamped by the
+    // kernel, never read on the host); `ws` is the zeroed workspace (colwise) or null or the
+    // zeroed scratch (rowwise) of the size the launcher asked for; work is only queued on
+    // `stream`.
+    let code = unsafe {
+        if colwise {
+            sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
+        } else {
+            sys::hipfp8_per_group_rowwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
+        }
+    };
+    check_status(
+        if colwise {
+            "per_group_colwise"
+        } else {
+            "per_group_rowwise"
+        },
+        code,
+    )
+}
+
+#[doc(hidden)]
+pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_per_group_colwise",
+    bufs: &[
+        BufDecl::hp("x", len_mk),
+        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::output("out", Elem::U8, len_mk),
+        BufDecl::output("scales", Elem::F32, |&(_, k), g| checked_mul("g*k", g, k)),
+    ],
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: |&(_, k), g| g == 0 || k == 0,
+    },
+    cpu: |p, fmt, &(m, k), h| {
+        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::per_group_colwise(fmt, pw, m, k, x, offs, out, scales)
+        })
+    },
+    gpu: |ctx, p, fmt, &(m, k), d, stream| {
+        let g = d.groups();
+        ctx.with_colwise_workspace(g, k, 0, stream, |ws| {
+            launch_grouped(true, p, fmt, (m, k), d, ws, stream)
+        })
+    },
+};
+
+#[doc(hidden)]
+pub static PER_GROUP_COLWISE_DUAL: OpDecl<CastParams, (usize, usize, usize)> = OpDecl {
+    c_name: "hipfp8_per_group_colwise_dual",
+    bufs: &[
+        BufDecl::hp("x1", |&(m, k1, _), _| checked_mul("m*k1", m, k1)),
+        BufDecl::hp("x2", |&(m, _, k2), _| checked_mul("m*k2", m, k2)),
+        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::output("out1", Elem::U8, |&(m, k1, _), _| {
+            checked_mul("m*k1", m, k1)
+        }),
+        BufDecl::output("scales1", Elem::F32, |&(_, k1, _), g| {
+            checked_mul("g*k1", g, k1)
+        }),
+        BufDecl::output("out2", Elem::U8, |&(m, _, k2), _| {
+            checked_mul("m*k2", m, k2)
+        }),
+        BufDecl::output("scales2", Elem::F32, |&(_, _, k2), g| {
+            checked_mul("g*k2", g, k2)
+        }),
+    ],
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: |&(_, k1, k2), g| g == 0 || (k1 == 0 && k2 == 0),
+    },
+    cpu: |p, fmt, &(m, k1, k2), h| {
+        let offs = h.src("offs");
+        let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
+        let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
+        let pw = p.pow2_scales;
+        with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
+            reference::quant::per_group_colwise_dual(fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2)
+        }))
+    },
+    gpu: |ctx, p, fmt, &(m, k1, k2), d, stream| {
+        let (d1, d2) = (d.dtype("x1"), d.dtype("x2"));
+        if d1 != d2 {
             return Err(Error::NotSupported(format!(
                 "per_group_colwise_dual on the GPU takes one input dtype for both tensors (got {} and {})",
-                x1.dtype_name(),
-                x2.dtype_name()
+                dtype_name(d1),
+                dtype_name(d2)
             )));
         }
-        let (o1, s1) = (out1.as_mut_ptr(), scales1.as_mut_ptr());
-        let (o2, s2) = (out2.as_mut_ptr(), scales2.as_mut_ptr());
-        let offp = offs.as_ptr();
-        let ptrs = [
-            ("x1", x1p),
-            ("x2", x2p),
-            ("offs", offp as *const _),
-            ("out1", o1 as *const _),
-            ("scales1", s1 as *const _),
-            ("out2", o2 as *const _),
-            ("scales2", s2 as *const _),
-        ];
-        self.dispatch(
-            gpu_noop,
-            &ptrs,
-            || {
-                let (o1, s1) = (out1.host_slice_mut(), scales1.host_slice_mut());
-                let (o2, s2) = (out2.host_slice_mut(), scales2.host_slice_mut());
-                let offs = offs.host_slice();
-                let pw = p.pow2_scales;
-                with_hp!(x1, |a| with_hp!(x2, |b| {
-                    reference::quant::per_group_colwise_dual(
-                        fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2,
-                    )
-                }))
-            },
-            || {
-                self.with_colwise_workspace(g, k1, k2, stream, |ws| {
-                    // SAFETY: as for per_group_colwise, for both tensors (m*k1 and m*k2
-                    // elements, G*k1 and G*k2 scales).
-                    let st = unsafe {
-                        crate::sys::hipfp8_per_group_colwise_dual_launch(
-                            x1p,
-                            x2p,
-                            offp,
-                            o1,
-                            s1,
-                            o2,
-                            s2,
-                            m as i64,
-                            k1 as i64,
-                            k2 as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            d1,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("per_group_colwise_dual", st)
-                })
-            },
-        )
-    }
+        let g = d.groups();
+        ctx.with_colwise_workspace(g, k1, k2, stream, |ws| {
+            // SAFETY: as for per_group_colwise, for both tensors (m*k1 and m*k2 elements,
+            // G*k1 and G*k2 scales).
+            let st = unsafe {
+                sys::hipfp8_per_group_colwise_dual_launch(
+                    d.ptr("x1"),
+                    d.ptr("x2"),
+                    d.ptr("offs"),
+                    d.ptr("out1"),
+                    d.ptr("scales1"),
+                    d.ptr("out2"),
+                    d.ptr("scales2"),
+                    m as i64,
+                    k1 as i64,
+                    k2 as i64,
+                    g as i64,
+                    fmt as i32,
+                    p.pow2_scales as i32,
+                    d1,
+                    ws,
+                    stream.0,
+                )
+            };
+            check_status("per_group_colwise_dual", st)
+        })
+    },
+};
 
-    /// Per-group rowwise cast of an (M,K) row-major matrix with END offsets along K:
-    /// output row-major, `scales[g*M + m]` over row m within the group's columns.
-    /// Columns past `offs[G-1]` are not written.
-    pub fn per_group_rowwise(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let g = offs.len();
-        let mk = checked_mul("m*k", m, k)?;
-        let gm = checked_mul("g*m", g, m)?;
-        let io = CastIo::new(x, out, scales, mk, gm)
-            .grouped(offs, k)
-            .gpu_noop_if(gm == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| reference::quant::per_group_rowwise(
-                    fmt,
-                    p.pow2_scales,
-                    m,
-                    k,
-                    x,
-                    h.offs,
-                    h.out,
-                    h.scales
-                ))
-            },
-            |fmt, d| {
-                self.with_grouped_scratch(g, stream, |ws| {
-                    // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs
-                    // and output bytes, G*m scales and G offsets (clamped by the kernel); `ws`
-                    // is null or the zeroed scratch of the size the launcher asked for; work is
-                    // only queued on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_per_group_rowwise_launch(
-                            d.x,
-                            d.offs,
-                            d.out,
-                            d.scales,
-                            m as i64,
-                            k as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            d.dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("per_group_rowwise", st)
-                })
-            },
-        )
-    }
+#[doc(hidden)]
+pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_per_group_rowwise",
+    bufs: &[
+        BufDecl::hp("x", len_mk),
+        BufDecl::offsets("offs", |s| s.1),
+        BufDecl::output("out", Elem::U8, len_mk),
+        BufDecl::output("scales", Elem::F32, |&(m, _), g| checked_mul("g*m", g, m)),
+    ],
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: |&(m, _), g| g == 0 || m == 0,
+    },
+    cpu: |p, fmt, &(m, k), h| {
+        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::per_group_rowwise(fmt, pw, m, k, x, offs, out, scales)
+        })
+    },
+    gpu: |ctx, p, fmt, &s, d, stream| {
+        ctx.with_grouped_scratch(d.groups(), stream, |ws| {
+            launch_grouped(false, p, fmt, s, d, ws, stream)
+        })
+    },
+};
 
-    /// Tensorwise cast of `n` elements: `amax[0]` over all of them, `scale[0]` from it,
-    /// `out[i] = encode(x[i] * scale)`. On the GPU: two phases, no host sync.
-    pub fn tensorwise(
-        &self,
-        p: &CastParams,
-        n: usize,
-        x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scale: Dst<'_, f32>,
-        mut amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        self.check_hp("x", &x, n)?;
-        self.check_dst("out", &mut out, n)?;
-        self.check_dst("scale", &mut scale, 1)?;
-        self.check_dst("amax", &mut amax, 1)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let (op, sp, ap) = (out.as_mut_ptr(), scale.as_mut_ptr(), amax.as_mut_ptr());
-        let ptrs = [
-            ("x", xp),
-            ("out", op as *const _),
-            ("scale", sp as *const _),
-            ("amax", ap as *const _),
-        ];
-        // n == 0 still launches: the amax and scale of an empty tensor are written.
-        self.dispatch(
-            false,
-            &ptrs,
-            || {
-                let (o, s, a) = (
-                    out.host_slice_mut(),
-                    scale.host_slice_mut(),
-                    amax.host_slice_mut(),
-                );
-                with_hp!(x, |x| reference::quant::tensorwise(
-                    fmt,
-                    p.pow2_scales,
-                    &x[..n],
-                    o,
-                    &mut s[0],
-                    &mut a[0]
-                ))
-            },
-            || {
-                // SAFETY: validated above: device memory of this GPU with n inputs, n output bytes, one scale and one amax; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_tensorwise_launch(
-                        xp,
-                        op,
-                        sp,
-                        ap,
-                        n as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        dtype,
-                        stream.0,
-                    )
-                };
-                check_status("tensorwise", st)
-            },
-        )
-    }
+fn len_n(&n: &usize, _: usize) -> Result<usize> {
+    Ok(n)
+}
 
-    /// Tensorwise cast with a scale the caller already has (delayed scaling: a scale from the
-    /// amax history of earlier steps): `out[i] = encode(x[i] * scale[0])`, and `amax[0] =
-    /// max |x|` for the history. One read of x, one kernel on the GPU; the scale is read on the
-    /// device (no host sync). Any scale is accepted and used as is (NaN, Inf, 0 and values that
-    /// overflow the format follow the encode rule); `p.pow2_scales` must be false, since no
-    /// scale is derived here.
-    pub fn tensorwise_scaled(
-        &self,
-        p: &CastParams,
-        n: usize,
-        x: HpSrc<'_>,
-        scale: Src<'_, f32>,
-        mut out: Dst<'_, u8>,
-        mut amax: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        require_no_pow2(p)?;
-        self.check_hp("x", &x, n)?;
-        self.check_src("scale", &scale, 1)?;
-        self.check_dst("out", &mut out, n)?;
-        self.check_dst("amax", &mut amax, 1)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let (scp, op, ap) = (scale.as_ptr(), out.as_mut_ptr(), amax.as_mut_ptr());
-        let ptrs = [
-            ("x", xp),
-            ("scale", scp as *const _),
-            ("out", op as *const _),
-            ("amax", ap as *const _),
-        ];
-        // n == 0 still launches: the amax of an empty tensor (0) is written.
-        self.dispatch(
-            false,
-            &ptrs,
-            || {
-                let sc = scale.host_slice()[0];
-                let (o, a) = (out.host_slice_mut(), amax.host_slice_mut());
-                a[0] = with_hp!(x, |x| reference::quant::tensorwise_scaled(
-                    fmt,
-                    sc,
-                    &x[..n],
-                    o
-                ));
-            },
-            || {
-                // SAFETY: validated above: device memory of this GPU with n inputs, one scale,
-                // n output bytes and one amax; the launcher only queues work on `stream`.
-                let st = unsafe {
-                    crate::sys::hipfp8_tensorwise_scaled_launch(
-                        xp, scp, op, ap, n as i64, fmt as i32, dtype, stream.0,
-                    )
-                };
-                check_status("tensorwise_scaled", st)
-            },
-        )
-    }
-
-    /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (M, ceil(K/128)) row-major;
-    /// a row's last block reduces over the columns that exist.
-    pub fn blockwise_1x128(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        self.blockwise(BlockTile::Row128, p, m, k, x, out, scales, stream)
-    }
-
-    /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
-    /// row-major; edge tiles reduce over what exists.
-    pub fn blockwise_128x128(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        self.blockwise(BlockTile::Square128, p, m, k, x, out, scales, stream)
-    }
-
-    /// The two blockwise casts: they differ only in the scale count, the reference function
-    /// and the launcher.
-    #[allow(clippy::too_many_arguments)]
-    fn blockwise(
-        &self,
-        tile: BlockTile,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        out: Dst<'_, u8>,
-        scales: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let ns = match tile {
-            BlockTile::Row128 => checked_mul("m*ceil(k/128)", m, k.div_ceil(128))?,
-            BlockTile::Square128 => {
-                checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128))?
-            }
+#[doc(hidden)]
+pub static TENSORWISE: OpDecl<CastParams, usize> = OpDecl {
+    c_name: "hipfp8_tensorwise",
+    bufs: &[
+        BufDecl::hp("x", len_n),
+        BufDecl::output("out", Elem::U8, len_n),
+        BufDecl::output("scale", Elem::F32, len_one),
+        BufDecl::output("amax", Elem::F32, len_one),
+    ],
+    nonzero: &[],
+    check: None,
+    // n == 0 still launches: the amax and scale of an empty tensor are written.
+    gpu_run: GpuRun::Checked { noop: never_noop },
+    cpu: |p, fmt, &n, h| {
+        let (o, s, a) = (h.dst("out"), h.dst("scale"), h.dst("amax"));
+        with_hp!(h.hp("x"), |x| reference::quant::tensorwise(
+            fmt,
+            p.pow2_scales,
+            &x[..n],
+            o,
+            &mut s[0],
+            &mut a[0]
+        ));
+        Ok(())
+    },
+    gpu: |_, p, fmt, &n, d, stream| {
+        // SAFETY: validated by Context::run: device memory of this GPU with n inputs, n output
+        // bytes, one scale and one amax; the launcher only queues work on `stream`.
+        let st = unsafe {
+            sys::hipfp8_tensorwise_launch(
+                d.ptr("x"),
+                d.ptr("out"),
+                d.ptr("scale"),
+                d.ptr("amax"),
+                n as i64,
+                fmt as i32,
+                p.pow2_scales as i32,
+                d.dtype("x"),
+                stream.0,
+            )
         };
-        let io = CastIo::new(x, out, scales, mk, ns).gpu_noop_if(mk == 0);
-        self.cast_op(
-            p,
-            io,
-            |fmt, h| {
-                with_hp!(h.x, |x| match tile {
-                    BlockTile::Row128 => reference::quant::blockwise_1x128(
-                        fmt,
-                        p.pow2_scales,
-                        m,
-                        k,
-                        x,
-                        h.out,
-                        h.scales
-                    ),
-                    BlockTile::Square128 => reference::quant::blockwise_128x128(
-                        fmt,
-                        p.pow2_scales,
-                        m,
-                        k,
-                        x,
-                        h.out,
-                        h.scales
-                    ),
-                })
-            },
-            |fmt, d| {
-                // SAFETY: validated by cast_op: device memory of this GPU with m*k inputs and output bytes and `ns` scales (the tile's count); the launchers only queue work on `stream`.
-                let (st, name) = unsafe {
-                    let (x, o, sc, mm, kk, f, p2, dt) = (
-                        d.x,
-                        d.out,
-                        d.scales,
-                        m as i64,
-                        k as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        d.dtype,
-                    );
-                    match tile {
-                        BlockTile::Row128 => (
-                            crate::sys::hipfp8_blockwise_1x128_launch(
-                                x, o, sc, mm, kk, f, p2, dt, stream.0,
-                            ),
-                            "blockwise_1x128",
-                        ),
-                        BlockTile::Square128 => (
-                            crate::sys::hipfp8_blockwise_128x128_launch(
-                                x, o, sc, mm, kk, f, p2, dt, stream.0,
-                            ),
-                            "blockwise_128x128",
-                        ),
-                    }
-                };
-                check_status(name, st)
-            },
-        )
-    }
+        check_status("tensorwise", st)
+    },
+};
 
-    /// Rowwise cast that pads every token group (END offsets along M) to a multiple of 16
-    /// rows, in one pass: group g's rows land at `[padded_offs[g-1], ...)` in `out`
-    /// (m_cap, K) and `scales[m_cap]`; padding rows are zeros with scale `amax_to_scale(0)`;
-    /// `padded_offs[g]` receives the padded END offsets. Needs `m_cap >= m + 15*G` (the
-    /// worst case, so a GPU caller can size buffers without reading offsets). Rows past the
-    /// padded end are untouched.
-    pub fn rowwise_2d_padded(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        m_cap: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
-        mut padded_offs: Dst<'_, i32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let g = offs.len();
+#[doc(hidden)]
+pub static TENSORWISE_SCALED: OpDecl<CastParams, usize> = OpDecl {
+    c_name: "hipfp8_tensorwise_scaled",
+    bufs: &[
+        BufDecl::hp("x", len_n),
+        BufDecl::input("scale", Elem::F32, len_one),
+        BufDecl::output("out", Elem::U8, len_n),
+        BufDecl::output("amax", Elem::F32, len_one),
+    ],
+    nonzero: &[],
+    check: Some(|p, _, _| require_no_pow2(p)),
+    // n == 0 still launches: the amax of an empty tensor (0) is written.
+    gpu_run: GpuRun::Checked { noop: never_noop },
+    cpu: |_, fmt, &n, h| {
+        let sc = h.src::<f32>("scale")[0];
+        let (o, a) = (h.dst("out"), h.dst::<f32>("amax"));
+        a[0] = with_hp!(h.hp("x"), |x| reference::quant::tensorwise_scaled(
+            fmt,
+            sc,
+            &x[..n],
+            o
+        ));
+        Ok(())
+    },
+    gpu: |_, _, fmt, &n, d, stream| {
+        // SAFETY: validated by Context::run: device memory of this GPU with n inputs, one
+        // scale, n output bytes and one amax; the launcher only queues work on `stream`.
+        let st = unsafe {
+            sys::hipfp8_tensorwise_scaled_launch(
+                d.ptr("x"),
+                d.ptr("scale"),
+                d.ptr("out"),
+                d.ptr("amax"),
+                n as i64,
+                fmt as i32,
+                d.dtype("x"),
+                stream.0,
+            )
+        };
+        check_status("tensorwise_scaled", st)
+    },
+};
+
+#[doc(hidden)]
+pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_blockwise_1x128",
+    bufs: &cast_bufs(
+        |&(m, k), _| checked_mul("m*ceil(k/128)", m, k.div_ceil(128)),
+        len_mk,
+    ),
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: empty_mk },
+    cpu: |p, fmt, &(m, k), h| {
+        let (out, scales) = (h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::blockwise_1x128(fmt, p.pow2_scales, m, k, x, out, scales)
+        });
+        Ok(())
+    },
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(
+            RowKernel::Block1x128,
+            "blockwise_1x128",
+            p,
+            fmt,
+            s,
+            d,
+            stream,
+        )
+    },
+};
+
+#[doc(hidden)]
+pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_blockwise_128x128",
+    bufs: &cast_bufs(
+        |&(m, k), _| checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128)),
+        len_mk,
+    ),
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked { noop: empty_mk },
+    cpu: |p, fmt, &(m, k), h| {
+        let (out, scales) = (h.dst("out"), h.dst("scales"));
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::blockwise_128x128(fmt, p.pow2_scales, m, k, x, out, scales)
+        });
+        Ok(())
+    },
+    gpu: |_, p, fmt, &s, d, stream| {
+        launch_rows(
+            RowKernel::Block128x128,
+            "blockwise_128x128",
+            p,
+            fmt,
+            s,
+            d,
+            stream,
+        )
+    },
+};
+
+/// The shape of the padding cast: (m, k, m_cap).
+type Padded = (usize, usize, usize);
+
+#[doc(hidden)]
+pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
+    c_name: "hipfp8_rowwise_2d_padded",
+    bufs: &[
+        BufDecl::hp("x", |&(m, k, _), _| checked_mul("m*k", m, k)),
+        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::output("out", Elem::U8, |&(_, k, m_cap), _| {
+            checked_mul("m_cap*k", m_cap, k)
+        }),
+        BufDecl::output("scales", Elem::F32, |s, _| Ok(s.2)),
+        BufDecl::output("padded_offs", Elem::I32, |_, g| Ok(g)),
+    ],
+    nonzero: &[("k", |s| s.1)],
+    check: Some(|_, &(m, _, m_cap), g| {
         let worst = checked_mul("15*g", 15, g)?
             .checked_add(m)
             .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
-        let capk = checked_mul("m_cap*k", m_cap, k)?;
-        require_nonzero("k", k)?;
         if m_cap < worst {
             return Err(Error::InvalidShape(format!(
                 "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
@@ -676,70 +516,127 @@ impl Context {
                 "m_cap = {m_cap} does not fit the int32 padded offsets"
             )));
         }
-        self.check_hp("x", &x, mk)?;
-        self.check_dst("out", &mut out, capk)?;
-        self.check_dst("scales", &mut scales, m_cap)?;
-        self.check_dst("padded_offs", &mut padded_offs, g)?;
-        self.check_offsets(&offs, m)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let (op, sp, pp) = (
-            out.as_mut_ptr(),
-            scales.as_mut_ptr(),
-            padded_offs.as_mut_ptr(),
-        );
-        let offp = offs.as_ptr();
-        let ptrs = [
-            ("x", xp),
-            ("offs", offp as *const _),
-            ("out", op as *const _),
-            ("scales", sp as *const _),
-            ("padded_offs", pp as *const _),
-        ];
-        self.dispatch(
-            g == 0,
-            &ptrs,
-            || {
-                let (o, s, po) = (
-                    out.host_slice_mut(),
-                    scales.host_slice_mut(),
-                    padded_offs.host_slice_mut(),
-                );
-                let offs = offs.host_slice();
-                with_hp!(x, |x| reference::quant::rowwise_2d_padded(
-                    fmt,
-                    p.pow2_scales,
-                    k,
-                    x,
-                    offs,
-                    o,
-                    s,
-                    po
-                ))
-            },
-            || {
-                self.with_grouped_scratch(g, stream, |ws| {
-                    // SAFETY: validated above: device memory of this GPU with m*k inputs, m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the kernel; `ws` is null or the zeroed scratch of the size the launcher asked for; the launcher only queues work on `stream`.
-                    let st = unsafe {
-                        crate::sys::hipfp8_rowwise_2d_padded_launch(
-                            xp,
-                            offp,
-                            op,
-                            sp,
-                            pp,
-                            m as i64,
-                            k as i64,
-                            g as i64,
-                            fmt as i32,
-                            p.pow2_scales as i32,
-                            dtype,
-                            ws,
-                            stream.0,
-                        )
-                    };
-                    check_status("rowwise_2d_padded", st)
-                })
-            },
-        )
-    }
+        Ok(())
+    }),
+    gpu_run: GpuRun::Checked {
+        noop: |_, g| g == 0,
+    },
+    cpu: |p, fmt, &(_, k, _), h| {
+        let offs = h.src("offs");
+        let (o, s, po) = (h.dst("out"), h.dst("scales"), h.dst("padded_offs"));
+        with_hp!(h.hp("x"), |x| reference::quant::rowwise_2d_padded(
+            fmt,
+            p.pow2_scales,
+            k,
+            x,
+            offs,
+            o,
+            s,
+            po
+        ))
+    },
+    gpu: |ctx, p, fmt, &(m, k, _), d, stream| {
+        let g = d.groups();
+        ctx.with_grouped_scratch(g, stream, |ws| {
+            // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs,
+            // m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so
+            // every padded row fits; offsets are clamped by the kernel; `ws` is null or the
+            // zeroed scratch of the size the launcher asked for; the launcher only queues work
+            // on `stream`.
+            let st = unsafe {
+                sys::hipfp8_rowwise_2d_padded_launch(
+                    d.ptr("x"),
+                    d.ptr("offs"),
+                    d.ptr("out"),
+                    d.ptr("scales"),
+                    d.ptr("padded_offs"),
+                    m as i64,
+                    k as i64,
+                    g as i64,
+                    fmt as i32,
+                    p.pow2_scales as i32,
+                    d.dtype("x"),
+                    ws,
+                    stream.0,
+                )
+            };
+            check_status("rowwise_2d_padded", st)
+        })
+    },
+};
+
+impl Context {}
+
+op_methods! {
+    /// Rowwise (axiswise, last dim) scale-and-cast of an (m, k) row-major matrix:
+    /// `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i] = scale(amax(row i))`.
+    /// Used for the forward A operand and the dgrad grad_out. Writes m*k bytes and m scales.
+    fn rowwise_2d(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = ROWWISE_2D (m, k);
+
+    /// Colwise scale-and-cast of 3D expert weights (E,K,N) stored column-major
+    /// (`x[e*K*N + n*K + k]`): `scales[e*N + n]` over k; output in the same layout.
+    /// Forward B operand of the MoE grouped GEMM.
+    fn colwise_3d(p: &CastParams, e: usize, k: usize, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = COLWISE_3D (e, k, n);
+
+    /// Transpose-rowwise cast of 3D expert weights (E,K,N) column-major: output (E,N,K)
+    /// column-major (`out[e*N*K + k*N + n]`), `scales[e*K + k]` over n. Dgrad B operand.
+    fn rowwise_3d_transpose_rhs(p: &CastParams, e: usize, k: usize, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = ROWWISE_3D_TRANSPOSE_RHS (e, k, n);
+
+    /// Per-group colwise cast of an (M,K) row-major matrix with END offsets along M:
+    /// output column-major (`out[k*M + m]`), `scales[g*K + k]` over the group's rows of
+    /// column k. Empty groups get `amax_to_scale(0)`; rows past `offs[G-1]` are not written.
+    fn per_group_colwise(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>)
+        = PER_GROUP_COLWISE (m, k);
+
+    /// Two [`Context::per_group_colwise`] casts sharing M and the offsets, in one launch
+    /// (wgrad: grad_out (M,K1) and the activations (M,K2) together).
+    fn per_group_colwise_dual(p: &CastParams, m: usize, k1: usize, k2: usize;
+        x1: HpSrc<'_>, x2: HpSrc<'_>, offs: Src<'_, i32>, out1: Dst<'_, u8>, scales1: Dst<'_, f32>,
+        out2: Dst<'_, u8>, scales2: Dst<'_, f32>) = PER_GROUP_COLWISE_DUAL (m, k1, k2);
+
+    /// Per-group rowwise cast of an (M,K) row-major matrix with END offsets along K:
+    /// output row-major, `scales[g*M + m]` over row m within the group's columns.
+    /// Columns past `offs[G-1]` are not written.
+    fn per_group_rowwise(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>)
+        = PER_GROUP_ROWWISE (m, k);
+
+    /// Tensorwise cast of `n` elements: `amax[0]` over all of them, `scale[0]` from it,
+    /// `out[i] = encode(x[i] * scale)`. On the GPU: two phases, no host sync.
+    fn tensorwise(p: &CastParams, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scale: Dst<'_, f32>, amax: Dst<'_, f32>) = TENSORWISE n;
+
+    /// Tensorwise cast with a scale the caller already has (delayed scaling: a scale from the
+    /// amax history of earlier steps): `out[i] = encode(x[i] * scale[0])`, and `amax[0] =
+    /// max |x|` for the history. One read of x, one kernel on the GPU; the scale is read on the
+    /// device (no host sync). Any scale is accepted and used as is (NaN, Inf, 0 and values that
+    /// overflow the format follow the encode rule); `p.pow2_scales` must be false, since no
+    /// scale is derived here.
+    fn tensorwise_scaled(p: &CastParams, n: usize;
+        x: HpSrc<'_>, scale: Src<'_, f32>, out: Dst<'_, u8>, amax: Dst<'_, f32>)
+        = TENSORWISE_SCALED n;
+
+    /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (M, ceil(K/128)) row-major;
+    /// a row's last block reduces over the columns that exist.
+    fn blockwise_1x128(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = BLOCKWISE_1X128 (m, k);
+
+    /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(M/128), ceil(K/128))
+    /// row-major; edge tiles reduce over what exists.
+    fn blockwise_128x128(p: &CastParams, m: usize, k: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>) = BLOCKWISE_128X128 (m, k);
+
+    /// Rowwise cast that pads every token group (END offsets along M) to a multiple of 16
+    /// rows, in one pass: group g's rows land at `[padded_offs[g-1], ...)` in `out`
+    /// (m_cap, K) and `scales[m_cap]`; padding rows are zeros with scale `amax_to_scale(0)`;
+    /// `padded_offs[g]` receives the padded END offsets. Needs `m_cap >= m + 15*G` (the
+    /// worst case, so a GPU caller can size buffers without reading offsets). Rows past the
+    /// padded end are untouched.
+    fn rowwise_2d_padded(p: &CastParams, m: usize, k: usize, m_cap: usize;
+        x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>,
+        padded_offs: Dst<'_, i32>) = ROWWISE_2D_PADDED (m, k, m_cap);
 }

@@ -10,6 +10,7 @@
 // per thread in flight. Odd K / unaligned views use element loads with the same arithmetic.
 #include "common.h"
 #include "launchers.h"
+#include "policy.h"
 
 namespace hipfp8 {
 
@@ -315,12 +316,6 @@ static void launch_mx_dim1_regs(const typename In::elem* xp, uint8_t* out, uint8
     mx_dim1_kernel<In, F, true><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
   else
     mx_dim1_kernel<In, F, false><<<grid, 256, 0, st>>>(xp, out, scales, m, k, rceil, vs);
-}
-
-// HIPFP8_MXDIM1_LDS (hip/knobs.h): unset / 1 = the LDS transpose (mx_dim1_lds_kernel, the
-// default, faster (bench/NOTES.md, "Kernel design decisions")), 0 = the register transpose (mx_dim1_kernel).
-static bool mx_dim1_lds() {
-  return knob(kKnob_MXDIM1_LDS) != 0;
 }
 
 template <class In, uint32_t F>

@@ -31,6 +31,7 @@
 // block of a slab resets it, the last block of the grid resets the ticket).
 #include "common.h"
 #include "launchers.h"
+#include "policy.h"
 
 namespace hipfp8 {
 
@@ -46,20 +47,8 @@ __host__ __device__ constexpr int col_cg_of(int gi) { return 2 << gi; }
 // The geometry of a tile width CG (2, 4, 8, 16), the inverse of col_cg_of.
 __host__ __device__ constexpr int col_geo_of_cg(int cg) { return cg == 2 ? 0 : cg == 4 ? 1 : cg == 8 ? 2 : 3; }
 __host__ __device__ constexpr int col_units_of(int gi) { return kColBlock / col_cg_of(gi); }  // 16-row units per sub-chunk
-// The geometry for a group of `rows` rows: a slab that is ONE sub-chunk (no L2 re-read, no
-// waiting for other blocks) is what pays, so the tile is the narrowest whose sub-chunk covers
-// the group; groups longer than 2048 rows are multi-chunk with any tile and take CG=8. Chosen
-// per group on the device: a launch with skewed groups gives each group its own tile (bench/NOTES.md, "Kernel design decisions").
-__host__ __device__ inline int col_geo_for_rows(int64_t rows) {
-  if (rows <= 256) return 3;
-  if (rows <= 512) return 2;
-  if (rows <= 1024) return 1;
-  if (rows <= 2048) return 0;
-  return 2;
-}
-// L = 2 is best or equal of 1, 2, 4 for both (bench/NOTES.md, "Kernel design decisions").
-constexpr int kColDefaultL = 2;
-constexpr int kCol3dDefaultL = 2;
+// The geometry of a group (col_geo_for_rows), of a whole launch (colwise_fixed_geo) and the
+// smallest sub-chunks per work item (colwise_min_L) are chosen in policy.h.
 
 // Workspace: a header, then per group a region of ws_group_words words holding one slab record
 // per (tensor, column tile of the group's geometry): COLS amax words, then the arrive and depart
@@ -458,32 +447,6 @@ static int colwise_grid(size_t smem) {
   return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC>), kColBlock, smem);
 }
 
-// Smallest L (sub-chunks per work item) for jagged groups and for the 3D op (uniform groups of
-// N rows): the defaults below, or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (tuning knobs for the
-// bench, read once per process).
-static int colwise_min_L(bool is3d) {
-  const int r = knob(is3d ? kKnob_COLWISE3D_L : kKnob_COLWISE_L);
-  if (r < 1 || r > 64) return is3d ? kCol3dDefaultL : kColDefaultL;
-  return r;
-}
-
-// Tile geometry of a launch: 3D launches (uniform groups) take their group's tile, compiled for it;
-// jagged launches let each group take its own. Bench / test knobs (read once per process):
-//   HIPFP8_COLWISE_CG = 2, 4, 8, 16  every group takes that tile (compiled for it);
-//   HIPFP8_COLWISE_PERGROUP = 0      jagged groups all take the tile of the MEAN group (M / G
-//                                    rows), compiled for it.
-// Returns the fixed geometry, or -1 for per group.
-static int colwise_fixed_geo(const ColWork& w) {
-  const int r = knob(kKnob_COLWISE_CG);
-  if (r == 2) return 0;
-  if (r == 4) return 1;
-  if (r == 8) return 2;
-  if (r == 16) return 3;
-  if (!w.offs) return col_geo_for_rows(w.group_rows);
-  if (knob(kKnob_COLWISE_PERGROUP) == 0) return col_geo_for_rows(w.G > 0 ? (w.M + w.G - 1) / w.G : w.M);
-  return -1;
-}
-
 // Launch the tile kernel for tile CGC (0: per group) on the co-resident grid.
 template <class In, uint32_t F, int CGC>
 static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
@@ -507,7 +470,7 @@ static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
 template <class In, uint32_t F>
 static int launch_colwise_tiles(const ColWork& w, size_t smem, hipStream_t st) {
   if (smem > 48 * 1024) return kLaunchUnsupported;
-  switch (colwise_fixed_geo(w)) {
+  switch (colwise_fixed_geo(w.offs != nullptr, w.group_rows, w.M, w.G)) {
     case 0: return launch_colwise_geo<In, F, 2>(w, smem, st);
     case 1: return launch_colwise_geo<In, F, 4>(w, smem, st);
     case 2: return launch_colwise_geo<In, F, 8>(w, smem, st);

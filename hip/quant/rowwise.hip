@@ -9,6 +9,7 @@
 // Slow path (odd K / misaligned): same structure, element at a time, second pass re-reads.
 #include "common.h"
 #include "launchers.h"
+#include "policy.h"
 
 namespace hipfp8 {
 
@@ -72,7 +73,8 @@ rowwise_scalar_kernel(const typename In::elem* __restrict__ x, uint8_t* __restri
   }
 }
 
-// Row-length buckets: BLOCK threads x VPT vectors cover the row from registers.
+// Row-length buckets (policy.h, rowwise_cfg): BLOCK threads x VPT vectors cover the row from
+// registers.
 template <class In, uint32_t F>
 static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, float* scales, int pow2,
                           hipStream_t st) {
@@ -84,17 +86,10 @@ static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, flo
     rowwise_scalar_kernel<In, F, 256><<<(unsigned)grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
     HIPFP8_RETURN_LAUNCH_STATUS();
   }
-  const int64_t nv = k / In::EPV;
-#define HIPFP8_ROWWISE_CFG(B, V) rowwise_vec_kernel<In, F, B, V><<<(unsigned)grid, B, 0, st>>>(xp, out, scales, m, k, pow2)
-  if (nv <= 256) HIPFP8_ROWWISE_CFG(64, 4);
-  else if (nv <= 512) HIPFP8_ROWWISE_CFG(128, 4);
-  else if (nv <= 1024) HIPFP8_ROWWISE_CFG(256, 4);
-  else if (nv <= 2048) HIPFP8_ROWWISE_CFG(256, 8);
-  // Longer rows (> 4096 vectors: K > 32768 bf16) keep the first 4096 vectors in registers and
-  // re-read the rest (L2-resident): a 1024-thread variant needs more than the 128 VGPRs a
-  // 1024-thread workgroup gets on CDNA and spills to scratch there.
-  else HIPFP8_ROWWISE_CFG(512, 8);
-#undef HIPFP8_ROWWISE_CFG
+  with_index<kRowwiseCfgCount>(rowwise_cfg(k / In::EPV), [&](auto i) {
+    constexpr RowCfg c = kRowwiseCfgs[decltype(i)::value];
+    rowwise_vec_kernel<In, F, c.block, c.vpt><<<(unsigned)grid, c.block, 0, st>>>(xp, out, scales, m, k, pow2);
+  });
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -319,20 +314,12 @@ per_group_rowwise_kernel(const typename In::elem* __restrict__ x, const int32_t*
   }
 }
 
-// Bench knobs, read once per process (unset: the defaults): HIPFP8_PGR_BLOCKS_PER_SM=n sizes the
-// grid by n blocks per SM instead of the resident count; HIPFP8_PGR_TWO_BARRIER=1 sends few
-// groups through the many-groups path (scales through shared memory, a second barrier).
-static int pgr_knob(int which) {
-  const int x = knob(which == 0 ? kKnob_PGR_BLOCKS_PER_SM : kKnob_PGR_TWO_BARRIER);
-  return x < 0 || x > 64 ? 0 : x;
-}
-
-// Blocks of the persistent kernel: the resident count (resident_grid), or the
-// HIPFP8_PGR_BLOCKS_PER_SM knob times the SM count.
+// Blocks of the persistent kernel: the resident count (resident_grid), or
+// pgr_blocks_per_sm() (policy.h) times the SM count.
 template <class In, uint32_t F, int B, int V, bool VECF, bool SMALLG>
 static int pgr_grid_cap(size_t smem) {
-  const int knob = pgr_knob(0);
-  if (knob > 0) return knob * device_sm_count();
+  const int per_sm = pgr_blocks_per_sm();
+  if (per_sm > 0) return per_sm * device_sm_count();
   static unsigned long long cache[kResidentDevs];
   return resident_grid(cache, reinterpret_cast<const void*>(per_group_rowwise_kernel<In, F, B, V, VECF, SMALLG>), B, smem);
 }
@@ -352,12 +339,12 @@ template <class In, uint32_t F, bool SMALLG>
 static int launch_pgr_shape(const typename In::elem* xp, const int32_t* offs, int G, int64_t m, int64_t k, uint8_t* out,
                             float* scales, int pow2, hipStream_t st) {
   const bool vec = k % In::EPV == 0 && aligned16(xp) && ((uintptr_t)out % In::EPV == 0);
-  if (!vec) return launch_pgr_cfg<In, F, 256, 4, false, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
-  const int64_t nv = k / In::EPV;
-  if (nv <= 512) return launch_pgr_cfg<In, F, 128, 4, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
-  if (nv <= 1024) return launch_pgr_cfg<In, F, 256, 4, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
-  if (nv <= 2048) return launch_pgr_cfg<In, F, 256, 8, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
-  return launch_pgr_cfg<In, F, 512, 8, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  constexpr RowCfg s = kGroupedRowScalarCfg;
+  if (!vec) return launch_pgr_cfg<In, F, s.block, s.vpt, false, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  return with_index<kGroupedRowCfgCount>(grouped_row_cfg(k / In::EPV), [&](auto i) {
+    constexpr RowCfg c = kGroupedRowCfgs[decltype(i)::value];
+    return launch_pgr_cfg<In, F, c.block, c.vpt, true, SMALLG>(xp, offs, G, m, k, out, scales, pow2, st);
+  });
 }
 
 // More than kRowwiseMaxGroups groups (the shared-memory tables of the kernel above would not
@@ -402,17 +389,14 @@ static int launch_per_group_rowwise(const void* x, const int32_t* offs, int G, i
     int32_t* clamped = static_cast<int32_t*>(ws);
     int r = launch_group_tables(offs, G, k, clamped, nullptr, st);
     if (r != kLaunchOk) return r;
-    const int64_t tasks = m * (int64_t)G;
-    const int64_t per_block = kPgrGlobalBlock / HIPFP8_WAVE;
-    int64_t grid = (int64_t)device_sm_count() * 8;
-    if (grid > (tasks + per_block - 1) / per_block) grid = (tasks + per_block - 1) / per_block;
+    const int64_t grid = pgr_global_grid(m * (int64_t)G, kPgrGlobalBlock / HIPFP8_WAVE);
     per_group_rowwise_global_kernel<In, F><<<(unsigned)grid, kPgrGlobalBlock, 0, st>>>(xp, clamped, G, out, scales, m,
                                                                                        k, pow2);
     hipError_t e = hipGetLastError();
     if (e != hipSuccess) return (int)e;
     return clear_group_tables(ws, 4 * group_tables_words(G), st);
   }
-  if (G <= HIPFP8_WAVE && pgr_knob(1) == 0) return launch_pgr_shape<In, F, true>(xp, offs, G, m, k, out, scales, pow2, st);
+  if (pgr_small_groups(G)) return launch_pgr_shape<In, F, true>(xp, offs, G, m, k, out, scales, pow2, st);
   return launch_pgr_shape<In, F, false>(xp, offs, G, m, k, out, scales, pow2, st);
 }
 
@@ -516,24 +500,20 @@ static int launch_rowwise_padded(const void* x, const int32_t* offs, int G, int6
   const int64_t rows_bound = m + 15 * (int64_t)G;
   const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % In::EPV == 0);
   const int64_t nv = (k + In::EPV - 1) / In::EPV;
-  // Grid: the blocks resident at once (each walks rows blockIdx.x, +gridDim.x, ...): more blocks
-  // than that would run their whole share of rows as a last, mostly empty wave.
-#define HIPFP8_PAD_CFG(B, V)                                                                                      \
-  do {                                                                                                            \
-    static unsigned long long cache[2][kResidentDevs];                                                            \
-    const void* kfn = vec ? reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, B, V, true>)              \
-                          : reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, B, V, false>);            \
-    int64_t grid = resident_grid(cache[vec], kfn, B, smem);                                                       \
-    if (grid > rows_bound) grid = rows_bound;                                                                     \
-    if (grid < 1) grid = 1;                                                                                       \
-    if (vec) rowwise_padded_kernel<In, F, B, V, true><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables); \
-    else rowwise_padded_kernel<In, F, B, V, false><<<(unsigned)grid, B, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables); \
-  } while (0)
-  if (nv <= 512) HIPFP8_PAD_CFG(128, 4);
-  else if (nv <= 1024) HIPFP8_PAD_CFG(256, 4);
-  else if (nv <= 2048) HIPFP8_PAD_CFG(256, 8);
-  else HIPFP8_PAD_CFG(512, 8);
-#undef HIPFP8_PAD_CFG
+  // Grid: padded_grid (policy.h) of the blocks resident at once.
+  with_index<kGroupedRowCfgCount>(grouped_row_cfg(nv), [&](auto i) {
+    constexpr RowCfg c = kGroupedRowCfgs[decltype(i)::value];
+    static unsigned long long cache[2][kResidentDevs];
+    const void* kfn = vec ? reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, c.block, c.vpt, true>)
+                          : reinterpret_cast<const void*>(rowwise_padded_kernel<In, F, c.block, c.vpt, false>);
+    const int64_t grid = padded_grid(resident_grid(cache[vec], kfn, c.block, smem), rows_bound);
+    if (vec)
+      rowwise_padded_kernel<In, F, c.block, c.vpt, true>
+          <<<(unsigned)grid, c.block, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables);
+    else
+      rowwise_padded_kernel<In, F, c.block, c.vpt, false>
+          <<<(unsigned)grid, c.block, smem, st>>>(xp, offs, G, out, scales, padded_offs, m, k, pow2, tables);
+  });
   const hipError_t e = hipGetLastError();
   if (e != hipSuccess) return (int)e;
   return tables ? clear_group_tables(tables, 4 * group_tables_words(G), st) : kLaunchOk;

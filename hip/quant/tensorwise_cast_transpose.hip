@@ -18,6 +18,7 @@
 // scale of every element depends on every other element).
 #include "common.h"
 #include "launchers.h"
+#include "policy.h"
 
 namespace hipfp8 {
 
@@ -431,30 +432,23 @@ ct_cast_lds_kernel(const typename In::elem* __restrict__ x, int64_t M, int64_t K
   }
 }
 
-// Grid of a grid-stride tensor kernel: one block per kTensorBlock * kTensorUnroll chunks, capped
-// at the blocks resident at once (`resident`, from resident_grid for that kernel): a cap above it
-// would leave a last partial wave doing a full share of the work.
-static int tensor_grid(int64_t nchunk, int resident) {
-  int64_t g = (nchunk + (int64_t)kTensorBlock * kTensorUnroll - 1) / ((int64_t)kTensorBlock * kTensorUnroll);
-  if (g > resident) g = resident;
-  return g < 1 ? 1 : (int)g;
-}
+// Grid of a grid-stride tensor kernel (tensor_grid, policy.h): one block per kTensorBlock *
+// kTensorUnroll chunks, at most the blocks resident at once.
+constexpr int64_t kTensorChunksPerBlock = (int64_t)kTensorBlock * kTensorUnroll;
 template <class In, bool VEC>
 static int tensor_amax_grid(int64_t nchunk) {
   static unsigned long long cache[kResidentDevs];
-  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_amax_kernel<In, VEC>), kTensorBlock, 0));
+  return tensor_grid(nchunk, kTensorChunksPerBlock,
+                     resident_grid(cache, reinterpret_cast<const void*>(tensor_amax_kernel<In, VEC>), kTensorBlock, 0));
 }
 template <class In, uint32_t F, bool VEC>
 static int tensor_cast_grid(int64_t nchunk) {
   static unsigned long long cache[kResidentDevs];
-  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_cast_kernel<In, F, VEC>), kTensorBlock, 0));
+  return tensor_grid(nchunk, kTensorChunksPerBlock,
+                     resident_grid(cache, reinterpret_cast<const void*>(tensor_cast_kernel<In, F, VEC>), kTensorBlock, 0));
 }
 
-// The cast phase through shared memory (ct_cast_lds_kernel) unless HIPFP8_CT_LDS=0 (A/B knob);
-// the register kernel also takes launches whose 256-row tiles would exceed 65535 grid rows.
-static bool ct_lds() {
-  return knob(kKnob_CT_LDS) != 0;
-}
+// The cast phase through shared memory (ct_cast_lds_kernel) or registers: ct_cast_lds (policy.h).
 // Grid of ct_cast_kernel: column tiles x row tiles (at least one row of blocks).
 static dim3 ct_cast_grid(int64_t m, int64_t nchunk) {
   const int64_t ty = m > 0 ? (m + kCtCastRows - 1) / kCtCastRows : 1;
@@ -466,7 +460,7 @@ static void launch_ct_cast(const typename In::elem* xp, int64_t m, int64_t k, ui
                            hipStream_t st) {
   const int64_t nchunk = (k + In::EPV - 1) / In::EPV;
   const int64_t ly = m > 0 ? (m + kCtLdsRows - 1) / kCtLdsRows : 1;
-  if (ct_lds() && ly <= 65535) {
+  if (ct_cast_lds(ly)) {
     const dim3 grid((unsigned)((nchunk + 7) / 8), (unsigned)ly);
     ct_cast_lds_kernel<In, F, VEC, GIVEN><<<grid, kTensorBlock, 0, st>>>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, scale_in);
   } else {
@@ -532,7 +526,8 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
 template <class In, uint32_t F, bool VEC>
 static int tensor_scaled_grid(int64_t nchunk) {
   static unsigned long long cache[kResidentDevs];
-  return tensor_grid(nchunk, resident_grid(cache, reinterpret_cast<const void*>(tensor_scaled_kernel<In, F, VEC>), kTensorBlock, 0));
+  return tensor_grid(nchunk, kTensorChunksPerBlock,
+                     resident_grid(cache, reinterpret_cast<const void*>(tensor_scaled_kernel<In, F, VEC>), kTensorBlock, 0));
 }
 template <class In, uint32_t F>
 static int launch_tensorwise_scaled(const void* x, int64_t n, const float* scale, uint8_t* out, float* amax,

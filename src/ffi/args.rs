@@ -20,11 +20,20 @@ use half::bf16;
 use super::status::FfiError;
 use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
 use crate::context::Context;
+use crate::dispatch::{Elem, OpDecl, OpParams, Role, View};
 use crate::error::Error;
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::GemmWorkspace;
 use crate::params::{CastParams, FormatChoice};
 use crate::view::{Dst, HpSrc, Loc, Src};
+
+/// A C buffer argument: its pointer and element count.
+pub(crate) type Raw = (*const c_void, usize);
+
+/// A C buffer argument of any element type (input or output) as a [`Raw`].
+pub(crate) fn raw<T>(p: *const T, len: usize) -> Raw {
+    (p.cast(), len)
+}
 
 /// A problem descriptor: `#[repr(C)]`, first field `size: usize` (set by the caller to
 /// `sizeof` the struct), every field an integer, so any bit pattern is a valid value.
@@ -50,12 +59,10 @@ macro_rules! descriptor {
 }
 pub(crate) use descriptor;
 
-/// A scale-and-cast descriptor: the dtype of its (first) input and the fields that become the
-/// op's parameters (format and flags, or format and MX rounding).
+/// A scale-and-cast descriptor: the fields that become the op's parameters (format and flags,
+/// or format and MX rounding).
 pub(crate) trait CastDesc: Descriptor {
     type Params;
-    /// `hipfp8_dtype` of x (x1 for the dual cast).
-    fn input_dtype(&self) -> u32;
     fn params(&self) -> Result<Self::Params, FfiError>;
 }
 
@@ -65,9 +72,6 @@ macro_rules! cast_desc {
     ($($t:ident),* $(,)?) => {$(
         impl $crate::ffi::args::CastDesc for $t {
             type Params = $crate::params::CastParams;
-            fn input_dtype(&self) -> u32 {
-                self.input_dtype
-            }
             fn params(&self) -> Result<Self::Params, $crate::ffi::status::FfiError> {
                 $crate::ffi::args::cast_params(self.format, self.flags)
             }
@@ -377,27 +381,38 @@ impl<'c> Views<'c> {
         Ok(Some(unsafe { GemmWorkspace::from_raw(p, bytes) }))
     }
 
-    /// A cast export's parameters, then its input `x` (of the descriptor's `input_dtype`).
-    pub(crate) fn cast_input<'a, D: CastDesc>(
+    /// The views of op `decl` from the C arguments `bufs` (pointer, count; one per declared
+    /// buffer, in order), made in that order: high-precision inputs take the `hipfp8_dtype`s
+    /// of `dtypes` in turn.
+    pub(crate) fn views<'a, P: OpParams, S, const N: usize>(
         &self,
-        d: &D,
-        x: *const c_void,
-        x_len: usize,
-    ) -> Result<(D::Params, HpSrc<'a>), FfiError> {
-        let p = d.params()?;
-        Ok((p, self.hp("x", d.input_dtype(), x, x_len)?))
-    }
-
-    /// A cast export's FP8 output `out`, then its `scales`.
-    pub(crate) fn cast_outputs<'a, S>(
-        &self,
-        out: *mut u8,
-        out_len: usize,
-        scales: *mut S,
-        scales_len: usize,
-    ) -> Result<(Dst<'a, u8>, Dst<'a, S>), FfiError> {
-        let out = self.dst("out", out, out_len)?;
-        Ok((out, self.dst("scales", scales, scales_len)?))
+        decl: &OpDecl<P, S>,
+        dtypes: &[u32],
+        bufs: [Raw; N],
+    ) -> Result<[View<'a>; N], FfiError> {
+        let mut dtypes = dtypes.iter();
+        let mut views = Vec::with_capacity(N);
+        for (b, (p, len)) in decl.bufs.iter().zip(bufs) {
+            let what = b.name;
+            let out = matches!(b.role, Role::Out);
+            views.push(match (b.elem, out) {
+                (Elem::Hp, _) => {
+                    let dtype = *dtypes.next().expect("one dtype per high-precision input");
+                    View::Hp(self.hp(what, dtype, p, len)?)
+                }
+                (Elem::U8, false) => self.src(what, p.cast::<u8>(), len)?.into(),
+                (Elem::I32, false) => self.src(what, p.cast::<i32>(), len)?.into(),
+                (Elem::F32, false) => self.src(what, p.cast::<f32>(), len)?.into(),
+                (Elem::U8, true) => self.dst(what, p.cast_mut().cast::<u8>(), len)?.into(),
+                (Elem::I32, true) => self.dst(what, p.cast_mut().cast::<i32>(), len)?.into(),
+                (Elem::F32, true) => self.dst(what, p.cast_mut().cast::<f32>(), len)?.into(),
+                (Elem::Bf16, true) => self.dst(what, p.cast_mut().cast::<bf16>(), len)?.into(),
+                (Elem::Bf16, false) => unreachable!("no op reads bf16 through a typed view"),
+            });
+        }
+        Ok(views
+            .try_into()
+            .unwrap_or_else(|_| panic!("{}: one C buffer per declared buffer", decl.c_name)))
     }
 
     /// A high-precision input whose element type is a `hipfp8_dtype`.

@@ -2,14 +2,14 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, cast_desc, descriptor};
+use super::args::{CastDesc, cast_desc, descriptor, raw};
 use super::quant::hipfp8_cast_2d_desc;
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
-use super::{hipfp8_context, op_entry};
+use super::{hipfp8_context, run_op};
+use crate::cast_transpose;
 use crate::error::Error;
 use crate::params::Scaling;
-use crate::view::StreamRef;
 
 /// Scaling granularity of `hipfp8_cast_transpose`.
 #[repr(u32)]
@@ -77,17 +77,27 @@ pub extern "C" fn hipfp8_cast_transpose(
     scales_t_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_cast_transpose", ctx, desc, |c, d, v| {
-        let p = d.params()?;
-        let sc = scaling(d.scaling)?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let out_t = v.dst("out_t", out_t, out_t_len)?;
-        let scales = v.dst("scales", scales, scales_len)?;
-        let scales_t = v.dst("scales_t", scales_t, scales_t_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.cast_transpose(&p, sc, d.m, d.k, x, out, out_t, scales, scales_t, s)?)
-    })
+    let bufs = [
+        raw(x, x_len),
+        raw(out, out_len),
+        raw(out_t, out_t_len),
+        raw(scales, scales_len),
+        raw(scales_t, scales_t_len),
+    ];
+    run_op(
+        ctx,
+        desc,
+        &cast_transpose::CAST_TRANSPOSE,
+        bufs,
+        stream,
+        |d| {
+            Ok((
+                d.params()?,
+                (d.m, d.k, scaling(d.scaling)?),
+                [d.input_dtype],
+            ))
+        },
+    )
 }
 
 /// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
@@ -110,14 +120,19 @@ pub extern "C" fn hipfp8_cast_transpose_scaled(
     amax_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_cast_transpose_scaled", ctx, desc, |c, d, v| {
-        let p = d.params()?;
-        let x = v.hp("x", d.input_dtype, x, x_len)?;
-        let scale = v.src("scale", scale, scale_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let out_t = v.dst("out_t", out_t, out_t_len)?;
-        let amax = v.dst("amax", amax, amax_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.cast_transpose_scaled(&p, d.m, d.k, x, scale, out, out_t, amax, s)?)
-    })
+    let bufs = [
+        raw(x, x_len),
+        raw(scale, scale_len),
+        raw(out, out_len),
+        raw(out_t, out_t_len),
+        raw(amax, amax_len),
+    ];
+    run_op(
+        ctx,
+        desc,
+        &cast_transpose::CAST_TRANSPOSE_SCALED,
+        bufs,
+        stream,
+        |d| Ok((d.params()?, (d.m, d.k), [d.input_dtype])),
+    )
 }

@@ -12,13 +12,12 @@
 
 use std::ffi::{c_char, c_void};
 
-use half::bf16;
-
-use super::args::{descriptor, format_choice};
+use super::args::{descriptor, format_choice, raw};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
 use crate::error::Error;
+use crate::grouped_gemm;
 use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
 use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
 use crate::view::StreamRef;
@@ -318,17 +317,21 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
     workspace_bytes: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_grouped_gemm_2d3d", ctx, desc, |c, d, v| {
+    let bufs = [
+        raw(a, a_len),
+        raw(b, b_len),
+        raw(offs, num_groups),
+        raw(scale_a, scale_a_len),
+        raw(scale_b, scale_b_len),
+        raw(out, out_len),
+    ];
+    let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
+    op_entry(decl.c_name, ctx, desc, |c, d, v| {
         let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let a = v.src("a", a, a_len)?;
-        let b = v.src("b", b, b_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let sa = v.src("scale_a", scale_a, scale_a_len)?;
-        let sb = v.src("scale_b", scale_b, scale_b_len)?;
-        let out = v.dst("out", out.cast::<bf16>(), out_len)?;
+        let views = v.views(decl, &[], bufs)?;
         p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
-        Ok(c.grouped_gemm_2d3d(&p, d.m, d.k, d.n, d.e, a, b, offs, sa, sb, out, s)?)
+        Ok(c.run(decl, &p, (d.m, d.k, d.n, d.e), views, s)?)
     })
 }
 
@@ -357,16 +360,20 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
     workspace_bytes: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_grouped_gemm_2d2d", ctx, desc, |c, d, v| {
+    let bufs = [
+        raw(a, a_len),
+        raw(b, b_len),
+        raw(offs, num_groups),
+        raw(scale_a, scale_a_len),
+        raw(scale_b, scale_b_len),
+        raw(out, out_len),
+    ];
+    let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
+    op_entry(decl.c_name, ctx, desc, |c, d, v| {
         let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let a = v.src("a", a, a_len)?;
-        let b = v.src("b", b, b_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let sa = v.src("scale_a", scale_a, scale_a_len)?;
-        let sb = v.src("scale_b", scale_b, scale_b_len)?;
-        let out = v.dst("out", out.cast::<bf16>(), out_len)?;
+        let views = v.views(decl, &[], bufs)?;
         p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
-        Ok(c.grouped_gemm_2d2d(&p, d.n, d.mt, d.k, a, b, offs, sa, sb, out, s)?)
+        Ok(c.run(decl, &p, (d.n, d.mt, d.k), views, s)?)
     })
 }

@@ -3,13 +3,13 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, descriptor, format_choice};
+use super::args::{CastDesc, descriptor, format_choice, raw};
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
-use super::{hipfp8_context, op_entry};
+use super::{hipfp8_context, run_op};
 use crate::error::Error;
+use crate::mx;
 use crate::params::{MxParams, MxRounding};
-use crate::view::StreamRef;
 
 /// How an MX block's E8M0 scale exponent is chosen from its amax.
 #[repr(u32)]
@@ -44,9 +44,6 @@ descriptor!(hipfp8_mxfp8_desc);
 
 impl CastDesc for hipfp8_mxfp8_desc {
     type Params = MxParams;
-    fn input_dtype(&self) -> u32 {
-        self.input_dtype
-    }
     fn params(&self) -> Result<MxParams, FfiError> {
         mx_params(self.format, self.rounding)
     }
@@ -82,10 +79,9 @@ pub extern "C" fn hipfp8_mxfp8_dim0(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_mxfp8_dim0", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.mxfp8_dim0(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &mx::MXFP8_DIM0, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -104,9 +100,8 @@ pub extern "C" fn hipfp8_mxfp8_dim1(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_mxfp8_dim1", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.mxfp8_dim1(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &mx::MXFP8_DIM1, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }

@@ -10,11 +10,11 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, cast_desc, descriptor};
+use super::args::{CastDesc, cast_desc, descriptor, raw};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
-use super::{hipfp8_context, op_entry};
-use crate::view::StreamRef;
+use super::{hipfp8_context, run_op};
+use crate::quant;
 
 /// A 2D scale-and-cast problem: x is (m, k) row-major.
 ///
@@ -149,10 +149,9 @@ pub extern "C" fn hipfp8_rowwise_2d(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_rowwise_2d", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.rowwise_2d(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &quant::ROWWISE_2D, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -171,10 +170,9 @@ pub extern "C" fn hipfp8_colwise_3d(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_colwise_3d", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.colwise_3d(&p, d.e, d.k, d.n, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &quant::COLWISE_3D, bufs, stream, |d| {
+        Ok((d.params()?, (d.e, d.k, d.n), [d.input_dtype]))
     })
 }
 
@@ -193,12 +191,15 @@ pub extern "C" fn hipfp8_rowwise_3d_transpose_rhs(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_rowwise_3d_transpose_rhs", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.rowwise_3d_transpose_rhs(&p, d.e, d.k, d.n, x, out, scales, s)?)
-    })
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(
+        ctx,
+        desc,
+        &quant::ROWWISE_3D_TRANSPOSE_RHS,
+        bufs,
+        stream,
+        |d| Ok((d.params()?, (d.e, d.k, d.n), [d.input_dtype])),
+    )
 }
 
 /// Per-group colwise cast (wgrad operands), groups along m: out is column-major
@@ -219,12 +220,14 @@ pub extern "C" fn hipfp8_per_group_colwise(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_per_group_colwise", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.per_group_colwise(&p, d.m, d.k, x, offs, out, scales, s)?)
+    let bufs = [
+        raw(x, x_len),
+        raw(offs, num_groups),
+        raw(out, out_len),
+        raw(scales, scales_len),
+    ];
+    run_op(ctx, desc, &quant::PER_GROUP_COLWISE, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -252,20 +255,29 @@ pub extern "C" fn hipfp8_per_group_colwise_dual(
     scales2_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_per_group_colwise_dual", ctx, desc, |c, d, v| {
-        let p = d.params()?;
-        let x1 = v.hp("x1", d.input_dtype, x1, x1_len)?;
-        let x2 = v.hp("x2", d.input_dtype2, x2, x2_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let out1 = v.dst("out1", out1, out1_len)?;
-        let scales1 = v.dst("scales1", scales1, scales1_len)?;
-        let out2 = v.dst("out2", out2, out2_len)?;
-        let scales2 = v.dst("scales2", scales2, scales2_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.per_group_colwise_dual(
-            &p, d.m, d.k1, d.k2, x1, x2, offs, out1, scales1, out2, scales2, s,
-        )?)
-    })
+    let bufs = [
+        raw(x1, x1_len),
+        raw(x2, x2_len),
+        raw(offs, num_groups),
+        raw(out1, out1_len),
+        raw(scales1, scales1_len),
+        raw(out2, out2_len),
+        raw(scales2, scales2_len),
+    ];
+    run_op(
+        ctx,
+        desc,
+        &quant::PER_GROUP_COLWISE_DUAL,
+        bufs,
+        stream,
+        |d| {
+            Ok((
+                d.params()?,
+                (d.m, d.k1, d.k2),
+                [d.input_dtype, d.input_dtype2],
+            ))
+        },
+    )
 }
 
 /// Per-group rowwise cast, groups along k (columns): out row-major; `scales[g*m + m_i]` from
@@ -285,12 +297,14 @@ pub extern "C" fn hipfp8_per_group_rowwise(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_per_group_rowwise", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.per_group_rowwise(&p, d.m, d.k, x, offs, out, scales, s)?)
+    let bufs = [
+        raw(x, x_len),
+        raw(offs, num_groups),
+        raw(out, out_len),
+        raw(scales, scales_len),
+    ];
+    run_op(ctx, desc, &quant::PER_GROUP_ROWWISE, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -311,12 +325,14 @@ pub extern "C" fn hipfp8_tensorwise(
     amax_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_tensorwise", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let scale = v.dst("scale", scale, scale_len)?;
-        let amax = v.dst("amax", amax, amax_len)?;
-        Ok(c.tensorwise(&p, d.n, x, out, scale, amax, StreamRef(stream.cast()))?)
+    let bufs = [
+        raw(x, x_len),
+        raw(out, out_len),
+        raw(scale, scale_len),
+        raw(amax, amax_len),
+    ];
+    run_op(ctx, desc, &quant::TENSORWISE, bufs, stream, |d| {
+        Ok((d.params()?, d.n, [d.input_dtype]))
     })
 }
 
@@ -338,13 +354,14 @@ pub extern "C" fn hipfp8_tensorwise_scaled(
     amax_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_tensorwise_scaled", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let scale = v.src("scale", scale, scale_len)?;
-        let out = v.dst("out", out, out_len)?;
-        let amax = v.dst("amax", amax, amax_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.tensorwise_scaled(&p, d.n, x, scale, out, amax, s)?)
+    let bufs = [
+        raw(x, x_len),
+        raw(scale, scale_len),
+        raw(out, out_len),
+        raw(amax, amax_len),
+    ];
+    run_op(ctx, desc, &quant::TENSORWISE_SCALED, bufs, stream, |d| {
+        Ok((d.params()?, d.n, [d.input_dtype]))
     })
 }
 
@@ -363,10 +380,9 @@ pub extern "C" fn hipfp8_blockwise_1x128(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_blockwise_1x128", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.blockwise_1x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &quant::BLOCKWISE_1X128, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -385,10 +401,9 @@ pub extern "C" fn hipfp8_blockwise_128x128(
     scales_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_blockwise_128x128", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        Ok(c.blockwise_128x128(&p, d.m, d.k, x, out, scales, StreamRef(stream.cast()))?)
+    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
+    run_op(ctx, desc, &quant::BLOCKWISE_128X128, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
     })
 }
 
@@ -413,12 +428,14 @@ pub extern "C" fn hipfp8_rowwise_2d_padded(
     padded_offs_len: usize,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    op_entry("hipfp8_rowwise_2d_padded", ctx, desc, |c, d, v| {
-        let (p, x) = v.cast_input(&d, x, x_len)?;
-        let offs = v.src("offs", offs, num_groups)?;
-        let (out, scales) = v.cast_outputs(out, out_len, scales, scales_len)?;
-        let po = v.dst("padded_offs", padded_offs, padded_offs_len)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.rowwise_2d_padded(&p, d.m, d.k, d.m_cap, x, offs, out, scales, po, s)?)
+    let bufs = [
+        raw(x, x_len),
+        raw(offs, num_groups),
+        raw(out, out_len),
+        raw(scales, scales_len),
+        raw(padded_offs, padded_offs_len),
+    ];
+    run_op(ctx, desc, &quant::ROWWISE_2D_PADDED, bufs, stream, |d| {
+        Ok((d.params()?, (d.m, d.k, d.m_cap), [d.input_dtype]))
     })
 }

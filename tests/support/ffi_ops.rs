@@ -7,7 +7,9 @@ use std::ffi::{CStr, c_void};
 use std::mem::{offset_of, size_of};
 use std::ptr::null_mut;
 
+use hipfp8::decl::{self, OpDecl, OpParams};
 use hipfp8::ffi::*;
+use hipfp8::{CastParams, Scaling};
 
 use hipfp8_status::*;
 
@@ -327,12 +329,63 @@ macro_rules! off {
     ($t:ty, $($f:ident),+) => { &[$(offset_of!($t, $f)),+] };
 }
 
+/// The [`CallFn`] of a C export whose buffer arguments are the table's buffers `$i` (pointer,
+/// count) in order, then `$extra` arguments, then the stream.
+macro_rules! c_call {
+    ($f:ident, $($i:literal),+ $(; $($extra:expr),+)?) => {
+        {
+            let call: CallFn = |c, d, ps, ls| {
+                $f(c, d.cast(), $(ps[$i].cast(), ls[$i],)+ $($($extra,)+)? stream())
+            };
+            call
+        }
+    };
+}
+
+impl Op {
+    /// An op from its declaration (hipfp8::decl): the C name and every buffer (name, element
+    /// size, length, role) come from `decl` for `shape`; `hp` gives the element size of each
+    /// high-precision input in turn; `offs` the END offsets of a grouped op (their count is
+    /// the group count).
+    pub fn from_decl<P: OpParams, S, D: Copy>(
+        decl: &'static OpDecl<P, S>,
+        shape: S,
+        hp: &[usize],
+        offs: &[i32],
+        desc: D,
+        call: CallFn,
+    ) -> Op {
+        let infos = decl
+            .buffers(&shape, offs.len())
+            .unwrap_or_else(|e| panic!("{}: {e}", decl.c_name));
+        let mut hp = hp.iter();
+        let bufs = infos
+            .iter()
+            .map(|b| {
+                let elem = b
+                    .elem
+                    .size()
+                    .unwrap_or_else(|| *hp.next().expect("hp sizes"));
+                Buf::new(b.name, elem, b.len, b.output)
+            })
+            .collect();
+        let op = Op::new(decl.c_name, desc, bufs, call);
+        match (
+            decl.offsets_extent(&shape),
+            infos.iter().find(|b| b.offsets),
+        ) {
+            (Some(extent), Some(b)) => op.grouped(b.name, extent, offs),
+            _ => op,
+        }
+    }
+}
+
+/// A [`hipfp8_cast_2d_desc`] op: x of `dtype` (`esz` bytes) is (m, k).
 pub fn cast_2d(
-    name: &'static str,
-    m: usize,
-    k: usize,
-    dtype: u32,
-    bufs: Vec<Buf>,
+    decl: &'static OpDecl<CastParams, (usize, usize)>,
+    (m, k): (usize, usize),
+    (dtype, esz): (u32, usize),
+    offs: &[i32],
     call: CallFn,
 ) -> Op {
     type D = hipfp8_cast_2d_desc;
@@ -344,7 +397,7 @@ pub fn cast_2d(
         m,
         k,
     };
-    Op::new(name, d, bufs, call)
+    Op::from_decl(decl, (m, k), &[esz], offs, d, call)
         .enums(&[
             ("format", offset_of!(D, format)),
             ("dtype", offset_of!(D, input_dtype)),
@@ -353,37 +406,25 @@ pub fn cast_2d(
         .product(off!(D, m, k))
 }
 
+/// The format, dtype and flags fields of a cast descriptor type.
+macro_rules! cast_fields {
+    ($op:expr, $t:ty) => {
+        $op.enums(&[
+            ("format", offset_of!($t, format)),
+            ("dtype", offset_of!($t, input_dtype)),
+        ])
+        .flags(offset_of!($t, flags))
+    };
+}
+
+const GROUPS: [i32; 3] = [1, 3, 5];
+
 pub fn all_ops() -> Vec<Op> {
     let mut ops = Vec::new();
-    let (m, k) = (3usize, 5usize);
-    for (dtype, esz) in [(BF16, 2), (F32, 4)] {
-        ops.push(
-            cast_2d(
-                "hipfp8_rowwise_2d",
-                m,
-                k,
-                dtype,
-                vec![
-                    Buf::input("x", esz, m * k),
-                    Buf::output("out", 1, m * k),
-                    Buf::output("scales", 4, m),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_2d(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        stream(),
-                    )
-                },
-            )
-            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
-        );
+    let k2d = offset_of!(hipfp8_cast_2d_desc, k);
+    for hp in [(BF16, 2), (F32, 4)] {
+        let call = c_call!(hipfp8_rowwise_2d, 0, 1, 2);
+        ops.push(cast_2d(&decl::ROWWISE_2D, (3, 5), hp, &[], call).reduced(k2d));
     }
     {
         type D = hipfp8_cast_3d_desc;
@@ -397,131 +438,49 @@ pub fn all_ops() -> Vec<Op> {
             k,
             n,
         };
-        let bufs = |ns| {
-            vec![
-                Buf::input("x", 4, e * k * n),
-                Buf::output("out", 1, e * k * n),
-                Buf::output("scales", 4, ns),
-            ]
-        };
-        let dec = |o: Op| {
-            o.enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-            ])
-            .flags(offset_of!(D, flags))
-            .product(off!(D, e, k, n))
-        };
+        let call = c_call!(hipfp8_colwise_3d, 0, 1, 2);
+        let op = Op::from_decl(&decl::COLWISE_3D, (e, k, n), &[4], &[], d, call);
         ops.push(
-            dec(Op::new(
-                "hipfp8_colwise_3d",
-                d,
-                bufs(e * n),
-                |c, d, ps, ls| {
-                    hipfp8_colwise_3d(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        stream(),
-                    )
-                },
-            ))
-            .reduced(offset_of!(D, k)),
+            cast_fields!(op, D)
+                .product(off!(D, e, k, n))
+                .reduced(offset_of!(D, k)),
+        );
+        let call = c_call!(hipfp8_rowwise_3d_transpose_rhs, 0, 1, 2);
+        let op = Op::from_decl(
+            &decl::ROWWISE_3D_TRANSPOSE_RHS,
+            (e, k, n),
+            &[4],
+            &[],
+            d,
+            call,
         );
         ops.push(
-            dec(Op::new(
-                "hipfp8_rowwise_3d_transpose_rhs",
-                d,
-                bufs(e * k),
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_3d_transpose_rhs(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        stream(),
-                    )
-                },
-            ))
-            .reduced(offset_of!(D, n)),
+            cast_fields!(op, D)
+                .product(off!(D, e, k, n))
+                .reduced(offset_of!(D, n)),
         );
     }
     {
         // Grouped along m (5 rows, groups [0,1) [1,3) [3,5)).
-        let (m, k, g) = (5usize, 3usize, 3usize);
-        ops.push(
-            cast_2d(
-                "hipfp8_per_group_colwise",
-                m,
-                k,
-                BF16,
-                vec![
-                    Buf::input("x", 2, m * k),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m * k),
-                    Buf::output("scales", 4, g * k),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_colwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        stream(),
-                    )
-                },
-            )
-            .grouped("offs", m, &[1, 3, 5]),
-        );
+        let call = c_call!(hipfp8_per_group_colwise, 0, 1, 2, 3);
+        ops.push(cast_2d(
+            &decl::PER_GROUP_COLWISE,
+            (5, 3),
+            (BF16, 2),
+            &GROUPS,
+            call,
+        ));
         // Grouped along k (3 rows, 5 columns).
-        let (m2, k2) = (3usize, 5usize);
-        ops.push(
-            cast_2d(
-                "hipfp8_per_group_rowwise",
-                m2,
-                k2,
-                F32,
-                vec![
-                    Buf::input("x", 4, m2 * k2),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m2 * k2),
-                    Buf::output("scales", 4, g * m2),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_per_group_rowwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        stream(),
-                    )
-                },
-            )
-            .grouped("offs", k2, &[1, 3, 5]),
-        );
+        let call = c_call!(hipfp8_per_group_rowwise, 0, 1, 2, 3);
+        ops.push(cast_2d(
+            &decl::PER_GROUP_ROWWISE,
+            (3, 5),
+            (F32, 4),
+            &GROUPS,
+            call,
+        ));
         type D = hipfp8_cast_dual_desc;
-        let (k1, k2) = (3usize, 2usize);
+        let (m, k1, k2) = (5usize, 3usize, 2usize);
         // Mixed input dtypes (allowed on the CPU; the GPU kernel takes one dtype for both
         // and says NOT_SUPPORTED) and the same dtype.
         for (dtype2, esz2) in [(F32, 4), (BF16, 2)] {
@@ -535,52 +494,21 @@ pub fn all_ops() -> Vec<Op> {
                 k1,
                 k2,
             };
+            let call = c_call!(hipfp8_per_group_colwise_dual, 0, 1, 2, 3, 4, 5, 6);
+            let dual = &decl::PER_GROUP_COLWISE_DUAL;
+            let op = Op::from_decl(dual, (m, k1, k2), &[2, esz2], &GROUPS, d, call);
             ops.push(
-                Op::new(
-                    "hipfp8_per_group_colwise_dual",
-                    d,
-                    vec![
-                        Buf::input("x1", 2, m * k1),
-                        Buf::input("x2", esz2, m * k2),
-                        Buf::input("offs", 4, g),
-                        Buf::output("out1", 1, m * k1),
-                        Buf::output("scales1", 4, g * k1),
-                        Buf::output("out2", 1, m * k2),
-                        Buf::output("scales2", 4, g * k2),
-                    ],
-                    |c, d, ps, ls| {
-                        hipfp8_per_group_colwise_dual(
-                            c,
-                            d.cast(),
-                            ps[0].cast(),
-                            ls[0],
-                            ps[1].cast(),
-                            ls[1],
-                            p(ps, 2),
-                            ls[2],
-                            p(ps, 3),
-                            ls[3],
-                            p(ps, 4),
-                            ls[4],
-                            p(ps, 5),
-                            ls[5],
-                            p(ps, 6),
-                            ls[6],
-                            stream(),
-                        )
-                    },
-                )
-                .enums(&[
-                    ("format", offset_of!(D, format)),
-                    ("dtype", offset_of!(D, input_dtype)),
-                    ("dtype", offset_of!(D, input_dtype2)),
-                ])
-                .flags(offset_of!(D, flags))
-                .product(off!(D, m, k1, k2))
-                .grouped("offs", m, &[1, 3, 5]),
+                cast_fields!(op, D)
+                    .enums(&[
+                        ("format", offset_of!(D, format)),
+                        ("dtype", offset_of!(D, input_dtype)),
+                        ("dtype", offset_of!(D, input_dtype2)),
+                    ])
+                    .product(off!(D, m, k1, k2)),
             );
         }
         type P = hipfp8_padded_desc;
+        let (k, g) = (3usize, GROUPS.len());
         let m_cap = m + 15 * g;
         let d = P {
             size: size_of::<P>(),
@@ -591,224 +519,73 @@ pub fn all_ops() -> Vec<Op> {
             k,
             m_cap,
         };
+        let call = c_call!(hipfp8_rowwise_2d_padded, 0, 1, 2, 3, 4);
+        let op = Op::from_decl(
+            &decl::ROWWISE_2D_PADDED,
+            (m, k, m_cap),
+            &[2],
+            &GROUPS,
+            d,
+            call,
+        );
         ops.push(
-            Op::new(
-                "hipfp8_rowwise_2d_padded",
-                d,
-                vec![
-                    Buf::input("x", 2, m * k),
-                    Buf::input("offs", 4, g),
-                    Buf::output("out", 1, m_cap * k),
-                    Buf::output("scales", 4, m_cap),
-                    Buf::output("padded_offs", 4, g),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_rowwise_2d_padded(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        stream(),
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(P, format)),
-                ("dtype", offset_of!(P, input_dtype)),
-            ])
-            .flags(offset_of!(P, flags))
-            .reduced(offset_of!(P, k))
-            .product(off!(P, m, k))
-            .grouped("offs", m, &[1, 3, 5]),
+            cast_fields!(op, P)
+                .reduced(offset_of!(P, k))
+                .product(off!(P, m, k)),
         );
     }
     {
-        type D = hipfp8_tensorwise_desc;
-        let n = 7usize;
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: BF16,
-            format: 0,
-            flags: 0,
-            n,
-        };
         // (n is a plain count: a huge n is an input too small, not an overflow; no product.)
-        ops.push(
-            Op::new(
-                "hipfp8_tensorwise",
-                d,
-                vec![
-                    Buf::input("x", 2, n),
-                    Buf::output("out", 1, n),
-                    Buf::output("scale", 4, 1),
-                    Buf::output("amax", 4, 1),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_tensorwise(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        p(ps, 1),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        stream(),
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-            ])
-            .flags(offset_of!(D, flags)),
-        );
-    }
-    {
         type D = hipfp8_tensorwise_desc;
         let n = 7usize;
-        let d = D {
-            size: size_of::<D>(),
-            input_dtype: F32,
-            format: 0,
-            flags: 0,
-            n,
-        };
-        ops.push(
-            Op::new(
-                "hipfp8_tensorwise_scaled",
-                d,
-                vec![
-                    Buf::input("x", 4, n),
-                    Buf::input("scale", 4, 1),
-                    Buf::output("out", 1, n),
-                    Buf::output("amax", 4, 1),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_tensorwise_scaled(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        ps[1].cast(),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        stream(),
-                    )
-                },
-            )
-            .enums(&[
-                ("format", offset_of!(D, format)),
-                ("dtype", offset_of!(D, input_dtype)),
-            ])
-            .flags(offset_of!(D, flags)),
-        );
-        let (m, k) = (3usize, 5usize);
-        ops.push(
-            cast_2d(
-                "hipfp8_cast_transpose_scaled",
-                m,
-                k,
-                BF16,
-                vec![
-                    Buf::input("x", 2, m * k),
-                    Buf::input("scale", 4, 1),
-                    Buf::output("out", 1, m * k),
-                    Buf::output("out_t", 1, m * k),
-                    Buf::output("amax", 4, 1),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_cast_transpose_scaled(
-                        c,
-                        d.cast(),
-                        ps[0].cast(),
-                        ls[0],
-                        ps[1].cast(),
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        stream(),
-                    )
-                },
-            )
-            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
-        );
+        for (dtype, esz) in [(BF16, 2), (F32, 4)] {
+            let d = D {
+                size: size_of::<D>(),
+                input_dtype: dtype,
+                format: 0,
+                flags: 0,
+                n,
+            };
+            let op = if dtype == BF16 {
+                let call = c_call!(hipfp8_tensorwise, 0, 1, 2, 3);
+                Op::from_decl(&decl::TENSORWISE, n, &[esz], &[], d, call)
+            } else {
+                let call = c_call!(hipfp8_tensorwise_scaled, 0, 1, 2, 3);
+                Op::from_decl(&decl::TENSORWISE_SCALED, n, &[esz], &[], d, call)
+            };
+            ops.push(cast_fields!(op, D));
+        }
+        let call = c_call!(hipfp8_cast_transpose_scaled, 0, 1, 2, 3, 4);
+        let op = cast_2d(&decl::CAST_TRANSPOSE_SCALED, (3, 5), (BF16, 2), &[], call);
+        ops.push(op.reduced(k2d));
     }
     {
-        let (m, k) = (3usize, 130usize);
+        let call = c_call!(hipfp8_blockwise_1x128, 0, 1, 2);
         ops.push(cast_2d(
-            "hipfp8_blockwise_1x128",
-            m,
-            k,
-            BF16,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 4, m * 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_blockwise_1x128(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    stream(),
-                )
-            },
+            &decl::BLOCKWISE_1X128,
+            (3, 130),
+            (BF16, 2),
+            &[],
+            call,
         ));
-        let (m, k) = (130usize, 5usize);
+        let call = c_call!(hipfp8_blockwise_128x128, 0, 1, 2);
         ops.push(cast_2d(
-            "hipfp8_blockwise_128x128",
-            m,
-            k,
-            F32,
-            vec![
-                Buf::input("x", 4, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 4, 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_blockwise_128x128(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    stream(),
-                )
-            },
+            &decl::BLOCKWISE_128X128,
+            (130, 5),
+            (F32, 4),
+            &[],
+            call,
         ));
     }
     {
         type D = hipfp8_cast_transpose_desc;
         let (m, k) = (3usize, 5usize);
-        for (scaling, ns, nst) in [
-            (hipfp8_scaling::HIPFP8_SCALING_TENSORWISE, 1, 1),
-            (hipfp8_scaling::HIPFP8_SCALING_ROWWISE, m, k),
+        for (scaling, sc) in [
+            (
+                hipfp8_scaling::HIPFP8_SCALING_TENSORWISE,
+                Scaling::Tensorwise,
+            ),
+            (hipfp8_scaling::HIPFP8_SCALING_ROWWISE, Scaling::Rowwise),
         ] {
             let d = D {
                 size: size_of::<D>(),
@@ -819,36 +596,10 @@ pub fn all_ops() -> Vec<Op> {
                 m,
                 k,
             };
+            let call = c_call!(hipfp8_cast_transpose, 0, 1, 2, 3, 4);
+            let op = Op::from_decl(&decl::CAST_TRANSPOSE, (m, k, sc), &[2], &[], d, call);
             ops.push(
-                Op::new(
-                    "hipfp8_cast_transpose",
-                    d,
-                    vec![
-                        Buf::input("x", 2, m * k),
-                        Buf::output("out", 1, m * k),
-                        Buf::output("out_t", 1, m * k),
-                        Buf::output("scales", 4, ns),
-                        Buf::output("scales_t", 4, nst),
-                    ],
-                    |c, d, ps, ls| {
-                        hipfp8_cast_transpose(
-                            c,
-                            d.cast(),
-                            ps[0].cast(),
-                            ls[0],
-                            p(ps, 1),
-                            ls[1],
-                            p(ps, 2),
-                            ls[2],
-                            p(ps, 3),
-                            ls[3],
-                            p(ps, 4),
-                            ls[4],
-                            stream(),
-                        )
-                    },
-                )
-                .enums(&[
+                op.enums(&[
                     ("format", offset_of!(D, format)),
                     ("dtype", offset_of!(D, input_dtype)),
                     ("scaling", offset_of!(D, scaling)),
@@ -878,49 +629,23 @@ pub fn all_ops() -> Vec<Op> {
             ])
             .product(off!(D, m, k))
         };
-        ops.push(dec(Op::new(
-            "hipfp8_mxfp8_dim0",
+        let call = c_call!(hipfp8_mxfp8_dim0, 0, 1, 2);
+        ops.push(dec(Op::from_decl(
+            &decl::MXFP8_DIM0,
+            (m, k),
+            &[2],
+            &[],
             d,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 1, m * 2),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_mxfp8_dim0(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    stream(),
-                )
-            },
+            call,
         )));
-        ops.push(dec(Op::new(
-            "hipfp8_mxfp8_dim1",
+        let call = c_call!(hipfp8_mxfp8_dim1, 0, 1, 2);
+        ops.push(dec(Op::from_decl(
+            &decl::MXFP8_DIM1,
+            (m, k),
+            &[2],
+            &[],
             d,
-            vec![
-                Buf::input("x", 2, m * k),
-                Buf::output("out", 1, m * k),
-                Buf::output("scales", 1, k),
-            ],
-            |c, d, ps, ls| {
-                hipfp8_mxfp8_dim1(
-                    c,
-                    d.cast(),
-                    ps[0].cast(),
-                    ls[0],
-                    p(ps, 1),
-                    ls[1],
-                    p(ps, 2),
-                    ls[2],
-                    stream(),
-                )
-            },
+            call,
         )));
     }
     {
@@ -936,52 +661,27 @@ pub fn all_ops() -> Vec<Op> {
             n,
             e,
         };
+        let call = c_call!(hipfp8_grouped_gemm_2d3d, 0, 1, 2, 3, 4, 5; null_mut(), 0);
+        let op = Op::from_decl(
+            &decl::GROUPED_GEMM_2D3D,
+            (m, k, n, e),
+            &[],
+            &GROUPS,
+            d,
+            call,
+        );
         ops.push(
-            Op::new(
-                "hipfp8_grouped_gemm_2d3d",
-                d,
-                vec![
-                    Buf::input("a", 1, m * k),
-                    Buf::input("b", 1, e * k * n),
-                    Buf::input("offs", 4, e),
-                    Buf::input("scale_a", 4, m),
-                    Buf::input("scale_b", 4, e * n),
-                    Buf::output("out", 2, m * n),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_grouped_gemm_2d3d(
-                        c,
-                        d.cast(),
-                        ps[0],
-                        ls[0],
-                        ps[1],
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        null_mut(),
-                        0,
-                        stream(),
-                    )
-                },
-            )
-            .enums(&[
+            op.enums(&[
                 ("format", offset_of!(D, a_format)),
                 ("format", offset_of!(D, b_format)),
                 ("backend", offset_of!(D, backend)),
             ])
             .reduced(offset_of!(D, k))
             .product(off!(D, m, k, n, e))
-            .linked(offset_of!(D, e))
-            .grouped("offs", m, &[1, 3, 5]),
+            .linked(offset_of!(D, e)),
         );
         type E = hipfp8_grouped_gemm_2d2d_desc;
-        let (n, mt, k, g) = (2usize, 5usize, 3usize, 3usize);
+        let (n, mt, k) = (2usize, 5usize, 3usize);
         let d = E {
             size: size_of::<E>(),
             a_format: 1,
@@ -991,47 +691,15 @@ pub fn all_ops() -> Vec<Op> {
             mt,
             k,
         };
+        let call = c_call!(hipfp8_grouped_gemm_2d2d, 0, 1, 2, 3, 4, 5; null_mut(), 0);
+        let op = Op::from_decl(&decl::GROUPED_GEMM_2D2D, (n, mt, k), &[], &GROUPS, d, call);
         ops.push(
-            Op::new(
-                "hipfp8_grouped_gemm_2d2d",
-                d,
-                vec![
-                    Buf::input("a", 1, n * mt),
-                    Buf::input("b", 1, mt * k),
-                    Buf::input("offs", 4, g),
-                    Buf::input("scale_a", 4, g * n),
-                    Buf::input("scale_b", 4, g * k),
-                    Buf::output("out", 2, g * n * k),
-                ],
-                |c, d, ps, ls| {
-                    hipfp8_grouped_gemm_2d2d(
-                        c,
-                        d.cast(),
-                        ps[0],
-                        ls[0],
-                        ps[1],
-                        ls[1],
-                        p(ps, 2),
-                        ls[2],
-                        p(ps, 3),
-                        ls[3],
-                        p(ps, 4),
-                        ls[4],
-                        p(ps, 5),
-                        ls[5],
-                        null_mut(),
-                        0,
-                        stream(),
-                    )
-                },
-            )
-            .enums(&[
+            op.enums(&[
                 ("format", offset_of!(E, a_format)),
                 ("format", offset_of!(E, b_format)),
                 ("backend", offset_of!(E, backend)),
             ])
-            .product(off!(E, n, mt, k))
-            .grouped("offs", mt, &[1, 3, 5]),
+            .product(off!(E, n, mt, k)),
         );
     }
     ops
