@@ -163,14 +163,14 @@ fn main() {
         println!("cargo::rustc-env=HIPFP8_BUILD_LAUNCHERS=");
         return;
     };
-    build_gpu(&tc, &hip_dir, &sources, &headers);
+    build_gpu(&tc, &hip_dir, &sources);
 }
 
 fn warn(msg: &str) {
     println!("cargo::warning=hipfp8: {msg}");
 }
 
-fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[PathBuf]) {
+fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf]) {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     let obj_dir = out_dir.join("hip-objs");
     let log_dir = out_dir.join("hip-logs");
@@ -208,7 +208,7 @@ fn build_gpu(tc: &Toolchain, hip_dir: &Path, sources: &[PathBuf], headers: &[Pat
         }
     }
 
-    let hits = compile::compile_all(tc, hip_dir, &units, headers, &obj_dir, &log_dir);
+    let hits = compile::compile_all(tc, hip_dir, &units, &obj_dir, &log_dir);
     let targets = link::link(tc, &out_dir, &obj_dir, &units, &global_targets);
 
     if let Some(dir) = env_path("HIPFP8_EXPORT_OBJECTS") {

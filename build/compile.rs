@@ -10,7 +10,42 @@ use crate::toolchain::{Backend, Toolchain, env_path};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::parse::quoted_includes;
 use crate::warn;
+
+/// Digest of every file under `hip_dir` that `unit` includes, directly or through other
+/// headers (`#include "..."`, resolved against the including file's folder, then `hip_dir`),
+/// in the order first reached: a header change invalidates exactly the objects that see it.
+/// Includes that resolve outside `hip_dir` are the toolchain's (CUTLASS, CK), already part of
+/// the key through the toolchain identity.
+pub fn include_digest(hip_dir: &Path, unit: &Path) -> String {
+    let root = hip_dir.canonicalize().unwrap_or_else(|_| hip_dir.to_path_buf());
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut stack = vec![unit.to_path_buf()];
+    let mut h = Fnv128::new();
+    while let Some(f) = stack.pop() {
+        let text = fs::read_to_string(&f).unwrap_or_default();
+        let dir = f.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut next = Vec::new();
+        for inc in quoted_includes(&text) {
+            let found = [dir.join(&inc), root.join(&inc)]
+                .into_iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .find(|p| p.starts_with(&root) && p.is_file());
+            if let Some(p) = found {
+                if !seen.contains(&p) {
+                    seen.push(p.clone());
+                    h.str(&p.strip_prefix(&root).unwrap_or(&p).to_string_lossy());
+                    h.bytes(&fs::read(&p).unwrap_or_default());
+                    next.push(p);
+                }
+            }
+        }
+        // depth-first, in source order
+        stack.extend(next.into_iter().rev());
+    }
+    h.hex()
+}
 
 pub fn obj_name(rel: &str) -> String {
     format!("{}.o", rel.trim_end_matches(".hip").replace('/', "__"))
@@ -64,7 +99,7 @@ pub fn compile_unit(
     let obj = obj_dir.join(obj_name(&u.rel));
     let src = fs::read(&u.path).map_err(|e| format!("read {}: {e}", u.path.display()))?;
     let mut key = Fnv128::new();
-    key.str("hipfp8-obj-v1");
+    key.str("hipfp8-obj-v2");
     key.str(tc.backend.name());
     key.str(&tc.compiler.display().to_string());
     key.str(&tc.identity);
@@ -198,24 +233,15 @@ impl Fnv128 {
 
 /// Compile every unit (`jobs` at a time; `HIPFP8_JOBS`, else cargo's NUM_JOBS) into
 /// `obj_dir`, taking objects from the cache where the key (compiler identity, arguments,
-/// source, digest of every header under hip/) matches. Returns the number of cache hits;
+/// source, digest of the hip/ headers the unit includes) matches. Returns the number of cache hits;
 /// panics naming every unit that failed.
 pub fn compile_all(
     tc: &Toolchain,
     hip_dir: &Path,
     units: &[Unit],
-    headers: &[PathBuf],
     obj_dir: &Path,
     log_dir: &Path,
 ) -> usize {
-    // Digest of every header under hip/: any header change invalidates every cached object
-    // (coarse, but headers are few and a wrong cache hit would be far worse).
-    let mut hdr = Fnv128::new();
-    for h in headers {
-        hdr.str(&h.strip_prefix(hip_dir).unwrap_or(h).to_string_lossy());
-        hdr.bytes(&fs::read(h).unwrap_or_default());
-    }
-    let header_digest = hdr.hex();
 
     let cache_dir = cache_dir();
     let jobs = env::var("HIPFP8_JOBS")
@@ -245,7 +271,7 @@ pub fn compile_all(
                         obj_dir,
                         log_dir,
                         cache_dir.as_deref(),
-                        &header_digest,
+                        &include_digest(hip_dir, &u.path),
                     ) {
                         Ok(hit) => {
                             if hit {

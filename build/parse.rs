@@ -94,3 +94,18 @@ pub fn strip_comments(text: &str) -> String {
     }
     out
 }
+
+/// The paths of a source's `#include "..."` lines outside comments (angle-bracket includes are
+/// the toolchain's and are not followed).
+pub fn quoted_includes(text: &str) -> Vec<String> {
+    strip_comments(text)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix('#')?.trim_start();
+            let rest = l.strip_prefix("include")?.trim_start();
+            let rest = rest.strip_prefix('"')?;
+            let end = rest.find('"')?;
+            Some(rest[..end].to_string())
+        })
+        .collect()
+}

@@ -6,14 +6,14 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::context::Context;
+use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
 use crate::sys;
-use crate::validate::{checked_mul, require_nonzero};
+use crate::validate::{checked_mul, require_nonzero, validate_offsets};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 use crate::workspace::Kind;
 
@@ -217,7 +217,10 @@ impl Context {
             self.check_hp(what, x, *len)?;
         }
         o.check(self, m, k, g)?;
-        self.check_offsets(&offs, m)?;
+        self.check_src("offs", &offs, g)?;
+        if self.backend() == BackendKind::Cpu {
+            validate_offsets(offs.host_slice(), m)?;
+        }
         let fmt = self.resolve(p.format);
         let dtype = inputs[0].1.raw_parts().1;
         if let Some((_, x, _)) = inputs.iter().find(|(_, x, _)| x.raw_parts().1 != dtype) {

@@ -2,6 +2,8 @@
 //! compiled here from the same files build.rs includes.
 #![allow(dead_code)] // the build script's modules are included whole; tests use a part
 
+#[path = "../build/compile.rs"]
+mod compile;
 #[path = "../build/parse.rs"]
 mod parse;
 #[path = "../build/plan.rs"]
@@ -11,7 +13,12 @@ mod toolchain;
 
 use std::path::{Path, PathBuf};
 
-use parse::{directives, launchers, split_list, split_list_ws, strip_comments};
+use parse::{directives, launchers, quoted_includes, split_list, split_list_ws, strip_comments};
+
+/// The build script's warning sink, which build/compile.rs calls.
+fn warn(msg: &str) {
+    eprintln!("warning: {msg}");
+}
 use toolchain::{Backend, Toolchain};
 
 #[test]
@@ -180,4 +187,33 @@ fn every_kernel_file_of_the_tree_plans_for_cuda() {
         }
     }
     assert!(launchers_found > 40, "{launchers_found}");
+}
+
+#[test]
+fn quoted_includes_skip_comments_and_angle_brackets() {
+    let text = "#include \"a.h\"\n  #  include  \"../b/c.h\" // why\n#include <cute/tensor.hpp>\n\
+                // #include \"commented.h\"\n/* #include \"block.h\" */\n#define X \"y.h\"\n";
+    assert_eq!(quoted_includes(text), ["a.h", "../b/c.h"]);
+}
+
+#[test]
+fn include_digest_follows_exactly_the_headers_a_unit_sees() {
+    let dir = std::env::temp_dir().join(format!("hipfp8-incdigest-{}", std::process::id()));
+    let hip = dir.join("hip");
+    std::fs::create_dir_all(hip.join("fam")).unwrap();
+    let w = |p: &str, s: &str| std::fs::write(hip.join(p), s).unwrap();
+    w("port.h", "// port\n");
+    w("other.h", "// unrelated\n");
+    w("fam/common.h", "#include \"../port.h\"\n");
+    w("fam/k.hip", "#include \"common.h\"\n#include <vector>\n#include \"missing.h\"\n");
+    let unit = hip.join("fam/k.hip");
+    let d0 = compile::include_digest(&hip, &unit);
+    w("other.h", "// unrelated, changed\n");
+    assert_eq!(compile::include_digest(&hip, &unit), d0, "a header it does not include");
+    w("port.h", "// port, changed\n");
+    let d1 = compile::include_digest(&hip, &unit);
+    assert_ne!(d1, d0, "a header it includes through another");
+    w("fam/common.h", "#include \"../port.h\"\n#include \"../port.h\"\n");
+    assert_ne!(compile::include_digest(&hip, &unit), d1, "a header it includes directly");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
