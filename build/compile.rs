@@ -19,7 +19,9 @@ use crate::warn;
 /// Includes that resolve outside `hip_dir` are the toolchain's (CUTLASS, CK), already part of
 /// the key through the toolchain identity.
 pub fn include_digest(hip_dir: &Path, unit: &Path) -> String {
-    let root = hip_dir.canonicalize().unwrap_or_else(|_| hip_dir.to_path_buf());
+    let root = hip_dir
+        .canonicalize()
+        .unwrap_or_else(|_| hip_dir.to_path_buf());
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut stack = vec![unit.to_path_buf()];
     let mut h = Fnv128::new();
@@ -242,7 +244,6 @@ pub fn compile_all(
     obj_dir: &Path,
     log_dir: &Path,
 ) -> usize {
-
     let cache_dir = cache_dir();
     let jobs = env::var("HIPFP8_JOBS")
         .ok()

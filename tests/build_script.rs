@@ -205,15 +205,29 @@ fn include_digest_follows_exactly_the_headers_a_unit_sees() {
     w("port.h", "// port\n");
     w("other.h", "// unrelated\n");
     w("fam/common.h", "#include \"../port.h\"\n");
-    w("fam/k.hip", "#include \"common.h\"\n#include <vector>\n#include \"missing.h\"\n");
+    w(
+        "fam/k.hip",
+        "#include \"common.h\"\n#include <vector>\n#include \"missing.h\"\n",
+    );
     let unit = hip.join("fam/k.hip");
     let d0 = compile::include_digest(&hip, &unit);
     w("other.h", "// unrelated, changed\n");
-    assert_eq!(compile::include_digest(&hip, &unit), d0, "a header it does not include");
+    assert_eq!(
+        compile::include_digest(&hip, &unit),
+        d0,
+        "a header it does not include"
+    );
     w("port.h", "// port, changed\n");
     let d1 = compile::include_digest(&hip, &unit);
     assert_ne!(d1, d0, "a header it includes through another");
-    w("fam/common.h", "#include \"../port.h\"\n#include \"../port.h\"\n");
-    assert_ne!(compile::include_digest(&hip, &unit), d1, "a header it includes directly");
+    w(
+        "fam/common.h",
+        "#include \"../port.h\"\n#include \"../port.h\"\n",
+    );
+    assert_ne!(
+        compile::include_digest(&hip, &unit),
+        d1,
+        "a header it includes directly"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
