@@ -8,8 +8,8 @@ use std::ffi::c_void;
 
 use crate::context::Context;
 use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, View, len_m, len_mk, op_methods};
-use crate::format::Fp8Format;
 use crate::error::{Error, Result};
+use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
@@ -159,7 +159,9 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
     bufs: &[
         BufDecl::hp("x", len_ekn),
         BufDecl::output("out", Elem::U8, len_ekn),
-        BufDecl::output("scales", Elem::F32, |&(e, _, n), _| checked_mul("e*n", e, n)),
+        BufDecl::output("scales", Elem::F32, |&(e, _, n), _| {
+            checked_mul("e*n", e, n)
+        }),
         BufDecl::output("out_t", Elem::U8, len_ekn),
         BufDecl::output("scales_t", Elem::F32, |&(e, k, _), _| {
             checked_mul("e*k", e, k)
@@ -230,9 +232,7 @@ pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = OpDecl {
             reference::moe::act_dual(fmt, pw, m, k, x, offs, o, s, oc, sc)
         })
     },
-    gpu: |ctx, p, fmt, &mk, d, stream| {
-        launch_grouped(ctx, Grouped::Act, p, fmt, mk, d, stream)
-    },
+    gpu: |ctx, p, fmt, &mk, d, stream| launch_grouped(ctx, Grouped::Act, p, fmt, mk, d, stream),
 };
 
 #[doc(hidden)]
@@ -266,18 +266,14 @@ pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
             reference::moe::swiglu_quant(fmt, pw, m, i, gu, offs, o, s, oc, sc)
         })
     },
-    gpu: |ctx, p, fmt, &mi, d, stream| {
-        launch_grouped(ctx, Grouped::Swiglu, p, fmt, mi, d, stream)
-    },
+    gpu: |ctx, p, fmt, &mi, d, stream| launch_grouped(ctx, Grouped::Swiglu, p, fmt, mi, d, stream),
 };
 
 #[doc(hidden)]
 pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
     c_name: "hipfp8_moe_swiglu_bwd_quant",
     bufs: &{
-        let [o, s, oc, sc] = dual_outs(len_m2i, |&(_, i), g| {
-            checked_mul("g*2i", g, two_i(i)?)
-        });
+        let [o, s, oc, sc] = dual_outs(len_m2i, |&(_, i), g| checked_mul("g*2i", g, two_i(i)?));
         [
             BufDecl::hp("grad_h", |&(m, i), _| checked_mul("m*i", m, i)),
             BufDecl::hp_like("gu", "grad_h", len_m2i),
@@ -300,12 +296,32 @@ pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
         let pw = p.pow2_scales;
         use reference::moe::swiglu_bwd_quant as f;
         match (h.hp("grad_h"), h.hp("gu")) {
-            (HpSrc::Bf16(a), HpSrc::Bf16(b)) => {
-                f(fmt, pw, m, i, a.host_slice(), b.host_slice(), offs, o, s, oc, sc)
-            }
-            (HpSrc::F32(a), HpSrc::F32(b)) => {
-                f(fmt, pw, m, i, a.host_slice(), b.host_slice(), offs, o, s, oc, sc)
-            }
+            (HpSrc::Bf16(a), HpSrc::Bf16(b)) => f(
+                fmt,
+                pw,
+                m,
+                i,
+                a.host_slice(),
+                b.host_slice(),
+                offs,
+                o,
+                s,
+                oc,
+                sc,
+            ),
+            (HpSrc::F32(a), HpSrc::F32(b)) => f(
+                fmt,
+                pw,
+                m,
+                i,
+                a.host_slice(),
+                b.host_slice(),
+                offs,
+                o,
+                s,
+                oc,
+                sc,
+            ),
             // Context::run checked one dtype (`hp_like`).
             _ => Err(Error::NotSupported("mixed input dtypes".into())),
         }
