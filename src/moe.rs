@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, View, len_m, len_mk, op_methods};
+use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, Host, OpDecl, View, len_m, len_mk, op_methods};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
@@ -57,6 +57,40 @@ const fn dual_outs(
         BufDecl::output("out_col", Elem::U8, mk),
         BufDecl::output("scales_col", Elem::F32, gk),
     ]
+}
+
+/// The buffers of a one-input grouped dual cast: `input`, offs along m, [`dual_outs`].
+const fn one_input_bufs(
+    input: &'static str,
+    len: fn(&(usize, usize), usize) -> Result<usize>,
+    mk: fn(&(usize, usize), usize) -> Result<usize>,
+    gk: fn(&(usize, usize), usize) -> Result<usize>,
+) -> [BufDecl<(usize, usize)>; 6] {
+    let [o, s, oc, sc] = dual_outs(mk, gk);
+    [
+        BufDecl::hp(input, len),
+        BufDecl::offsets("offs", |s| s.0),
+        o,
+        s,
+        oc,
+        sc,
+    ]
+}
+
+/// The offsets and the four outputs of a grouped dual cast, as its reference takes them.
+#[allow(clippy::type_complexity)]
+fn dual_host<'a>(
+    h: &mut Host<'a>,
+) -> (
+    &'a [i32],
+    &'a mut [u8],
+    &'a mut [f32],
+    &'a mut [u8],
+    &'a mut [f32],
+) {
+    let offs = h.src("offs");
+    let (o, s) = (h.dst("out"), h.dst("scales"));
+    (offs, o, s, h.dst("out_col"), h.dst("scales_col"))
 }
 
 /// A grouped dual cast launches when it has rows to cast or group scales to write.
@@ -207,29 +241,16 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
 #[doc(hidden)]
 pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = OpDecl {
     c_name: "hipfp8_moe_act_dual",
-    bufs: &{
-        let [o, s, oc, sc] = dual_outs(len_mk, |&(_, k), g| checked_mul("g*k", g, k));
-        [
-            BufDecl::hp("x", len_mk),
-            BufDecl::offsets("offs", |s| s.0),
-            o,
-            s,
-            oc,
-            sc,
-        ]
-    },
+    bufs: &one_input_bufs("x", len_mk, len_mk, |&(_, k), g| checked_mul("g*k", g, k)),
     nonzero: &[("k", |s| s.1)],
     check: None,
     gpu_run: GpuRun::Checked {
         noop: empty_grouped,
     },
     cpu: |p, fmt, &(m, k), h| {
-        let offs = h.src("offs");
-        let (o, s) = (h.dst("out"), h.dst("scales"));
-        let (oc, sc) = (h.dst("out_col"), h.dst("scales_col"));
-        let pw = p.pow2_scales;
+        let (offs, o, s, oc, sc) = dual_host(h);
         with_hp!(h.hp("x"), |x| {
-            reference::moe::act_dual(fmt, pw, m, k, x, offs, o, s, oc, sc)
+            reference::moe::act_dual(fmt, p.pow2_scales, m, k, x, offs, o, s, oc, sc)
         })
     },
     gpu: |ctx, p, fmt, &mk, d, stream| launch_grouped(ctx, Grouped::Act, p, fmt, mk, d, stream),
@@ -238,32 +259,21 @@ pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = OpDecl {
 #[doc(hidden)]
 pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
     c_name: "hipfp8_moe_swiglu_quant",
-    bufs: &{
-        let [o, s, oc, sc] = dual_outs(
-            |&(m, i), _| checked_mul("m*i", m, i),
-            |&(_, i), g| checked_mul("g*i", g, i),
-        );
-        [
-            BufDecl::hp("gu", len_m2i),
-            BufDecl::offsets("offs", |s| s.0),
-            o,
-            s,
-            oc,
-            sc,
-        ]
-    },
+    bufs: &one_input_bufs(
+        "gu",
+        len_m2i,
+        |&(m, i), _| checked_mul("m*i", m, i),
+        |&(_, i), g| checked_mul("g*i", g, i),
+    ),
     nonzero: &[("i", |s| s.1)],
     check: None,
     gpu_run: GpuRun::Checked {
         noop: empty_grouped,
     },
     cpu: |p, fmt, &(m, i), h| {
-        let offs = h.src("offs");
-        let (o, s) = (h.dst("out"), h.dst("scales"));
-        let (oc, sc) = (h.dst("out_col"), h.dst("scales_col"));
-        let pw = p.pow2_scales;
+        let (offs, o, s, oc, sc) = dual_host(h);
         with_hp!(h.hp("gu"), |gu| {
-            reference::moe::swiglu_quant(fmt, pw, m, i, gu, offs, o, s, oc, sc)
+            reference::moe::swiglu_quant(fmt, p.pow2_scales, m, i, gu, offs, o, s, oc, sc)
         })
     },
     gpu: |ctx, p, fmt, &mi, d, stream| launch_grouped(ctx, Grouped::Swiglu, p, fmt, mi, d, stream),
@@ -290,38 +300,28 @@ pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
         noop: empty_grouped,
     },
     cpu: |p, fmt, &(m, i), h| {
-        let offs = h.src("offs");
-        let (o, s) = (h.dst("out"), h.dst("scales"));
-        let (oc, sc) = (h.dst("out_col"), h.dst("scales_col"));
+        let (offs, o, s, oc, sc) = dual_host(h);
         let pw = p.pow2_scales;
-        use reference::moe::swiglu_bwd_quant as f;
+        macro_rules! bwd {
+            ($dh:expr, $gu:expr) => {
+                reference::moe::swiglu_bwd_quant(
+                    fmt,
+                    pw,
+                    m,
+                    i,
+                    $dh.host_slice(),
+                    $gu.host_slice(),
+                    offs,
+                    o,
+                    s,
+                    oc,
+                    sc,
+                )
+            };
+        }
         match (h.hp("grad_h"), h.hp("gu")) {
-            (HpSrc::Bf16(a), HpSrc::Bf16(b)) => f(
-                fmt,
-                pw,
-                m,
-                i,
-                a.host_slice(),
-                b.host_slice(),
-                offs,
-                o,
-                s,
-                oc,
-                sc,
-            ),
-            (HpSrc::F32(a), HpSrc::F32(b)) => f(
-                fmt,
-                pw,
-                m,
-                i,
-                a.host_slice(),
-                b.host_slice(),
-                offs,
-                o,
-                s,
-                oc,
-                sc,
-            ),
+            (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
+            (HpSrc::F32(dh), HpSrc::F32(gu)) => bwd!(dh, gu),
             // Context::run checked one dtype (`hp_like`).
             _ => Err(Error::NotSupported("mixed input dtypes".into())),
         }
