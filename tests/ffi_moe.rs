@@ -102,6 +102,25 @@ impl Outs {
     }
 }
 
+/// Call a C export with its leading arguments, then the four outputs of `$got` and the
+/// default stream.
+macro_rules! dual_call {
+    ($f:ident($($arg:expr),+), $got:ident) => {
+        $f(
+            $($arg,)+
+            $got.o.as_mut_ptr(),
+            $got.o.len(),
+            $got.s.as_mut_ptr().cast(),
+            $got.s.len(),
+            $got.o2.as_mut_ptr(),
+            $got.o2.len(),
+            $got.s2.as_mut_ptr().cast(),
+            $got.s2.len(),
+            NS,
+        )
+    };
+}
+
 fn ok(st: hipfp8_status, what: &str) {
     assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{what}: {}", last_error());
 }
@@ -155,21 +174,7 @@ fn moe_c_exports_equal_rust_methods() {
                     n,
                 };
                 let (x, xl) = w.ptr(bf);
-                let r = hipfp8_moe_weights_dual(
-                    c.0,
-                    &desc,
-                    x,
-                    xl,
-                    got.o.as_mut_ptr(),
-                    got.o.len(),
-                    got.s.as_mut_ptr().cast(),
-                    got.s.len(),
-                    got.o2.as_mut_ptr(),
-                    got.o2.len(),
-                    got.s2.as_mut_ptr().cast(),
-                    got.s2.len(),
-                    NS,
-                );
+                let r = dual_call!(hipfp8_moe_weights_dual(c.0, &desc, x, xl), got);
                 ok(r, "hipfp8_moe_weights_dual");
                 assert!(want.written(), "weights {what}: nothing written");
                 assert_eq!(got, want, "hipfp8_moe_weights_dual {what}");
@@ -189,22 +194,9 @@ fn moe_c_exports_equal_rust_methods() {
                     k,
                 };
                 let (x, xl) = a.ptr(bf);
-                let r = hipfp8_moe_act_dual(
-                    c.0,
-                    &desc,
-                    x,
-                    xl,
-                    offs.as_ptr(),
-                    g,
-                    got.o.as_mut_ptr(),
-                    got.o.len(),
-                    got.s.as_mut_ptr().cast(),
-                    got.s.len(),
-                    got.o2.as_mut_ptr(),
-                    got.o2.len(),
-                    got.s2.as_mut_ptr().cast(),
-                    got.s2.len(),
-                    NS,
+                let r = dual_call!(
+                    hipfp8_moe_act_dual(c.0, &desc, x, xl, offs.as_ptr(), g),
+                    got
                 );
                 ok(r, "hipfp8_moe_act_dual");
                 assert!(want.written(), "act {what}: nothing written");
@@ -225,22 +217,9 @@ fn moe_c_exports_equal_rust_methods() {
                 rust.moe_swiglu_quant(&p, m, i, gu.hp(bf), (&offs).into(), want.dual(), st)
                     .unwrap();
                 let (x, xl) = gu.ptr(bf);
-                let r = hipfp8_moe_swiglu_quant(
-                    c.0,
-                    &desc,
-                    x,
-                    xl,
-                    offs.as_ptr(),
-                    g,
-                    got.o.as_mut_ptr(),
-                    got.o.len(),
-                    got.s.as_mut_ptr().cast(),
-                    got.s.len(),
-                    got.o2.as_mut_ptr(),
-                    got.o2.len(),
-                    got.s2.as_mut_ptr().cast(),
-                    got.s2.len(),
-                    NS,
+                let r = dual_call!(
+                    hipfp8_moe_swiglu_quant(c.0, &desc, x, xl, offs.as_ptr(), g),
+                    got
                 );
                 ok(r, "hipfp8_moe_swiglu_quant");
                 assert!(want.written(), "swiglu {what}: nothing written");
@@ -253,24 +232,9 @@ fn moe_c_exports_equal_rust_methods() {
                 rust.moe_swiglu_bwd_quant(&p, m, i, dh.hp(bf), gu.hp(bf), (&offs).into(), o, st)
                     .unwrap();
                 let (y, yl) = dh.ptr(bf);
-                let r = hipfp8_moe_swiglu_bwd_quant(
-                    c.0,
-                    &desc,
-                    y,
-                    yl,
-                    x,
-                    xl,
-                    offs.as_ptr(),
-                    g,
-                    got.o.as_mut_ptr(),
-                    got.o.len(),
-                    got.s.as_mut_ptr().cast(),
-                    got.s.len(),
-                    got.o2.as_mut_ptr(),
-                    got.o2.len(),
-                    got.s2.as_mut_ptr().cast(),
-                    got.s2.len(),
-                    NS,
+                let r = dual_call!(
+                    hipfp8_moe_swiglu_bwd_quant(c.0, &desc, y, yl, x, xl, offs.as_ptr(), g),
+                    got
                 );
                 ok(r, "hipfp8_moe_swiglu_bwd_quant");
                 assert!(want.written(), "swiglu bwd {what}: nothing written");
