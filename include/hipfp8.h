@@ -760,6 +760,37 @@ typedef struct hipfp8_grouped_gemm_2d2d_desc {
   size_t k;
 } hipfp8_grouped_gemm_2d2d_desc;
 
+/**
+ * A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
+ * (m, 2i) row-major, the gate/up GEMM output (gate = columns `[0, i)`, up = `[i, 2i)`).
+ */
+typedef struct hipfp8_moe_swiglu_desc {
+  /**
+   * `sizeof(hipfp8_moe_swiglu_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of every input (gu, and grad_h for the backward).
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * Rows (tokens, the grouped dimension).
+   */
+  size_t m;
+  /**
+   * The intermediate size: columns of h and grad_h (> 0).
+   */
+  size_t i;
+} hipfp8_moe_swiglu_desc;
+
 
 
 #ifdef __cplusplus
@@ -1214,6 +1245,97 @@ hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
                                        void *workspace,
                                        size_t workspace_bytes,
                                        hipStream_t stream);
+
+/**
+ * Expert weights x (e, k, n) column-major (`hipfp8_cast_3d_desc`) to both grouped-GEMM
+ * operands in one read: out/scales exactly as `hipfp8_colwise_3d` (forward B; scales[e*n]
+ * over k) and out_t/scales_t exactly as `hipfp8_rowwise_3d_transpose_rhs` (dgrad B,
+ * `out_t[e*n*k + k_i*n + n_i]`; scales_t[e*k] over n). x: e*k*n elements; out, out_t:
+ * e*k*n bytes. k and n must be > 0.
+ */
+hipfp8_status hipfp8_moe_weights_dual(const struct hipfp8_context *ctx,
+                                      const struct hipfp8_cast_3d_desc *desc,
+                                      const void *x,
+                                      size_t x_len,
+                                      uint8_t *out,
+                                      size_t out_len,
+                                      float *scales,
+                                      size_t scales_len,
+                                      uint8_t *out_t,
+                                      size_t out_t_len,
+                                      float *scales_t,
+                                      size_t scales_t_len,
+                                      hipStream_t stream);
+
+/**
+ * Activations or gradients x (m, k) row-major (`hipfp8_cast_2d_desc`) with END offsets along
+ * m to both grouped-GEMM operands in one read: out/scales exactly as `hipfp8_rowwise_2d`
+ * (every row; scales[m]) and out_col/scales_col exactly as `hipfp8_per_group_colwise`
+ * (`out_col[k_i*m + m_i]`; scales_col[num_groups*k]). x: m*k elements; out, out_col: m*k
+ * bytes. k must be > 0.
+ */
+hipfp8_status hipfp8_moe_act_dual(const struct hipfp8_context *ctx,
+                                  const struct hipfp8_cast_2d_desc *desc,
+                                  const void *x,
+                                  size_t x_len,
+                                  const int32_t *offs,
+                                  size_t num_groups,
+                                  uint8_t *out,
+                                  size_t out_len,
+                                  float *scales,
+                                  size_t scales_len,
+                                  uint8_t *out_col,
+                                  size_t out_col_len,
+                                  float *scales_col,
+                                  size_t scales_col_len,
+                                  hipStream_t stream);
+
+/**
+ * SwiGLU forward fused with the down projection's casts: h = silu(gate) * up (m, i), in the
+ * input dtype's arithmetic as torch's `F.silu(g) * u` (docs/OPS.md), cast as
+ * `hipfp8_moe_act_dual` casts x, without being stored. gu: m*2i elements; offs: num_groups
+ * END offsets along m; out, out_col: m*i bytes; scales: m; scales_col: num_groups*i.
+ */
+hipfp8_status hipfp8_moe_swiglu_quant(const struct hipfp8_context *ctx,
+                                      const struct hipfp8_moe_swiglu_desc *desc,
+                                      const void *gu,
+                                      size_t gu_len,
+                                      const int32_t *offs,
+                                      size_t num_groups,
+                                      uint8_t *out,
+                                      size_t out_len,
+                                      float *scales,
+                                      size_t scales_len,
+                                      uint8_t *out_col,
+                                      size_t out_col_len,
+                                      float *scales_col,
+                                      size_t scales_col_len,
+                                      hipStream_t stream);
+
+/**
+ * SwiGLU backward fused with the gate/up projection's casts: from grad_h (m, i) and the
+ * forward's gu (m, 2i), both of the descriptor's dtype, d = [d_gate | d_up] (m, 2i) as torch's
+ * autograd of `F.silu(g) * u` computes it, cast as `hipfp8_moe_act_dual` casts x (k = 2i),
+ * without being stored. grad_h: m*i, gu: m*2i elements; out, out_col: m*2i bytes; scales: m;
+ * scales_col: num_groups*2i.
+ */
+hipfp8_status hipfp8_moe_swiglu_bwd_quant(const struct hipfp8_context *ctx,
+                                          const struct hipfp8_moe_swiglu_desc *desc,
+                                          const void *grad_h,
+                                          size_t grad_h_len,
+                                          const void *gu,
+                                          size_t gu_len,
+                                          const int32_t *offs,
+                                          size_t num_groups,
+                                          uint8_t *out,
+                                          size_t out_len,
+                                          float *scales,
+                                          size_t scales_len,
+                                          uint8_t *out_col,
+                                          size_t out_col_len,
+                                          float *scales_col,
+                                          size_t scales_col_len,
+                                          hipStream_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"

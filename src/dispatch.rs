@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use half::bf16;
 
 use crate::context::{BackendKind, Context};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::{CastParams, Scaling};
 use crate::runtime::{check_status, require_gpu};
@@ -83,6 +83,10 @@ pub struct BufDecl<S> {
     /// Elements the op reads or writes, from the shape and the group count (an overflow is
     /// `SizeOverflow`, named after the product).
     pub len: fn(&S, usize) -> Result<usize>,
+    /// A high-precision input that must have the dtype of the earlier high-precision input
+    /// named here (its kernel reads both in one dtype): `NotSupported` otherwise, and the C
+    /// export gives both the one `hipfp8_dtype` of its descriptor.
+    pub dtype_of: Option<&'static str>,
 }
 
 impl<S> BufDecl<S> {
@@ -97,11 +101,22 @@ impl<S> BufDecl<S> {
             role,
             elem,
             len,
+            dtype_of: None,
         }
     }
     /// A high-precision input.
     pub const fn hp(name: &'static str, len: fn(&S, usize) -> Result<usize>) -> Self {
         Self::new(name, Role::In, Elem::Hp, len)
+    }
+    /// A high-precision input of the dtype of the earlier high-precision input `like`.
+    pub const fn hp_like(
+        name: &'static str,
+        like: &'static str,
+        len: fn(&S, usize) -> Result<usize>,
+    ) -> Self {
+        let mut b = Self::hp(name, len);
+        b.dtype_of = Some(like);
+        b
     }
     pub const fn input(
         name: &'static str,
@@ -482,6 +497,7 @@ impl Context {
             );
             self.check_view_of(b.name, v, len)?;
         }
+        check_one_dtype(decl, &views)?;
         for (b, v) in decl.bufs.iter().zip(&views) {
             if let (Role::Offsets { extent }, View::InI32(offs)) = (&b.role, v) {
                 if self.backend() == BackendKind::Cpu {
@@ -535,6 +551,32 @@ impl Context {
             View::OutBf16(d) => self.check_dst(what, d, needed),
         }
     }
+}
+
+/// The high-precision inputs declared with [`BufDecl::hp_like`] against the input they name.
+fn check_one_dtype<P: OpParams, S>(decl: &OpDecl<P, S>, views: &[View<'_>]) -> Result<()> {
+    let hp = |name: &str| {
+        let i = decl.bufs.iter().position(|b| b.name == name);
+        match i.map(|i| &views[i]) {
+            Some(View::Hp(v)) => v,
+            _ => panic!("{}: `{name}` is not a high-precision input", decl.c_name),
+        }
+    };
+    for b in decl.bufs {
+        if let Some(like) = b.dtype_of {
+            let (x, y) = (hp(b.name), hp(like));
+            if x.raw_parts().1 != y.raw_parts().1 {
+                return Err(Error::NotSupported(format!(
+                    "{} takes one dtype for `{like}` and `{}` (got {} and {})",
+                    decl.c_name,
+                    b.name,
+                    y.dtype_name(),
+                    x.dtype_name()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The public [`Context`] method of each op, from one line per op: `fn name(p: &P, <dims>;

@@ -1,19 +1,20 @@
 //! The fused MoE casts on [`Context`] (issue 14): one call writes both layouts a MoE grouped
 //! GEMM pair takes (the SwiGLU ones computing their input on the fly), bit-identical to the
 //! composition of the single casts it replaces (docs/OPS.md, "Fused MoE casts"; definitions in
-//! `reference/moe.rs`). Each method validates every argument first (nothing is written on
-//! error), then runs exactly one backend.
+//! `reference/moe.rs`). Each op is one [`OpDecl`] (`dispatch.rs`); [`Context::run`] validates
+//! every argument first (nothing is written on error), then runs exactly one backend.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 
-use crate::context::{BackendKind, Context};
+use crate::context::Context;
+use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, Host, OpDecl, View, len_m, len_mk, op_methods};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
 use crate::reference;
 use crate::runtime::check_status;
 use crate::sys;
-use crate::validate::{checked_mul, require_nonzero, validate_offsets};
+use crate::validate::checked_mul;
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 use crate::workspace::Kind;
 
@@ -27,57 +28,94 @@ pub struct DualOut<'a> {
     pub scales_col: Dst<'a, f32>,
 }
 
-/// Host slices of a [`DualOut`].
-struct DualHost<'a> {
-    out: &'a mut [u8],
-    scales: &'a mut [f32],
-    out_col: &'a mut [u8],
-    scales_col: &'a mut [f32],
+/// The shape of [`MOE_WEIGHTS_DUAL`]: (e, k, n).
+type Ekn = (usize, usize, usize);
+
+fn len_ekn(&(e, k, n): &Ekn, _: usize) -> Result<usize> {
+    checked_mul("e*k*n", checked_mul("e*k", e, k)?, n)
 }
 
-/// Launcher pointers of a [`DualOut`].
-struct DualDev {
-    out: *mut u8,
-    scales: *mut f32,
-    out_col: *mut u8,
-    scales_col: *mut f32,
+/// `2i` of an (m, i) SwiGLU shape: the columns of gu (and of the backward's outputs).
+fn two_i(i: usize) -> Result<usize> {
+    checked_mul("2*i", 2, i)
+}
+
+/// `m*2i`: the elements of gu.
+fn len_m2i(&(m, i): &(usize, usize), _: usize) -> Result<usize> {
+    checked_mul("m*2i", m, two_i(i)?)
+}
+
+/// The outputs of a dual cast of an (m, cols) operand whose cols the shape gives: `out`,
+/// `scales`, `out_col`, `scales_col` (see [`DualOut`]).
+const fn dual_outs(
+    mk: fn(&(usize, usize), usize) -> Result<usize>,
+    gk: fn(&(usize, usize), usize) -> Result<usize>,
+) -> [BufDecl<(usize, usize)>; 4] {
+    [
+        BufDecl::output("out", Elem::U8, mk),
+        BufDecl::output("scales", Elem::F32, len_m),
+        BufDecl::output("out_col", Elem::U8, mk),
+        BufDecl::output("scales_col", Elem::F32, gk),
+    ]
+}
+
+/// The buffers of a one-input grouped dual cast: `input`, offs along m, [`dual_outs`].
+const fn one_input_bufs(
+    input: &'static str,
+    len: fn(&(usize, usize), usize) -> Result<usize>,
+    mk: fn(&(usize, usize), usize) -> Result<usize>,
+    gk: fn(&(usize, usize), usize) -> Result<usize>,
+) -> [BufDecl<(usize, usize)>; 6] {
+    let [o, s, oc, sc] = dual_outs(mk, gk);
+    [
+        BufDecl::hp(input, len),
+        BufDecl::offsets("offs", |s| s.0),
+        o,
+        s,
+        oc,
+        sc,
+    ]
+}
+
+/// The offsets and the four outputs of a grouped dual cast, as its reference takes them.
+#[allow(clippy::type_complexity)]
+fn dual_host<'a>(
+    h: &mut Host<'a>,
+) -> (
+    &'a [i32],
+    &'a mut [u8],
+    &'a mut [f32],
+    &'a mut [u8],
+    &'a mut [f32],
+) {
+    let offs = h.src("offs");
+    let (o, s) = (h.dst("out"), h.dst("scales"));
+    (offs, o, s, h.dst("out_col"), h.dst("scales_col"))
+}
+
+/// A grouped dual cast launches when it has rows to cast or group scales to write.
+fn empty_grouped(&(m, _): &(usize, usize), g: usize) -> bool {
+    m == 0 && g == 0
+}
+
+/// The one-input grouped launchers: (input, offs, out, scales, out_col, scales_col, m,
+/// cols, groups, format, pow2, dtype, workspace, stream) with cols = k or i.
+#[derive(Clone, Copy)]
+enum Grouped {
+    /// `hipfp8_moe_act_dual_launch` (input x, cols = k).
+    Act,
+    /// `hipfp8_moe_swiglu_quant_launch` (input gu, cols = i).
+    Swiglu,
 }
 
 impl<'a> DualOut<'a> {
-    /// Check the four views for an (m, k) operand in `g` groups.
-    fn check(&mut self, ctx: &Context, m: usize, k: usize, g: usize) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let gk = checked_mul("g*k", g, k)?;
-        ctx.check_dst("out", &mut self.out, mk)?;
-        ctx.check_dst("scales", &mut self.scales, m)?;
-        ctx.check_dst("out_col", &mut self.out_col, mk)?;
-        ctx.check_dst("scales_col", &mut self.scales_col, gk)
-    }
-    fn dev(&mut self) -> DualDev {
-        DualDev {
-            out: self.out.as_mut_ptr(),
-            scales: self.scales.as_mut_ptr(),
-            out_col: self.out_col.as_mut_ptr(),
-            scales_col: self.scales_col.as_mut_ptr(),
-        }
-    }
-    fn host(&mut self) -> DualHost<'a> {
-        DualHost {
-            out: self.out.host_slice_mut(),
-            scales: self.scales.host_slice_mut(),
-            out_col: self.out_col.host_slice_mut(),
-            scales_col: self.scales_col.host_slice_mut(),
-        }
-    }
-}
-
-impl DualDev {
-    fn ptrs(&self) -> [(&'static str, *const c_void); 4] {
+    /// The four outputs as views, in declaration order.
+    fn views(self) -> [View<'a>; 4] {
         [
-            ("out", self.out as *const c_void),
-            ("scales", self.scales as *const c_void),
-            ("out_col", self.out_col as *const c_void),
-            ("scales_col", self.scales_col as *const c_void),
+            self.out.into(),
+            self.scales.into(),
+            self.out_col.into(),
+            self.scales_col.into(),
         ]
     }
 }
@@ -107,145 +145,228 @@ impl Context {
         self.workspace
             .with(self, Kind::Zeroed, bytes, stream, |ws, _| f(ws))
     }
+}
 
+/// The GPU arm of the one-input grouped ops: the stream's zeroed workspace, then the
+/// launcher of `k` with (m, cols).
+fn launch_grouped(
+    ctx: &Context,
+    k: Grouped,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (m, cols): (usize, usize),
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let (op, input) = match k {
+        Grouped::Act => ("moe_act_dual", "x"),
+        Grouped::Swiglu => ("moe_swiglu_quant", "gu"),
+    };
+    let g = d.groups();
+    let (x, offs, dtype) = (d.ptr(input), d.ptr("offs"), d.dtype(input));
+    let (o, s) = (d.ptr("out"), d.ptr("scales"));
+    let (oc, sc) = (d.ptr("out_col"), d.ptr("scales_col"));
+    let (m, cols, g64) = (m as i64, cols as i64, g as i64);
+    let (f, pw) = (fmt as i32, p.pow2_scales as i32);
+    ctx.with_moe_workspace(g, stream, |ws| {
+        // SAFETY: validated by Context::run: device memory of this GPU with the declared
+        // lengths (inputs, m*cols bytes per output, m and g*cols scales, g offsets, clamped
+        // by the kernels and never read on the host); `ws` is the stream's zeroed workspace
+        // of the size the launcher asked for; work is only queued on `stream`.
+        let st = unsafe {
+            match k {
+                Grouped::Act => sys::hipfp8_moe_act_dual_launch(
+                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dtype, ws, stream.0,
+                ),
+                Grouped::Swiglu => sys::hipfp8_moe_swiglu_quant_launch(
+                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dtype, ws, stream.0,
+                ),
+            }
+        };
+        check_status(op, st)
+    })
+}
+
+#[doc(hidden)]
+pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
+    c_name: "hipfp8_moe_weights_dual",
+    bufs: &[
+        BufDecl::hp("x", len_ekn),
+        BufDecl::output("out", Elem::U8, len_ekn),
+        BufDecl::output("scales", Elem::F32, |&(e, _, n), _| {
+            checked_mul("e*n", e, n)
+        }),
+        BufDecl::output("out_t", Elem::U8, len_ekn),
+        BufDecl::output("scales_t", Elem::F32, |&(e, k, _), _| {
+            checked_mul("e*k", e, k)
+        }),
+    ],
+    nonzero: &[("k", |s| s.1), ("n", |s| s.2)],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: |&(e, _, _), _| e == 0,
+    },
+    cpu: |p, fmt, &(e, k, n), h| {
+        let (o, s) = (h.dst("out"), h.dst("scales"));
+        let (ot, st) = (h.dst("out_t"), h.dst("scales_t"));
+        let pw = p.pow2_scales;
+        with_hp!(h.hp("x"), |x| {
+            reference::moe::weights_dual(fmt, pw, e, k, n, x, o, s, ot, st)
+        });
+        Ok(())
+    },
+    gpu: |_, p, fmt, &(e, k, n), d, stream| {
+        // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs, e*k*n
+        // bytes in each output, e*n and e*k scales; the launcher only queues work on `stream`.
+        let st = unsafe {
+            sys::hipfp8_moe_weights_dual_launch(
+                d.ptr("x"),
+                d.ptr("out"),
+                d.ptr("scales"),
+                d.ptr("out_t"),
+                d.ptr("scales_t"),
+                e as i64,
+                k as i64,
+                n as i64,
+                fmt as i32,
+                p.pow2_scales as i32,
+                d.dtype("x"),
+                stream.0,
+            )
+        };
+        check_status("moe_weights_dual", st)
+    },
+};
+
+#[doc(hidden)]
+pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_moe_act_dual",
+    bufs: &one_input_bufs("x", len_mk, len_mk, |&(_, k), g| checked_mul("g*k", g, k)),
+    nonzero: &[("k", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: empty_grouped,
+    },
+    cpu: |p, fmt, &(m, k), h| {
+        let (offs, o, s, oc, sc) = dual_host(h);
+        with_hp!(h.hp("x"), |x| {
+            reference::moe::act_dual(fmt, p.pow2_scales, m, k, x, offs, o, s, oc, sc)
+        })
+    },
+    gpu: |ctx, p, fmt, &mk, d, stream| launch_grouped(ctx, Grouped::Act, p, fmt, mk, d, stream),
+};
+
+#[doc(hidden)]
+pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_moe_swiglu_quant",
+    bufs: &one_input_bufs(
+        "gu",
+        len_m2i,
+        |&(m, i), _| checked_mul("m*i", m, i),
+        |&(_, i), g| checked_mul("g*i", g, i),
+    ),
+    nonzero: &[("i", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: empty_grouped,
+    },
+    cpu: |p, fmt, &(m, i), h| {
+        let (offs, o, s, oc, sc) = dual_host(h);
+        with_hp!(h.hp("gu"), |gu| {
+            reference::moe::swiglu_quant(fmt, p.pow2_scales, m, i, gu, offs, o, s, oc, sc)
+        })
+    },
+    gpu: |ctx, p, fmt, &mi, d, stream| launch_grouped(ctx, Grouped::Swiglu, p, fmt, mi, d, stream),
+};
+
+#[doc(hidden)]
+pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
+    c_name: "hipfp8_moe_swiglu_bwd_quant",
+    bufs: &{
+        let [o, s, oc, sc] = dual_outs(len_m2i, |&(_, i), g| checked_mul("g*2i", g, two_i(i)?));
+        [
+            BufDecl::hp("grad_h", |&(m, i), _| checked_mul("m*i", m, i)),
+            BufDecl::hp_like("gu", "grad_h", len_m2i),
+            BufDecl::offsets("offs", |s| s.0),
+            o,
+            s,
+            oc,
+            sc,
+        ]
+    },
+    nonzero: &[("i", |s| s.1)],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: empty_grouped,
+    },
+    cpu: |p, fmt, &(m, i), h| {
+        let (offs, o, s, oc, sc) = dual_host(h);
+        let pw = p.pow2_scales;
+        macro_rules! bwd {
+            ($dh:expr, $gu:expr) => {
+                reference::moe::swiglu_bwd_quant(
+                    fmt,
+                    pw,
+                    m,
+                    i,
+                    $dh.host_slice(),
+                    $gu.host_slice(),
+                    offs,
+                    o,
+                    s,
+                    oc,
+                    sc,
+                )
+            };
+        }
+        match (h.hp("grad_h"), h.hp("gu")) {
+            (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
+            (HpSrc::F32(dh), HpSrc::F32(gu)) => bwd!(dh, gu),
+            // Context::run checked one dtype (`hp_like`).
+            _ => Err(Error::NotSupported("mixed input dtypes".into())),
+        }
+    },
+    gpu: |ctx, p, fmt, &(m, i), d, stream| {
+        let g = d.groups();
+        ctx.with_moe_workspace(g, stream, |ws| {
+            // SAFETY: as for launch_grouped, with m*i and m*2i inputs of one dtype (checked by
+            // Context::run) and (m, 2i) outputs.
+            let st = unsafe {
+                sys::hipfp8_moe_swiglu_bwd_quant_launch(
+                    d.ptr("grad_h"),
+                    d.ptr("gu"),
+                    d.ptr("offs"),
+                    d.ptr("out"),
+                    d.ptr("scales"),
+                    d.ptr("out_col"),
+                    d.ptr("scales_col"),
+                    m as i64,
+                    i as i64,
+                    g as i64,
+                    fmt as i32,
+                    p.pow2_scales as i32,
+                    d.dtype("grad_h"),
+                    ws,
+                    stream.0,
+                )
+            };
+            check_status("moe_swiglu_bwd_quant", st)
+        })
+    },
+};
+
+op_methods! {
     /// Expert weights (E,K,N) column-major (`x[e*K*N + n*K + k]`) to both grouped-GEMM
     /// operands from one call: `out` / `scales` exactly as [`Context::colwise_3d`] writes them
     /// (forward B, `scales[e*N + n]` over k) and `out_t` / `scales_t` exactly as
     /// [`Context::rowwise_3d_transpose_rhs`] (dgrad B, `out_t[e*N*K + k*N + n]`,
     /// `scales_t[e*K + k]` over n). k and n must be > 0.
-    pub fn moe_weights_dual(
-        &self,
-        p: &CastParams,
-        e: usize,
-        k: usize,
-        n: usize,
-        x: HpSrc<'_>,
-        mut out: Dst<'_, u8>,
-        mut scales: Dst<'_, f32>,
-        mut out_t: Dst<'_, u8>,
-        mut scales_t: Dst<'_, f32>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let en = checked_mul("e*n", e, n)?;
-        let ek = checked_mul("e*k", e, k)?;
-        let ekn = checked_mul("e*k*n", en, k)?;
-        require_nonzero("k", k)?;
-        require_nonzero("n", n)?;
-        self.check_hp("x", &x, ekn)?;
-        self.check_dst("out", &mut out, ekn)?;
-        self.check_dst("scales", &mut scales, en)?;
-        self.check_dst("out_t", &mut out_t, ekn)?;
-        self.check_dst("scales_t", &mut scales_t, ek)?;
-        let fmt = self.resolve(p.format);
-        let (xp, dtype) = x.raw_parts();
-        let (o, s, ot, st) = (
-            out.as_mut_ptr(),
-            scales.as_mut_ptr(),
-            out_t.as_mut_ptr(),
-            scales_t.as_mut_ptr(),
-        );
-        let ptrs = [
-            ("x", xp),
-            ("out", o as *const c_void),
-            ("scales", s as *const c_void),
-            ("out_t", ot as *const c_void),
-            ("scales_t", st as *const c_void),
-        ];
-        self.dispatch(
-            ekn == 0,
-            &ptrs,
-            || {
-                let (o, s) = (out.host_slice_mut(), scales.host_slice_mut());
-                let (ot, st) = (out_t.host_slice_mut(), scales_t.host_slice_mut());
-                with_hp!(x, |x| reference::moe::weights_dual(
-                    fmt,
-                    p.pow2_scales,
-                    e,
-                    k,
-                    n,
-                    x,
-                    o,
-                    s,
-                    ot,
-                    st
-                ))
-            },
-            || {
-                // SAFETY: the views were checked above: device memory of this context's GPU
-                // with e*k*n inputs, e*k*n bytes in each output, e*n and e*k scales; the
-                // launcher only queues work on `stream`.
-                let rc = unsafe {
-                    sys::hipfp8_moe_weights_dual_launch(
-                        xp,
-                        o,
-                        s,
-                        ot,
-                        st,
-                        e as i64,
-                        k as i64,
-                        n as i64,
-                        fmt as i32,
-                        p.pow2_scales as i32,
-                        dtype,
-                        stream.0,
-                    )
-                };
-                check_status("moe_weights_dual", rc)
-            },
-        )
-    }
+    fn moe_weights_dual(p: &CastParams, e: usize, k: usize, n: usize;
+        x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>, out_t: Dst<'_, u8>,
+        scales_t: Dst<'_, f32>) = MOE_WEIGHTS_DUAL (e, k, n);
+}
 
-    /// The body the grouped dual casts share: `inputs` (name, view, elements; one dtype) are
-    /// cast into the (m, k) outputs `o` over END `offs` along m. Checks every view, then runs
-    /// `cpu` (host slices) or `gpu` (launcher pointers and the stream's zeroed workspace).
-    fn grouped_dual<'a>(
-        &self,
-        p: &CastParams,
-        op: &'static str,
-        m: usize,
-        k: usize,
-        inputs: &[(&'static str, HpSrc<'a>, usize)],
-        offs: Src<'a, i32>,
-        mut o: DualOut<'a>,
-        stream: StreamRef,
-        cpu: impl FnOnce(Fp8Format, DualHost<'a>, &'a [i32]) -> Result<()>,
-        gpu: impl FnOnce(Fp8Format, &DualDev, i32, *mut c_void) -> c_int,
-    ) -> Result<()> {
-        let g = offs.len();
-        require_nonzero("k", k)?;
-        for (what, x, len) in inputs {
-            self.check_hp(what, x, *len)?;
-        }
-        o.check(self, m, k, g)?;
-        self.check_src("offs", &offs, g)?;
-        if self.backend() == BackendKind::Cpu {
-            validate_offsets(offs.host_slice(), m)?;
-        }
-        let fmt = self.resolve(p.format);
-        let dtype = inputs[0].1.raw_parts().1;
-        if let Some((_, x, _)) = inputs.iter().find(|(_, x, _)| x.raw_parts().1 != dtype) {
-            return Err(Error::NotSupported(format!(
-                "{op} takes one dtype for all its inputs (got {} and {})",
-                inputs[0].1.dtype_name(),
-                x.dtype_name()
-            )));
-        }
-        let d = o.dev();
-        let null = ("", std::ptr::null());
-        let mut ptrs = [null; 7];
-        for (slot, (what, x, _)) in ptrs.iter_mut().zip(inputs) {
-            *slot = (what, x.raw_parts().0);
-        }
-        ptrs[2] = ("offs", offs.as_ptr() as *const c_void);
-        ptrs[3..].copy_from_slice(&d.ptrs());
-        self.dispatch(
-            m == 0 && g == 0,
-            &ptrs,
-            || cpu(fmt, o.host(), offs.host_slice()),
-            || self.with_moe_workspace(g, stream, |ws| check_status(op, gpu(fmt, &d, dtype, ws))),
-        )
-    }
-
+impl Context {
     /// Activations or gradients x (M,K) row-major with END offsets along M to both grouped
     /// GEMM operands from one call: `o.out` / `o.scales` exactly as [`Context::rowwise_2d`]
     /// writes them (every row, the 2D x 3D operand) and `o.out_col` / `o.scales_col` exactly
@@ -261,59 +382,9 @@ impl Context {
         o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let mk = checked_mul("m*k", m, k)?;
-        let g = offs.len();
-        let pw = p.pow2_scales;
-        let xp = x.raw_parts().0;
-        let op = "moe_act_dual";
-        self.grouped_dual(
-            p,
-            op,
-            m,
-            k,
-            &[("x", x, mk)],
-            offs,
-            o,
-            stream,
-            |fmt, h, offs| {
-                with_hp!(x, |x| reference::moe::act_dual(
-                    fmt,
-                    pw,
-                    m,
-                    k,
-                    x,
-                    offs,
-                    h.out,
-                    h.scales,
-                    h.out_col,
-                    h.scales_col
-                ))
-            },
-            |fmt, d, dtype, ws| {
-                // SAFETY: grouped_dual checked the views: device memory of this GPU with m*k
-                // inputs and bytes per output, m and g*k scales, g offsets (clamped by the
-                // kernels, never read on the host); `ws` is the stream's zeroed workspace of
-                // the size the launcher asked for; work is only queued on `stream`.
-                unsafe {
-                    sys::hipfp8_moe_act_dual_launch(
-                        xp,
-                        offs.as_ptr(),
-                        d.out,
-                        d.scales,
-                        d.out_col,
-                        d.scales_col,
-                        m as i64,
-                        k as i64,
-                        g as i64,
-                        fmt as i32,
-                        pw as i32,
-                        dtype,
-                        ws,
-                        stream.0,
-                    )
-                }
-            },
-        )
+        let [a, b, c, d] = o.views();
+        let views = [x.into(), offs.into(), a, b, c, d];
+        self.run(&MOE_ACT_DUAL, p, (m, k), views, stream)
     }
 
     /// SwiGLU forward fused with the down projection's casts: `gu` (M, 2I) row-major is the
@@ -331,62 +402,16 @@ impl Context {
         o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let m2i = checked_mul("m*2i", m, checked_mul("2*i", 2, i)?)?;
-        require_nonzero("i", i)?;
-        let g = offs.len();
-        let pw = p.pow2_scales;
-        let gp = gu.raw_parts().0;
-        self.grouped_dual(
-            p,
-            "moe_swiglu_quant",
-            m,
-            i,
-            &[("gu", gu, m2i)],
-            offs,
-            o,
-            stream,
-            |fmt, h, offs| {
-                with_hp!(gu, |gu| reference::moe::swiglu_quant(
-                    fmt,
-                    pw,
-                    m,
-                    i,
-                    gu,
-                    offs,
-                    h.out,
-                    h.scales,
-                    h.out_col,
-                    h.scales_col
-                ))
-            },
-            |fmt, d, dtype, ws| {
-                // SAFETY: as for moe_act_dual, with m*2i inputs and (m, i) outputs.
-                unsafe {
-                    sys::hipfp8_moe_swiglu_quant_launch(
-                        gp,
-                        offs.as_ptr(),
-                        d.out,
-                        d.scales,
-                        d.out_col,
-                        d.scales_col,
-                        m as i64,
-                        i as i64,
-                        g as i64,
-                        fmt as i32,
-                        pw as i32,
-                        dtype,
-                        ws,
-                        stream.0,
-                    )
-                }
-            },
-        )
+        let [a, b, c, d] = o.views();
+        let views = [gu.into(), offs.into(), a, b, c, d];
+        self.run(&MOE_SWIGLU_QUANT, p, (m, i), views, stream)
     }
 
     /// SwiGLU backward fused with the gate/up projection's casts: from `grad_h` (M, I) and the
-    /// forward's `gu` (M, 2I), both of one dtype, `d = [d_gate | d_up]` (M, 2I) as torch's
-    /// autograd of `F.silu(g) * u` computes it (`reference::moe::swiglu_bwd`) is cast as
-    /// [`Context::moe_act_dual`] casts x (K = 2I), without being stored. i must be > 0.
+    /// forward's `gu` (M, 2I), both of one dtype (`NotSupported` otherwise),
+    /// `d = [d_gate | d_up]` (M, 2I) as torch's autograd of `F.silu(g) * u` computes it
+    /// (`reference::moe::swiglu_bwd`) is cast as [`Context::moe_act_dual`] casts x (K = 2I),
+    /// without being stored. i must be > 0.
     pub fn moe_swiglu_bwd_quant(
         &self,
         p: &CastParams,
@@ -398,75 +423,8 @@ impl Context {
         o: DualOut<'_>,
         stream: StreamRef,
     ) -> Result<()> {
-        let i2 = checked_mul("2*i", 2, i)?;
-        let (mi, m2i) = (checked_mul("m*i", m, i)?, checked_mul("m*2i", m, i2)?);
-        require_nonzero("i", i)?;
-        let g = offs.len();
-        let pw = p.pow2_scales;
-        let (dp, gp) = (grad_h.raw_parts().0, gu.raw_parts().0);
-        self.grouped_dual(
-            p,
-            "moe_swiglu_bwd_quant",
-            m,
-            i2,
-            &[("grad_h", grad_h, mi), ("gu", gu, m2i)],
-            offs,
-            o,
-            stream,
-            |fmt, h, offs| {
-                let (o, s, oc, sc) = (h.out, h.scales, h.out_col, h.scales_col);
-                match (grad_h, gu) {
-                    (HpSrc::Bf16(a), HpSrc::Bf16(b)) => reference::moe::swiglu_bwd_quant(
-                        fmt,
-                        pw,
-                        m,
-                        i,
-                        a.host_slice(),
-                        b.host_slice(),
-                        offs,
-                        o,
-                        s,
-                        oc,
-                        sc,
-                    ),
-                    (HpSrc::F32(a), HpSrc::F32(b)) => reference::moe::swiglu_bwd_quant(
-                        fmt,
-                        pw,
-                        m,
-                        i,
-                        a.host_slice(),
-                        b.host_slice(),
-                        offs,
-                        o,
-                        s,
-                        oc,
-                        sc,
-                    ),
-                    _ => Err(Error::NotSupported("mixed input dtypes".into())),
-                }
-            },
-            |fmt, d, dtype, ws| {
-                // SAFETY: as for moe_act_dual, with m*i and m*2i inputs and (m, 2i) outputs.
-                unsafe {
-                    sys::hipfp8_moe_swiglu_bwd_quant_launch(
-                        dp,
-                        gp,
-                        offs.as_ptr(),
-                        d.out,
-                        d.scales,
-                        d.out_col,
-                        d.scales_col,
-                        m as i64,
-                        i as i64,
-                        g as i64,
-                        fmt as i32,
-                        pw as i32,
-                        dtype,
-                        ws,
-                        stream.0,
-                    )
-                }
-            },
-        )
+        let [a, b, c, d] = o.views();
+        let views = [grad_h.into(), gu.into(), offs.into(), a, b, c, d];
+        self.run(&MOE_SWIGLU_BWD_QUANT, p, (m, i), views, stream)
     }
 }

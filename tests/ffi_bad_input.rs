@@ -227,7 +227,7 @@ fn unknown_enum_values() {
 fn zero_dims() {
     let ctx = Ctx::cpu();
     for op in all_ops() {
-        if let Some(off) = op.reduced {
+        for &off in &op.reduced {
             let mut o = op.clone();
             o.set_desc_usize(off, 0);
             let st = o.invoke(ctx.0);
@@ -242,7 +242,7 @@ fn zero_dims() {
         for &off in op
             .product
             .iter()
-            .filter(|&&off| Some(off) != op.reduced && !op.linked.contains(&off))
+            .filter(|&&off| !op.reduced.contains(&off) && !op.linked.contains(&off))
         {
             let mut o = op.clone();
             o.set_desc_usize(off, 0);

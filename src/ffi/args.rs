@@ -383,7 +383,7 @@ impl<'c> Views<'c> {
 
     /// The views of op `decl` from the C arguments `bufs` (pointer, count; one per declared
     /// buffer, in order), made in that order: high-precision inputs take the `hipfp8_dtype`s
-    /// of `dtypes` in turn.
+    /// of `dtypes` in turn, those declared `hp_like` another the dtype of that one.
     pub(crate) fn views<'a, P: OpParams, S, const N: usize>(
         &self,
         decl: &OpDecl<P, S>,
@@ -391,13 +391,19 @@ impl<'c> Views<'c> {
         bufs: [Raw; N],
     ) -> Result<[View<'a>; N], FfiError> {
         let mut dtypes = dtypes.iter();
+        let mut hp_dtypes: Vec<(&str, u32)> = Vec::new();
         let mut views = Vec::with_capacity(N);
         for (b, (p, len)) in decl.bufs.iter().zip(bufs) {
             let what = b.name;
             let out = matches!(b.role, Role::Out);
             views.push(match (b.elem, out) {
                 (Elem::Hp, _) => {
-                    let dtype = *dtypes.next().expect("one dtype per high-precision input");
+                    let dtype = match b.dtype_of {
+                        Some(like) => hp_dtypes.iter().find(|(n, _)| *n == like).map(|d| d.1),
+                        None => dtypes.next().copied(),
+                    };
+                    let dtype = dtype.expect("one dtype per high-precision input");
+                    hp_dtypes.push((what, dtype));
                     View::Hp(self.hp(what, dtype, p, len)?)
                 }
                 (Elem::U8, false) => self.src(what, p.cast::<u8>(), len)?.into(),

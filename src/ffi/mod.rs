@@ -60,11 +60,14 @@ pub mod mx;
 
 pub mod grouped_gemm;
 
+pub mod moe;
+
 pub mod args;
 
 pub use cast_transpose::*;
 pub use context::*;
 pub use grouped_gemm::*;
+pub use moe::*;
 pub use mx::*;
 pub use quant::*;
 pub use status::*;

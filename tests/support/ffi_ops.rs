@@ -148,8 +148,8 @@ pub struct Op {
     /// Offsets of the enum-valued descriptor fields (format, dtype, ...) and of `flags`.
     pub enum_fields: Vec<(&'static str, usize)>,
     pub flags_field: Option<usize>,
-    /// A dimension that is reduced over and so must be > 0.
-    pub reduced: Option<usize>,
+    /// Dimensions that are reduced over and so must be > 0.
+    pub reduced: Vec<usize>,
     /// Dimension fields whose product sizes the buffers (set huge to overflow).
     pub product: Vec<usize>,
     /// Grouped ops: the offsets buffer and the extent they index.
@@ -171,7 +171,7 @@ impl Op {
             desc_size: size_of::<D>(),
             enum_fields: vec![],
             flags_field: None,
-            reduced: None,
+            reduced: vec![],
             product: vec![],
             offs: None,
             linked: vec![],
@@ -188,7 +188,7 @@ impl Op {
         self
     }
     pub fn reduced(mut self, off: usize) -> Op {
-        self.reduced = Some(off);
+        self.reduced.push(off);
         self
     }
     pub fn product(mut self, offs: &[usize]) -> Op {
@@ -702,7 +702,62 @@ pub fn all_ops() -> Vec<Op> {
             .product(off!(E, n, mt, k)),
         );
     }
+    moe_ops(&mut ops);
     ops
+}
+
+/// The fused MoE casts (src/moe.rs): the weights' dual cast, the activations' grouped dual
+/// cast, SwiGLU forward and backward (grouped along m, one dtype for all inputs).
+fn moe_ops(ops: &mut Vec<Op>) {
+    {
+        type D = hipfp8_cast_3d_desc;
+        let (e, k, n) = (2usize, 3usize, 4usize);
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: BF16,
+            format: 0,
+            flags: 0,
+            e,
+            k,
+            n,
+        };
+        let call = c_call!(hipfp8_moe_weights_dual, 0, 1, 2, 3, 4);
+        let op = Op::from_decl(&decl::MOE_WEIGHTS_DUAL, (e, k, n), &[2], &[], d, call);
+        ops.push(
+            cast_fields!(op, D)
+                .product(off!(D, e, k, n))
+                .reduced(offset_of!(D, k))
+                .reduced(offset_of!(D, n)),
+        );
+    }
+    let call = c_call!(hipfp8_moe_act_dual, 0, 1, 2, 3, 4, 5);
+    let op = cast_2d(&decl::MOE_ACT_DUAL, (5, 3), (F32, 4), &GROUPS, call);
+    ops.push(op.reduced(offset_of!(hipfp8_cast_2d_desc, k)));
+    type D = hipfp8_moe_swiglu_desc;
+    let (m, i) = (5usize, 3usize);
+    for (dtype, esz) in [(BF16, 2), (F32, 4)] {
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: dtype,
+            format: 0,
+            flags: 0,
+            m,
+            i,
+        };
+        let op = if dtype == BF16 {
+            let call = c_call!(hipfp8_moe_swiglu_quant, 0, 1, 2, 3, 4, 5);
+            Op::from_decl(&decl::MOE_SWIGLU_QUANT, (m, i), &[esz], &GROUPS, d, call)
+        } else {
+            let call = c_call!(hipfp8_moe_swiglu_bwd_quant, 0, 1, 2, 3, 4, 5, 6);
+            let bwd = &decl::MOE_SWIGLU_BWD_QUANT;
+            Op::from_decl(bwd, (m, i), &[esz, esz], &GROUPS, d, call)
+        };
+        ops.push(
+            cast_fields!(op, D)
+                .reduced(offset_of!(D, i))
+                .product(off!(D, m, i)),
+        );
+    }
 }
 
 pub fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
