@@ -888,6 +888,64 @@ hipfp8_status hipfp8_context_arch(const struct hipfp8_context *ctx,
                                   size_t *len);
 
 /**
+ * Device bytes of zeroed scratch the column-reducing casts need: per_group_colwise with
+ * `k1` columns (`k2` = 0), per_group_colwise_dual with `k1` and `k2`, rowwise_3d_transpose_rhs
+ * with `num_groups` = E and `k1` = K. 0 on a CPU context.
+ */
+hipfp8_status hipfp8_colwise_workspace_size(const struct hipfp8_context *ctx,
+                                            size_t num_groups,
+                                            size_t k1,
+                                            size_t k2,
+                                            size_t *bytes);
+
+/**
+ * Device bytes of zeroed scratch `hipfp8_cast_transpose` of an (m, k) matrix needs with
+ * `scaling` (a `hipfp8_scaling`). 0 on a CPU context.
+ */
+hipfp8_status hipfp8_cast_transpose_workspace_size(const struct hipfp8_context *ctx,
+                                                   size_t m,
+                                                   size_t k,
+                                                   uint32_t scaling_kind,
+                                                   size_t *bytes);
+
+/**
+ * Device bytes of zeroed scratch per_group_rowwise and rowwise_2d_padded need for
+ * `num_groups` groups. 0 on a CPU context.
+ */
+hipfp8_status hipfp8_grouped_rows_workspace_size(const struct hipfp8_context *ctx,
+                                                 size_t num_groups,
+                                                 size_t *bytes);
+
+/**
+ * Device bytes of zeroed scratch the grouped MoE casts (`hipfp8_moe_act_dual`,
+ * `hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`) need for `num_groups` groups. 0
+ * on a CPU context.
+ */
+hipfp8_status hipfp8_moe_workspace_size(const struct hipfp8_context *ctx,
+                                        size_t num_groups,
+                                        size_t *bytes);
+
+/**
+ * Give `stream` the caller's zeroed device memory as the scratch of the casts that need it
+ * (see the size queries above); a call on that stream needing more fails with
+ * OUTPUT_TOO_SMALL and writes nothing. GPU contexts only (WRONG_LOCATION on the CPU).
+ * `workspace`: device memory of the context's GPU, `bytes` long, ALL ZERO, used by nothing
+ * else and kept alive until `hipfp8_unbind_stream_workspace` and the end of the work queued
+ * with it (the kernels leave it zero). Rebinding a stream replaces its binding.
+ */
+hipfp8_status hipfp8_bind_stream_workspace(const struct hipfp8_context *ctx,
+                                           hipStream_t stream,
+                                           void *workspace,
+                                           size_t bytes);
+
+/**
+ * Drop `stream`'s binding (a no-op when it has none): its next call that needs scratch
+ * allocates its own cached buffer.
+ */
+hipfp8_status hipfp8_unbind_stream_workspace(const struct hipfp8_context *ctx,
+                                             hipStream_t stream);
+
+/**
  * Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
  * from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
  * x: m*k elements of `input_dtype`; out: m*k bytes; scales: m.

@@ -44,7 +44,7 @@ pub struct hipfp8_cast_transpose_desc {
 descriptor!(hipfp8_cast_transpose_desc);
 cast_desc!(hipfp8_cast_transpose_desc);
 
-fn scaling(v: u32) -> Result<Scaling, FfiError> {
+pub(crate) fn scaling(v: u32) -> Result<Scaling, FfiError> {
     const T: u32 = hipfp8_scaling::HIPFP8_SCALING_TENSORWISE as u32;
     const R: u32 = hipfp8_scaling::HIPFP8_SCALING_ROWWISE as u32;
     match v {

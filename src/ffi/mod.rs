@@ -52,6 +52,8 @@ pub mod types;
 
 pub mod context;
 
+pub mod workspace;
+
 pub mod quant;
 
 pub mod cast_transpose;
@@ -72,6 +74,7 @@ pub use mx::*;
 pub use quant::*;
 pub use status::*;
 pub use types::*;
+pub use workspace::*;
 
 /// Major version of the library (the crate version in Cargo.toml; checked by tests).
 pub const HIPFP8_VERSION_MAJOR: u32 = 0;
