@@ -16,7 +16,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-OBJS="$ROOT/.gpu/ci/objs"
+# A fresh folder per run: build.rs exports its objects only when it runs, and cargo reruns it
+# when this variable changes (a second run on an unchanged tree would otherwise export nothing).
+OBJS="$ROOT/.gpu/ci/objs-$(date +%s)-$$"
 NVCC_PREFIX=${NVCC_PREFIX:-/opt/cudatc}
 export CARGO_TERM_COLOR=never
 T0=$(date +%s)
@@ -43,7 +45,7 @@ step "toolchain: sid root (hipcc 7.2, CK, cargo)" scripts/setup-hip-sid.sh
 # shellcheck disable=SC1091
 source "$NVCC_PREFIX/env.sh"
 step "cargo fetch (the sid build runs offline)" cargo fetch -q
-rm -rf "$OBJS"
+rm -rf "$ROOT/.gpu/ci"/objs*
 
 cuda() { env HIPFP8_BACKEND=cuda HIPFP8_STRICT=1 HIPFP8_EXPORT_OBJECTS="$OBJS" CARGO_TARGET_DIR="$ROOT/target/ci-cuda" "$@"; }
 step "CUDA sm_90: build crate + all tests" cuda cargo test -q --no-run --all-targets
