@@ -49,33 +49,23 @@ def child(lib_path, name):
     if op == "2d2d":
         n, mt, k = dims
         a, b = f8(n, mt), f8(k, mt)
-        sa = torch.rand(groups * n, device=dev) + 0.5
-        sb = torch.rand(groups * k, device=dev) + 0.5
-        outs = []
-        for backend in (abi.GEMM_LIBRARY, abi.GEMM_REFERENCE):
-            out = torch.full((groups, n, k), 7.0, dtype=torch.bfloat16, device=dev)
-            d = g.desc_2d2d(n, mt, k, backend=backend)
-            if backend == abi.GEMM_LIBRARY:
-                print("plan:", g.plan(d, groups, a.data_ptr(), b.data_ptr(), out.data_ptr()))
-            g.gemm_2d2d(d, a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), doffs.data_ptr(), groups,
-                        sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), s)
-            torch.cuda.synchronize()
-            outs.append(out.float())
+        sa, sb = torch.rand(groups * n, device=dev) + 0.5, torch.rand(groups * k, device=dev) + 0.5
+        out_shape, desc, call = (groups, n, k), lambda be: g.desc_2d2d(n, mt, k, backend=be), g.gemm_2d2d
     else:
         m, k, n = dims
         a, b = f8(m, k), f8(groups, n, k)
-        sa = torch.rand(m, device=dev) + 0.5
-        sb = torch.rand(groups * n, device=dev) + 0.5
-        outs = []
-        for backend in (abi.GEMM_LIBRARY, abi.GEMM_REFERENCE):
-            out = torch.full((m, n), 7.0, dtype=torch.bfloat16, device=dev)
-            d = g.desc_2d3d(m, k, n, groups, backend=backend)
-            if backend == abi.GEMM_LIBRARY:
-                print("plan:", g.plan(d, groups, a.data_ptr(), b.data_ptr(), out.data_ptr()))
-            g.gemm_2d3d(d, a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), doffs.data_ptr(), groups,
-                        sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), s)
-            torch.cuda.synchronize()
-            outs.append(out.float())
+        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(groups * n, device=dev) + 0.5
+        out_shape, desc, call = (m, n), lambda be: g.desc_2d3d(m, k, n, groups, backend=be), g.gemm_2d3d
+    outs = []
+    for backend in (abi.GEMM_LIBRARY, abi.GEMM_REFERENCE):
+        out = torch.full(out_shape, 7.0, dtype=torch.bfloat16, device=dev)
+        d = desc(backend)
+        if backend == abi.GEMM_LIBRARY:
+            print("plan:", g.plan(d, groups, a.data_ptr(), b.data_ptr(), out.data_ptr()))
+        call(d, a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), doffs.data_ptr(), groups,
+             sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), s)
+        torch.cuda.synchronize()
+        outs.append(out.float())
     lib, ref = outs
     err = ((lib - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
     print(f"RESULT {err:.3e}")
