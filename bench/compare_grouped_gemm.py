@@ -96,7 +96,20 @@ env = {"torch": torch.__version__, "triton": triton.__version__, "gpu": torch.cu
        "lib": os.path.basename(lib_path), "mode": MODE}
 
 
-def torch_time(fn):
+def torch_refusal(sizes, elem_bytes):
+    """Why torch's grouped mm would refuse these group sizes, or None. It checks on the device
+    that each group's dynamic extent is a multiple of 16 bytes and fails with a device-side
+    assert, which ends the process's CUDA context, so the check must happen here first."""
+    align = 16 // elem_bytes
+    bad = [s for s in sizes if s % align]
+    if bad:
+        return f"torch needs group sizes that are multiples of {align} ({len(bad)} groups are not)"
+    return None
+
+
+def torch_time(fn, refusal=None):
+    if refusal:
+        return None, None, refusal
     try:
         out = fn()
         return out, bench(fn) * 1e3, None
@@ -174,8 +187,8 @@ def run_table_case(c, torch_cache):
     note = None
     # torch on the same inputs; where it refuses the pair (E5M2 operands), its E4M3 x E4M3
     # time of the same shape is the anchor (said in the note).
-    t_out, torch_us, err = torch_time(c.torch_fp8)
-    _, bf16_us, _ = torch_time(c.torch_bf16)
+    t_out, torch_us, err = torch_time(c.torch_fp8, torch_refusal(c.sizes, 1))
+    _, bf16_us, _ = torch_time(c.torch_bf16, torch_refusal(c.sizes, 2))
     if err:
         note = f"torch fp8: {err}"
         if key in torch_cache:
@@ -349,7 +362,7 @@ def run_sweep():
     cases.append(Case("wgrad", DS[3][1] + " (unpadded)", DS[3][2], "zipf-unpadded"))
     for c in cases:
         c.setup()
-        _, torch_us, err = torch_time(c.torch_fp8)
+        _, torch_us, err = torch_time(c.torch_fp8, torch_refusal(c.sizes, 1))
         best = None
         for cfg in configs:
             select_config(cfg)

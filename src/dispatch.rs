@@ -516,12 +516,15 @@ impl Context {
             names,
             views: views.into_iter().map(Some).collect(),
         };
-        // A null pointer (an absent buffer) is skipped by the pointer check.
+        // A null pointer (an absent buffer) is skipped by the pointer check, and so is a
+        // buffer the op needs no element of (an empty allocation may be any address).
         let ptrs: Vec<_> = dev
             .names
             .iter()
             .zip(&dev.ptrs)
-            .map(|(n, p)| (*n, p.0))
+            .zip(&lens)
+            .filter(|(_, len)| **len > 0)
+            .map(|((n, p), _)| (*n, p.0))
             .collect();
         let shape = &shape;
         let cpu = move || {

@@ -513,7 +513,7 @@ fn moe_casts_captured_and_replayed() {
         let (m, k, g) = (CAP.0, CAP.1, CAP.3);
         let (x, _, _, _, offs) = step_inputs(seed);
         let c = Context::cpu();
-        let mut d = Dual::new(&c, m, k, g, 0);
+        let mut d = Dual::new(&ctx, m, k, g, 0);
         c.moe_act_dual(
             &p,
             m,
