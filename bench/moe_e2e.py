@@ -341,8 +341,9 @@ class Run:
     # -- one (case, split, variant): model, checks, every (grads, micro-batches) combo --
     def group(self, case, split, variant, compiled=False):
         tag = f"{case} {split} {variant}{' compiled' if compiled else ''}"
-        if self.left() <= 0:
-            self.skipped.append(f"{tag}: time budget")
+        if self.left() <= (self.a.compile_s if compiled else 0):
+            self.skipped.append(f"{tag}: time budget" + (" (a compile needs "
+                                f"--compile-s {self.a.compile_s:.0f} s of it)" if compiled else ""))
             return
         if variant == "torchao" and self.smoke:
             self.skipped.append(f"{tag}: torchao's FP8 grouped path needs CUDA (Triton casts, "
@@ -717,6 +718,8 @@ def main(argv=None):
     ap.add_argument("--cases", default="projection,layer,block")
     ap.add_argument("--splits", default="balanced,zipf")
     ap.add_argument("--no-compile", action="store_true", help="eager variants only")
+    ap.add_argument("--compile-s", type=float, default=90.0,
+                    help="budget a compiled variant needs left to be started (its compile)")
     ap.add_argument("--no-profile", action="store_true")
     a = ap.parse_args(argv)
     a.cases = a.cases.split(",")
