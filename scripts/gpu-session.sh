@@ -12,15 +12,17 @@
 #   python   the package's GPU pytest, host overhead and dense benchmark (python/ci/gpu-run.sh)
 #   gemm     grouped GEMM vs torch, the result table (bench/compare_grouped_gemm.py)
 #   bench    hipfp8-bench --quick rows (the casts, the fused MoE casts) against copy bandwidth
+#   moe      MoE end to end through the Python package: projection, experts block, torchtitan
+#            layer vs BF16 and torchao (bench/moe_e2e.py; MOE_ARGS adds flags): h200-moe.{json,md}
 #   sanitize compute-sanitizer over the GPU test binaries (only when named: it takes minutes)
 # One device command runs 10 minutes at most: split the steps over two calls, e.g.
-# STEPS="tests isolate gemm" then STEPS="python bench" (the machine stays warm between them).
+# STEPS="tests isolate gemm" then STEPS="python bench" then STEPS=moe (the machine stays warm).
 # Results and logs go to $OUT; the console gets one line per step and the last lines of each.
 set -uo pipefail
 B=$(cd "${1:?usage: gpu-session.sh BUNDLE_DIR [PY_WHEELS_DIR]}" && pwd)
 W=${2:-.gpu/pyw}
 OUT=${OUT:-/tmp/hipfp8-session}
-STEPS=${STEPS:-tests isolate python gemm bench}
+STEPS=${STEPS:-tests isolate python gemm bench moe}
 U=${BUNDLE_UNPACK_DIR:-/tmp/hipfp8-bundle}
 LIB=$U/lib/libhipfp8.so
 mkdir -p "$OUT"
@@ -46,6 +48,8 @@ for s in $STEPS; do
     python) step python 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/gpu-run.sh "$W" ;;
     gemm) step gemm 240 env GG_MODE=table python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     bench) step bench 180 "$U/bin/hipfp8-bench" --quick ;;
+    moe) step moe 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/site-env.sh "$W" \
+      python3 bench/moe_e2e.py --out "$OUT" --budget-s "${MOE_BUDGET:-300}" ${MOE_ARGS:-} ;;
     sanitize) step sanitize 600 env OUT=$OUT SAN_TIMEOUT=400 bash scripts/sanitize-gpu.sh "$B" ;;
     *) say "unknown step $s"; status=1 ;;
   esac

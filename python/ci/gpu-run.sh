@@ -8,10 +8,10 @@
 #      CUDA-graph replay, torch.compile): host.json / host.md;
 #   3. python/bench/dense.py: the dense Llama3-8B linear table: h200-dense.json / .md
 #      (DENSE_ARGS, e.g. "--profile 4096x4096", adds a kernel-time profile to dense.log).
-# WHEELS_DIR (optional): wheels installed with pip --no-deps --no-index into $SITE (default
-# /tmp/site): torchao, torchtitan and their small pure-Python deps, and the hipfp8 wheel if
-# it is there. PYTHONPATH is $SITE:python, so without a hipfp8 wheel the package is this
-# checkout's python/hipfp8 over the library $HIPFP8_LIB. The lead's command:
+# WHEELS_DIR (optional): installed into $SITE by python/ci/site-env.sh (torchao, torchtitan and
+# their small pure-Python deps, and the hipfp8 wheel if it is there); PYTHONPATH is
+# $SITE:python, so without a hipfp8 wheel the package is this checkout's python/hipfp8 over
+# the library $HIPFP8_LIB. The lead's command:
 #   HIPFP8_LIB=/tmp/hipfp8-bundle/lib/libhipfp8.so OUT=$OUT python/ci/gpu-run.sh .gpu/pyw
 # Limits (seconds): PYTEST_TIMEOUT (180), HOST_TIMEOUT (90, with HOST_BUDGET 60 inside),
 # DENSE_TIMEOUT (140, with DENSE_BUDGET 100 inside): at most ~7 min in all. PYTEST_K overrides
@@ -19,17 +19,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
-SITE=${SITE:-/tmp/site}
-mkdir -p "$OUT" "$SITE"
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-16}
-export PYTHONPATH="$SITE:$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$OUT"
 t0=$SECONDS
 log() { echo "[gpu-run +$((SECONDS - t0))s] $*" | tee -a "$OUT/summary.txt"; }
-if [ -n "${1:-}" ]; then
-  python3 -m pip install -q --no-deps --no-index --disable-pip-version-check --target "$SITE" \
-    "$1"/*.whl 2>&1 | tail -3
-  log "installed $(ls "$1"/*.whl | wc -l) wheels from $1 into $SITE"
-fi
+source python/ci/site-env.sh "${1:-}"
+log "$SITE_MSG"
 python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, "from", hipfp8.__file__, "library", hipfp8.library_path(), "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())' 2>&1 | tee -a "$OUT/summary.txt"
 
 timeout "${PYTEST_TIMEOUT:-180}" python3 -m pytest -q -s -rs -p no:cacheprovider python/tests \

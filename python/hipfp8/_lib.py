@@ -94,6 +94,7 @@ _OPS = {
     "cast_transpose_scaled": (Cast2d, _BUF * 5),
     "mxfp8_dim0": (Mxfp8, _BUF * 3),
     "mxfp8_dim1": (Mxfp8, _BUF * 3),
+    "moe_weights_dual": (Cast3d, _BUF * 5),  # x, out, scales, out_t, scales_t
     "grouped_gemm_2d3d": (Gemm2d3d, _BUF * 7),  # a, b, offs, sa, sb, out, workspace
     "grouped_gemm_2d2d": (Gemm2d2d, _BUF * 7),
 }

@@ -7,6 +7,8 @@ A second check compares with the plain high-precision autograd result (cosine si
 which catches a gradient of the wrong thing that the recipe check could share.
 """
 
+import contextlib
+
 import pytest
 import torch
 
@@ -166,3 +168,49 @@ def test_convert_to_float8_training(device):
     assert set(model.state_dict()) == set(sd)
     y = model(rnd(16, 32, device=device))
     assert y.shape == (16, 16)
+
+
+def test_weight_cache_micro_batches(device, monkeypatch):
+    """Gradient accumulation over micro-batches inside weight_cache(): the same bits as without
+    it, each weight cast once (one moe_weights_dual per weight and version), an in-place
+    update inside the block cast again, nothing cached outside the block."""
+    from hipfp8.torch import grouped, ops
+    sizes = [16, 0, 40, 8]
+    W = rnd(4, 48, 64, device=device, seed=7)
+    As = [rnd(64, 64, device=device, seed=20 + i) for i in range(3)]
+    dys = [rnd(64, 48, device=device, seed=30 + i) for i in range(3)]
+    offs = offs_of(sizes, device)
+
+    def steps(cache, bump=False):
+        w = W.clone().requires_grad_()
+        outs, gA = [], []
+        with (hf.weight_cache() if cache else contextlib.nullcontext()):
+            for i, (A, dy) in enumerate(zip(As, dys)):
+                if bump and i == 2:
+                    with torch.no_grad():
+                        w.mul_(0.5)  # an optimizer-like in-place update: a new version
+                a = A.clone().requires_grad_()
+                out = hf.grouped_mm(a, w.transpose(-2, -1), offs, float8_dtype=E4)
+                out.backward(dy)
+                outs.append(out)
+                gA.append(a.grad)
+        return outs, gA, w.grad
+
+    calls = []
+    real = ops._moe_weights_dual
+    monkeypatch.setattr(ops, "_moe_weights_dual", lambda *a: calls.append(1) or real(*a))
+    for bump in (False, True):
+        calls.clear()
+        want = steps(False, bump)
+        assert not calls
+        got = steps(True, bump)
+        assert len(calls) == (2 if bump else 1), calls
+        for g, w_ in zip(got[0] + got[1] + [got[2]], want[0] + want[1] + [want[2]]):
+            assert torch.equal(g, w_)
+    assert grouped._weights is None
+    # an f32 parameter's bf16 copy is a new tensor every call: not cached, still right
+    calls.clear()
+    w32 = W.float().requires_grad_()
+    with hf.weight_cache():
+        hf.grouped_mm(As[0], w32.bfloat16().transpose(-2, -1), offs, float8_dtype=E4).sum().backward()
+    assert not calls and w32.grad is not None

@@ -69,6 +69,22 @@ def test_colwise_3d_and_transpose_rhs(device, pow2):
     assert_same(s, rs, "transpose_rhs scales")
 
 
+@pytest.mark.parametrize("pow2", [True, False])
+@pytest.mark.parametrize("hp", [torch.bfloat16, torch.float32])
+def test_moe_weights_dual(device, pow2, hp):
+    """Both weight layouts from one call: exactly colwise_3d's and rowwise_3d_transpose_rhs's
+    outputs, their layouts included."""
+    bt = rnd(3, 40, 24, dtype=hp, device=device, seed=4).transpose(-2, -1)
+    q, s, qt, st = hf.moe_weights_dual(bt, E4, pow2)
+    rq, rs = refs.colwise_3d(cpu(bt), E4, pow2)
+    rqt, rst = refs.transpose_rhs(cpu(bt), E4, pow2)
+    assert q.stride() == bt.stride() and qt.transpose(-2, -1).is_contiguous()
+    assert_same(q, rq, "data")
+    assert_same(s, rs, "scales")
+    assert_same(qt, rqt, "transposed data")
+    assert_same(st, rst, "transposed scales")
+
+
 SIZES = [[5, 0, 40, 19], [64], [0, 0, 33], [1, 1, 1, 30]]
 
 
@@ -238,6 +254,7 @@ def _opcheck_cases(device):
         (ops.rowwise_2d, (x, E4, True)),
         (ops.colwise_3d, (bt, E4, True)),
         (ops.rowwise_3d_transpose_rhs, (bt, E5, False)),
+        (ops.moe_weights_dual, (bt, E4, True)),
         (ops.per_group_colwise, (x, offs, E4, True)),
         (ops.per_group_colwise_dual, (x, x, offs, E4, True)),
         (ops.per_group_rowwise, (x, koffs, E4, True)),
@@ -290,6 +307,7 @@ def test_gpu_equals_cpu_every_cast(dt):
         lambda x, offs, bt, sc: hf.rowwise_2d(x, dt),
         lambda x, offs, bt, sc: hf.colwise_3d(bt, dt),
         lambda x, offs, bt, sc: hf.rowwise_3d_transpose_rhs(bt, dt),
+        lambda x, offs, bt, sc: hf.moe_weights_dual(bt, dt),
         lambda x, offs, bt, sc: hf.per_group_colwise(x, offs, dt),
         lambda x, offs, bt, sc: hf.per_group_colwise_dual(x, x[:, :77].contiguous(), offs, dt),
         lambda x, offs, bt, sc: hf.per_group_rowwise(x[:, :300].contiguous(), offs, dt),

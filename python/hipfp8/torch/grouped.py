@@ -8,22 +8,75 @@ column-major per expert, int32 END offsets along M) with torchao 0.18's rowwise 
   wgrad    grad_B = gemm_2d2d(per_group_colwise_dual(dY, A))^T
 all hipfp8 ops (casts and grouped GEMMs) on torch's current stream, no host synchronisation,
 so it runs under torch.compile(fullgraph=True) and inside CUDA graph capture.
+
+Inside `with weight_cache():` (gradient accumulation: the weights do not change between the
+micro-batches of one optimizer step) each weight's two FP8 layouts come from one
+moe_weights_dual call on its first use and serve every later forward and dgrad that reads the
+same weight at the same version; the same bits as without the cache.
 """
+
+import contextlib
 
 import torch
 from torch import nn
 
 from . import ops
 
-__all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts"]
+__all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts", "weight_cache"]
+
+_weights = None  # the open weight_cache's dict, else None
+
+
+@contextlib.contextmanager
+def weight_cache():
+    """Reuse the FP8 casts of every expert weight grouped_mm reads inside the block (eager
+    mode; ignored while torch.compile traces). An entry is keyed by the weight's storage,
+    shape, strides, dtype and version counter, so a weight updated in place inside the block
+    is cast again; the cached tensors (2 bytes per weight element, plus scales) are freed on
+    exit. Nested blocks share the outermost one's cache."""
+    global _weights
+    outer = _weights
+    if outer is None:
+        _weights = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _weights = None
+
+
+def _cached_weight(B_t, fp8):
+    """(b8, 1/sb, bt8, 1/sbt) of B_t from the open cache (made on first use), or None when B_t
+    is not a leaf tensor or a view of one (a per-call temporary, e.g. the bf16 copy of an f32
+    parameter: a new tensor every forward, nothing to reuse). The entry holds the leaf, so its
+    storage (part of the key) cannot be freed and reused by another tensor inside the block."""
+    leaf = B_t if B_t._base is None else B_t._base
+    if not leaf.is_leaf:
+        return None
+    key = (B_t.data_ptr(), B_t.device, tuple(B_t.shape), B_t.stride(), B_t.dtype, B_t._version, fp8)
+    hit = _weights.get(key)
+    if hit is None:
+        b8, sb, bt8, sbt = ops._moe_weights_dual(B_t, fp8, True)
+        isb, isbt = ops._inverses(sb, sbt)
+        hit = _weights[key] = (b8, isb, bt8, isbt, leaf)
+    return hit[:4]
 
 
 class _GroupedMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, A, B_t, offs, out_dtype, fp8):
         a8, sa = ops._rowwise_2d(A, fp8, True)
-        b8, sb = ops._colwise_3d(B_t, fp8, True)
-        out = ops._grouped_gemm_2d3d(a8, b8, offs, *ops._inverses(sa, sb))
+        ctx.cached = None
+        if _weights is not None and not torch.compiler.is_compiling():
+            ctx.cached = _cached_weight(B_t, fp8)
+        if ctx.cached is not None:
+            b8, isb, bt8, isbt = ctx.cached
+            (isa,) = ops._inverses(sa)
+            ctx.cached = (bt8, isbt)
+        else:
+            b8, sb = ops._colwise_3d(B_t, fp8, True)
+            isa, isb = ops._inverses(sa, sb)
+        out = ops._grouped_gemm_2d3d(a8, b8, offs, isa, isb)
         ctx.save_for_backward(A, B_t, offs)
         ctx.fp8 = fp8
         return out if out_dtype == torch.bfloat16 else out.to(out_dtype)
@@ -38,10 +91,15 @@ class _GroupedMM(torch.autograd.Function):
         grad_A = grad_B = None
         need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         scales = []  # the casts first, then every dequant scale in one launch
+        cached = ctx.cached
         if need_a:
             g8, sg = ops._rowwise_2d(dy, fp8, True)
-            bt8, sbt = ops._rowwise_3d_transpose_rhs(B_t, fp8, True)
-            scales += (sg, sbt)
+            if cached is None:
+                bt8, sbt = ops._rowwise_3d_transpose_rhs(B_t, fp8, True)
+                scales += (sg, sbt)
+            else:
+                bt8, isbt = cached
+                scales.append(sg)
         if need_b:
             if dy.dtype == A.dtype:
                 dy8, sdy, a8, sa = ops._per_group_colwise_dual(dy, A, offs, fp8, True)
@@ -50,10 +108,12 @@ class _GroupedMM(torch.autograd.Function):
                 a8, sa = ops._per_group_colwise(A, offs, fp8, True)
             scales += (sdy, sa)
         inv = ops._inverses(*scales) if scales else []
+        i = 0
         if need_a:
-            grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, inv[0], inv[1]).to(A.dtype)
+            isbt = inv[1] if cached is None else isbt
+            grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, inv[0], isbt).to(A.dtype)
+            i = 2 if cached is None else 1
         if need_b:
-            i = 2 if need_a else 0
             gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs, inv[i], inv[i + 1])
             grad_B = gb.transpose(-2, -1).to(B_t.dtype)
         return grad_A, grad_B, None, None, None

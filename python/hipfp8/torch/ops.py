@@ -23,8 +23,8 @@ __all__ = [
     "rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
     "per_group_colwise_dual", "per_group_rowwise", "tensorwise", "tensorwise_scaled",
     "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
-    "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "grouped_gemm_2d3d",
-    "grouped_gemm_2d2d",
+    "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual",
+    "grouped_gemm_2d3d", "grouped_gemm_2d2d",
 ]
 
 FP8_FORMAT = {
@@ -279,7 +279,7 @@ _blockwise_128x128 = _cast2d("blockwise_128x128", lambda m, k, dt: [
 
 
 # Casts of 3-D expert weights (E,K,N) column-major ------------------------------------------
-def _cast3d(name, outs):
+def _cast3d(name, outs, outs_n=2):
     def plan(x, dtype, pow2):
         _device1(name, x)
         hp = HP_DTYPE.get(x.dtype)
@@ -289,13 +289,18 @@ def _cast3d(name, outs):
         f = _fmt(name, dtype)
         e, k, n = x.shape
         return outs(e, k, n, dtype), _desc(L.Cast3d, hp, f, int(pow2), e, k, n), (x,)
-    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> (Tensor, Tensor)", plan)
+    ret = ", ".join(["Tensor"] * outs_n)
+    return _register(f"{name}(Tensor x, ScalarType dtype, bool pow2) -> ({ret})", plan)
 
 
 _colwise_3d = _cast3d("colwise_3d", lambda e, k, n, dt: [
     ((e, k, n), (k * n, 1, k), dt), ((e, n), (n, 1), _F32)])
 _rowwise_3d_transpose_rhs = _cast3d("rowwise_3d_transpose_rhs", lambda e, k, n, dt: [
     ((e, n, k), (n * k, 1, n), dt), ((e, k), (k, 1), _F32)])
+# both layouts of one read: colwise_3d's outputs, then rowwise_3d_transpose_rhs's
+_moe_weights_dual = _cast3d("moe_weights_dual", lambda e, k, n, dt: [
+    ((e, k, n), (k * n, 1, k), dt), ((e, n), (n, 1), _F32),
+    ((e, n, k), (n * k, 1, n), dt), ((e, k), (k, 1), _F32)], outs_n=4)
 
 
 # Per-group casts (x, offs, dtype, pow2) -------------------------------------------------------
@@ -561,6 +566,12 @@ def colwise_3d(x, dtype=None, pow2=True):
 def rowwise_3d_transpose_rhs(x, dtype=None, pow2=True):
     """(E,K,N) column-major -> fp8 (E,N,K) column-major, scales (E,K) over N."""
     return _rowwise_3d_transpose_rhs(x, _dt(x, dtype), pow2)
+
+
+def moe_weights_dual(x, dtype=None, pow2=True):
+    """(E,K,N) column-major -> colwise_3d(x) and rowwise_3d_transpose_rhs(x) from one call:
+    fp8 (E,K,N), scales (E,N), fp8 (E,N,K) column-major, scales (E,K)."""
+    return _moe_weights_dual(x, _dt(x, dtype), pow2)
 
 
 def per_group_colwise(x, offs, dtype=None, pow2=True):
