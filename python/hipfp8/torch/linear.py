@@ -5,12 +5,15 @@ Recipes (the FP8 dtypes are the device's native E4M3 / E5M2):
   e5m2 grad_output, no power-of-two rounding. One cast_transpose per tensor per step gives
   both layouts the three GEMMs read (forward x @ W^T, dgrad dY @ W, wgrad dY^T @ x).
 - "rowwise": torchao's ROWWISE recipe: e4m3 everywhere, power-of-two scales, per row of each
-  GEMM operand along its reduced dim; the scales go into _scaled_mm's rowwise epilogue for
-  all three GEMMs (cast_transpose rowwise gives x's row scales and its column scales at once).
-  All three use fast accumulation (torch's rowwise CUTLASS kernel is slow without it; torchao
-  instead runs its backward as a unit-scale tensorwise GEMM followed by an outer-product scale
-  multiply, which costs a full pass over the output and rounds twice). The forward equals
-  torchao's bit for bit; the backward differs from torchao's by that rounding.
+  GEMM operand along its reduced dim (forward: x and W over K; dgrad: dY over N, W's columns
+  over N; wgrad: dY's and x's columns over M); the scales go into _scaled_mm's rowwise
+  epilogue (scale_a (rows, 1), scale_b (1, cols), bf16 out) for all three GEMMs, one bf16
+  rounding of the scaled f32 accumulation. One rowwise cast_transpose per tensor gives both
+  layouts and both scale vectors. All three GEMMs use fast accumulation. torchao runs its
+  backward as a unit-scale GEMM rounded to bf16 with the scales multiplied in afterwards;
+  with power-of-two scales that multiply is exact, so the two differ only in the dgrad and
+  wgrad accumulation (torchao: without fast accumulation). The forward equals torchao's bit
+  for bit. tests/test_linear.py checks one rounding against float64 on the CPU.
 - "delayed": Transformer Engine's delayed scaling: tensorwise casts with a scale computed
   from an amax history (max over the last `history_len` steps, fp8_max / amax), the casts
   returning this step's amax (cast_transpose_scaled: one read of x). The grad_output's amax
