@@ -7,7 +7,8 @@ Float8Linear (tensorwise, rowwise). M = 8192 tokens; K -> N = 4096->6144, 4096->
     python3 python/bench/dense.py --out bench/results/h200-dense.json [--budget-s 100]
 
 Writes rows {shape: "KxN", recipe: "none"|"tensorwise"|"rowwise"|"delayed", variant:
-"bf16"|"hipfp8"|"torchao", mode: "compiled"|"eager", us, host_us} as JSON, a Markdown table
+"bf16"|"hipfp8"|"torchao", mode: "compiled"|"eager"|"traced", us, host_us} as JSON (traced:
+hipfp8 compiled with linear.TRACE_PASSES, each cast and GEMM a graph node), a Markdown table
 beside it (ratios vs compiled BF16 and the issue's targets: >= 1.5x tensorwise, >= 1.4x
 rowwise), and prints both. host_us is the host's time to enqueue one step while the GPU is
 held busy (so it never waits on the GPU): a step whose host_us exceeds its us is host-bound.
@@ -188,6 +189,9 @@ def main():
         for k, n in SHAPES:
             plan += [(k, n, "tensorwise", "torchao", "compiled"),
                      (k, n, "rowwise", "torchao", "compiled")]
+    # hipfp8 compiled with its passes traced into the graph (linear.TRACE_PASSES): the other way
+    for k, n in SHAPES:
+        plan += [(k, n, "tensorwise", "hipfp8", "traced"), (k, n, "rowwise", "hipfp8", "traced")]
     plan += [(k, n, "none", "bf16", "again") for k, n in SHAPES]
 
     keep = set(a.recipes.split(","))
@@ -217,12 +221,15 @@ def main():
         if mode != "eager":
             torch._dynamo.reset()
             mod = torch.compile(mod)
+        hf.linear.TRACE_PASSES = mode == "traced"
         try:
             us, host = timed(mod, x, dy, [lin.weight])
         except Exception as e:  # reported, not hidden
             print(f"FAILED {k}x{n} {recipe} {variant} {mode}: {type(e).__name__}: {e}")
             skipped.append(f"{k}x{n} {recipe} {variant} {mode} (failed: {type(e).__name__})")
             continue
+        finally:
+            hf.linear.TRACE_PASSES = False
         print(f"{k}x{n:<6} {recipe:10} {variant:8} {mode:8} {us:9.1f} us  host {host:7.1f} us  "
               f"(+{time.time() - t_start:.0f} s)", flush=True)
         if mode == "again":

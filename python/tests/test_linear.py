@@ -81,6 +81,25 @@ def test_compiled_graphs_one_op_per_pass(device, recipe):
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
+def test_compiled_traced_passes(device, recipe, monkeypatch):
+    """linear.TRACE_PASSES: the passes traced into the graphs instead (casts and GEMMs as
+    nodes, no pass op), still one graph with no break, compiled == eager."""
+    monkeypatch.setattr(hf.linear, "TRACE_PASSES", True)
+    lin = torch.nn.Linear(64, 32, bias=False, device=device, dtype=torch.bfloat16)
+    f8 = hf.Float8Linear.from_float(lin, recipe)
+    x, dy = rnd(40, 64, device=device), rnd(40, 32, device=device, seed=5)
+    backend, graphs = recording_backend()
+    got = fwd_bwd(torch.compile(f8, backend=backend, fullgraph=True), x, lin.weight, dy)
+    want = fwd_bwd(f8, x, lin.weight, dy)
+    (fw,), (bw,) = graphs["fw"], graphs["bw"]
+    assert calls(fw).count("hipfp8::cast_transpose") == 2 and calls(bw).count("hipfp8::cast_transpose") == 1
+    assert calls(fw).count("aten::_scaled_mm") == 1 and calls(bw).count("aten::_scaled_mm") == 2
+    assert not [t for t in calls(fw) + calls(bw) if t.startswith("hipfp8::linear_")]
+    for g, w, what in zip(got, want, ("y", "grad_x", "grad_w")):
+        assert torch.equal(g, w), f"{what} differs compiled vs eager"
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
 def test_compiled_input_grad_only(device, recipe):
     """A frozen weight: the backward op computes dgrad only (and wgrad only for a leaf x
     without grad), compiled == eager."""

@@ -57,6 +57,11 @@ def _mm_rowwise(a, b, sa, sb, fast):
 _lib = torch.library.Library("hipfp8", "FRAGMENT")
 _F32 = torch.float32
 
+#: True: under torch.compile the passes are traced into the graph (the casts, the GEMMs and the
+#: scale inverses each a node, inductor's wrapper calling them) instead of being one opaque op
+#: each. Same results; for comparing the two ways (python/bench/dense.py's "traced" rows).
+TRACE_PASSES = False
+
 
 def _fused(schema, impl, fake):
     name = schema.split("(", 1)[0]
@@ -69,7 +74,9 @@ def _fused(schema, impl, fake):
     def call(*args):
         # (as ops._register's entry: torch.compile, fake tensors, subclasses and dispatch modes
         # go through torch.ops.hipfp8.<name>)
-        if not ops._is_compiling() and type(args[0]) is torch.Tensor and not ops._dispatch_stack_len():
+        if ops._is_compiling():
+            return impl(*args) if TRACE_PASSES else op(*args)
+        if type(args[0]) is torch.Tensor and not ops._dispatch_stack_len():
             return impl(*args)
         return op(*args)
 
