@@ -11,19 +11,12 @@ from torch._dynamo.backends.common import aot_autograd
 
 import hipfp8.torch as hf
 import refs
+from test_compile import fresh_dynamo  # noqa: F401 (autouse: a fresh dynamo per test)
 from test_ops import rnd
 
 E4 = torch.float8_e4m3fn
 E5 = torch.float8_e5m2
 RECIPES = ["tensorwise", "rowwise"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-    torch.compiler.set_stance("default")
 
 
 def recording_backend():
@@ -148,11 +141,14 @@ def test_pass_ops_errors(device):
 
 
 def _one_rounding(got, ref, mag, what):
-    """|got - ref| <= half a bf16 ulp of ref (<= 2^-8 |ref|) plus the f32 accumulation's error
-    (<= 2^-20 of the sum of |products|): one rounding of the exactly scaled sum, per element."""
+    """|got - ref| <= half a bf16 ulp of ref (<= 2^-8 |ref|) plus the accumulation's error:
+    one rounding of the exactly scaled sum, per element. The accumulation term is 2^-20 of the
+    sum of |products| for the CPU's f32 GEMM, 2^-10 on a GPU (the FP8 tensor cores' fast
+    accumulation keeps fewer bits than f32)."""
+    got_dev = got.device.type
     got = got.detach().cpu().double()
     err = (got - ref).abs()
-    bound = ref.abs() * 2.0 ** -8 + mag * 2.0 ** -20
+    bound = ref.abs() * 2.0 ** -8 + mag * 2.0 ** (-20 if got_dev == "cpu" else -10)
     worst = (err - bound).max().item()
     assert worst <= 0, f"{what}: {int((err > bound).sum())} elements off by more than one rounding"
 
