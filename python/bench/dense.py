@@ -72,27 +72,28 @@ def host_time(step, grads):
 
 
 def profile(hf, k, n):
-    """Where the time of one fwd+bwd step goes, eager vs compiled (delayed: eager): kernel time
-    (sum over CUDA kernels), kernel count and the CUDA runtime calls per step against the
-    step's wall time (as measured here, under the profiler); the gap is host-bound launch
+    """Where the time of one fwd+bwd step goes, eager vs compiled vs traced (delayed: eager):
+    kernel time (sum over CUDA kernels), kernel count and the CUDA runtime calls per step
+    against the step's wall time (as measured here, under the profiler); the gap is host-bound launch
     spacing, and a synchronising runtime call in the list would explain it."""
     from torch.profiler import ProfilerActivity, profile as prof
     torch.manual_seed(0)
     x = torch.randn(M, k, device="cuda", dtype=torch.bfloat16).requires_grad_()
     dy = torch.randn(M, n, device="cuda", dtype=torch.bfloat16) * 0.01
-    for recipe, modes in (("tensorwise", ("eager", "compiled")), ("rowwise", ("eager", "compiled")),
-                          ("delayed", ("eager",))):
+    both = ("eager", "compiled", "traced")
+    for recipe, modes in (("tensorwise", both), ("rowwise", both), ("delayed", ("eager",))):
         for mode in modes:
             lin = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
             mod = hf.Float8Linear.from_float(lin, recipe)
-            if mode == "compiled":
+            hf.linear.TRACE_PASSES = mode == "traced"
+            if mode != "eager":
                 torch._dynamo.reset()
                 mod = torch.compile(mod)
             step = step_fn(mod, x, dy)
             for _ in range(3):
                 step()
             torch.cuda.synchronize()
-            with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            with prof(activities=[ProfilerActivity.CUDA]) as p:  # kernels + runtime API calls
                 t0 = time.perf_counter()
                 for _ in range(5):
                     x.grad = None
@@ -100,6 +101,7 @@ def profile(hf, k, n):
                     step()
                 torch.cuda.synchronize()
                 wall = (time.perf_counter() - t0) / 5 * 1e6
+            hf.linear.TRACE_PASSES = False
             ev = list(p.key_averages())
             kern = [e for e in ev if e.device_time_total > 0]
             total = sum(e.device_time_total for e in kern) / 5
