@@ -6,7 +6,8 @@
 #      CUDA-graph tests last): pytest.log, pytest.xml (junit);
 #   2. python/bench/host_overhead.py --device cuda: host us per op and per layer step (eager,
 #      CUDA-graph replay, torch.compile): host.json / host.md;
-#   3. python/bench/dense.py: the dense Llama3-8B linear table: h200-dense.json / .md
+#   3. python/bench/dense.py: the dense Llama3-8B linear table, every variant in one process
+#      (BF16, hipfp8 eager + compiled, torchao): h200-dense.json / .md, with host us per step
 #      (DENSE_ARGS, e.g. "--profile 4096x4096", adds a kernel-time profile to dense.log).
 # WHEELS_DIR (optional): installed into $SITE by python/ci/site-env.sh (torchao, torchtitan and
 # their small pure-Python deps, and the hipfp8 wheel if it is there); PYTHONPATH is
@@ -14,7 +15,8 @@
 # the library $HIPFP8_LIB. The lead's command:
 #   HIPFP8_LIB=/tmp/hipfp8-bundle/lib/libhipfp8.so OUT=$OUT python/ci/gpu-run.sh .gpu/pyw
 # Limits (seconds): PYTEST_TIMEOUT (180), HOST_TIMEOUT (90, with HOST_BUDGET 60 inside),
-# DENSE_TIMEOUT (140, with DENSE_BUDGET 100 inside): at most ~7 min in all. PYTEST_K overrides
+# DENSE_TIMEOUT (160, with DENSE_BUDGET 115 inside; the profile runs after the budget): at
+# most ~7.5 min in all. PYTEST_K overrides
 # the selection.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,8 +40,8 @@ rc=$?
 grep -v '^E[0-9]' "$OUT/host.log" | tail -40
 log "host_overhead rc=$rc"
 
-timeout "${DENSE_TIMEOUT:-140}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
-  --budget-s "${DENSE_BUDGET:-100}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
+timeout "${DENSE_TIMEOUT:-160}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
+  --budget-s "${DENSE_BUDGET:-115}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
 rc=$?
 tail -40 "$OUT/dense.log"
 log "dense rc=$rc"

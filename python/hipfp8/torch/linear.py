@@ -5,12 +5,15 @@ Recipes (the FP8 dtypes are the device's native E4M3 / E5M2):
   e5m2 grad_output, no power-of-two rounding. One cast_transpose per tensor per step gives
   both layouts the three GEMMs read (forward x @ W^T, dgrad dY @ W, wgrad dY^T @ x).
 - "rowwise": torchao's ROWWISE recipe: e4m3 everywhere, power-of-two scales, per row of each
-  GEMM operand along its reduced dim; the scales go into _scaled_mm's rowwise epilogue for
-  all three GEMMs (cast_transpose rowwise gives x's row scales and its column scales at once).
-  All three use fast accumulation (torch's rowwise CUTLASS kernel is slow without it; torchao
-  instead runs its backward as a unit-scale tensorwise GEMM followed by an outer-product scale
-  multiply, which costs a full pass over the output and rounds twice). The forward equals
-  torchao's bit for bit; the backward differs from torchao's by that rounding.
+  GEMM operand along its reduced dim (forward: x and W over K; dgrad: dY over N, W's columns
+  over N; wgrad: dY's and x's columns over M); the scales go into _scaled_mm's rowwise
+  epilogue (scale_a (rows, 1), scale_b (1, cols), bf16 out) for all three GEMMs, one bf16
+  rounding of the scaled f32 accumulation. One rowwise cast_transpose per tensor gives both
+  layouts and both scale vectors. All three GEMMs use fast accumulation. torchao runs its
+  backward as a unit-scale GEMM rounded to bf16 with the scales multiplied in afterwards;
+  with power-of-two scales that multiply is exact, so the two differ only in the dgrad and
+  wgrad accumulation (torchao: without fast accumulation). The forward equals torchao's bit
+  for bit. tests/test_linear.py checks one rounding against float64 on the CPU.
 - "delayed": Transformer Engine's delayed scaling: tensorwise casts with a scale computed
   from an amax history (max over the last `history_len` steps, fp8_max / amax), the casts
   returning this step's amax (cast_transpose_scaled: one read of x). The grad_output's amax
@@ -43,57 +46,149 @@ def _mm_rowwise(a, b, sa, sb, fast):
     return _mm(a, b, sa, sb, torch.bfloat16, fast)
 
 
-class _Tensorwise(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, e4m3, e5m2):
-        x8, xt8, sx, _ = ops._cast_transpose(x, e4m3, False, False)
-        w8, wt8, sw, _ = ops._cast_transpose(w, e4m3, False, False)
-        isx, isw = ops._inverses(sx, sw)
-        ctx.save_for_backward(xt8, isx, wt8, isw)
-        ctx.e5m2 = e5m2
-        ctx.dtypes = (x.dtype, w.dtype)
-        return _mm(x8, w8.t(), isx, isw, x.dtype, True)
+# ---- one custom op per pass ------------------------------------------------------------------
+# The tensorwise and rowwise recipes run each pass (forward; backward: dgrad + wgrad) as ONE
+# custom op, hipfp8::linear_<recipe>_fwd / _bwd, whose kernel is the eager code below. Eager calls
+# on plain tensors run that code directly; under torch.compile the graph holds the two opaque
+# calls (plus the bias add), so a compiled step runs the same kernels with the same launches as
+# an eager one and only adds two dispatcher round trips -- rather than one per cast, GEMM and
+# scale-inverse kernel through inductor's wrapper.
 
-    @staticmethod
-    def backward(ctx, gy):
-        xt8, isx, wt8, isw = ctx.saved_tensors
-        g8, gt8, sg, _ = ops._cast_transpose(gy.contiguous(), ctx.e5m2, False, False)
-        isg = sg.reciprocal()
-        gx = _mm(g8, wt8.t(), isg, isw, ctx.dtypes[0], False) if ctx.needs_input_grad[0] else None
-        gw = _mm(gt8, xt8.t(), isg, isx, ctx.dtypes[1], False) if ctx.needs_input_grad[1] else None
-        return gx, gw, None, None
+_lib = torch.library.Library("hipfp8", "FRAGMENT")
+_F32 = torch.float32
+
+#: True: under torch.compile the passes are traced into the graph (the casts, the GEMMs and the
+#: scale inverses each a node, inductor's wrapper calling them) instead of being one opaque op
+#: each. Same results; for comparing the two ways (python/bench/dense.py's "traced" rows).
+TRACE_PASSES = False
 
 
-class _Rowwise(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, w, e4m3):
-        m, k = x.shape
-        n = w.shape[0]
-        x8, xt8, sx, sxt = ops._cast_transpose(x, e4m3, True, True)
-        w8, wt8, sw, swt = ops._cast_transpose(w, e4m3, True, True)
-        isx, isw = ops._inverses(sx, sw)
-        y = _mm_rowwise(x8, w8.t(), isx.view(m, 1), isw.view(1, n), True)
-        ctx.save_for_backward(xt8, sxt, wt8, swt)
-        ctx.e4m3 = e4m3
-        ctx.dtypes = (x.dtype, w.dtype)
-        return y if x.dtype == torch.bfloat16 else y.to(x.dtype)
+def _fused(schema, impl, fake):
+    name = schema.split("(", 1)[0]
+    _lib.define(schema)
+    _lib.impl(name, impl, "CPU")
+    _lib.impl(name, impl, "CUDA")
+    torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
+    op = getattr(torch.ops.hipfp8, name).default
 
-    @staticmethod
-    def backward(ctx, gy):
-        xt8, sxt, wt8, swt = ctx.saved_tensors
-        k, m = xt8.shape
-        n = wt8.shape[1]
-        g8, gt8, sg, sgt = ops._cast_transpose(gy.contiguous(), ctx.e4m3, True, True)
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        inv = iter(ops._inverses(*((sg, swt) if need_x else ()) + ((sgt, sxt) if need_w else ())))
-        gx = gw = None
-        if need_x:
-            gx = _mm_rowwise(g8, wt8.t(), next(inv).view(m, 1), next(inv).view(1, k),
-                             True).to(ctx.dtypes[0])
-        if need_w:
-            gw = _mm_rowwise(gt8, xt8.t(), next(inv).view(n, 1), next(inv).view(1, k),
-                             True).to(ctx.dtypes[1])
-        return gx, gw, None
+    def call(*args):
+        # (as ops._register's entry: torch.compile, fake tensors, subclasses and dispatch modes
+        # go through torch.ops.hipfp8.<name>)
+        if ops._is_compiling():
+            return impl(*args) if TRACE_PASSES else op(*args)
+        if type(args[0]) is torch.Tensor and not ops._dispatch_stack_len():
+            return impl(*args)
+        return op(*args)
+
+    call.__name__ = name
+    call.op = op
+    return call
+
+
+def _grads_fake(gy, xt8, wt8, gx_dtype, gw_dtype, need_x, need_w):
+    k, m = xt8.shape
+    n = wt8.shape[1]
+    return (gy.new_empty((m, k) if need_x else (0,), dtype=gx_dtype),
+            gy.new_empty((n, k) if need_w else (0,), dtype=gw_dtype))
+
+
+def _tw_fwd(x, w, e4m3):
+    x8, xt8, sx, _ = ops._cast_transpose(x, e4m3, False, False)
+    w8, wt8, sw, _ = ops._cast_transpose(w, e4m3, False, False)
+    isx, isw = ops._inverses(sx, sw)
+    return _mm(x8, w8.t(), isx, isw, x.dtype, True), xt8, isx, wt8, isw
+
+
+def _tw_fwd_fake(x, w, e4m3):
+    (m, k), n = x.shape, w.shape[0]
+    return (x.new_empty((m, n)), x.new_empty((k, m), dtype=e4m3), x.new_empty((), dtype=_F32),
+            x.new_empty((k, n), dtype=e4m3), x.new_empty((), dtype=_F32))
+
+
+def _tw_bwd(gy, xt8, isx, wt8, isw, e5m2, gx_dtype, gw_dtype, need_x, need_w):
+    g8, gt8, sg, _ = ops._cast_transpose(gy.contiguous(), e5m2, False, False)
+    isg = sg.reciprocal()
+    gx = _mm(g8, wt8.t(), isg, isw, gx_dtype, False) if need_x else gy.new_empty(0, dtype=gx_dtype)
+    gw = _mm(gt8, xt8.t(), isg, isx, gw_dtype, False) if need_w else gy.new_empty(0, dtype=gw_dtype)
+    return gx, gw
+
+
+def _tw_bwd_fake(gy, xt8, isx, wt8, isw, e5m2, gx_dtype, gw_dtype, need_x, need_w):
+    return _grads_fake(gy, xt8, wt8, gx_dtype, gw_dtype, need_x, need_w)
+
+
+def _rw_fwd(x, w, e4m3):
+    m, n = x.shape[0], w.shape[0]
+    x8, xt8, sx, sxt = ops._cast_transpose(x, e4m3, True, True)
+    w8, wt8, sw, swt = ops._cast_transpose(w, e4m3, True, True)
+    isx, isw = ops._inverses(sx, sw)
+    y = _mm_rowwise(x8, w8.t(), isx.view(m, 1), isw.view(1, n), True)
+    return (y if x.dtype == torch.bfloat16 else y.to(x.dtype)), xt8, sxt, wt8, swt
+
+
+def _rw_fwd_fake(x, w, e4m3):
+    (m, k), n = x.shape, w.shape[0]
+    return (x.new_empty((m, n)), x.new_empty((k, m), dtype=e4m3), x.new_empty((k,), dtype=_F32),
+            x.new_empty((k, n), dtype=e4m3), x.new_empty((k,), dtype=_F32))
+
+
+def _rw_bwd(gy, xt8, sxt, wt8, swt, e4m3, gx_dtype, gw_dtype, need_x, need_w):
+    k, m = xt8.shape
+    n = wt8.shape[1]
+    # dgrad gy (M,N) @ W (N,K): gy's rows scaled over N, W's columns over N (swt);
+    # wgrad gy^T (N,M) @ x (M,K): both cast along M (gy's columns: sgt, x's columns: sxt)
+    g8, gt8, sg, sgt = ops._cast_transpose(gy.contiguous(), e4m3, True, True)
+    inv = iter(ops._inverses(*((sg, swt) if need_x else ()) + ((sgt, sxt) if need_w else ())))
+    if need_x:
+        gx = _mm_rowwise(g8, wt8.t(), next(inv).view(m, 1), next(inv).view(1, k), True)
+        gx = gx if gx_dtype == torch.bfloat16 else gx.to(gx_dtype)
+    else:
+        gx = gy.new_empty(0, dtype=gx_dtype)
+    if need_w:
+        gw = _mm_rowwise(gt8, xt8.t(), next(inv).view(n, 1), next(inv).view(1, k), True)
+        gw = gw if gw_dtype == torch.bfloat16 else gw.to(gw_dtype)
+    else:
+        gw = gy.new_empty(0, dtype=gw_dtype)
+    return gx, gw
+
+
+def _rw_bwd_fake(gy, xt8, sxt, wt8, swt, e4m3, gx_dtype, gw_dtype, need_x, need_w):
+    return _grads_fake(gy, xt8, wt8, gx_dtype, gw_dtype, need_x, need_w)
+
+
+_FWD = "(Tensor x, Tensor w, ScalarType e4m3) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
+_BWD = ("(Tensor gy, Tensor xt8, Tensor sx, Tensor wt8, Tensor sw, ScalarType dtype, "
+        "ScalarType gx_dtype, ScalarType gw_dtype, bool need_x, bool need_w) -> (Tensor, Tensor)")
+linear_tensorwise_fwd = _fused("linear_tensorwise_fwd" + _FWD, _tw_fwd, _tw_fwd_fake)
+linear_tensorwise_bwd = _fused("linear_tensorwise_bwd" + _BWD, _tw_bwd, _tw_bwd_fake)
+linear_rowwise_fwd = _fused("linear_rowwise_fwd" + _FWD, _rw_fwd, _rw_fwd_fake)
+linear_rowwise_bwd = _fused("linear_rowwise_bwd" + _BWD, _rw_bwd, _rw_bwd_fake)
+
+
+def _pass_fn(fwd, bwd):
+    """The autograd Function of a recipe whose passes are the custom ops fwd and bwd:
+    forward(x, w, fwd_dtype, bwd_dtype) saves fwd's FP8 transposes and scales."""
+    class _Pass(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, fwd_dtype, bwd_dtype):
+            y, *saved = fwd(x, w, fwd_dtype)
+            ctx.save_for_backward(*saved)
+            ctx.bwd_dtype = bwd_dtype
+            ctx.dtypes = (x.dtype, w.dtype)
+            return y
+
+        @staticmethod
+        def backward(ctx, gy):
+            need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+            gx, gw = bwd(gy, *ctx.saved_tensors, ctx.bwd_dtype, *ctx.dtypes, need_x, need_w)
+            return (gx if need_x else None), (gw if need_w else None), None, None
+
+    return _Pass
+
+
+# forward(x, w, e4m3, e5m2) / forward(x, w, e4m3, e4m3): rowwise is e4m3 in all three GEMMs
+_Tensorwise = _pass_fn(linear_tensorwise_fwd, linear_tensorwise_bwd)
+_Rowwise = _pass_fn(linear_rowwise_fwd, linear_rowwise_bwd)
 
 
 class _Delayed(torch.autograd.Function):
@@ -172,7 +267,7 @@ class Float8Linear(nn.Linear):
         if self.recipe == "tensorwise":
             y = _Tensorwise.apply(x2, w, e4m3, ops.native_fp8_dtype(dev, e5m2=True))
         elif self.recipe == "rowwise":
-            y = _Rowwise.apply(x2, w, e4m3)
+            y = _Rowwise.apply(x2, w, e4m3, e4m3)
         else:
             y = self._delayed(x2, w, e4m3, ops.native_fp8_dtype(dev, e5m2=True))
         if self.bias is not None:
