@@ -115,7 +115,7 @@ impl Problem {
         let mut rng = Rng((m * 31 + k * 7 + n) as u64 ^ (fa as u64) << 40 ^ (fb as u64) << 48);
         let e = offs.len();
         let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
-        let mut codes = |len: usize, f: Fp8Format, rng: &mut Rng| -> Vec<u8> {
+        let codes = |len: usize, f: Fp8Format, rng: &mut Rng| -> Vec<u8> {
             (0..len).map(|_| f.encode(rng.unit() * 6.0)).collect()
         };
         let a = codes(m * k, fa, &mut rng);
@@ -353,24 +353,24 @@ fn c_abi_matches_rust_and_refuses_bad_input() {
     // Bad input: nothing written, the status says why.
     let sentinel = vec![bf16::from_f32(SENTINEL); p.m * p.n];
     let cases = [
-        (d, p.sb.len() - 1, HIPFP8_STATUS_INPUT_TOO_SMALL, "scale_b"),
+        (d, p.sb.len() - 1, HIPFP8_STATUS_INPUT_TOO_SMALL, "input `scale_b` too small"),
         (
             hipfp8_grouped_gemm_blockwise_2d3d_desc { k: 0, ..d },
             p.sb.len(),
             HIPFP8_STATUS_INVALID_SHAPE,
-            "k",
+            "k must be > 0",
         ),
         (
             hipfp8_grouped_gemm_blockwise_2d3d_desc { e: 3, ..d },
             p.sb.len(),
-            HIPFP8_STATUS_INPUT_TOO_SMALL,
-            "b",
+            HIPFP8_STATUS_GROUP_COUNT_MISMATCH,
+            "group count mismatch: expected 3, got 2",
         ),
         (
             hipfp8_grouped_gemm_blockwise_2d3d_desc { backend: 7, ..d },
             p.sb.len(),
             HIPFP8_STATUS_INVALID_ENUM,
-            "backend",
+            "backend = 7",
         ),
         (
             hipfp8_grouped_gemm_blockwise_2d3d_desc { size: 8, ..d },

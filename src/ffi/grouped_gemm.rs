@@ -344,11 +344,25 @@ pub extern "C" fn hipfp8_grouped_gemm_workspace_size(
     num_groups: usize,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    guard("hipfp8_grouped_gemm_workspace_size", || {
+    let q = crate::Context::grouped_gemm_workspace_size;
+    let f = (a_format, b_format, backend);
+    workspace_query("hipfp8_grouped_gemm_workspace_size", ctx, f, num_groups, bytes, q)
+}
+
+/// The size queries: `query` on the context for the formats and backend `f`.
+fn workspace_query(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    (a_format, b_format, backend): (u32, u32, u32),
+    num_groups: usize,
+    bytes: *mut usize,
+    query: fn(&crate::Context, &GemmParams, usize) -> crate::error::Result<usize>,
+) -> hipfp8_status {
+    guard(func, || {
         let c = context::lookup(ctx)?;
         let p = gemm_params(a_format, b_format, backend)?;
         let out = args::out_param("bytes", bytes)?;
-        out.write(c.grouped_gemm_workspace_size(&p, num_groups)?);
+        out.write(query(&c, &p, num_groups)?);
         Ok(())
     })
 }
@@ -363,13 +377,9 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_workspace_size(
     num_groups: usize,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    guard("hipfp8_grouped_gemm_blockwise_workspace_size", || {
-        let c = context::lookup(ctx)?;
-        let p = gemm_params(a_format, b_format, backend)?;
-        let out = args::out_param("bytes", bytes)?;
-        out.write(c.grouped_gemm_blockwise_workspace_size(&p, num_groups)?);
-        Ok(())
-    })
+    let q = crate::Context::grouped_gemm_blockwise_workspace_size;
+    let f = (a_format, b_format, backend);
+    workspace_query("hipfp8_grouped_gemm_blockwise_workspace_size", ctx, f, num_groups, bytes, q)
 }
 
 /// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
