@@ -194,7 +194,8 @@ const S: StreamRef = StreamRef::DEFAULT;
 /// The per-element tolerance of the module docs (`library`: CUTLASS's extra term).
 fn tolerance(exact: f64, s: f64, k: usize, library: bool) -> f64 {
     let kb = k.div_ceil(BLOCK);
-    let acc = 2.0 * (k + 2 * kb) as f64 * 2f64.powi(-24) + if library { 2f64.powi(-10) } else { 0.0 };
+    let acc =
+        2.0 * (k + 2 * kb) as f64 * 2f64.powi(-24) + if library { 2f64.powi(-10) } else { 0.0 };
     2f64.powi(-8) * exact.abs() + acc * s
 }
 
@@ -294,7 +295,14 @@ fn cpu_op_matches_f64_on_cast_operands() {
         let p = Problem::from_casts(fmt, 150, 300, 200, &[40, 40, 97, 141], 7);
         check_f64(&p, &run_cpu(&p), false, &p.what("cpu"));
     }
-    let p = Problem::random(Fp8Format::E4M3Fn, Fp8Format::E5M2, 70, 256, 136, &[3, 3, 64]);
+    let p = Problem::random(
+        Fp8Format::E4M3Fn,
+        Fp8Format::E5M2,
+        70,
+        256,
+        136,
+        &[3, 3, 64],
+    );
     check_f64(&p, &run_cpu(&p), false, &p.what("cpu random"));
 }
 
@@ -348,12 +356,20 @@ fn c_abi_matches_rust_and_refuses_bad_input() {
         e: p.e(),
     };
     let mut out = vec![bf16::from_f32(SENTINEL); p.m * p.n];
-    assert_eq!(c_call(c, &d, &p, p.sb.len(), &mut out), HIPFP8_STATUS_SUCCESS);
+    assert_eq!(
+        c_call(c, &d, &p, p.sb.len(), &mut out),
+        HIPFP8_STATUS_SUCCESS
+    );
     assert_eq!(bits(&out), bits(&run_cpu(&p)));
     // Bad input: nothing written, the status says why.
     let sentinel = vec![bf16::from_f32(SENTINEL); p.m * p.n];
     let cases = [
-        (d, p.sb.len() - 1, HIPFP8_STATUS_INPUT_TOO_SMALL, "input `scale_b` too small"),
+        (
+            d,
+            p.sb.len() - 1,
+            HIPFP8_STATUS_INPUT_TOO_SMALL,
+            "input `scale_b` too small",
+        ),
         (
             hipfp8_grouped_gemm_blockwise_2d3d_desc { k: 0, ..d },
             p.sb.len(),
@@ -463,7 +479,10 @@ fn reference_kernel_matches_cpu_bit_for_bit() {
     }
     let p = Problem::from_casts(Fp8Format::E4M3Fn, 300, 1024, 512, &[100, 100, 229, 290], 5);
     let params = GemmParams::new(p.fa, p.fb).with_backend(GemmBackend::Reference);
-    assert_eq!(bits(&run_gpu(&ctx, &stream, &params, &p)), bits(&run_cpu(&p)));
+    assert_eq!(
+        bits(&run_gpu(&ctx, &stream, &params, &p)),
+        bits(&run_cpu(&p))
+    );
     println!("reference kernel == CPU reference, bit for bit");
 }
 
@@ -496,7 +515,10 @@ fn library_matches_f64_and_reference_kernel() {
             "sm_90 with the CUTLASS blockwise instance built, but the plan is {}",
             plan.describe()
         );
-        skip_test(name, &format!("no blockwise library here: {}", plan.describe()));
+        skip_test(
+            name,
+            &format!("no blockwise library here: {}", plan.describe()),
+        );
         return;
     }
     assert_eq!(plan.imp, GemmImpl::CutlassSm90, "{}", plan.describe());
@@ -504,7 +526,12 @@ fn library_matches_f64_and_reference_kernel() {
         let p = Problem::from_casts(fmt, m, k, n, offs, 11 + i as u64);
         let lib = run_gpu(&ctx, &stream, &auto.with_backend(GemmBackend::Library), &p);
         check_f64(&p, &lib, true, &p.what("cutlass"));
-        let rk = run_gpu(&ctx, &stream, &auto.with_backend(GemmBackend::Reference), &p);
+        let rk = run_gpu(
+            &ctx,
+            &stream,
+            &auto.with_backend(GemmBackend::Reference),
+            &p,
+        );
         // Library vs portable kernel: within the sum of both tolerances.
         for (idx, r) in p.reference().into_iter().enumerate() {
             let (x, y) = (lib[idx].to_f64(), rk[idx].to_f64());
@@ -521,7 +548,10 @@ fn library_matches_f64_and_reference_kernel() {
             }
         }
     }
-    println!("{} within tolerance of f64 and the reference kernel", plan.describe());
+    println!(
+        "{} within tolerance of f64 and the reference kernel",
+        plan.describe()
+    );
 }
 
 /// The plan query: the CPU on a CPU context; on a GPU the reference kernel when requested,
@@ -531,20 +561,34 @@ fn library_matches_f64_and_reference_kernel() {
 fn plan_says_what_runs_and_why() {
     let fmt = Fp8Format::E4M3Fn;
     let op = |m, n, k| GroupedOp::Blockwise2D3D { m, n, k };
-    let cpu = Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), op(64, 128, 128), 2, None);
+    let cpu =
+        Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), op(64, 128, 128), 2, None);
     assert_eq!(cpu.unwrap().imp, GemmImpl::Cpu);
     let Some(ctx) = gpu_for_tests("plan_says_what_runs_and_why") else {
         return;
     };
     let req = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
-    let r = ctx.grouped_gemm_plan(&req, op(64, 128, 128), 2, None).unwrap();
-    assert_eq!((r.imp, r.fallback), (GemmImpl::Reference, Some(Fallback::Requested)));
+    let r = ctx
+        .grouped_gemm_plan(&req, op(64, 128, 128), 2, None)
+        .unwrap();
+    assert_eq!(
+        (r.imp, r.fallback),
+        (GemmImpl::Reference, Some(Fallback::Requested))
+    );
     let auto = GemmParams::new(fmt, fmt);
-    let lib = ctx.grouped_gemm_plan(&auto, op(64, 128, 128), 2, None).unwrap();
+    let lib = ctx
+        .grouped_gemm_plan(&auto, op(64, 128, 128), 2, None)
+        .unwrap();
     println!("E4M3 x E4M3 K = N = 128: {}", lib.describe());
     if lib.imp == GemmImpl::Reference {
-        assert!(matches!(lib.fallback, Some(Fallback::NoLibrary(_))), "{lib:?}");
-        skip_test("plan_says_what_runs_and_why (library part)", &lib.describe());
+        assert!(
+            matches!(lib.fallback, Some(Fallback::NoLibrary(_))),
+            "{lib:?}"
+        );
+        skip_test(
+            "plan_says_what_runs_and_why (library part)",
+            &lib.describe(),
+        );
         return;
     }
     let e5 = Fp8Format::E5M2;
@@ -555,10 +599,18 @@ fn plan_says_what_runs_and_why() {
     ] {
         let plan = ctx.grouped_gemm_plan(&p, o, 2, None).unwrap();
         assert_eq!(plan.imp, GemmImpl::Reference, "{plan:?}");
-        assert_eq!(plan.fallback.as_ref().map(|f| f.code()), Some(code), "{plan:?}");
+        assert_eq!(
+            plan.fallback.as_ref().map(|f| f.code()),
+            Some(code),
+            "{plan:?}"
+        );
         println!("{}", plan.describe());
         let strict = p.with_backend(GemmBackend::Library);
         assert!(ctx.grouped_gemm_plan(&strict, o, 2, None).is_err());
     }
-    assert!(ctx.grouped_gemm_blockwise_workspace_size(&auto, 32).unwrap() > 0);
+    assert!(
+        ctx.grouped_gemm_blockwise_workspace_size(&auto, 32)
+            .unwrap()
+            > 0
+    );
 }

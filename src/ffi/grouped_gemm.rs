@@ -346,7 +346,14 @@ pub extern "C" fn hipfp8_grouped_gemm_workspace_size(
 ) -> hipfp8_status {
     let q = crate::Context::grouped_gemm_workspace_size;
     let f = (a_format, b_format, backend);
-    workspace_query("hipfp8_grouped_gemm_workspace_size", ctx, f, num_groups, bytes, q)
+    workspace_query(
+        "hipfp8_grouped_gemm_workspace_size",
+        ctx,
+        f,
+        num_groups,
+        bytes,
+        q,
+    )
 }
 
 /// The size queries: `query` on the context for the formats and backend `f`.
@@ -379,7 +386,14 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_workspace_size(
 ) -> hipfp8_status {
     let q = crate::Context::grouped_gemm_blockwise_workspace_size;
     let f = (a_format, b_format, backend);
-    workspace_query("hipfp8_grouped_gemm_blockwise_workspace_size", ctx, f, num_groups, bytes, q)
+    workspace_query(
+        "hipfp8_grouped_gemm_blockwise_workspace_size",
+        ctx,
+        f,
+        num_groups,
+        bytes,
+        q,
+    )
 }
 
 /// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
@@ -417,12 +431,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.m, d.k, d.n, d.e), views, s)?)
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
     })
 }
 
@@ -460,12 +471,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.n, d.mt, d.k), views, s)?)
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.n, d.mt, d.k))
     })
 }
 
@@ -508,11 +516,29 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D;
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
+    })
+}
+
+/// The body of the three GEMM exports: `fields` gives the descriptor's formats and backend
+/// and the op's shape; the caller's workspace (pointer, bytes) is checked and attached.
+fn gemm_entry<D: args::Descriptor, S>(
+    decl: &'static crate::dispatch::OpDecl<GemmParams, S>,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    bufs: [args::Raw; 6],
+    (workspace, workspace_bytes): (*mut c_void, usize),
+    stream: hipStream_t,
+    fields: impl FnOnce(&D) -> ((u32, u32, u32), S),
+) -> hipfp8_status {
     op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
+        let ((fa, fb, backend), shape) = fields(&d);
+        let mut p = gemm_params(fa, fb, backend)?;
         let views = v.views(decl, &[], bufs)?;
         p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.m, d.k, d.n, d.e), views, s)?)
+        Ok(c.run(decl, &p, shape, views, s)?)
     })
 }

@@ -669,8 +669,8 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
                 null, 0, stream.0,
             ),
             GroupedOp::Blockwise2D3D { m, n, k } => sys::hipfp8_gg_ref_bw_2d3d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64,
-                0, stream.0,
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64, 0,
+                stream.0,
             ),
         }
     }
