@@ -761,6 +761,45 @@ typedef struct hipfp8_grouped_gemm_2d2d_desc {
 } hipfp8_grouped_gemm_2d2d_desc;
 
 /**
+ * Blockwise-scaled 2D x 3D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d3d`): the operands
+ * of `hipfp8_grouped_gemm_2d3d`, scales per 1 x 128 block of a and 128 x 128 block of b.
+ */
+typedef struct hipfp8_grouped_gemm_blockwise_2d3d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_blockwise_2d3d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * `hipfp8_gemm_backend`.
+   */
+  uint32_t backend;
+  /**
+   * Rows of a and out (all groups).
+   */
+  size_t m;
+  /**
+   * Reduced dimension.
+   */
+  size_t k;
+  /**
+   * Columns of b and out.
+   */
+  size_t n;
+  /**
+   * Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+   */
+  size_t e;
+} hipfp8_grouped_gemm_blockwise_2d3d_desc;
+
+/**
  * A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
  * (m, 2i) row-major, the gate/up GEMM output (gate = columns `[0, i)`, up = `[i, 2i)`).
  */
@@ -1242,6 +1281,22 @@ hipfp8_status hipfp8_grouped_gemm_2d2d_plan(const struct hipfp8_context *ctx,
                                             size_t *len);
 
 /**
+ * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
+ * CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
+ */
+hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d_plan(const struct hipfp8_context *ctx,
+                                                      const struct hipfp8_grouped_gemm_blockwise_2d3d_desc *desc,
+                                                      const uint8_t *a,
+                                                      const uint8_t *b,
+                                                      const uint16_t *out,
+                                                      size_t num_groups,
+                                                      uint32_t *implementation,
+                                                      uint32_t *reason,
+                                                      char *buf,
+                                                      size_t buf_len,
+                                                      size_t *len);
+
+/**
  * Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
  * with these formats and backend (either layout); 0 when the reference kernel or the CPU
  * runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
@@ -1252,6 +1307,16 @@ hipfp8_status hipfp8_grouped_gemm_workspace_size(const struct hipfp8_context *ct
                                                  uint32_t backend,
                                                  size_t num_groups,
                                                  size_t *bytes);
+
+/**
+ * `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
+ */
+hipfp8_status hipfp8_grouped_gemm_blockwise_workspace_size(const struct hipfp8_context *ctx,
+                                                           uint32_t a_format,
+                                                           uint32_t b_format,
+                                                           uint32_t backend,
+                                                           size_t num_groups,
+                                                           size_t *bytes);
 
 /**
  * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
@@ -1303,6 +1368,36 @@ hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
                                        void *workspace,
                                        size_t workspace_bytes,
                                        hipStream_t stream);
+
+/**
+ * Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
+ * scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),
+ * `out[i*n + j] = bf16(sum over kb = 0.. ceil(k/128)-1 of f32(sum_{k in block kb}
+ * a[i,k] b[g,j,k]) * scale_a[i*kb_n + kb] * scale_b[(g*nb_n + j/128)*kb_n + kb])`,
+ * kb_n = ceil(k/128), nb_n = ceil(n/128). Rows past `offs[e-1]` are untouched.
+ * a: m*k bytes, b: e*n*k bytes (`b[g*n*k + j*k + k_i]`, as for `hipfp8_grouped_gemm_2d3d`);
+ * offs: num_groups (== e) END offsets along m; scale_a: m*kb_n (1 / the scales
+ * `hipfp8_blockwise_1x128` writes for a); scale_b: e*nb_n*kb_n (per expert 1 / the scales
+ * `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
+ * and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
+ */
+hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d(const struct hipfp8_context *ctx,
+                                                 const struct hipfp8_grouped_gemm_blockwise_2d3d_desc *desc,
+                                                 const uint8_t *a,
+                                                 size_t a_len,
+                                                 const uint8_t *b,
+                                                 size_t b_len,
+                                                 const int32_t *offs,
+                                                 size_t num_groups,
+                                                 const float *scale_a,
+                                                 size_t scale_a_len,
+                                                 const float *scale_b,
+                                                 size_t scale_b_len,
+                                                 uint16_t *out,
+                                                 size_t out_len,
+                                                 void *workspace,
+                                                 size_t workspace_bytes,
+                                                 hipStream_t stream);
 
 /**
  * Expert weights x (e, k, n) column-major (`hipfp8_cast_3d_desc`) to both grouped-GEMM

@@ -42,3 +42,14 @@ HIPFP8_DECL int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b
 HIPFP8_DECL int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
     int64_t K, const int32_t* skip, int max_blocks, hipStream_t stream) HIPFP8_NOEXCEPT;
+// Blockwise-scaled 2D x 3D (docs/OPS.md grouped_gemm_blockwise_2d3d): sa (M, ceil(K/128)),
+// sb (E, ceil(N/128), ceil(K/128)), both row-major DEQUANT scales. The reference kernel
+// (every format pair and shape) and the CUTLASS sm_90 instance (E4M3FN x E4M3FN,
+// K % 128 == 0, N % 128 == 0, 16-byte aligned a, b, out).
+HIPFP8_DECL int hipfp8_gg_ref_bw_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, int max_blocks, hipStream_t stream) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_cutlass_bw_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_cutlass_bw_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;

@@ -281,6 +281,166 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   }
 }
 
+// ---- Blockwise-scaled 2D x 3D (docs/OPS.md grouped_gemm_blockwise_2d3d) -----------------
+//
+// The arithmetic of the CPU reference (src/reference/grouped_gemm_blockwise.rs) operation for
+// operation, so the two agree bit for bit: per output and per K block of 128 (block-local
+// index kk), eight f32 partial sums, lane kk % 8 taking a[kk] * b[kk] in ascending kk (an FMA:
+// the product of two FP8 values is exact in f32, so fma == add of the product); the block sum
+// ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)); then acc += (sum * sa) * sb, each
+// operation rounded on its own (mul_nc / add_nc: never contracted into an FMA). Zeros staged
+// past K add +0 to a lane, which leaves it unchanged (a lane started at +0 is never -0).
+
+constexpr int BW_BLOCK = 128;  // the scale block edge along K and N
+constexpr int LANES = 8;
+
+#if defined(HIPFP8_VENDOR_AMD)
+__device__ inline float mul_nc(float x, float y) {
+#pragma clang fp contract(off)
+  return x * y;
+}
+__device__ inline float add_nc(float x, float y) {
+#pragma clang fp contract(off)
+  return x + y;
+}
+#else
+__device__ inline float mul_nc(float x, float y) { return __fmul_rn(x, y); }
+__device__ inline float add_nc(float x, float y) { return __fadd_rn(x, y); }
+#endif
+
+// One BM x BN output tile of group g: rows [r0, r0 + rows) of a and out, columns
+// [col0, col0 + BN) (inside one 128-column scale block, BN dividing 128).
+__device__ inline void run_tile_bw(const uint8_t* a, const uint8_t* bg, const float* sa,
+                                   const float* sbg, hipfp8_bf16* out, int64_t r0, int64_t rows,
+                                   int64_t col0, int64_t N, int64_t K, const float* lut_a,
+                                   const float* lut_b, float (*As)[BM + LDS_PAD],
+                                   float (*Bs)[BN + LDS_PAD]) {
+  const int tid = threadIdx.x;
+  const int tx = tid % 16;
+  const int ty = tid / 16;
+  const int64_t kbn = (K + BW_BLOCK - 1) / BW_BLOCK;
+  const float* sb_col = sbg + (col0 / BW_BLOCK) * kbn;  // this tile's scale-block row of b
+  float tot[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) tot[i][j] = 0.0f;
+
+  for (int64_t q = 0; q < kbn; ++q) {
+    float lane[TM][TN][LANES];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) lane[i][j][l] = 0.0f;
+    for (int64_t k0 = q * BW_BLOCK; k0 < (q + 1) * BW_BLOCK && k0 < K; k0 += BK) {
+#pragma unroll
+      for (int it = 0; it < (BM * BK) / THREADS; ++it) {
+        const int idx = tid + it * THREADS;
+        const int r = idx / BK;
+        const int kk = idx % BK;
+        const int64_t gk = k0 + kk;
+        float v = 0.0f;
+        if (r < rows && gk < K) v = lut_a[a[(r0 + r) * K + gk]];
+        As[kk][r] = v;
+      }
+#pragma unroll
+      for (int it = 0; it < (BN * BK) / THREADS; ++it) {
+        const int idx = tid + it * THREADS;
+        const int c = idx / BK;
+        const int kk = idx % BK;
+        const int64_t gc = col0 + c;
+        const int64_t gk = k0 + kk;
+        float v = 0.0f;
+        if (gc < N && gk < K) v = lut_b[bg[gc * K + gk]];
+        Bs[kk][c] = v;
+      }
+      __syncthreads();
+      // k0 is a multiple of LANES inside the block, so lane = kk % LANES.
+      for (int k8 = 0; k8 < BK; k8 += LANES) {
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+          float av[TM], bv[TN];
+#pragma unroll
+          for (int i = 0; i < TM; ++i) av[i] = As[k8 + l][ty + 16 * i];
+#pragma unroll
+          for (int j = 0; j < TN; ++j) bv[j] = Bs[k8 + l][tx + 16 * j];
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) lane[i][j][l] = fmaf(av[i], bv[j], lane[i][j][l]);
+        }
+      }
+      __syncthreads();
+    }
+    const float sbq = sb_col[q];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int64_t r = ty + 16 * i;
+      const float saq = r < rows ? sa[(r0 + r) * kbn + q] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const float* l = lane[i][j];
+        const float part = add_nc(add_nc(add_nc(l[0], l[4]), add_nc(l[1], l[5])),
+                                  add_nc(add_nc(l[2], l[6]), add_nc(l[3], l[7])));
+        tot[i][j] = add_nc(tot[i][j], mul_nc(mul_nc(part, saq), sbq));
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int64_t r = ty + 16 * i;
+    if (r >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int64_t c = col0 + tx + 16 * j;
+      if (c < N) out[(r0 + r) * N + c] = hipfp8_f32_to_bf16(tot[i][j]);
+    }
+  }
+}
+
+// Grid-stride over the tiles of all groups in group order, as grouped_2d3d_kernel.
+__global__ void __launch_bounds__(THREADS)
+grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
+                       int fmt_b, const int32_t* __restrict__ offs, int groups,
+                       const float* __restrict__ sa, const float* __restrict__ sb,
+                       hipfp8_bf16* __restrict__ out, int64_t M, int64_t N, int64_t K) {
+  __shared__ float lut_a[256];
+  __shared__ float lut_b[256];
+  __shared__ float As[BK][BM + LDS_PAD];
+  __shared__ float Bs[BK][BN + LDS_PAD];
+  bool luts_ready = false;
+  const int64_t kbn = (K + BW_BLOCK - 1) / BW_BLOCK;
+  const int64_t nbn = (N + BW_BLOCK - 1) / BW_BLOCK;
+  const int64_t ntiles_n = (N + BN - 1) / BN;
+  int64_t prev = 0, base = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t m0 = prev;
+    const int64_t m1 = clamp_off(offs[g], prev, M);
+    prev = m1;
+    const int64_t tiles = (m1 - m0 + BM - 1) / BM * ntiles_n;
+    const int64_t first = base;
+    base += tiles;
+    if (tiles == 0) continue;
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      const int64_t r0 = m0 + (local / ntiles_n) * BM;
+      const int64_t rows = (m1 - r0 < BM) ? m1 - r0 : BM;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
+      run_tile_bw(a, b + (int64_t)g * N * K, sa, sb + (int64_t)g * nbn * kbn, out, r0, rows,
+                  (local % ntiles_n) * BN, N, K, lut_a, lut_b, As, Bs);
+    }
+  }
+}
+
+static_assert(BW_BLOCK % BN == 0 && BW_BLOCK % BK == 0 && BK % LANES == 0, "tile and blocks");
+
 inline bool valid_fmt(int f) { return f >= FMT_E4M3FN && f <= FMT_E5M2FNUZ; }
 
 }  // namespace hipfp8_gg_ref
@@ -334,5 +494,22 @@ HIPFP8_EXTERN int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t*
   const unsigned grid = ref_grid(tiles, max_blocks);
   grouped_2d2d_kernel<<<grid, THREADS, 0, stream>>>(
       a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, N, Mt, K, skip);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+// Blockwise-scaled 2D x 3D: a (M,K) row-major, b (E,N,K) (`b[g*N*K + j*K + k]`), offs[E]
+// (device), sa (M, ceil(K/128)), sb (E, ceil(N/128), ceil(K/128)) row-major, out (M,N) bf16
+// row-major; rows past offs[E-1] untouched. `max_blocks` caps the grid (0 = default).
+HIPFP8_EXTERN int hipfp8_gg_ref_bw_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                                        const int32_t* offs, int groups, const float* sa,
+                                        const float* sb, void* out, int64_t M, int64_t N,
+                                        int64_t K, int max_blocks, hipStream_t stream) noexcept {
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (groups == 0 || M == 0 || N == 0) return 0;
+  const int64_t tiles = ((M + BM - 1) / BM + groups) * ((N + BN - 1) / BN);
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_bw_2d3d_kernel<<<grid, THREADS, 0, stream>>>(a, fmt_a, b, fmt_b, offs, groups, sa, sb,
+                                                       (hipfp8_bf16*)out, M, N, K);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }

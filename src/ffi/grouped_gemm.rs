@@ -80,7 +80,34 @@ pub struct hipfp8_grouped_gemm_2d2d_desc {
     pub k: usize,
 }
 
-descriptor!(hipfp8_grouped_gemm_2d3d_desc, hipfp8_grouped_gemm_2d2d_desc);
+/// Blockwise-scaled 2D x 3D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d3d`): the operands
+/// of `hipfp8_grouped_gemm_2d3d`, scales per 1 x 128 block of a and 128 x 128 block of b.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_grouped_gemm_blockwise_2d3d_desc {
+    /// `sizeof(hipfp8_grouped_gemm_blockwise_2d3d_desc)`.
+    pub size: usize,
+    /// `hipfp8_format` of a.
+    pub a_format: u32,
+    /// `hipfp8_format` of b.
+    pub b_format: u32,
+    /// `hipfp8_gemm_backend`.
+    pub backend: u32,
+    /// Rows of a and out (all groups).
+    pub m: usize,
+    /// Reduced dimension.
+    pub k: usize,
+    /// Columns of b and out.
+    pub n: usize,
+    /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+    pub e: usize,
+}
+
+descriptor!(
+    hipfp8_grouped_gemm_2d3d_desc,
+    hipfp8_grouped_gemm_2d2d_desc,
+    hipfp8_grouped_gemm_blockwise_2d3d_desc
+);
 
 /// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
 #[repr(u32)]
@@ -251,6 +278,41 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
     })
 }
 
+/// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
+/// CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d_plan(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_gemm_blockwise_2d3d_desc,
+    a: *const u8,
+    b: *const u8,
+    out: *const u16,
+    num_groups: usize,
+    implementation: *mut u32,
+    reason: *mut u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    len: *mut usize,
+) -> hipfp8_status {
+    let o = PlanOut {
+        implementation,
+        reason,
+        buf,
+        buf_len,
+        len,
+    };
+    let name = "hipfp8_grouped_gemm_blockwise_2d3d_plan";
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
+        let (m, n, k) = (d.m, d.n, d.k);
+        (
+            d.a_format,
+            d.b_format,
+            d.backend,
+            GroupedOp::Blockwise2D3D { m, n, k },
+        )
+    })
+}
+
 fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
     const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
     const REFERENCE: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
@@ -282,13 +344,56 @@ pub extern "C" fn hipfp8_grouped_gemm_workspace_size(
     num_groups: usize,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    guard("hipfp8_grouped_gemm_workspace_size", || {
+    let q = crate::Context::grouped_gemm_workspace_size;
+    let f = (a_format, b_format, backend);
+    workspace_query(
+        "hipfp8_grouped_gemm_workspace_size",
+        ctx,
+        f,
+        num_groups,
+        bytes,
+        q,
+    )
+}
+
+/// The size queries: `query` on the context for the formats and backend `f`.
+fn workspace_query(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    (a_format, b_format, backend): (u32, u32, u32),
+    num_groups: usize,
+    bytes: *mut usize,
+    query: fn(&crate::Context, &GemmParams, usize) -> crate::error::Result<usize>,
+) -> hipfp8_status {
+    guard(func, || {
         let c = context::lookup(ctx)?;
         let p = gemm_params(a_format, b_format, backend)?;
         let out = args::out_param("bytes", bytes)?;
-        out.write(c.grouped_gemm_workspace_size(&p, num_groups)?);
+        out.write(query(&c, &p, num_groups)?);
         Ok(())
     })
+}
+
+/// `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_blockwise_workspace_size(
+    ctx: *const hipfp8_context,
+    a_format: u32,
+    b_format: u32,
+    backend: u32,
+    num_groups: usize,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    let q = crate::Context::grouped_gemm_blockwise_workspace_size;
+    let f = (a_format, b_format, backend);
+    workspace_query(
+        "hipfp8_grouped_gemm_blockwise_workspace_size",
+        ctx,
+        f,
+        num_groups,
+        bytes,
+        q,
+    )
 }
 
 /// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
@@ -326,12 +431,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.m, d.k, d.n, d.e), views, s)?)
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
     })
 }
 
@@ -369,11 +471,74 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.n, d.mt, d.k))
+    })
+}
+
+/// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
+/// scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),
+/// `out[i*n + j] = bf16(sum over kb = 0.. ceil(k/128)-1 of f32(sum_{k in block kb}
+/// a[i,k] b[g,j,k]) * scale_a[i*kb_n + kb] * scale_b[(g*nb_n + j/128)*kb_n + kb])`,
+/// kb_n = ceil(k/128), nb_n = ceil(n/128). Rows past `offs[e-1]` are untouched.
+/// a: m*k bytes, b: e*n*k bytes (`b[g*n*k + j*k + k_i]`, as for `hipfp8_grouped_gemm_2d3d`);
+/// offs: num_groups (== e) END offsets along m; scale_a: m*kb_n (1 / the scales
+/// `hipfp8_blockwise_1x128` writes for a); scale_b: e*nb_n*kb_n (per expert 1 / the scales
+/// `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
+/// and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_gemm_blockwise_2d3d_desc,
+    a: *const u8,
+    a_len: usize,
+    b: *const u8,
+    b_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    scale_a: *const f32,
+    scale_a_len: usize,
+    scale_b: *const f32,
+    scale_b_len: usize,
+    out: *mut u16,
+    out_len: usize,
+    workspace: *mut c_void,
+    workspace_bytes: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    let bufs = [
+        raw(a, a_len),
+        raw(b, b_len),
+        raw(offs, num_groups),
+        raw(scale_a, scale_a_len),
+        raw(scale_b, scale_b_len),
+        raw(out, out_len),
+    ];
+    let decl = &grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D;
+    let ws = (workspace, workspace_bytes);
+    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
+        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
+    })
+}
+
+/// The body of the three GEMM exports: `fields` gives the descriptor's formats and backend
+/// and the op's shape; the caller's workspace (pointer, bytes) is checked and attached.
+fn gemm_entry<D: args::Descriptor, S>(
+    decl: &'static crate::dispatch::OpDecl<GemmParams, S>,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    bufs: [args::Raw; 6],
+    (workspace, workspace_bytes): (*mut c_void, usize),
+    stream: hipStream_t,
+    fields: impl FnOnce(&D) -> ((u32, u32, u32), S),
+) -> hipfp8_status {
     op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
+        let ((fa, fb, backend), shape) = fields(&d);
+        let mut p = gemm_params(fa, fb, backend)?;
         let views = v.views(decl, &[], bufs)?;
         p.workspace = v.workspace(workspace, workspace_bytes)?;
         let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.n, d.mt, d.k), views, s)?)
+        Ok(c.run(decl, &p, shape, views, s)?)
     })
 }

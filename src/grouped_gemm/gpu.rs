@@ -1,5 +1,6 @@
-//! The GPU arms of the FP8 grouped GEMMs (`Context::grouped_gemm_2d3d` / `_2d2d`): which
-//! implementation runs, the device workspace it needs, and the one launch.
+//! The GPU arms of the FP8 grouped GEMMs (`Context::grouped_gemm_2d3d` / `_2d2d` /
+//! `_blockwise_2d3d`): which implementation runs, the device workspace it needs, and the one
+//! launch.
 //!
 //! Implementations ([`GemmImpl`]):
 //! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
@@ -15,6 +16,10 @@
 //!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
 //!   shape, on every vendor; the GPU oracle.
+//! * The blockwise-scaled 2D x 3D ([`GroupedOp::Blockwise2D3D`]): CUTLASS sm_90
+//!   (`hip/grouped_gemm/cutlass/sm90_blockwise.hip`, one instance: E4M3FN x E4M3FN,
+//!   K % 128 == 0, N % 128 == 0, 16-byte aligned operands), else the portable kernel (same
+//!   file as above, bit-identical to the CPU reference); no CK instance.
 //!
 //! No silent slow path: [`Context::grouped_gemm_plan`] says which implementation a call
 //! would use and, when it is the reference kernel, why ([`Fallback`]). The call itself runs
@@ -59,6 +64,15 @@ pub enum GroupedOp {
     TwoD3D { m: usize, n: usize, k: usize },
     /// a (n,mt), b (mt,k) column-major, out (g,n,k).
     TwoD2D { n: usize, mt: usize, k: usize },
+    /// Blockwise-scaled 2D x 3D (`Context::grouped_gemm_blockwise_2d3d`): the operands of
+    /// `TwoD3D`, scales per 1x128 block of a and per 128x128 block of b.
+    Blockwise2D3D { m: usize, n: usize, k: usize },
+}
+
+impl GroupedOp {
+    fn blockwise(self) -> bool {
+        matches!(self, GroupedOp::Blockwise2D3D { .. })
+    }
 }
 
 /// Device pointers of one call (validated by the caller).
@@ -74,14 +88,21 @@ pub(crate) struct GroupedArgs {
     pub fb: Fp8Format,
 }
 
-/// The vendor library of this context's device in this build, with the format pairs it has
-/// instances for; `Err` says why there is none.
-fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
+/// The vendor library of this context's device in this build for the blockwise-scaled
+/// (`blockwise`) or the rowwise-scaled GEMMs; `Err` says why there is none.
+fn device_library(ctx: &Context, blockwise: bool) -> std::result::Result<GemmImpl, String> {
     let arch = base_arch(ctx.arch()).to_ascii_lowercase();
-    let (imp, launcher) = match arch.as_str() {
-        "sm_90" => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
-        "gfx942" => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
-        "gfx950" => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+    let (imp, launcher) = match (arch.as_str(), blockwise) {
+        ("sm_90", false) => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
+        ("sm_90", true) => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_bw_2d3d"),
+        ("gfx942", false) => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
+        ("gfx950", false) => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+        (_, true) => {
+            return Err(format!(
+                "no blockwise-scaled grouped-GEMM library targets {} (CUTLASS: sm_90)",
+                ctx.arch()
+            ));
+        }
         _ => {
             return Err(format!(
                 "no grouped-GEMM library targets {} (CUTLASS: sm_90; CK: gfx942, gfx950)",
@@ -100,8 +121,11 @@ fn device_library(ctx: &Context) -> std::result::Result<GemmImpl, String> {
     Ok(imp)
 }
 
-/// Whether `imp` has an instance for `fa x fb`.
-fn library_has_pair(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> bool {
+/// Whether `imp` has an instance for `fa x fb` (for the blockwise-scaled GEMM: `blockwise`).
+fn library_has_pair(imp: GemmImpl, blockwise: bool, fa: Fp8Format, fb: Fp8Format) -> bool {
+    if blockwise {
+        return imp == GemmImpl::CutlassSm90 && (fa, fb) == (Fp8Format::E4M3Fn, Fp8Format::E4M3Fn);
+    }
     match imp {
         GemmImpl::CutlassSm90 => crate::grouped_gemm::rule::cutlass_has_pair(fa, fb),
         GemmImpl::CkGfx942 => fa == Fp8Format::E4M3FnUz && fb == Fp8Format::E4M3FnUz,
@@ -110,7 +134,10 @@ fn library_has_pair(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> bool {
     }
 }
 
-fn library_pairs(imp: GemmImpl) -> &'static str {
+fn library_pairs(imp: GemmImpl, blockwise: bool) -> &'static str {
+    if blockwise {
+        return "E4M3FN x E4M3FN";
+    }
     match imp {
         GemmImpl::CutlassSm90 => "E4M3FN x E4M3FN, E4M3FN x E5M2, E5M2 x E4M3FN",
         GemmImpl::CkGfx942 => "E4M3FNUZ x E4M3FNUZ",
@@ -122,9 +149,9 @@ fn library_pairs(imp: GemmImpl) -> &'static str {
 /// The vendor library that could run `fa x fb` on this context's device, if this build has
 /// it (formats only; [`Context::grouped_gemm_plan`] also checks shape and alignment).
 pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmImpl> {
-    device_library(ctx)
+    device_library(ctx, false)
         .ok()
-        .filter(|&imp| library_has_pair(imp, fa, fb))
+        .filter(|&imp| library_has_pair(imp, false, fa, fb))
 }
 
 /// Why a call runs the reference kernel instead of a vendor library.
@@ -218,6 +245,18 @@ fn library_refusal(
                 return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
             }
         }
+        GroupedOp::Blockwise2D3D { m, n, k } => {
+            // Whole 128-blocks along K and N: every tile of the instance (128 x 128 x 128)
+            // then meets one scale of b and one scale per row of a per K block.
+            if k % 128 != 0 || n % 128 != 0 {
+                return Some(Fallback::Shape(format!(
+                    "blockwise 2D x 3D needs K % 128 == 0 and N % 128 == 0 (K = {k}, N = {n})"
+                )));
+            }
+            if big(m) || big(n) || big(k) {
+                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
+            }
+        }
         GroupedOp::TwoD2D { n, mt, k } => {
             if mt % 16 != 0 || k % 8 != 0 {
                 return Some(Fallback::Shape(format!(
@@ -269,17 +308,20 @@ impl Context {
         let fallback = if backend == GemmBackend::Reference {
             Fallback::Requested
         } else {
-            match device_library(self) {
+            let bw = op.blockwise();
+            match device_library(self, bw) {
                 Err(why) => Fallback::NoLibrary(why),
-                Ok(imp) if !library_has_pair(imp, fa, fb) => Fallback::FormatPair(format!(
-                    "{} has no instance for {fa} x {fb} (it has {})",
+                Ok(imp) if !library_has_pair(imp, bw, fa, fb) => Fallback::FormatPair(format!(
+                    "{} has no {}instance for {fa} x {fb} (it has {})",
                     imp.name(),
-                    library_pairs(imp)
+                    if bw { "blockwise-scaled " } else { "" },
+                    library_pairs(imp, bw)
                 )),
                 Ok(imp) => match library_refusal(imp, op, ptrs) {
                     Some(f) => f,
                     None => {
-                        let cutlass = (imp == GemmImpl::CutlassSm90)
+                        // The blockwise-scaled GEMM has one CUTLASS instance (no choice).
+                        let cutlass = (imp == GemmImpl::CutlassSm90 && !bw)
                             .then(|| cutlass_choice(p, op, groups, fa, fb))
                             .transpose()?;
                         return Ok(GemmPlan {
@@ -340,17 +382,23 @@ fn cutlass_choice(
     let shape = match op {
         GroupedOp::TwoD3D { m, n, k } => RuleShape::TwoD3D { m, n, k, groups },
         GroupedOp::TwoD2D { n, mt, k } => RuleShape::TwoD2D { n, mt, k, groups },
+        GroupedOp::Blockwise2D3D { .. } => {
+            return Err(Error::NotSupported(
+                "the blockwise-scaled GEMM has no CUTLASS choice".into(),
+            ));
+        }
     };
     Ok(cutlass_rule(shape, fa, fb))
 }
 
-/// Workspace bytes `imp` needs for `groups` groups on the context's (active) device, memoized
-/// per (implementation, groups, device): the CUTLASS query asks every instance, which is host
-/// work a call should not repeat.
-fn workspace_bytes(ctx: &Context, imp: GemmImpl, groups: usize) -> Result<usize> {
-    type Key = (GemmImpl, usize, usize);
+/// Workspace bytes `imp` needs for `groups` groups of the rowwise- or the blockwise-scaled
+/// (`bw`) GEMMs on the context's (active) device, memoized per (implementation, kind, groups,
+/// device): the CUTLASS query asks every instance, which is host work a call should not
+/// repeat.
+fn workspace_bytes(ctx: &Context, imp: GemmImpl, bw: bool, groups: usize) -> Result<usize> {
+    type Key = (GemmImpl, bool, usize, usize);
     static MEMO: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
-    let key = (imp, groups, ctx.ordinal().unwrap_or(0));
+    let key = (imp, bw, groups, ctx.ordinal().unwrap_or(0));
     let memo = |m: &Mutex<Vec<(Key, usize)>>| {
         m.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -361,7 +409,7 @@ fn workspace_bytes(ctx: &Context, imp: GemmImpl, groups: usize) -> Result<usize>
     if let Some(v) = memo(&MEMO) {
         return Ok(v);
     }
-    let v = query_workspace_bytes(imp, groups)?;
+    let v = query_workspace_bytes(imp, bw, groups)?;
     let mut m = MEMO.lock().unwrap_or_else(|e| e.into_inner());
     if m.len() >= 256 {
         m.clear();
@@ -370,7 +418,7 @@ fn workspace_bytes(ctx: &Context, imp: GemmImpl, groups: usize) -> Result<usize>
     Ok(v)
 }
 
-fn query_workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
+fn query_workspace_bytes(imp: GemmImpl, bw: bool, groups: usize) -> Result<usize> {
     let g = i32::try_from(groups)
         .map_err(|_| Error::SizeOverflow(format!("{groups} groups do not fit an i32")))?;
     let mut bytes = 0u64;
@@ -378,6 +426,8 @@ fn query_workspace_bytes(imp: GemmImpl, groups: usize) -> Result<usize> {
     let st = unsafe {
         match imp {
             GemmImpl::Reference | GemmImpl::Cpu => return Ok(0),
+            GemmImpl::CutlassSm90 if bw => sys::hipfp8_gg_cutlass_bw_workspace_size(g, &mut bytes),
+            _ if bw => return Ok(0), // no other blockwise library
             GemmImpl::CutlassSm90 => sys::hipfp8_gg_cutlass_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx942 => sys::hipfp8_gg_ck_gfx942_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx950 => sys::hipfp8_gg_ck_gfx950_workspace_size(g, &mut bytes),
@@ -398,9 +448,29 @@ impl Context {
         match library_impl(self, fa, fb) {
             Some(imp) => {
                 let _dev = self.activate()?;
-                workspace_bytes(self, imp, groups)
+                workspace_bytes(self, imp, false, groups)
             }
             None => Ok(0),
+        }
+    }
+
+    /// [`Context::grouped_gemm_workspace_size`] for
+    /// [`Context::grouped_gemm_blockwise_2d3d`].
+    pub fn grouped_gemm_blockwise_workspace_size(
+        &self,
+        p: &GemmParams,
+        groups: usize,
+    ) -> Result<usize> {
+        if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
+            return Ok(0);
+        }
+        let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));
+        match device_library(self, true) {
+            Ok(imp) if library_has_pair(imp, true, fa, fb) => {
+                let _dev = self.activate()?;
+                workspace_bytes(self, imp, true, groups)
+            }
+            _ => Ok(0),
         }
     }
 }
@@ -423,7 +493,9 @@ pub(crate) fn run(
     ];
     let plan = ctx.grouped_gemm_plan(p, op, args.groups, Some(ptrs))?;
     let empty = match op {
-        GroupedOp::TwoD3D { m, n, .. } => m == 0 || n == 0 || args.groups == 0,
+        GroupedOp::TwoD3D { m, n, .. } | GroupedOp::Blockwise2D3D { m, n, .. } => {
+            m == 0 || n == 0 || args.groups == 0
+        }
         GroupedOp::TwoD2D { n, k, .. } => n == 0 || k == 0 || args.groups == 0,
     };
     if empty {
@@ -446,7 +518,7 @@ pub(crate) fn run(
     let cfg = plan.cutlass.map_or(0, |c| c.config());
     let st = match p.workspace {
         Some(ws) => {
-            let need = workspace_bytes(ctx, imp, args.groups)?;
+            let need = workspace_bytes(ctx, imp, op.blockwise(), args.groups)?;
             if ws.len() < need {
                 return Err(Error::OutputTooSmall {
                     what: "workspace",
@@ -466,7 +538,7 @@ pub(crate) fn run(
                 stream,
             )
         }
-        None => with_cached_workspace(ctx, imp, args.groups, stream, |ptr, len| {
+        None => with_cached_workspace(ctx, imp, op, args.groups, stream, |ptr, len| {
             launch_library(imp, op, args, groups, ptr, len, cfg, stream)
         })?,
     };
@@ -504,11 +576,12 @@ fn backend_from_env() -> Result<Option<GemmBackend>> {
 fn with_cached_workspace(
     ctx: &Context,
     imp: GemmImpl,
+    op: GroupedOp,
     groups: usize,
     stream: StreamRef,
     f: impl FnOnce(*mut u8, usize) -> i32,
 ) -> Result<i32> {
-    let need = workspace_bytes(ctx, imp, groups)?.max(1);
+    let need = workspace_bytes(ctx, imp, op.blockwise(), groups)?.max(1);
     ctx.workspace
         .with(ctx, Kind::Plain, need, stream, |p, len| {
             Ok(f(p as *mut u8, len))
@@ -545,6 +618,16 @@ fn launch_library(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
                 ws, wsl, cfg, s,
             ),
+            (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D3D { m, n, k }) => {
+                sys::hipfp8_gg_cutlass_bw_2d3d(
+                    a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64,
+                    k as i64, ws, wsl, s,
+                )
+            }
+            // The plan never picks CK for the blockwise-scaled GEMM (no instance).
+            (GemmImpl::CkGfx942 | GemmImpl::CkGfx950, GroupedOp::Blockwise2D3D { .. }) => {
+                sys::KSTATUS_UNSUPPORTED
+            }
             (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) => sys::hipfp8_gg_ck_gfx942_2d3d(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64,
                 ws, wsl, s,
@@ -584,6 +667,10 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
             GroupedOp::TwoD2D { n, mt, k } => sys::hipfp8_gg_ref_2d2d(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
                 null, 0, stream.0,
+            ),
+            GroupedOp::Blockwise2D3D { m, n, k } => sys::hipfp8_gg_ref_bw_2d3d(
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64, 0,
+                stream.0,
             ),
         }
     }

@@ -54,6 +54,17 @@ fn gpu_run(
 /// The shape of the 2D x 3D GEMM: (m, k, n, e).
 type Mkne = (usize, usize, usize, usize);
 
+/// 2D x 3D: one group per expert.
+fn one_group_per_expert(_: &GemmParams, &(_, _, _, e): &Mkne, g: usize) -> Result<()> {
+    if g != e {
+        return Err(Error::GroupCountMismatch {
+            expected: e,
+            got: g,
+        });
+    }
+    Ok(())
+}
+
 #[doc(hidden)]
 pub static GROUPED_GEMM_2D3D: OpDecl<GemmParams, Mkne> = OpDecl {
     c_name: "hipfp8_grouped_gemm_2d3d",
@@ -72,15 +83,7 @@ pub static GROUPED_GEMM_2D3D: OpDecl<GemmParams, Mkne> = OpDecl {
         }),
     ],
     nonzero: &[("k", |s| s.1)],
-    check: Some(|_, &(_, _, _, e), g| {
-        if g != e {
-            return Err(Error::GroupCountMismatch {
-                expected: e,
-                got: g,
-            });
-        }
-        Ok(())
-    }),
+    check: Some(one_group_per_expert),
     gpu_run: GpuRun::Own,
     cpu: |_, (fa, fb), &(_, k, n, _), h| {
         let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
@@ -118,6 +121,47 @@ pub static GROUPED_GEMM_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl
     },
 };
 
+/// Scale blocks along k (and n) of the blockwise-scaled GEMM: `ceil(v / 128)`.
+fn blocks(v: usize) -> usize {
+    v.div_ceil(reference::grouped_gemm_blockwise::BLOCK)
+}
+
+#[doc(hidden)]
+pub static GROUPED_GEMM_BLOCKWISE_2D3D: OpDecl<GemmParams, Mkne> = OpDecl {
+    c_name: "hipfp8_grouped_gemm_blockwise_2d3d",
+    bufs: &[
+        BufDecl::input("a", Elem::U8, |&(m, k, _, _), _| checked_mul("m*k", m, k)),
+        BufDecl::input("b", Elem::U8, |&(_, k, n, e), _| {
+            checked_mul("e*k*n", checked_mul("e*n", e, n)?, k)
+        }),
+        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::input("scale_a", Elem::F32, |&(m, k, _, _), _| {
+            checked_mul("m*ceil(k/128)", m, blocks(k))
+        }),
+        BufDecl::input("scale_b", Elem::F32, |&(_, k, n, e), _| {
+            let nb = checked_mul("e*ceil(n/128)", e, blocks(n))?;
+            checked_mul("e*ceil(n/128)*ceil(k/128)", nb, blocks(k))
+        }),
+        BufDecl::output("out", Elem::Bf16, |&(m, _, n, _), _| {
+            checked_mul("m*n", m, n)
+        }),
+    ],
+    nonzero: &[("k", |s| s.1)],
+    check: Some(one_group_per_expert),
+    gpu_run: GpuRun::Own,
+    cpu: |_, (fa, fb), &(_, k, n, _), h| {
+        let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
+        let (sa, sb, o) = (h.src("scale_a"), h.src("scale_b"), h.dst("out"));
+        reference::grouped_gemm_blockwise::grouped_gemm_blockwise_2d3d(
+            fa, fb, k, n, a, b, offs, sa, sb, o,
+        );
+        Ok(())
+    },
+    gpu: |ctx, p, f, &(m, k, n, _), d, stream| {
+        gpu_run(ctx, p, f, GroupedOp::Blockwise2D3D { m, n, k }, d, stream)
+    },
+};
+
 impl Context {}
 
 op_methods! {
@@ -136,4 +180,17 @@ op_methods! {
     fn grouped_gemm_2d2d(p: &GemmParams, n: usize, mt: usize, k: usize;
         a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
         f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_2D2D (n, mt, k);
+
+    /// Blockwise-scaled 2D x 3D grouped GEMM (DeepSeek-V3 recipe; forward and dgrad): `a`,
+    /// `b`, `offs` as for [`Context::grouped_gemm_2d3d`]; `scale_a` (M, ceil(K/128))
+    /// row-major, the DEQUANT scales of a's 1 x 128 blocks (1 / what `blockwise_1x128`
+    /// writes); `scale_b` (E, ceil(N/128), ceil(K/128)) row-major, per expert the DEQUANT
+    /// scales of its (N, K) weight's 128 x 128 blocks (1 / what `blockwise_128x128` writes).
+    /// For row i of group e: `out[i*N + j] = bf16(sum over K blocks kb ascending of
+    /// f32(sum_{k in kb} a[i,k] b[e,j,k]) * scale_a[i,kb] * scale_b[e,j/128,kb])`, f32
+    /// throughout, the scales applied per K block (docs/OPS.md). Rows past `offs[E-1]` are
+    /// untouched.
+    fn grouped_gemm_blockwise_2d3d(p: &GemmParams, m: usize, k: usize, n: usize, e: usize;
+        a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
+        f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_BLOCKWISE_2D3D (m, k, n, e);
 }

@@ -1,7 +1,8 @@
 //! CPU reference of the blockwise-scaled FP8 grouped GEMM, 2D x 3D (the DeepSeek-V3 recipe:
 //! 1x128-scaled activations x 128x128-scaled expert weights; docs/OPS.md
-//! `grouped_gemm_blockwise_2d3d`). Only this reference exists so far: no `Context` op, no C
-//! ABI, no GPU kernel, no 2D x 2D variant (bench/NOTES-gemm.md).
+//! `grouped_gemm_blockwise_2d3d`): the CPU backend of `Context::grouped_gemm_blockwise_2d3d`;
+//! the portable GPU kernel (hip/grouped_gemm/reference.hip) computes the same operations in the
+//! same order, bit for bit.
 //!
 //! Scale conventions (both DEQUANT, the reciprocals of what the casts write):
 //! * `scale_a` (M, ceil(K/128)) row-major: `1 / s` for the scales `blockwise_1x128` writes

@@ -680,6 +680,38 @@ pub fn all_ops() -> Vec<Op> {
             .product(off!(D, m, k, n, e))
             .linked(offset_of!(D, e)),
         );
+        type B = hipfp8_grouped_gemm_blockwise_2d3d_desc;
+        // k and n past one 128-block: two scale blocks along each.
+        let (m, k, n, e) = (5usize, 130usize, 129usize, 3usize);
+        let d = B {
+            size: size_of::<B>(),
+            a_format: 0,
+            b_format: 1,
+            backend: 0,
+            m,
+            k,
+            n,
+            e,
+        };
+        let call = c_call!(hipfp8_grouped_gemm_blockwise_2d3d, 0, 1, 2, 3, 4, 5; null_mut(), 0);
+        let op = Op::from_decl(
+            &decl::GROUPED_GEMM_BLOCKWISE_2D3D,
+            (m, k, n, e),
+            &[],
+            &GROUPS,
+            d,
+            call,
+        );
+        ops.push(
+            op.enums(&[
+                ("format", offset_of!(B, a_format)),
+                ("format", offset_of!(B, b_format)),
+                ("backend", offset_of!(B, backend)),
+            ])
+            .reduced(offset_of!(B, k))
+            .product(off!(B, m, k, n, e))
+            .linked(offset_of!(B, e)),
+        );
         type E = hipfp8_grouped_gemm_2d2d_desc;
         let (n, mt, k) = (2usize, 5usize, 3usize);
         let d = E {
