@@ -304,4 +304,6 @@ foreign! {
         grad_h: *const c_void, gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32,
         out_col: *mut u8, scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    "hipfp8_scale_reciprocal_launch" => pub fn hipfp8_scale_reciprocal_launch(
+        in_: *const f32, out: *mut f32, n: i64, stream: hipStream_t) -> c_int;
 }
