@@ -144,7 +144,11 @@ impl RecipeParams {
     }
     /// The GEMM of an activation (or gradient, `grad_a`) A with an activation or weight B.
     fn gemm(&self, grad_a: bool, ws: Option<Workspace>) -> GemmParams {
-        let a = if grad_a { self.grad_format } else { self.format };
+        let a = if grad_a {
+            self.grad_format
+        } else {
+            self.format
+        };
         GemmParams {
             workspace: ws,
             ..GemmParams::new(a, self.format).with_backend(self.backend)
@@ -276,12 +280,22 @@ impl<'c> Checks<'c> {
     }
     fn src<T>(&mut self, name: &'static str, v: &Src<'_, T>, n: usize) -> Result<()> {
         self.ctx.check_src(name, v, n)?;
-        self.add(name, v.as_ptr() as usize, n * std::mem::size_of::<T>(), false);
+        self.add(
+            name,
+            v.as_ptr() as usize,
+            n * std::mem::size_of::<T>(),
+            false,
+        );
         Ok(())
     }
     fn dst<T>(&mut self, name: &'static str, v: &mut Dst<'_, T>, n: usize) -> Result<()> {
         self.ctx.check_dst(name, v, n)?;
-        self.add(name, v.as_mut_ptr() as usize, n * std::mem::size_of::<T>(), true);
+        self.add(
+            name,
+            v.as_mut_ptr() as usize,
+            n * std::mem::size_of::<T>(),
+            true,
+        );
         Ok(())
     }
     /// The offsets: `groups` of them (`GroupCountMismatch`), valid END offsets into `extent`
@@ -526,7 +540,12 @@ impl WeightCache {
     }
 
     /// Check the cache for a call of `ctx`, `p` over `projs`; the views of each projection.
-    fn use_for(&self, ctx: &Context, p: &RecipeParams, projs: &[Projection]) -> Result<Vec<Cached<'_>>> {
+    fn use_for(
+        &self,
+        ctx: &Context,
+        p: &RecipeParams,
+        projs: &[Projection],
+    ) -> Result<Vec<Cached<'_>>> {
         self.check_ctx(ctx)?;
         if self.projs != projs {
             return Err(Error::InvalidShape(format!(
@@ -778,7 +797,10 @@ impl Context {
         ck.finish()?;
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let sv = Region::new(saved.as_mut_ptr(), self.loc());
-        let (act, gemm) = (p.act(), p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)));
+        let (act, gemm) = (
+            p.act(),
+            p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
+        );
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
             let x_out = DualOut {
                 out: ws.dst(&wp, 2, md),

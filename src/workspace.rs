@@ -111,29 +111,16 @@ impl WorkspaceCache {
     /// Run `f` with `stream`'s scratch of `kind` (device pointer, bytes), at least `bytes`
     /// long (see the module docs). `f` must only enqueue work on `stream`, and work on a
     /// [`Kind::Zeroed`] buffer must leave it all zero. The cache is locked while `f` enqueues.
-    pub(crate) fn with<R>(
+    pub(crate) fn with<R, F: FnOnce(*mut c_void, usize) -> Result<R>>(
         &self,
         gpu: &(impl GpuHandle + ?Sized),
         kind: Kind,
         bytes: usize,
         stream: StreamRef,
-        f: impl FnOnce(*mut c_void, usize) -> Result<R>,
+        f: F,
     ) -> Result<R> {
-        if let Some((s, ptr, len)) = SCOPED.get() {
-            if kind == Kind::Zeroed && s == stream.0 as usize {
-                if len < bytes {
-                    return Err(Error::OutputTooSmall {
-                        what: "workspace",
-                        needed: bytes,
-                        got: len,
-                    });
-                }
-                return f(ptr as *mut c_void, len);
-            }
-        }
-        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = g.entry((stream.0 as usize, kind)).or_default();
-        if let Some((ptr, len)) = slot.bound {
+        // Caller memory (scoped or bound): used as it is, when it is large enough.
+        let caller = |(ptr, len): (usize, usize), f: F| {
             if len < bytes {
                 return Err(Error::OutputTooSmall {
                     what: "workspace",
@@ -141,7 +128,17 @@ impl WorkspaceCache {
                     got: len,
                 });
             }
-            return f(ptr as *mut c_void, len);
+            f(ptr as *mut c_void, len)
+        };
+        if let Some((s, ptr, len)) = SCOPED.get() {
+            if kind == Kind::Zeroed && s == stream.0 as usize {
+                return caller((ptr, len), f);
+            }
+        }
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = g.entry((stream.0 as usize, kind)).or_default();
+        if let Some(b) = slot.bound {
+            return caller(b, f);
         }
         if slot.own.as_ref().is_none_or(|b| b.len() < bytes.max(1)) {
             if stream_is_capturing(stream)? {

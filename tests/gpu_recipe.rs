@@ -19,26 +19,13 @@
 //! Without a GPU build or device each test prints `HIPFP8_SKIP ...` and returns (with
 //! HIPFP8_REQUIRE_GPU=1 it fails instead).
 
+mod recipe_support;
+
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
 use hipfp8::recipe::{ExpertsShape, LinearShape, RecipeParams, WeightCache};
-use hipfp8::{
-    CastParams, Context, FormatChoice, Fp8Format, GemmParams, HpSrc, StreamRef, bf16,
-};
-
-fn values(n: usize, seed: u64, scale: f64) -> Vec<bf16> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-            let mag = [0.25, 0.5, 1.0, 2.0][(s & 3) as usize];
-            bf16::from_f64((u * 2.0 - 1.0) * scale * mag)
-        })
-        .collect()
-}
+use hipfp8::{CastParams, Context, FormatChoice, Fp8Format, GemmParams, HpSrc, StreamRef, bf16};
+use recipe_support::values;
 
 fn up<T: hipfp8::runtime::DeviceCopy>(ctx: &Context, v: &[T]) -> DeviceBuffer<T> {
     DeviceBuffer::from_host(ctx, v).unwrap()
@@ -82,7 +69,16 @@ fn scale_reciprocal_gpu_eq_cpu() {
         return;
     };
     let mut x: Vec<f32> = (-130..=127).map(|e| 2f32.powi(e)).collect();
-    x.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -3e-39, f32::MAX]);
+    x.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-40,
+        -3e-39,
+        f32::MAX,
+    ]);
     x.extend(values(4096, 3, 1e3).iter().map(|v| v.to_f32() * 1.000_123));
     let n = x.len();
     let mut cpu = vec![0f32; n];
@@ -91,11 +87,19 @@ fn scale_reciprocal_gpu_eq_cpu() {
         .unwrap();
     let (dx, mut dout) = (up(&ctx, &x), zeros::<f32>(&ctx, n));
     let s = Stream::new(&ctx).unwrap();
-    ctx.scale_reciprocal(n, dx.src(), dout.dst(), s.handle()).unwrap();
+    ctx.scale_reciprocal(n, dx.src(), dout.dst(), s.handle())
+        .unwrap();
     s.synchronize().unwrap();
     let gpu = dout.to_vec().unwrap();
     for j in 0..n {
-        assert_eq!(gpu[j].to_bits(), cpu[j].to_bits(), "1/{:e}: gpu {:e} cpu {:e}", x[j], gpu[j], cpu[j]);
+        assert_eq!(
+            gpu[j].to_bits(),
+            cpu[j].to_bits(),
+            "1/{:e}: gpu {:e} cpu {:e}",
+            x[j],
+            gpu[j],
+            cpu[j]
+        );
     }
     println!("HIPFP8_GPU_CHECK scale_reciprocal {n} values gpu == cpu");
 }
@@ -167,7 +171,9 @@ impl Step {
         sync_legacy();
     }
     fn refresh(&self, ctx: &Context, cache: &mut WeightCache, s: StreamRef) -> u64 {
-        cache.refresh(ctx, &[hp(&self.w13), hp(&self.w2)], s).unwrap()
+        cache
+            .refresh(ctx, &[hp(&self.w13), hp(&self.w2)], s)
+            .unwrap()
     }
     fn run(&mut self, ctx: &Context, p: &RecipeParams, cache: &WeightCache, s: StreamRef) {
         let g = ctx
@@ -221,34 +227,99 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     };
     // Weights, both layouts.
     let weights = |w: &DeviceBuffer<bf16>, k: usize, n: usize| {
-        let (mut q, mut sc, mut t, mut ts) = (zeros::<u8>(ctx, e * k * n), zeros::<f32>(ctx, e * n), zeros::<u8>(ctx, e * k * n), zeros::<f32>(ctx, e * k));
-        ctx.colwise_3d(&cp, e, k, n, hp(w), q.dst(), sc.dst(), s).unwrap();
-        ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(w), t.dst(), ts.dst(), s).unwrap();
+        let (mut q, mut sc, mut t, mut ts) = (
+            zeros::<u8>(ctx, e * k * n),
+            zeros::<f32>(ctx, e * n),
+            zeros::<u8>(ctx, e * k * n),
+            zeros::<f32>(ctx, e * k),
+        );
+        ctx.colwise_3d(&cp, e, k, n, hp(w), q.dst(), sc.dst(), s)
+            .unwrap();
+        ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(w), t.dst(), ts.dst(), s)
+            .unwrap();
         let (si, tsi) = (inv(&sc), inv(&ts));
         (q, si, t, tsi)
     };
     let (w13q, w13si, w13t, w13tsi) = weights(&st.w13, d, 2 * i);
     let (w2q, w2si, w2t, w2tsi) = weights(&st.w2, i, d);
     let act = |x: HpSrc<'_>, k: usize| {
-        let (mut q, mut sc, mut c, mut cs) = (zeros::<u8>(ctx, m * k), zeros::<f32>(ctx, m), zeros::<u8>(ctx, m * k), zeros::<f32>(ctx, e * k));
+        let (mut q, mut sc, mut c, mut cs) = (
+            zeros::<u8>(ctx, m * k),
+            zeros::<f32>(ctx, m),
+            zeros::<u8>(ctx, m * k),
+            zeros::<f32>(ctx, e * k),
+        );
         ctx.rowwise_2d(&cp, m, k, x, q.dst(), sc.dst(), s).unwrap();
-        ctx.per_group_colwise(&cp, m, k, x, st.offs.src(), c.dst(), cs.dst(), s).unwrap();
+        ctx.per_group_colwise(&cp, m, k, x, st.offs.src(), c.dst(), cs.dst(), s)
+            .unwrap();
         let (si, csi) = (inv(&sc), inv(&cs));
         (q, si, c, csi)
     };
-    let dual = |n: usize| (zeros::<u8>(ctx, m * n), zeros::<f32>(ctx, m), zeros::<u8>(ctx, m * n), zeros::<f32>(ctx, e * n));
-    let gemm = |kk: usize, nn: usize, a: &DeviceBuffer<u8>, b: &DeviceBuffer<u8>, sa: &DeviceBuffer<f32>, sb: &DeviceBuffer<f32>, out: &mut DeviceBuffer<bf16>| {
-        ctx.grouped_gemm_2d3d(&gp, m, kk, nn, e, a.src(), b.src(), st.offs.src(), sa.src(), sb.src(), out.dst(), s).unwrap();
+    let dual = |n: usize| {
+        (
+            zeros::<u8>(ctx, m * n),
+            zeros::<f32>(ctx, m),
+            zeros::<u8>(ctx, m * n),
+            zeros::<f32>(ctx, e * n),
+        )
     };
-    let wgrad = |nn: usize, kk: usize, a: &DeviceBuffer<u8>, b: &DeviceBuffer<u8>, sa: &DeviceBuffer<f32>, sb: &DeviceBuffer<f32>, out: &mut DeviceBuffer<bf16>| {
-        ctx.grouped_gemm_2d2d(&gp, nn, m, kk, a.src(), b.src(), st.offs.src(), sa.src(), sb.src(), out.dst(), s).unwrap();
+    let gemm = |kk: usize,
+                nn: usize,
+                a: &DeviceBuffer<u8>,
+                b: &DeviceBuffer<u8>,
+                sa: &DeviceBuffer<f32>,
+                sb: &DeviceBuffer<f32>,
+                out: &mut DeviceBuffer<bf16>| {
+        ctx.grouped_gemm_2d3d(
+            &gp,
+            m,
+            kk,
+            nn,
+            e,
+            a.src(),
+            b.src(),
+            st.offs.src(),
+            sa.src(),
+            sb.src(),
+            out.dst(),
+            s,
+        )
+        .unwrap();
+    };
+    let wgrad = |nn: usize,
+                 kk: usize,
+                 a: &DeviceBuffer<u8>,
+                 b: &DeviceBuffer<u8>,
+                 sa: &DeviceBuffer<f32>,
+                 sb: &DeviceBuffer<f32>,
+                 out: &mut DeviceBuffer<bf16>| {
+        ctx.grouped_gemm_2d2d(
+            &gp,
+            nn,
+            m,
+            kk,
+            a.src(),
+            b.src(),
+            st.offs.src(),
+            sa.src(),
+            sb.src(),
+            out.dst(),
+            s,
+        )
+        .unwrap();
     };
     let (xq, xsi, xc, xcsi) = act(hp(&st.x), d);
     let mut gu = zeros::<bf16>(ctx, m * 2 * i);
     gemm(d, 2 * i, &xq, &w13q, &xsi, &w13si, &mut gu);
     let (mut hq, mut hs, mut hc, mut hcs) = dual(i);
-    let o = DualOut { out: hq.dst(), scales: hs.dst(), out_col: hc.dst(), scales_col: hcs.dst() };
-    ctx.moe_swiglu_quant(&cp, m, i, hp(&gu), st.offs.src(), o, s).unwrap();
+    let o = DualOut {
+        out: hq.dst(),
+        scales: hs.dst(),
+        out_col: hc.dst(),
+        scales_col: hcs.dst(),
+    };
+    ctx.moe_swiglu_quant(&cp, m, i, hp(&gu), st.offs.src(), o, s)
+        .unwrap();
     let (hsi, hcsi) = (inv(&hs), inv(&hcs));
     let mut y = zeros::<bf16>(ctx, m * d);
     y.fill_bytes(0xA5).unwrap();
@@ -260,8 +331,14 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     let mut dw2 = zeros::<bf16>(ctx, e * d * i);
     wgrad(d, i, &dyc, &hc, &dycsi, &hcsi, &mut dw2);
     let (mut dq, mut ds, mut dc, mut dcs) = dual(2 * i);
-    let o = DualOut { out: dq.dst(), scales: ds.dst(), out_col: dc.dst(), scales_col: dcs.dst() };
-    ctx.moe_swiglu_bwd_quant(&cp, m, i, hp(&dh), hp(&gu), st.offs.src(), o, s).unwrap();
+    let o = DualOut {
+        out: dq.dst(),
+        scales: ds.dst(),
+        out_col: dc.dst(),
+        scales_col: dcs.dst(),
+    };
+    ctx.moe_swiglu_bwd_quant(&cp, m, i, hp(&dh), hp(&gu), st.offs.src(), o, s)
+        .unwrap();
     let (dsi, dcsi) = (inv(&ds), inv(&dcs));
     let mut dx = zeros::<bf16>(ctx, m * d);
     dx.fill_bytes(0xA5).unwrap();
@@ -309,20 +386,50 @@ fn experts_gpu_eq_composed_ops_and_cpu() {
         let want = composed(&ctx, &st, s);
         for (k, name) in NAMES.iter().enumerate() {
             if let Some(j) = (0..got[k].len()).find(|&j| got[k][j] != want[k][j]) {
-                panic!("offsets {offs:?}: {name}[{j}]: recipe {:#06x}, composed ops {:#06x}", got[k][j], want[k][j]);
+                panic!(
+                    "offsets {offs:?}: {name}[{j}]: recipe {:#06x}, composed ops {:#06x}",
+                    got[k][j], want[k][j]
+                );
             }
         }
         // The CPU backend's recipe.
         let (m, d, i, e) = (S.m, S.d, S.i, S.e);
         let mut c = WeightCache::new(&cpu, &p, &S.projections()).unwrap();
-        c.refresh(&cpu, &[(&h.w13).into(), (&h.w2).into()], StreamRef::DEFAULT).unwrap();
+        c.refresh(&cpu, &[(&h.w13).into(), (&h.w2).into()], StreamRef::DEFAULT)
+            .unwrap();
         let mut saved = vec![0u8; cpu.moe_experts_saved_size(S).unwrap()];
         let mut fws = vec![0u8; cpu.moe_experts_forward_workspace_size(&p, S).unwrap()];
         let mut bws = vec![0u8; cpu.moe_experts_backward_workspace_size(&p, S).unwrap()];
         let (mut y, mut dx) = (vec![bf16::ZERO; m * d], vec![bf16::ZERO; m * d]);
         let (mut dw13, mut dw2) = (vec![bf16::ZERO; e * 2 * i * d], vec![bf16::ZERO; e * d * i]);
-        let g = cpu.moe_experts_forward(&p, S, &c, (&h.x).into(), (&offs[..]).into(), (&mut y).into(), (&mut saved).into(), (&mut fws).into(), StreamRef::DEFAULT).unwrap();
-        cpu.moe_experts_backward(&p, S, &c, g, (&saved).into(), (&h.dy).into(), (&offs[..]).into(), (&mut dx).into(), (&mut dw13).into(), (&mut dw2).into(), (&mut bws).into(), StreamRef::DEFAULT).unwrap();
+        let g = cpu
+            .moe_experts_forward(
+                &p,
+                S,
+                &c,
+                (&h.x).into(),
+                (&offs[..]).into(),
+                (&mut y).into(),
+                (&mut saved).into(),
+                (&mut fws).into(),
+                StreamRef::DEFAULT,
+            )
+            .unwrap();
+        cpu.moe_experts_backward(
+            &p,
+            S,
+            &c,
+            g,
+            (&saved).into(),
+            (&h.dy).into(),
+            (&offs[..]).into(),
+            (&mut dx).into(),
+            (&mut dw13).into(),
+            (&mut dw2).into(),
+            (&mut bws).into(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
         let rows = *offs.last().unwrap() as usize * d;
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let cpu_out = [bits(&y), bits(&dx), bits(&dw13), bits(&dw2)];
@@ -330,7 +437,10 @@ fn experts_gpu_eq_composed_ops_and_cpu() {
             let n = if k < 2 { rows } else { got[k].len() };
             let diff = similarity_diff(&got[k], &cpu_out[k], n);
             println!("offsets {offs:?}: {name} gpu vs cpu similarity diff {diff:.2e}");
-            assert!(diff <= 1e-3, "offsets {offs:?}: {name} gpu vs cpu diff {diff}");
+            assert!(
+                diff <= 1e-3,
+                "offsets {offs:?}: {name} gpu vs cpu diff {diff}"
+            );
         }
     }
     println!("HIPFP8_GPU_CHECK experts recipe gpu == composed gpu ops (bitwise), ~= cpu recipe");
@@ -355,9 +465,13 @@ fn experts_captured_on_a_fresh_stream() {
     st.run(&ctx, &p, &cache, cap.handle());
     assert!(cap.is_capturing().unwrap());
     let graph = cap.end_capture().unwrap();
-    for (round, (seed, offs, refresh)) in [(1u64, OFFS_A, false), (7, OFFS_B, true), (13, OFFS_A, false)]
-        .into_iter()
-        .enumerate()
+    for (round, (seed, offs, refresh)) in [
+        (1u64, OFFS_A, false),
+        (7, OFFS_B, true),
+        (13, OFFS_A, false),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let hr = host_inputs(seed);
         st.upload(&hr, &offs);
@@ -380,11 +494,19 @@ fn experts_captured_on_a_fresh_stream() {
                 "round {round} (offsets {offs:?}): {name} differs between the replay and eager calls (first at {:?})",
                 replayed[k].iter().zip(&direct[k]).position(|(a, b)| a != b)
             );
-            assert!(replayed[k].iter().any(|&v| v != 0xA5A5), "round {round}: {name} not written");
+            assert!(
+                replayed[k].iter().any(|&v| v != 0xA5A5),
+                "round {round}: {name} not written"
+            );
         }
-        assert!(saved_r == st.saved.to_vec().unwrap(), "round {round}: saved tensors differ");
+        assert!(
+            saved_r == st.saved.to_vec().unwrap(),
+            "round {round}: saved tensors differ"
+        );
     }
-    println!("HIPFP8_GPU_CHECK experts recipe fwd+bwd graph == eager for 3 rounds (new data, offsets, weights)");
+    println!(
+        "HIPFP8_GPU_CHECK experts recipe fwd+bwd graph == eager for 3 rounds (new data, offsets, weights)"
+    );
 }
 
 #[test]
@@ -393,19 +515,52 @@ fn grouped_linear_gpu_eq_composed_ops() {
         return;
     };
     let p = params();
-    let ls = LinearShape { m: 512, k: 256, n: 384, e: 4 };
+    let ls = LinearShape {
+        m: 512,
+        k: 256,
+        n: 384,
+        e: 4,
+    };
     let (m, k, n, e) = (ls.m, ls.k, ls.n, ls.e);
     let stream = Stream::new(&ctx).unwrap();
     let s = stream.handle();
-    let (x, w, dy) = (up(&ctx, &values(m * k, 1, 1.0)), up(&ctx, &values(e * k * n, 2, 0.1)), up(&ctx, &values(m * n, 3, 0.1)));
+    let (x, w, dy) = (
+        up(&ctx, &values(m * k, 1, 1.0)),
+        up(&ctx, &values(e * k * n, 2, 0.1)),
+        up(&ctx, &values(m * n, 3, 0.1)),
+    );
     let offs = up(&ctx, &OFFS_B);
     let mut cache = WeightCache::new(&ctx, &p, &[ls.projection()]).unwrap();
     let g = cache.refresh(&ctx, &[hp(&w)], s).unwrap();
-    let mut fws = zeros::<u8>(&ctx, ctx.grouped_linear_forward_workspace_size(&p, ls).unwrap());
-    let mut bws = zeros::<u8>(&ctx, ctx.grouped_linear_backward_workspace_size(&p, ls).unwrap());
-    let (mut y, mut dx, mut dw) = (zeros::<bf16>(&ctx, m * n), zeros::<bf16>(&ctx, m * k), zeros::<bf16>(&ctx, e * k * n));
-    ctx.grouped_linear_forward(&p, ls, &cache, hp(&x), offs.src(), y.dst(), fws.dst(), s).unwrap();
-    ctx.grouped_linear_backward(&p, ls, &cache, g, hp(&x), hp(&dy), offs.src(), dx.dst(), dw.dst(), bws.dst(), s).unwrap();
+    let mut fws = zeros::<u8>(
+        &ctx,
+        ctx.grouped_linear_forward_workspace_size(&p, ls).unwrap(),
+    );
+    let mut bws = zeros::<u8>(
+        &ctx,
+        ctx.grouped_linear_backward_workspace_size(&p, ls).unwrap(),
+    );
+    let (mut y, mut dx, mut dw) = (
+        zeros::<bf16>(&ctx, m * n),
+        zeros::<bf16>(&ctx, m * k),
+        zeros::<bf16>(&ctx, e * k * n),
+    );
+    ctx.grouped_linear_forward(&p, ls, &cache, hp(&x), offs.src(), y.dst(), fws.dst(), s)
+        .unwrap();
+    ctx.grouped_linear_backward(
+        &p,
+        ls,
+        &cache,
+        g,
+        hp(&x),
+        hp(&dy),
+        offs.src(),
+        dx.dst(),
+        dw.dst(),
+        bws.dst(),
+        s,
+    )
+    .unwrap();
     stream.synchronize().unwrap();
     // Composed.
     let cp = CastParams::new(Fp8Format::E4M3Fn, true);
@@ -415,24 +570,96 @@ fn grouped_linear_gpu_eq_composed_ops() {
         ctx.scale_reciprocal(v.len(), v.src(), o.dst(), s).unwrap();
         o
     };
-    let (mut wq, mut wsc, mut wt, mut wts) = (zeros::<u8>(&ctx, e * k * n), zeros::<f32>(&ctx, e * n), zeros::<u8>(&ctx, e * k * n), zeros::<f32>(&ctx, e * k));
-    ctx.colwise_3d(&cp, e, k, n, hp(&w), wq.dst(), wsc.dst(), s).unwrap();
-    ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(&w), wt.dst(), wts.dst(), s).unwrap();
-    let (mut xq, mut xs, mut xc, mut xcs) = (zeros::<u8>(&ctx, m * k), zeros::<f32>(&ctx, m), zeros::<u8>(&ctx, m * k), zeros::<f32>(&ctx, e * k));
-    ctx.rowwise_2d(&cp, m, k, hp(&x), xq.dst(), xs.dst(), s).unwrap();
-    ctx.per_group_colwise(&cp, m, k, hp(&x), offs.src(), xc.dst(), xcs.dst(), s).unwrap();
-    let (mut gq, mut gs, mut gc, mut gcs) = (zeros::<u8>(&ctx, m * n), zeros::<f32>(&ctx, m), zeros::<u8>(&ctx, m * n), zeros::<f32>(&ctx, e * n));
-    ctx.rowwise_2d(&cp, m, n, hp(&dy), gq.dst(), gs.dst(), s).unwrap();
-    ctx.per_group_colwise(&cp, m, n, hp(&dy), offs.src(), gc.dst(), gcs.dst(), s).unwrap();
-    let (mut cy, mut cdx, mut cdw) = (zeros::<bf16>(&ctx, m * n), zeros::<bf16>(&ctx, m * k), zeros::<bf16>(&ctx, e * k * n));
-    ctx.grouped_gemm_2d3d(&gp, m, k, n, e, xq.src(), wq.src(), offs.src(), inv(&xs).src(), inv(&wsc).src(), cy.dst(), s).unwrap();
-    ctx.grouped_gemm_2d3d(&gp, m, n, k, e, gq.src(), wt.src(), offs.src(), inv(&gs).src(), inv(&wts).src(), cdx.dst(), s).unwrap();
-    ctx.grouped_gemm_2d2d(&gp, n, m, k, gc.src(), xc.src(), offs.src(), inv(&gcs).src(), inv(&xcs).src(), cdw.dst(), s).unwrap();
+    let (mut wq, mut wsc, mut wt, mut wts) = (
+        zeros::<u8>(&ctx, e * k * n),
+        zeros::<f32>(&ctx, e * n),
+        zeros::<u8>(&ctx, e * k * n),
+        zeros::<f32>(&ctx, e * k),
+    );
+    ctx.colwise_3d(&cp, e, k, n, hp(&w), wq.dst(), wsc.dst(), s)
+        .unwrap();
+    ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(&w), wt.dst(), wts.dst(), s)
+        .unwrap();
+    let (mut xq, mut xs, mut xc, mut xcs) = (
+        zeros::<u8>(&ctx, m * k),
+        zeros::<f32>(&ctx, m),
+        zeros::<u8>(&ctx, m * k),
+        zeros::<f32>(&ctx, e * k),
+    );
+    ctx.rowwise_2d(&cp, m, k, hp(&x), xq.dst(), xs.dst(), s)
+        .unwrap();
+    ctx.per_group_colwise(&cp, m, k, hp(&x), offs.src(), xc.dst(), xcs.dst(), s)
+        .unwrap();
+    let (mut gq, mut gs, mut gc, mut gcs) = (
+        zeros::<u8>(&ctx, m * n),
+        zeros::<f32>(&ctx, m),
+        zeros::<u8>(&ctx, m * n),
+        zeros::<f32>(&ctx, e * n),
+    );
+    ctx.rowwise_2d(&cp, m, n, hp(&dy), gq.dst(), gs.dst(), s)
+        .unwrap();
+    ctx.per_group_colwise(&cp, m, n, hp(&dy), offs.src(), gc.dst(), gcs.dst(), s)
+        .unwrap();
+    let (mut cy, mut cdx, mut cdw) = (
+        zeros::<bf16>(&ctx, m * n),
+        zeros::<bf16>(&ctx, m * k),
+        zeros::<bf16>(&ctx, e * k * n),
+    );
+    ctx.grouped_gemm_2d3d(
+        &gp,
+        m,
+        k,
+        n,
+        e,
+        xq.src(),
+        wq.src(),
+        offs.src(),
+        inv(&xs).src(),
+        inv(&wsc).src(),
+        cy.dst(),
+        s,
+    )
+    .unwrap();
+    ctx.grouped_gemm_2d3d(
+        &gp,
+        m,
+        n,
+        k,
+        e,
+        gq.src(),
+        wt.src(),
+        offs.src(),
+        inv(&gs).src(),
+        inv(&wts).src(),
+        cdx.dst(),
+        s,
+    )
+    .unwrap();
+    ctx.grouped_gemm_2d2d(
+        &gp,
+        n,
+        m,
+        k,
+        gc.src(),
+        xc.src(),
+        offs.src(),
+        inv(&gcs).src(),
+        inv(&xcs).src(),
+        cdw.dst(),
+        s,
+    )
+    .unwrap();
     stream.synchronize().unwrap();
     for (name, a, b) in [("y", &y, &cy), ("dx", &dx, &cdx), ("dW", &dw, &cdw)] {
         let (a, b) = (a.to_vec().unwrap(), b.to_vec().unwrap());
-        let first = a.iter().zip(&b).position(|(u, v)| u.to_bits() != v.to_bits());
-        assert!(first.is_none(), "grouped linear {name}: recipe != composed ops at {first:?}");
+        let first = a
+            .iter()
+            .zip(&b)
+            .position(|(u, v)| u.to_bits() != v.to_bits());
+        assert!(
+            first.is_none(),
+            "grouped linear {name}: recipe != composed ops at {first:?}"
+        );
     }
     println!("HIPFP8_GPU_CHECK grouped linear gpu == composed gpu ops (bitwise)");
 }

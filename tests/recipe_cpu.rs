@@ -24,34 +24,22 @@
 //! Tolerance of the end-to-end check: `||out - ref|| <= 0.15 ||ref||` (Frobenius, over the
 //! written elements). Every FP8 operand carries a relative rounding error up to 2^-4 (E4M3)
 //! or 2^-3 (E5M2), two operands per GEMM and up to three GEMMs in a chain; observed (printed)
-//! about 0.03-0.06. A wrong scale convention is off by factors of 2^10 or more, a wrong
+//! 0.056-0.081. A wrong scale convention is off by factors of 2^10 or more, a wrong
 //! group, layout or gate/up order by O(1).
 
 #![allow(clippy::needless_range_loop)]
 
+mod recipe_support;
+
 use hipfp8::moe::DualOut;
 use hipfp8::recipe::{ExpertsShape, LinearShape, RecipeParams, WeightCache};
 use hipfp8::{
-    CastParams, Context, Dst, Error, FormatChoice, Fp8Format, GemmParams, Loc, StreamRef,
-    bf16,
+    CastParams, Context, Dst, Error, FormatChoice, Fp8Format, GemmParams, Loc, StreamRef, bf16,
 };
+use recipe_support::values;
 
 const S: StreamRef = StreamRef::DEFAULT;
 const SENTINEL: f32 = -768.0;
-
-fn values(n: usize, seed: u64, scale: f64) -> Vec<bf16> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-            let mag = [0.25, 0.5, 1.0, 2.0][(s & 3) as usize];
-            bf16::from_f64((u * 2.0 - 1.0) * scale * mag)
-        })
-        .collect()
-}
 
 fn sentinel(n: usize) -> Vec<bf16> {
     vec![bf16::from_f32(SENTINEL); n]
@@ -74,8 +62,16 @@ fn param_sets() -> [(RecipeParams, Fp8Format, Fp8Format); 2] {
         ..RecipeParams::default()
     };
     [
-        (p(Fp8Format::E4M3Fn, Fp8Format::E4M3Fn, true), Fp8Format::E4M3Fn, Fp8Format::E4M3Fn),
-        (p(Fp8Format::E4M3Fn, Fp8Format::E5M2, false), Fp8Format::E4M3Fn, Fp8Format::E5M2),
+        (
+            p(Fp8Format::E4M3Fn, Fp8Format::E4M3Fn, true),
+            Fp8Format::E4M3Fn,
+            Fp8Format::E4M3Fn,
+        ),
+        (
+            p(Fp8Format::E4M3Fn, Fp8Format::E5M2, false),
+            Fp8Format::E4M3Fn,
+            Fp8Format::E5M2,
+        ),
     ]
 }
 
@@ -180,8 +176,17 @@ fn act(
     );
     ctx.rowwise_2d(p, m, k, x.into(), (&mut q).into(), (&mut s).into(), S)
         .unwrap();
-    ctx.per_group_colwise(p, m, k, x.into(), offs.into(), (&mut c).into(), (&mut cs).into(), S)
-        .unwrap();
+    ctx.per_group_colwise(
+        p,
+        m,
+        k,
+        x.into(),
+        offs.into(),
+        (&mut c).into(),
+        (&mut cs).into(),
+        S,
+    )
+    .unwrap();
     (q, s, c, cs)
 }
 
@@ -230,7 +235,12 @@ fn compose(
         S,
     )
     .unwrap();
-    (c.hq, c.hs, c.hc, c.hcs) = (vec![0; m * i], vec![0.0; m], vec![0; m * i], vec![0.0; e * i]);
+    (c.hq, c.hs, c.hc, c.hcs) = (
+        vec![0; m * i],
+        vec![0.0; m],
+        vec![0; m * i],
+        vec![0.0; e * i],
+    );
     let o = dual_of(&mut c.hq, &mut c.hs, &mut c.hc, &mut c.hcs);
     ctx.moe_swiglu_quant(&ap, m, i, (&c.gu).into(), offs.into(), o, S)
         .unwrap();
@@ -369,7 +379,13 @@ fn forward(
     (y, g)
 }
 
-fn run(ctx: &Context, p: &RecipeParams, s: ExpertsShape, cache: &WeightCache, inp: &Inputs) -> Outs {
+fn run(
+    ctx: &Context,
+    p: &RecipeParams,
+    s: ExpertsShape,
+    cache: &WeightCache,
+    inp: &Inputs,
+) -> Outs {
     let mut saved = vec![0u8; ctx.moe_experts_saved_size(s).unwrap()];
     let (y, g) = forward(ctx, p, s, cache, inp, &mut saved);
     let (mut dx, mut dw13, mut dw2) = (
@@ -423,20 +439,64 @@ fn experts_equal_the_composed_ops() {
         let last = *OFFS.last().unwrap() as usize * SHAPE.d;
         assert!(r.y[last..].iter().all(|v| v.to_f32() == SENTINEL));
         assert!(r.dx[last..].iter().all(|v| v.to_f32() == SENTINEL));
-        assert!(r.y[..last].iter().filter(|v| v.to_f32() == SENTINEL).count() < 4);
+        assert!(
+            r.y[..last]
+                .iter()
+                .filter(|v| v.to_f32() == SENTINEL)
+                .count()
+                < 4
+        );
         // The empty group's weight gradients are zeros.
         let (d, i) = (SHAPE.d, SHAPE.i);
         assert!(r.dw2[d * i..2 * d * i].iter().all(|v| v.to_bits() == 0));
-        assert!(r.dw13[2 * i * d..4 * i * d].iter().all(|v| v.to_bits() == 0));
+        assert!(
+            r.dw13[2 * i * d..4 * i * d]
+                .iter()
+                .all(|v| v.to_bits() == 0)
+        );
     }
 }
 
-/// Check a 2D x 3D GEMM output against the f64 sum of its dequantized operands.
+/// One GEMM output element against the f64 sum of its dequantized terms (the tolerance of
+/// the module docs).
+fn check_sum(
+    what: &dyn Fn() -> String,
+    (fa, fb): (Fp8Format, Fp8Format),
+    terms: impl Iterator<Item = (u8, u8)>,
+    scale: f64,
+    got: bf16,
+) {
+    let (mut acc, mut mag, mut n) = (0f64, 0f64, 0f64);
+    for (a, b) in terms {
+        let t = fa.decode(a) as f64 * fb.decode(b) as f64;
+        acc += t;
+        mag += t.abs();
+        n += 1.0;
+    }
+    let (refv, big) = (acc * scale, mag * scale.abs());
+    let tol = 2f64.powi(-8) * refv.abs() + 2.0 * (n + 2.0) * 2f64.powi(-24) * big;
+    let got = got.to_f64();
+    assert!(
+        (got - refv).abs() <= tol,
+        "{}: {got}, f64 {refv} (tolerance {tol})",
+        what()
+    );
+}
+
+/// The rows `[r0, r1)` of each group.
+fn groups(offs: &[i32]) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    offs.iter().enumerate().map(|(g, &end)| {
+        let r0 = if g == 0 { 0 } else { offs[g - 1] as usize };
+        (g, r0, end as usize)
+    })
+}
+
+/// Check a 2D x 3D GEMM output (rows past the last offset: the sentinel).
 #[allow(clippy::too_many_arguments)]
 fn check_2d3d(
     what: &str,
-    (fa, fb): (Fp8Format, Fp8Format),
-    (m, k, n): (usize, usize, usize),
+    f: (Fp8Format, Fp8Format),
+    (k, n): (usize, usize),
     a: &[u8],
     b: &[u8],
     offs: &[i32],
@@ -444,38 +504,30 @@ fn check_2d3d(
     sb: &[f32],
     out: &[bf16],
 ) {
-    let mut r0 = 0usize;
-    for (g, &end) in offs.iter().enumerate() {
-        for r in r0..end as usize {
+    for (g, r0, r1) in groups(offs) {
+        for r in r0..r1 {
             for j in 0..n {
-                let (mut acc, mut mag) = (0f64, 0f64);
-                for kk in 0..k {
-                    let t = fa.decode(a[r * k + kk]) as f64 * fb.decode(b[g * n * k + j * k + kk]) as f64;
-                    acc += t;
-                    mag += t.abs();
-                }
+                let terms = (0..k).map(|kk| (a[r * k + kk], b[g * n * k + j * k + kk]));
                 let s = sa[r] as f64 * sb[g * n + j] as f64;
-                let (refv, big) = (acc * s, mag * s.abs());
-                let tol = 2f64.powi(-8) * refv.abs() + 2.0 * (k as f64 + 2.0) * 2f64.powi(-24) * big;
-                let got = out[r * n + j].to_f64();
-                assert!(
-                    (got - refv).abs() <= tol,
-                    "{what}: [{r}, {j}] = {got}, f64 {refv} (tolerance {tol})"
-                );
+                check_sum(&|| format!("{what}[{r}, {j}]"), f, terms, s, out[r * n + j]);
             }
         }
-        r0 = end as usize;
     }
-    for v in &out[r0 * n..] {
-        assert_eq!(v.to_f32(), SENTINEL, "{what}: a row past the last offset was written");
+    let last = *offs.last().unwrap() as usize;
+    for v in &out[last * n..] {
+        assert_eq!(
+            v.to_f32(),
+            SENTINEL,
+            "{what}: a row past the last offset was written"
+        );
     }
 }
 
-/// Check a 2D x 2D GEMM output (g, n, k) against the f64 sum of its dequantized operands.
+/// Check a 2D x 2D GEMM output (g, n, k).
 #[allow(clippy::too_many_arguments)]
 fn check_2d2d(
     what: &str,
-    (fa, fb): (Fp8Format, Fp8Format),
+    f: (Fp8Format, Fp8Format),
     (n, mt, k): (usize, usize, usize),
     a: &[u8],
     b: &[u8],
@@ -484,29 +536,15 @@ fn check_2d2d(
     sb: &[f32],
     out: &[bf16],
 ) {
-    let mut r0 = 0usize;
-    for (g, &end) in offs.iter().enumerate() {
-        let r1 = end as usize;
+    for (g, r0, r1) in groups(offs) {
         for ii in 0..n {
             for j in 0..k {
-                let (mut acc, mut mag) = (0f64, 0f64);
-                for r in r0..r1 {
-                    let t = fa.decode(a[ii * mt + r]) as f64 * fb.decode(b[j * mt + r]) as f64;
-                    acc += t;
-                    mag += t.abs();
-                }
+                let terms = (r0..r1).map(|r| (a[ii * mt + r], b[j * mt + r]));
                 let s = sa[g * n + ii] as f64 * sb[g * k + j] as f64;
-                let (refv, big) = (acc * s, mag * s.abs());
-                let len = (r1 - r0) as f64;
-                let tol = 2f64.powi(-8) * refv.abs() + 2.0 * (len + 2.0) * 2f64.powi(-24) * big;
-                let got = out[g * n * k + ii * k + j].to_f64();
-                assert!(
-                    (got - refv).abs() <= tol,
-                    "{what}: group {g} [{ii}, {j}] = {got}, f64 {refv} (tolerance {tol})"
-                );
+                let o = out[g * n * k + ii * k + j];
+                check_sum(&|| format!("{what} group {g} [{ii}, {j}]"), f, terms, s, o);
             }
         }
-        r0 = r1;
     }
 }
 
@@ -586,20 +624,88 @@ fn composed_gemms_match_f64() {
         let offs = &inp.offs[..];
         let (aa, ga) = ((fa, fa), (fg, fa));
         let r = recip;
-        check_2d3d("gu", aa, (m, d, 2 * i), &c.xq, &c.w13q, offs, &r(&c.xs), &r(&c.w13s), &c.gu);
-        check_2d3d("y", aa, (m, i, d), &c.hq, &c.w2q, offs, &r(&c.hs), &r(&c.w2s), &c.y);
-        check_2d3d("dh", ga, (m, d, i), &c.dyq, &c.w2t, offs, &r(&c.dys), &r(&c.w2ts), &c.dh);
-        check_2d3d("dx", ga, (m, 2 * i, d), &c.dq, &c.w13t, offs, &r(&c.ds), &r(&c.w13ts), &c.dx);
-        check_2d2d("dW2", ga, (d, m, i), &c.dyc, &c.hc, offs, &r(&c.dycs), &r(&c.hcs), &c.dw2);
-        check_2d2d("dW13", ga, (2 * i, m, d), &c.dc, &c.xc, offs, &r(&c.dcs), &r(&c.xcs), &c.dw13);
+        check_2d3d(
+            "gu",
+            aa,
+            (d, 2 * i),
+            &c.xq,
+            &c.w13q,
+            offs,
+            &r(&c.xs),
+            &r(&c.w13s),
+            &c.gu,
+        );
+        check_2d3d(
+            "y",
+            aa,
+            (i, d),
+            &c.hq,
+            &c.w2q,
+            offs,
+            &r(&c.hs),
+            &r(&c.w2s),
+            &c.y,
+        );
+        check_2d3d(
+            "dh",
+            ga,
+            (d, i),
+            &c.dyq,
+            &c.w2t,
+            offs,
+            &r(&c.dys),
+            &r(&c.w2ts),
+            &c.dh,
+        );
+        check_2d3d(
+            "dx",
+            ga,
+            (2 * i, d),
+            &c.dq,
+            &c.w13t,
+            offs,
+            &r(&c.ds),
+            &r(&c.w13ts),
+            &c.dx,
+        );
+        check_2d2d(
+            "dW2",
+            ga,
+            (d, m, i),
+            &c.dyc,
+            &c.hc,
+            offs,
+            &r(&c.dycs),
+            &r(&c.hcs),
+            &c.dw2,
+        );
+        check_2d2d(
+            "dW13",
+            ga,
+            (2 * i, m, d),
+            &c.dc,
+            &c.xc,
+            offs,
+            &r(&c.dcs),
+            &r(&c.xcs),
+            &c.dw13,
+        );
         // The whole step against the f64 math on the bf16 inputs.
         let want = step_f64(s, &inp);
         let rows = *OFFS.last().unwrap() as usize * d;
-        let got = [(&c.y, rows), (&c.dx, rows), (&c.dw13, c.dw13.len()), (&c.dw2, c.dw2.len())];
+        let got = [
+            (&c.y, rows),
+            (&c.dx, rows),
+            (&c.dw13, c.dw13.len()),
+            (&c.dw2, c.dw2.len()),
+        ];
         for (name, ((g, len), w)) in ["y", "dx", "dW13", "dW2"].iter().zip(got.iter().zip(&want)) {
             let e = rel_err(g, w, *len);
             println!("params {n}: {name} relative error vs f64 {e:.4}");
-            assert!(e <= 0.15, "params {n}: {name} relative error {e} vs the f64 step");
+            assert!(
+                e <= 0.15,
+                "params {n}: {name} relative error {e} vs the f64 step"
+            );
         }
     }
 }
@@ -624,7 +730,16 @@ fn grouped_linear_equals_the_composed_ops() {
         let mut y = sentinel(m * n);
         let mut ws = vec![0u8; ctx.grouped_linear_forward_workspace_size(&p, s).unwrap()];
         let g2 = ctx
-            .grouped_linear_forward(&p, s, &cache, (&x).into(), (&offs).into(), (&mut y).into(), (&mut ws).into(), S)
+            .grouped_linear_forward(
+                &p,
+                s,
+                &cache,
+                (&x).into(),
+                (&offs).into(),
+                (&mut y).into(),
+                (&mut ws).into(),
+                S,
+            )
             .unwrap();
         assert_eq!(g, g2);
         let (mut dx, mut dw) = (sentinel(m * k), sentinel(e * k * n));
@@ -644,17 +759,61 @@ fn grouped_linear_equals_the_composed_ops() {
         )
         .unwrap();
         // The composition.
-        let (ap, gp) = (CastParams::new(fa, p.pow2_scales), CastParams::new(fg, p.pow2_scales));
+        let (ap, gp) = (
+            CastParams::new(fa, p.pow2_scales),
+            CastParams::new(fg, p.pow2_scales),
+        );
         let (wq, ws_, wt, wts) = weights(&ctx, &ap, (e, k, n), &w);
         let (xq, xs, xc, xcs) = act(&ctx, &ap, m, k, &x, &offs);
         let (dyq, dys, dyc, dycs) = act(&ctx, &gp, m, n, &dy, &offs);
         let mut cy = sentinel(m * n);
-        ctx.grouped_gemm_2d3d(&GemmParams::new(fa, fa), m, k, n, e, (&xq).into(), (&wq).into(), (&offs).into(), (&recip(&xs)).into(), (&recip(&ws_)).into(), (&mut cy).into(), S).unwrap();
+        ctx.grouped_gemm_2d3d(
+            &GemmParams::new(fa, fa),
+            m,
+            k,
+            n,
+            e,
+            (&xq).into(),
+            (&wq).into(),
+            (&offs).into(),
+            (&recip(&xs)).into(),
+            (&recip(&ws_)).into(),
+            (&mut cy).into(),
+            S,
+        )
+        .unwrap();
         let gga = GemmParams::new(fg, fa);
         let mut cdx = sentinel(m * k);
-        ctx.grouped_gemm_2d3d(&gga, m, n, k, e, (&dyq).into(), (&wt).into(), (&offs).into(), (&recip(&dys)).into(), (&recip(&wts)).into(), (&mut cdx).into(), S).unwrap();
+        ctx.grouped_gemm_2d3d(
+            &gga,
+            m,
+            n,
+            k,
+            e,
+            (&dyq).into(),
+            (&wt).into(),
+            (&offs).into(),
+            (&recip(&dys)).into(),
+            (&recip(&wts)).into(),
+            (&mut cdx).into(),
+            S,
+        )
+        .unwrap();
         let mut cdw = sentinel(e * k * n);
-        ctx.grouped_gemm_2d2d(&gga, n, m, k, (&dyc).into(), (&xc).into(), (&offs).into(), (&recip(&dycs)).into(), (&recip(&xcs)).into(), (&mut cdw).into(), S).unwrap();
+        ctx.grouped_gemm_2d2d(
+            &gga,
+            n,
+            m,
+            k,
+            (&dyc).into(),
+            (&xc).into(),
+            (&offs).into(),
+            (&recip(&dycs)).into(),
+            (&recip(&xcs)).into(),
+            (&mut cdw).into(),
+            S,
+        )
+        .unwrap();
         assert_same("linear y", &y, &cy);
         assert_same("linear dx", &dx, &cdx);
         assert_same("linear dW", &dw, &cdw);
@@ -686,8 +845,14 @@ fn bad_arguments_write_nothing() {
             (&mut ws).into(),
             S,
         );
-        assert!(y.iter().all(|v| v.to_f32() == SENTINEL), "y written by a failed call");
-        assert!(saved.iter().all(|&v| v == 0xA5), "saved written by a failed call");
+        assert!(
+            y.iter().all(|v| v.to_f32() == SENTINEL),
+            "y written by a failed call"
+        );
+        assert!(
+            saved.iter().all(|&v| v == 0xA5),
+            "saved written by a failed call"
+        );
         r.unwrap_err()
     };
     match fwd(&inp.offs, saved_len, fws - 1) {
@@ -726,7 +891,17 @@ fn bad_arguments_write_nothing() {
         )
     };
     let mut saved = vec![0u8; saved_len];
-    let r = ctx.moe_experts_forward(&p, s, &cache, (&inp.x).into(), (&inp.offs).into(), yv, (&mut saved).into(), wv, S);
+    let r = ctx.moe_experts_forward(
+        &p,
+        s,
+        &cache,
+        (&inp.x).into(),
+        (&inp.offs).into(),
+        yv,
+        (&mut saved).into(),
+        wv,
+        S,
+    );
     assert!(matches!(r, Err(Error::OverlappingBuffers(_))), "{r:?}");
     assert!(ws.iter().all(|&v| v == 0) && saved.iter().all(|&v| v == 0));
 
@@ -734,10 +909,36 @@ fn bad_arguments_write_nothing() {
     let mut saved = vec![0u8; saved_len];
     let (_, g) = forward(&ctx, &p, s, &cache, &inp, &mut saved);
     let bws = ctx.moe_experts_backward_workspace_size(&p, s).unwrap();
-    let (mut dx, mut dw13, mut dw2) = (sentinel(s.m * s.d), sentinel(s.e * 2 * s.i * s.d), sentinel(s.e * s.d * s.i));
+    let (mut dx, mut dw13, mut dw2) = (
+        sentinel(s.m * s.d),
+        sentinel(s.e * 2 * s.i * s.d),
+        sentinel(s.e * s.d * s.i),
+    );
     let mut ws = vec![0u8; bws - 1];
-    let r = ctx.moe_experts_backward(&p, s, &cache, g, (&saved).into(), (&inp.dy).into(), (&inp.offs).into(), (&mut dx).into(), (&mut dw13).into(), (&mut dw2).into(), (&mut ws).into(), S);
-    assert!(matches!(r, Err(Error::OutputTooSmall { what: "workspace", .. })), "{r:?}");
+    let r = ctx.moe_experts_backward(
+        &p,
+        s,
+        &cache,
+        g,
+        (&saved).into(),
+        (&inp.dy).into(),
+        (&inp.offs).into(),
+        (&mut dx).into(),
+        (&mut dw13).into(),
+        (&mut dw2).into(),
+        (&mut ws).into(),
+        S,
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::OutputTooSmall {
+                what: "workspace",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     for v in [&dx, &dw13, &dw2] {
         assert!(v.iter().all(|v| v.to_f32() == SENTINEL));
     }
@@ -745,15 +946,41 @@ fn bad_arguments_write_nothing() {
     // A cache of another shape or format.
     let other = ExpertsShape { i: 32, ..s };
     let mut c2 = WeightCache::new(&ctx, &p, &other.projections()).unwrap();
-    let (w13, w2) = (values(s.e * 64 * s.d, 1, 0.1), values(s.e * s.d * 32, 2, 0.1));
+    let (w13, w2) = (
+        values(s.e * 64 * s.d, 1, 0.1),
+        values(s.e * s.d * 32, 2, 0.1),
+    );
     c2.refresh(&ctx, &[(&w13).into(), (&w2).into()], S).unwrap();
     let mut y = sentinel(s.m * s.d);
     let mut saved = vec![0u8; saved_len];
     let mut ws = vec![0u8; fws];
-    let r = ctx.moe_experts_forward(&p, s, &c2, (&inp.x).into(), (&inp.offs).into(), (&mut y).into(), (&mut saved).into(), (&mut ws).into(), S);
+    let r = ctx.moe_experts_forward(
+        &p,
+        s,
+        &c2,
+        (&inp.x).into(),
+        (&inp.offs).into(),
+        (&mut y).into(),
+        (&mut saved).into(),
+        (&mut ws).into(),
+        S,
+    );
     assert!(matches!(r, Err(Error::InvalidShape(_))), "{r:?}");
-    let p5 = RecipeParams { format: FormatChoice::Exact(Fp8Format::E5M2), ..p };
-    let r = ctx.moe_experts_forward(&p5, s, &cache, (&inp.x).into(), (&inp.offs).into(), (&mut y).into(), (&mut saved).into(), (&mut ws).into(), S);
+    let p5 = RecipeParams {
+        format: FormatChoice::Exact(Fp8Format::E5M2),
+        ..p
+    };
+    let r = ctx.moe_experts_forward(
+        &p5,
+        s,
+        &cache,
+        (&inp.x).into(),
+        (&inp.offs).into(),
+        (&mut y).into(),
+        (&mut saved).into(),
+        (&mut ws).into(),
+        S,
+    );
     assert!(matches!(r, Err(Error::UnsupportedFormat(_))), "{r:?}");
     assert!(y.iter().all(|v| v.to_f32() == SENTINEL));
     // Refresh with too short weights: refused, the cache keeps its snapshot.
@@ -783,7 +1010,11 @@ fn weight_cache_snapshot_and_refresh() {
     assert_eq!(g_stale, g1);
     assert_same("stale y", &y_stale, &y1);
     let old = compose(&ctx, (fa, fg), p.pow2_scales, s, &inp);
-    assert_ne!(bits(&y_stale), bits(&old.y), "the new weights change the result");
+    assert_ne!(
+        bits(&y_stale),
+        bits(&old.y),
+        "the new weights change the result"
+    );
     // After the refresh: the new weights.
     let g2 = cache
         .refresh(&ctx, &[(&inp.w13).into(), (&inp.w2).into()], S)
@@ -797,9 +1028,26 @@ fn weight_cache_snapshot_and_refresh() {
     assert_same("refreshed dW13", &r.dw13, &c.dw13);
     assert_same("refreshed dW2", &r.dw2, &c.dw2);
     // A backward of the forward before the refresh is refused, nothing written.
-    let (mut dx, mut dw13, mut dw2) = (sentinel(s.m * s.d), sentinel(s.e * 2 * s.i * s.d), sentinel(s.e * s.d * s.i));
+    let (mut dx, mut dw13, mut dw2) = (
+        sentinel(s.m * s.d),
+        sentinel(s.e * 2 * s.i * s.d),
+        sentinel(s.e * s.d * s.i),
+    );
     let mut ws = vec![0u8; ctx.moe_experts_backward_workspace_size(&p, s).unwrap()];
-    let r = ctx.moe_experts_backward(&p, s, &cache, g1, (&saved1).into(), (&inp.dy).into(), (&inp.offs).into(), (&mut dx).into(), (&mut dw13).into(), (&mut dw2).into(), (&mut ws).into(), S);
+    let r = ctx.moe_experts_backward(
+        &p,
+        s,
+        &cache,
+        g1,
+        (&saved1).into(),
+        (&inp.dy).into(),
+        (&inp.offs).into(),
+        (&mut dx).into(),
+        (&mut dw13).into(),
+        (&mut dw2).into(),
+        (&mut ws).into(),
+        S,
+    );
     assert!(matches!(r, Err(Error::NotSupported(_))), "{r:?}");
     assert!(dx.iter().all(|v| v.to_f32() == SENTINEL));
     // Invalidated: refused until refreshed; generations never repeat.
@@ -807,7 +1055,17 @@ fn weight_cache_snapshot_and_refresh() {
     assert_eq!(cache.generation(), 0);
     let mut y = sentinel(s.m * s.d);
     let mut fws = vec![0u8; ctx.moe_experts_forward_workspace_size(&p, s).unwrap()];
-    let r = ctx.moe_experts_forward(&p, s, &cache, (&inp.x).into(), (&inp.offs).into(), (&mut y).into(), (&mut saved).into(), (&mut fws).into(), S);
+    let r = ctx.moe_experts_forward(
+        &p,
+        s,
+        &cache,
+        (&inp.x).into(),
+        (&inp.offs).into(),
+        (&mut y).into(),
+        (&mut saved).into(),
+        (&mut fws).into(),
+        S,
+    );
     assert!(matches!(r, Err(Error::NotSupported(_))), "{r:?}");
     let g3 = cache
         .refresh(&ctx, &[(&inp.w13).into(), (&inp.w2).into()], S)
@@ -864,7 +1122,10 @@ fn workspace_sizes_do_not_depend_on_the_data() {
         Err(Error::InvalidShape(_))
     ));
     assert!(matches!(
-        ctx.moe_experts_saved_size(ExpertsShape { m: usize::MAX / 2, ..s }),
+        ctx.moe_experts_saved_size(ExpertsShape {
+            m: usize::MAX / 2,
+            ..s
+        }),
         Err(Error::SizeOverflow(_))
     ));
 }

@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::args::{self, Views, descriptor, format_choice, raw};
 use super::context::{self, hipfp8_context};
 use super::grouped_gemm::hipfp8_gemm_backend;
+use super::run_op;
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::{hipStream_t, hipfp8_flag};
-use super::run_op;
 use crate::context::Context;
 use crate::error::Error;
 use crate::grouped_gemm::params::GemmBackend;
@@ -228,9 +228,11 @@ fn cache_register(c: WeightCache) -> *mut hipfp8_weight_cache {
 }
 
 fn cache_lookup(c: *const hipfp8_weight_cache) -> Result<Arc<Mutex<WeightCache>>, FfiError> {
-    caches().live.get(&c.addr()).cloned().ok_or_else(|| {
-        FfiError::InvalidHandle(format!("{c:p} is not a live weight cache"))
-    })
+    caches()
+        .live
+        .get(&c.addr())
+        .cloned()
+        .ok_or_else(|| FfiError::InvalidHandle(format!("{c:p} is not a live weight cache")))
 }
 
 /// Run `f` on the cache behind `c` (locked).
@@ -280,11 +282,16 @@ pub extern "C" fn hipfp8_grouped_linear_weight_cache_create(
     desc: *const hipfp8_grouped_linear_desc,
     cache: *mut *mut hipfp8_weight_cache,
 ) -> hipfp8_status {
-    create_cache("hipfp8_grouped_linear_weight_cache_create", ctx, cache, |c| {
-        let d = args::read_desc(desc)?;
-        let p = d.params()?;
-        Ok(WeightCache::new(c, &p, &[linear_shape(&d).projection()])?)
-    })
+    create_cache(
+        "hipfp8_grouped_linear_weight_cache_create",
+        ctx,
+        cache,
+        |c| {
+            let d = args::read_desc(desc)?;
+            let p = d.params()?;
+            Ok(WeightCache::new(c, &p, &[linear_shape(&d).projection()])?)
+        },
+    )
 }
 
 /// Release a weight cache (its memory is freed once no call uses it). NULL is a no-op.
@@ -336,9 +343,7 @@ pub extern "C" fn hipfp8_weight_cache_refresh(
 
 /// Mark the cache empty: calls refuse it (NOT_SUPPORTED) until the next refresh.
 #[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_weight_cache_invalidate(
-    cache: *mut hipfp8_weight_cache,
-) -> hipfp8_status {
+pub extern "C" fn hipfp8_weight_cache_invalidate(cache: *mut hipfp8_weight_cache) -> hipfp8_status {
     guard("hipfp8_weight_cache_invalidate", || {
         with_cache(cache, |wc| {
             wc.invalidate();
@@ -388,7 +393,7 @@ pub extern "C" fn hipfp8_moe_experts_saved_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call(ctx, desc, bytes, |c, d, _| {
+    size_of_call("hipfp8_moe_experts_saved_size", ctx, desc, bytes, |c, d, _| {
         c.moe_experts_saved_size(experts_shape(d))
     })
 }
@@ -400,7 +405,7 @@ pub extern "C" fn hipfp8_moe_experts_forward_workspace_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call(ctx, desc, bytes, |c, d, p| {
+    size_of_call("hipfp8_moe_experts_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
         c.moe_experts_forward_workspace_size(p, experts_shape(d))
     })
 }
@@ -412,7 +417,7 @@ pub extern "C" fn hipfp8_moe_experts_backward_workspace_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call(ctx, desc, bytes, |c, d, p| {
+    size_of_call("hipfp8_moe_experts_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
         c.moe_experts_backward_workspace_size(p, experts_shape(d))
     })
 }
@@ -424,7 +429,7 @@ pub extern "C" fn hipfp8_grouped_linear_forward_workspace_size(
     desc: *const hipfp8_grouped_linear_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call(ctx, desc, bytes, |c, d, p| {
+    size_of_call("hipfp8_grouped_linear_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
         c.grouped_linear_forward_workspace_size(p, linear_shape(d))
     })
 }
@@ -436,7 +441,7 @@ pub extern "C" fn hipfp8_grouped_linear_backward_workspace_size(
     desc: *const hipfp8_grouped_linear_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call(ctx, desc, bytes, |c, d, p| {
+    size_of_call("hipfp8_grouped_linear_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
         c.grouped_linear_backward_workspace_size(p, linear_shape(d))
     })
 }
@@ -536,7 +541,9 @@ pub extern "C" fn hipfp8_moe_experts_backward(
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             let sh = experts_shape(d);
-            Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
+            Ok(c.moe_experts_backward(
+                &p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s,
+            )?)
         })
     })
 }
