@@ -215,46 +215,73 @@ impl Step {
 
 const NAMES: [&str; 4] = ["y", "dx", "dW13", "dW2"];
 
+/// Dequant scales of `v` on the GPU.
+fn inv(ctx: &Context, v: &DeviceBuffer<f32>, s: StreamRef) -> DeviceBuffer<f32> {
+    let mut o = zeros::<f32>(ctx, v.len());
+    ctx.scale_reciprocal(v.len(), v.src(), o.dst(), s).unwrap();
+    o
+}
+
+type Quantized = (
+    DeviceBuffer<u8>,
+    DeviceBuffer<f32>,
+    DeviceBuffer<u8>,
+    DeviceBuffer<f32>,
+);
+
+/// (E,K,N) weights to both layouts with the single casts: (forward B, its dequant scales,
+/// dgrad B, its dequant scales).
+fn weights(
+    ctx: &Context,
+    cp: &CastParams,
+    (e, k, n): (usize, usize, usize),
+    w: &DeviceBuffer<bf16>,
+    s: StreamRef,
+) -> Quantized {
+    let (mut q, mut sc, mut t, mut ts) = (
+        zeros::<u8>(ctx, e * k * n),
+        zeros::<f32>(ctx, e * n),
+        zeros::<u8>(ctx, e * k * n),
+        zeros::<f32>(ctx, e * k),
+    );
+    ctx.colwise_3d(cp, e, k, n, hp(w), q.dst(), sc.dst(), s)
+        .unwrap();
+    ctx.rowwise_3d_transpose_rhs(cp, e, k, n, hp(w), t.dst(), ts.dst(), s)
+        .unwrap();
+    (q, inv(ctx, &sc, s), t, inv(ctx, &ts, s))
+}
+
+/// An (m, k) operand rowwise and per-group colwise with the single casts, with dequant scales.
+fn act(
+    ctx: &Context,
+    cp: &CastParams,
+    (m, k): (usize, usize),
+    x: HpSrc<'_>,
+    offs: &DeviceBuffer<i32>,
+    s: StreamRef,
+) -> Quantized {
+    let g = offs.len();
+    let (mut q, mut sc, mut c, mut cs) = (
+        zeros::<u8>(ctx, m * k),
+        zeros::<f32>(ctx, m),
+        zeros::<u8>(ctx, m * k),
+        zeros::<f32>(ctx, g * k),
+    );
+    ctx.rowwise_2d(cp, m, k, x, q.dst(), sc.dst(), s).unwrap();
+    ctx.per_group_colwise(cp, m, k, x, offs.src(), c.dst(), cs.dst(), s)
+        .unwrap();
+    (q, inv(ctx, &sc, s), c, inv(ctx, &cs, s))
+}
+
 /// The composed step on the GPU: the single ops, dequant scales from scale_reciprocal.
 fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     let (m, d, i, e) = (S.m, S.d, S.i, S.e);
     let cp = CastParams::new(Fp8Format::E4M3Fn, true);
     let gp = GemmParams::new(Fp8Format::E4M3Fn, Fp8Format::E4M3Fn);
-    let inv = |v: &DeviceBuffer<f32>| {
-        let mut o = zeros::<f32>(ctx, v.len());
-        ctx.scale_reciprocal(v.len(), v.src(), o.dst(), s).unwrap();
-        o
-    };
-    // Weights, both layouts.
-    let weights = |w: &DeviceBuffer<bf16>, k: usize, n: usize| {
-        let (mut q, mut sc, mut t, mut ts) = (
-            zeros::<u8>(ctx, e * k * n),
-            zeros::<f32>(ctx, e * n),
-            zeros::<u8>(ctx, e * k * n),
-            zeros::<f32>(ctx, e * k),
-        );
-        ctx.colwise_3d(&cp, e, k, n, hp(w), q.dst(), sc.dst(), s)
-            .unwrap();
-        ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(w), t.dst(), ts.dst(), s)
-            .unwrap();
-        let (si, tsi) = (inv(&sc), inv(&ts));
-        (q, si, t, tsi)
-    };
-    let (w13q, w13si, w13t, w13tsi) = weights(&st.w13, d, 2 * i);
-    let (w2q, w2si, w2t, w2tsi) = weights(&st.w2, i, d);
-    let act = |x: HpSrc<'_>, k: usize| {
-        let (mut q, mut sc, mut c, mut cs) = (
-            zeros::<u8>(ctx, m * k),
-            zeros::<f32>(ctx, m),
-            zeros::<u8>(ctx, m * k),
-            zeros::<f32>(ctx, e * k),
-        );
-        ctx.rowwise_2d(&cp, m, k, x, q.dst(), sc.dst(), s).unwrap();
-        ctx.per_group_colwise(&cp, m, k, x, st.offs.src(), c.dst(), cs.dst(), s)
-            .unwrap();
-        let (si, csi) = (inv(&sc), inv(&cs));
-        (q, si, c, csi)
-    };
+    let inv = |v: &DeviceBuffer<f32>| inv(ctx, v, s);
+    let (w13q, w13si, w13t, w13tsi) = weights(ctx, &cp, (e, d, 2 * i), &st.w13, s);
+    let (w2q, w2si, w2t, w2tsi) = weights(ctx, &cp, (e, i, d), &st.w2, s);
+    let act = |x: HpSrc<'_>, k: usize| act(ctx, &cp, (m, k), x, &st.offs, s);
     let dual = |n: usize| {
         (
             zeros::<u8>(ctx, m * n),
@@ -565,41 +592,9 @@ fn grouped_linear_gpu_eq_composed_ops() {
     // Composed.
     let cp = CastParams::new(Fp8Format::E4M3Fn, true);
     let gp = GemmParams::new(Fp8Format::E4M3Fn, Fp8Format::E4M3Fn);
-    let inv = |v: &DeviceBuffer<f32>| {
-        let mut o = zeros::<f32>(&ctx, v.len());
-        ctx.scale_reciprocal(v.len(), v.src(), o.dst(), s).unwrap();
-        o
-    };
-    let (mut wq, mut wsc, mut wt, mut wts) = (
-        zeros::<u8>(&ctx, e * k * n),
-        zeros::<f32>(&ctx, e * n),
-        zeros::<u8>(&ctx, e * k * n),
-        zeros::<f32>(&ctx, e * k),
-    );
-    ctx.colwise_3d(&cp, e, k, n, hp(&w), wq.dst(), wsc.dst(), s)
-        .unwrap();
-    ctx.rowwise_3d_transpose_rhs(&cp, e, k, n, hp(&w), wt.dst(), wts.dst(), s)
-        .unwrap();
-    let (mut xq, mut xs, mut xc, mut xcs) = (
-        zeros::<u8>(&ctx, m * k),
-        zeros::<f32>(&ctx, m),
-        zeros::<u8>(&ctx, m * k),
-        zeros::<f32>(&ctx, e * k),
-    );
-    ctx.rowwise_2d(&cp, m, k, hp(&x), xq.dst(), xs.dst(), s)
-        .unwrap();
-    ctx.per_group_colwise(&cp, m, k, hp(&x), offs.src(), xc.dst(), xcs.dst(), s)
-        .unwrap();
-    let (mut gq, mut gs, mut gc, mut gcs) = (
-        zeros::<u8>(&ctx, m * n),
-        zeros::<f32>(&ctx, m),
-        zeros::<u8>(&ctx, m * n),
-        zeros::<f32>(&ctx, e * n),
-    );
-    ctx.rowwise_2d(&cp, m, n, hp(&dy), gq.dst(), gs.dst(), s)
-        .unwrap();
-    ctx.per_group_colwise(&cp, m, n, hp(&dy), offs.src(), gc.dst(), gcs.dst(), s)
-        .unwrap();
+    let (wq, wsi, wt, wtsi) = weights(&ctx, &cp, (e, k, n), &w, s);
+    let (xq, xsi, xc, xcsi) = act(&ctx, &cp, (m, k), hp(&x), &offs, s);
+    let (gq, gsi, gc, gcsi) = act(&ctx, &cp, (m, n), hp(&dy), &offs, s);
     let (mut cy, mut cdx, mut cdw) = (
         zeros::<bf16>(&ctx, m * n),
         zeros::<bf16>(&ctx, m * k),
@@ -614,8 +609,8 @@ fn grouped_linear_gpu_eq_composed_ops() {
         xq.src(),
         wq.src(),
         offs.src(),
-        inv(&xs).src(),
-        inv(&wsc).src(),
+        xsi.src(),
+        wsi.src(),
         cy.dst(),
         s,
     )
@@ -629,8 +624,8 @@ fn grouped_linear_gpu_eq_composed_ops() {
         gq.src(),
         wt.src(),
         offs.src(),
-        inv(&gs).src(),
-        inv(&wts).src(),
+        gsi.src(),
+        wtsi.src(),
         cdx.dst(),
         s,
     )
@@ -643,8 +638,8 @@ fn grouped_linear_gpu_eq_composed_ops() {
         gc.src(),
         xc.src(),
         offs.src(),
-        inv(&gcs).src(),
-        inv(&xcs).src(),
+        gcsi.src(),
+        xcsi.src(),
         cdw.dst(),
         s,
     )

@@ -215,26 +215,52 @@ fn compose(
     let (ap, gp) = (CastParams::new(fa, pow2), CastParams::new(fg, pow2));
     let (gaa, gga) = (GemmParams::new(fa, fa), GemmParams::new(fg, fa));
     let offs = &inp.offs[..];
+    // out (m, n) = a (m, k) . b per group, dequant scales from the casts' scales.
+    let g3 = |p: &GemmParams, k: usize, n: usize, a: &[u8], b: &[u8], sa: &[f32], sb: &[f32]| {
+        let mut out = sentinel(m * n);
+        let (sa, sb) = (recip(sa), recip(sb));
+        ctx.grouped_gemm_2d3d(
+            p,
+            m,
+            k,
+            n,
+            e,
+            a.into(),
+            b.into(),
+            offs.into(),
+            (&sa).into(),
+            (&sb).into(),
+            (&mut out).into(),
+            S,
+        )
+        .unwrap();
+        out
+    };
+    // out (e, n, k) = a^T . b per group (wgrad).
+    let g2 = |n: usize, k: usize, a: &[u8], b: &[u8], sa: &[f32], sb: &[f32]| {
+        let mut out = sentinel(e * n * k);
+        let (sa, sb) = (recip(sa), recip(sb));
+        ctx.grouped_gemm_2d2d(
+            &gga,
+            n,
+            m,
+            k,
+            a.into(),
+            b.into(),
+            offs.into(),
+            (&sa).into(),
+            (&sb).into(),
+            (&mut out).into(),
+            S,
+        )
+        .unwrap();
+        out
+    };
     let mut c = Composed::default();
     (c.w13q, c.w13s, c.w13t, c.w13ts) = weights(ctx, &ap, (e, d, 2 * i), &inp.w13);
     (c.w2q, c.w2s, c.w2t, c.w2ts) = weights(ctx, &ap, (e, i, d), &inp.w2);
     (c.xq, c.xs, c.xc, c.xcs) = act(ctx, &ap, m, d, &inp.x, offs);
-    c.gu = sentinel(m * 2 * i);
-    ctx.grouped_gemm_2d3d(
-        &gaa,
-        m,
-        d,
-        2 * i,
-        e,
-        (&c.xq).into(),
-        (&c.w13q).into(),
-        offs.into(),
-        (&recip(&c.xs)).into(),
-        (&recip(&c.w13s)).into(),
-        (&mut c.gu).into(),
-        S,
-    )
-    .unwrap();
+    c.gu = g3(&gaa, d, 2 * i, &c.xq, &c.w13q, &c.xs, &c.w13s);
     (c.hq, c.hs, c.hc, c.hcs) = (
         vec![0; m * i],
         vec![0.0; m],
@@ -244,54 +270,10 @@ fn compose(
     let o = dual_of(&mut c.hq, &mut c.hs, &mut c.hc, &mut c.hcs);
     ctx.moe_swiglu_quant(&ap, m, i, (&c.gu).into(), offs.into(), o, S)
         .unwrap();
-    c.y = sentinel(m * d);
-    ctx.grouped_gemm_2d3d(
-        &gaa,
-        m,
-        i,
-        d,
-        e,
-        (&c.hq).into(),
-        (&c.w2q).into(),
-        offs.into(),
-        (&recip(&c.hs)).into(),
-        (&recip(&c.w2s)).into(),
-        (&mut c.y).into(),
-        S,
-    )
-    .unwrap();
+    c.y = g3(&gaa, i, d, &c.hq, &c.w2q, &c.hs, &c.w2s);
     (c.dyq, c.dys, c.dyc, c.dycs) = act(ctx, &gp, m, d, &inp.dy, offs);
-    c.dh = sentinel(m * i);
-    ctx.grouped_gemm_2d3d(
-        &gga,
-        m,
-        d,
-        i,
-        e,
-        (&c.dyq).into(),
-        (&c.w2t).into(),
-        offs.into(),
-        (&recip(&c.dys)).into(),
-        (&recip(&c.w2ts)).into(),
-        (&mut c.dh).into(),
-        S,
-    )
-    .unwrap();
-    c.dw2 = sentinel(e * d * i);
-    ctx.grouped_gemm_2d2d(
-        &gga,
-        d,
-        m,
-        i,
-        (&c.dyc).into(),
-        (&c.hc).into(),
-        offs.into(),
-        (&recip(&c.dycs)).into(),
-        (&recip(&c.hcs)).into(),
-        (&mut c.dw2).into(),
-        S,
-    )
-    .unwrap();
+    c.dh = g3(&gga, d, i, &c.dyq, &c.w2t, &c.dys, &c.w2ts);
+    c.dw2 = g2(d, i, &c.dyc, &c.hc, &c.dycs, &c.hcs);
     (c.dq, c.ds, c.dc, c.dcs) = (
         vec![0; m * 2 * i],
         vec![0.0; m],
@@ -301,37 +283,8 @@ fn compose(
     let o = dual_of(&mut c.dq, &mut c.ds, &mut c.dc, &mut c.dcs);
     ctx.moe_swiglu_bwd_quant(&gp, m, i, (&c.dh).into(), (&c.gu).into(), offs.into(), o, S)
         .unwrap();
-    c.dx = sentinel(m * d);
-    ctx.grouped_gemm_2d3d(
-        &gga,
-        m,
-        2 * i,
-        d,
-        e,
-        (&c.dq).into(),
-        (&c.w13t).into(),
-        offs.into(),
-        (&recip(&c.ds)).into(),
-        (&recip(&c.w13ts)).into(),
-        (&mut c.dx).into(),
-        S,
-    )
-    .unwrap();
-    c.dw13 = sentinel(e * 2 * i * d);
-    ctx.grouped_gemm_2d2d(
-        &gga,
-        2 * i,
-        m,
-        d,
-        (&c.dc).into(),
-        (&c.xc).into(),
-        offs.into(),
-        (&recip(&c.dcs)).into(),
-        (&recip(&c.xcs)).into(),
-        (&mut c.dw13).into(),
-        S,
-    )
-    .unwrap();
+    c.dx = g3(&gga, 2 * i, d, &c.dq, &c.w13t, &c.ds, &c.w13ts);
+    c.dw13 = g2(2 * i, d, &c.dc, &c.xc, &c.dcs, &c.xcs);
     c
 }
 
