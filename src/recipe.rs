@@ -74,8 +74,9 @@ pub static SCALE_RECIPROCAL: OpDecl<NoParams, usize> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |&n, _| n == 0,
     },
-    cpu: |_, _, _, h| {
-        let x = h.src("scales");
+    cpu: |_, _, &n, h| {
+        // The views may be longer than n: only n elements are written.
+        let x = &h.src::<f32>("scales")[..n];
         reference::recipe::reciprocals(x, h.dst("out"));
         Ok(())
     },
