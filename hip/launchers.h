@@ -9,3 +9,4 @@
 #include "quant/launchers.h"
 #include "grouped_gemm/launchers.h"
 #include "moe/launchers.h"
+#include "recipe/launchers.h"

@@ -453,6 +453,16 @@ typedef uint32_t hipfp8_gemm_reason;
 typedef struct hipfp8_context hipfp8_context;
 
 /**
+ * Opaque FP8 weight cache: both layouts of a set of expert weights (the experts block's W13
+ * and W2, or one grouped linear's W) with their dequant scales. Create with
+ * `hipfp8_moe_experts_weight_cache_create` or `hipfp8_grouped_linear_weight_cache_create`,
+ * release with `hipfp8_weight_cache_destroy`. Calls that use one cache must not run
+ * concurrently with its refresh (the library serialises the host side; the device work is
+ * ordered by the caller's streams).
+ */
+typedef struct hipfp8_weight_cache hipfp8_weight_cache;
+
+/**
  * A 2D scale-and-cast problem: x is (m, k) row-major.
  *
  * Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
@@ -829,6 +839,89 @@ typedef struct hipfp8_moe_swiglu_desc {
    */
   size_t i;
 } hipfp8_moe_swiglu_desc;
+
+/**
+ * `hipfp8_scale_reciprocal`: n scales.
+ */
+typedef struct hipfp8_scale_reciprocal_desc {
+  /**
+   * `sizeof(hipfp8_scale_reciprocal_desc)`.
+   */
+  size_t size;
+  size_t n;
+} hipfp8_scale_reciprocal_desc;
+
+/**
+ * The experts block (`hipfp8_moe_experts_forward` / `_backward`): m routed tokens grouped by
+ * e END offsets, model dim d, intermediate dim i; W13 (e, 2i, d) row-major (gate rows
+ * `[0, i)`, up rows `[i, 2i)` of each expert), W2 (e, d, i) row-major.
+ */
+typedef struct hipfp8_moe_experts_desc {
+  /**
+   * `sizeof(hipfp8_moe_experts_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of the high-precision inputs (x and the weights; dy).
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the activations and weights.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_format` of the gradients.
+   */
+  uint32_t grad_format;
+  /**
+   * `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_gemm_backend` of the grouped GEMMs.
+   */
+  uint32_t backend;
+  size_t m;
+  size_t d;
+  size_t i;
+  size_t e;
+} hipfp8_moe_experts_desc;
+
+/**
+ * One grouped linear layer (`hipfp8_grouped_linear_forward` / `_backward`): x (m, k) grouped
+ * by e END offsets times W (e, k, n) column-major (`w[e_i*k*n + n_i*k + k_i]`, torch's
+ * (e, n, k) row-major), y (m, n).
+ */
+typedef struct hipfp8_grouped_linear_desc {
+  /**
+   * `sizeof(hipfp8_grouped_linear_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of the high-precision inputs (x, dy, the weights).
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the activations and weights.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_format` of the gradients.
+   */
+  uint32_t grad_format;
+  /**
+   * `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_gemm_backend` of the grouped GEMMs.
+   */
+  uint32_t backend;
+  size_t m;
+  size_t k;
+  size_t n;
+  size_t e;
+} hipfp8_grouped_linear_desc;
 
 
 
@@ -1489,6 +1582,198 @@ hipfp8_status hipfp8_moe_swiglu_bwd_quant(const struct hipfp8_context *ctx,
                                           float *scales_col,
                                           size_t scales_col_len,
                                           hipStream_t stream);
+
+/**
+ * `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;
+ * 1/NaN = the canonical NaN `0x7FC00000`): the grouped GEMMs' dequant scales from the scales
+ * the casts write. scales, out: n elements.
+ */
+hipfp8_status hipfp8_scale_reciprocal(const struct hipfp8_context *ctx,
+                                      const struct hipfp8_scale_reciprocal_desc *desc,
+                                      const float *scales,
+                                      size_t scales_len,
+                                      float *out,
+                                      size_t out_len,
+                                      hipStream_t stream);
+
+/**
+ * Create an empty weight cache for the experts block of `desc` (W13 and W2 in `format`,
+ * power-of-two scales per `flags`): allocates its memory (host or device, per the context)
+ * once. Refresh it before the first forward.
+ */
+hipfp8_status hipfp8_moe_experts_weight_cache_create(const struct hipfp8_context *ctx,
+                                                     const struct hipfp8_moe_experts_desc *desc,
+                                                     struct hipfp8_weight_cache **cache);
+
+/**
+ * Create an empty weight cache for the grouped linear layer of `desc`.
+ */
+hipfp8_status hipfp8_grouped_linear_weight_cache_create(const struct hipfp8_context *ctx,
+                                                        const struct hipfp8_grouped_linear_desc *desc,
+                                                        struct hipfp8_weight_cache **cache);
+
+/**
+ * Release a weight cache (its memory is freed once no call uses it). NULL is a no-op.
+ */
+hipfp8_status hipfp8_weight_cache_destroy(struct hipfp8_weight_cache *cache);
+
+/**
+ * Quantize the weights into the cache on `stream` and advance its generation (written to
+ * `generation`). Experts cache: `w0` = W13 (e*2i*d elements), `w1` = W2 (e*d*i); grouped
+ * linear cache: `w0` = W (e*k*n), `w1` NULL with 0. `input_dtype`: a `hipfp8_dtype`. Both are
+ * checked before the first is cast. Later calls on other streams must be ordered after it.
+ */
+hipfp8_status hipfp8_weight_cache_refresh(const struct hipfp8_context *ctx,
+                                          struct hipfp8_weight_cache *cache,
+                                          uint32_t input_dtype,
+                                          const void *w0,
+                                          size_t w0_len,
+                                          const void *w1,
+                                          size_t w1_len,
+                                          uint64_t *generation,
+                                          hipStream_t stream);
+
+/**
+ * Mark the cache empty: calls refuse it (NOT_SUPPORTED) until the next refresh.
+ */
+hipfp8_status hipfp8_weight_cache_invalidate(struct hipfp8_weight_cache *cache);
+
+/**
+ * The cache's generation: 0 when empty, else the number its last refresh returned.
+ */
+hipfp8_status hipfp8_weight_cache_generation(const struct hipfp8_weight_cache *cache,
+                                             uint64_t *generation);
+
+/**
+ * Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
+ * their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
+ */
+hipfp8_status hipfp8_moe_experts_saved_size(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_moe_experts_desc *desc,
+                                            size_t *bytes);
+
+/**
+ * Bytes of the workspace of `hipfp8_moe_experts_forward`.
+ */
+hipfp8_status hipfp8_moe_experts_forward_workspace_size(const struct hipfp8_context *ctx,
+                                                        const struct hipfp8_moe_experts_desc *desc,
+                                                        size_t *bytes);
+
+/**
+ * Bytes of the workspace of `hipfp8_moe_experts_backward`.
+ */
+hipfp8_status hipfp8_moe_experts_backward_workspace_size(const struct hipfp8_context *ctx,
+                                                         const struct hipfp8_moe_experts_desc *desc,
+                                                         size_t *bytes);
+
+/**
+ * Bytes of the workspace of `hipfp8_grouped_linear_forward`.
+ */
+hipfp8_status hipfp8_grouped_linear_forward_workspace_size(const struct hipfp8_context *ctx,
+                                                           const struct hipfp8_grouped_linear_desc *desc,
+                                                           size_t *bytes);
+
+/**
+ * Bytes of the workspace of `hipfp8_grouped_linear_backward`.
+ */
+hipfp8_status hipfp8_grouped_linear_backward_workspace_size(const struct hipfp8_context *ctx,
+                                                            const struct hipfp8_grouped_linear_desc *desc,
+                                                            size_t *bytes);
+
+/**
+ * The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
+ * `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
+ * `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
+ * backward), using `workspace` (`hipfp8_moe_experts_forward_workspace_size` bytes), and
+ * the cache generation it used to `generation`.
+ */
+hipfp8_status hipfp8_moe_experts_forward(const struct hipfp8_context *ctx,
+                                         const struct hipfp8_moe_experts_desc *desc,
+                                         const struct hipfp8_weight_cache *cache,
+                                         const void *x,
+                                         size_t x_len,
+                                         const int32_t *offs,
+                                         size_t num_groups,
+                                         uint16_t *y,
+                                         size_t y_len,
+                                         uint8_t *saved,
+                                         size_t saved_len,
+                                         uint8_t *workspace,
+                                         size_t workspace_len,
+                                         uint64_t *generation,
+                                         hipStream_t stream);
+
+/**
+ * The experts block backward: from `saved` (written by the forward that returned
+ * `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
+ * the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
+ * W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
+ * (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
+ * refreshed since that forward.
+ */
+hipfp8_status hipfp8_moe_experts_backward(const struct hipfp8_context *ctx,
+                                          const struct hipfp8_moe_experts_desc *desc,
+                                          const struct hipfp8_weight_cache *cache,
+                                          uint64_t generation,
+                                          const uint8_t *saved,
+                                          size_t saved_len,
+                                          const void *dy,
+                                          size_t dy_len,
+                                          const int32_t *offs,
+                                          size_t num_groups,
+                                          uint16_t *dx,
+                                          size_t dx_len,
+                                          uint16_t *dw13,
+                                          size_t dw13_len,
+                                          uint16_t *dw2,
+                                          size_t dw2_len,
+                                          uint8_t *workspace,
+                                          size_t workspace_len,
+                                          hipStream_t stream);
+
+/**
+ * The grouped linear forward: y (m*n bf16; rows past `offs[e-1]` untouched) from x (m*k
+ * elements of `input_dtype`) and the cache's FP8 weights, using `workspace`
+ * (`hipfp8_grouped_linear_forward_workspace_size` bytes); the generation it used to
+ * `generation`.
+ */
+hipfp8_status hipfp8_grouped_linear_forward(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_grouped_linear_desc *desc,
+                                            const struct hipfp8_weight_cache *cache,
+                                            const void *x,
+                                            size_t x_len,
+                                            const int32_t *offs,
+                                            size_t num_groups,
+                                            uint16_t *y,
+                                            size_t y_len,
+                                            uint8_t *workspace,
+                                            size_t workspace_len,
+                                            uint64_t *generation,
+                                            hipStream_t stream);
+
+/**
+ * The grouped linear backward from x (m*k) and dy (m*n), both of `input_dtype`: dx (m*k
+ * bf16; rows past `offs[e-1]` untouched) and dW (e*k*n bf16, W's layout), using `workspace`
+ * (`hipfp8_grouped_linear_backward_workspace_size` bytes). `generation`: what the forward
+ * returned.
+ */
+hipfp8_status hipfp8_grouped_linear_backward(const struct hipfp8_context *ctx,
+                                             const struct hipfp8_grouped_linear_desc *desc,
+                                             const struct hipfp8_weight_cache *cache,
+                                             uint64_t generation,
+                                             const void *x,
+                                             size_t x_len,
+                                             const void *dy,
+                                             size_t dy_len,
+                                             const int32_t *offs,
+                                             size_t num_groups,
+                                             uint16_t *dx,
+                                             size_t dx_len,
+                                             uint16_t *dw,
+                                             size_t dw_len,
+                                             uint8_t *workspace,
+                                             size_t workspace_len,
+                                             hipStream_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -5,7 +5,7 @@
 //! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
 //! `sys`, `error`, `knobs`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
 //! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`, `moe`,
-//! `grouped_gemm`) → `ffi` → the binaries.
+//! `grouped_gemm`) → `recipe` → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
 pub mod context;
@@ -19,6 +19,7 @@ pub mod moe;
 pub mod mx;
 pub mod params;
 pub mod quant;
+pub mod recipe;
 pub mod reference;
 pub mod runtime;
 pub mod scaling;
@@ -54,6 +55,7 @@ pub mod decl {
         PER_GROUP_ROWWISE, ROWWISE_2D, ROWWISE_2D_PADDED, ROWWISE_3D_TRANSPOSE_RHS, TENSORWISE,
         TENSORWISE_SCALED,
     };
+    pub use crate::recipe::SCALE_RECIPROCAL;
 }
 
 /// The public paths of earlier releases, kept as aliases (nothing inside the crate uses them).

@@ -29,6 +29,7 @@
 //! still queued must not be replaced by a new stream with the same handle before that work
 //! ends (streams from [`crate::runtime::Stream`] and frameworks are long-lived).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -110,17 +111,16 @@ impl WorkspaceCache {
     /// Run `f` with `stream`'s scratch of `kind` (device pointer, bytes), at least `bytes`
     /// long (see the module docs). `f` must only enqueue work on `stream`, and work on a
     /// [`Kind::Zeroed`] buffer must leave it all zero. The cache is locked while `f` enqueues.
-    pub(crate) fn with<R>(
+    pub(crate) fn with<R, F: FnOnce(*mut c_void, usize) -> Result<R>>(
         &self,
         gpu: &(impl GpuHandle + ?Sized),
         kind: Kind,
         bytes: usize,
         stream: StreamRef,
-        f: impl FnOnce(*mut c_void, usize) -> Result<R>,
+        f: F,
     ) -> Result<R> {
-        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = g.entry((stream.0 as usize, kind)).or_default();
-        if let Some((ptr, len)) = slot.bound {
+        // Caller memory (scoped or bound): used as it is, when it is large enough.
+        let caller = |(ptr, len): (usize, usize), f: F| {
             if len < bytes {
                 return Err(Error::OutputTooSmall {
                     what: "workspace",
@@ -128,7 +128,17 @@ impl WorkspaceCache {
                     got: len,
                 });
             }
-            return f(ptr as *mut c_void, len);
+            f(ptr as *mut c_void, len)
+        };
+        if let Some((s, ptr, len)) = SCOPED.get() {
+            if kind == Kind::Zeroed && s == stream.0 as usize {
+                return caller((ptr, len), f);
+            }
+        }
+        let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = g.entry((stream.0 as usize, kind)).or_default();
+        if let Some(b) = slot.bound {
+            return caller(b, f);
         }
         if slot.own.as_ref().is_none_or(|b| b.len() < bytes.max(1)) {
             if stream_is_capturing(stream)? {
@@ -179,9 +189,42 @@ impl WorkspaceCache {
         Ok(())
     }
 
+    /// Run `f` with caller memory (`ptr`, `bytes`: device memory of the context's GPU, all
+    /// zero) as `stream`'s zeroed scratch for the ops `f` runs on this thread, instead of
+    /// the stream's own or bound buffer (which stay as they are: nothing synchronises). The
+    /// recipe (`crate::recipe`) hands its casts a part of the caller's workspace this way.
+    pub(crate) fn with_scoped_zeroed<R>(
+        &self,
+        stream: StreamRef,
+        ptr: *mut c_void,
+        bytes: usize,
+        f: impl FnOnce() -> R,
+    ) -> R {
+        let prev = SCOPED.replace(Some((stream.0 as usize, ptr as usize, bytes)));
+        let restore = Restore(prev);
+        let r = f();
+        drop(restore);
+        r
+    }
+
     /// Undo [`WorkspaceCache::bind`]: the stream's next call allocates its own again.
     pub(crate) fn unbind(&self, stream: StreamRef) {
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         g.remove(&(stream.0 as usize, Kind::Zeroed));
+    }
+}
+
+thread_local! {
+    /// The scoped zeroed scratch of [`WorkspaceCache::with_scoped_zeroed`]: (stream, address,
+    /// bytes).
+    static SCOPED: Cell<Option<(usize, usize, usize)>> = const { Cell::new(None) };
+}
+
+/// Restores the previous scoped scratch when dropped (also when `f` panics).
+struct Restore(Option<(usize, usize, usize)>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        SCOPED.set(self.0);
     }
 }

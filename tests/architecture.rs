@@ -25,7 +25,8 @@ const FLOORS: &[(&str, u32)] = &[
     ("mx", 8),
     ("grouped_gemm", 8),
     ("moe", 8),
-    ("ffi", 9),
+    ("recipe", 9),
+    ("ffi", 10),
 ];
 
 fn floor(m: &str) -> Option<u32> {

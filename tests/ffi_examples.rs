@@ -226,6 +226,11 @@ fn example_05_grouped_gemm() {
     build_and_run("05_");
 }
 
+#[test]
+fn example_06_moe_experts_recipe() {
+    build_and_run("06_");
+}
+
 /// Each numbered example has a test above (a new example without one fails here), and both
 /// languages are represented.
 #[test]
@@ -241,7 +246,7 @@ fn every_example_is_tested() {
             "examples must be numbered 01_.. without gaps: {names:?}"
         );
     }
-    assert_eq!(names.len(), 5, "update the example_* tests: {names:?}");
+    assert_eq!(names.len(), 6, "update the example_* tests: {names:?}");
     assert!(names.iter().any(|n| n.ends_with(".c")) && names.iter().any(|n| n.ends_with(".cpp")));
 }
 

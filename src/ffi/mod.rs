@@ -64,6 +64,8 @@ pub mod grouped_gemm;
 
 pub mod moe;
 
+pub mod recipe;
+
 pub mod args;
 
 pub use cast_transpose::*;
@@ -72,6 +74,7 @@ pub use grouped_gemm::*;
 pub use moe::*;
 pub use mx::*;
 pub use quant::*;
+pub use recipe::*;
 pub use status::*;
 pub use types::*;
 pub use workspace::*;

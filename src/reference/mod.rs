@@ -8,6 +8,7 @@ pub mod grouped_gemm_blockwise;
 pub mod moe;
 pub mod mx;
 pub mod quant;
+pub mod recipe;
 
 use half::bf16;
 use rayon::prelude::*;

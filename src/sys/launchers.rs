@@ -314,4 +314,9 @@ foreign! {
         grad_h: *const c_void, gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32,
         out_col: *mut u8, scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// out[i] = 1 / in[i] for i in [0, n): the IEEE f32 division (computed in f64 and rounded
+    ///once, which is the correctly rounded f32 quotient), as torch's Tensor.reciprocal; 1/0 =
+    ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.
+    "hipfp8_scale_reciprocal_launch" => pub fn hipfp8_scale_reciprocal_launch(
+        in_: *const f32, out: *mut f32, n: i64, stream: hipStream_t) -> c_int;
 }

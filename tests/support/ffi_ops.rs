@@ -790,6 +790,14 @@ fn moe_ops(ops: &mut Vec<Op>) {
                 .product(off!(D, m, i)),
         );
     }
+    // The MoE recipe's dequant scales (src/recipe.rs): no enum, flag or reduced field.
+    type R = hipfp8_scale_reciprocal_desc;
+    let d = R {
+        size: size_of::<R>(),
+        n: 7,
+    };
+    let call = c_call!(hipfp8_scale_reciprocal, 0, 1);
+    ops.push(Op::from_decl(&decl::SCALE_RECIPROCAL, 7usize, &[], &[], d, call));
 }
 
 pub fn grouped_ops() -> Vec<(Op, &'static str, usize)> {

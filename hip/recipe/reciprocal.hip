@@ -1,0 +1,27 @@
+// reciprocal.hip -- the dequant scales of the MoE recipe's grouped GEMMs: out = 1 / in, the
+// IEEE f32 quotient (src/recipe.rs has the host definition, `reciprocal`).
+#include "../port.h"
+#include "../kernel_abi.h"
+#include "launchers.h"
+
+__global__ void hipfp8_scale_reciprocal_kernel(const float* in, float* out, int64_t n) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float x = in[i];
+    // f64 holds 1/x to 53 bits, so one rounding to f32 gives the correctly rounded f32
+    // quotient (2*24 + 2 <= 53): the same bits as an IEEE f32 division on every device.
+    out[i] = x != x ? __int_as_float(0x7FC00000) : (float)(1.0 / (double)x);
+  }
+}
+
+HIPFP8_EXTERN int hipfp8_scale_reciprocal_launch(const float* in, float* out, int64_t n,
+                                                 hipStream_t stream) noexcept {
+  if (n < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (n == 0) return 0;
+  if (!in || !out) return HIPFP8_KSTATUS_NULL_POINTER;
+  const int threads = 256;
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 4096) blocks = 4096;  // grid-stride loop covers the rest
+  hipfp8_scale_reciprocal_kernel<<<(unsigned)blocks, threads, 0, stream>>>(in, out, n);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}

@@ -1,0 +1,623 @@
+//! The MoE recipe exports (src/recipe.rs; docs/OPS.md "The MoE recipe"): the experts block's
+//! forward and backward, the single grouped linear's forward and backward, their workspace
+//! and saved-buffer size queries, and the expert weights' FP8 cache.
+//!
+//! Every buffer is a (pointer, count) pair of the context's memory (host on a CPU context,
+//! device on a GPU one), as for the ops; `saved` and `workspace` are byte buffers of at least
+//! the queried size, at any address. A call only queues work on its stream: no allocation, no
+//! synchronisation, so it can be captured into a CUDA/HIP graph on any stream (the workspace
+//! is the caller's; the recipe clears the part it needs zeroed itself). Everything is checked
+//! before the first op is queued; nothing is written on a failed check.
+//!
+//! The weight cache (`hipfp8_weight_cache`) holds both FP8 layouts of the expert weights with
+//! their dequant scales, in memory it allocates once at creation. `hipfp8_weight_cache_refresh`
+//! quantizes the caller's weights into it and advances its generation; calls use the snapshot
+//! of the last refresh (weights updated in place are seen after the next refresh). A forward
+//! returns the generation it used; its backward passes it back and is refused
+//! (NOT_SUPPORTED) when the cache was refreshed in between. Handles are registry keys, never
+//! reused: a destroyed or made-up handle is INVALID_HANDLE.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::args::{self, Views, descriptor, format_choice, raw};
+use super::context::{self, hipfp8_context};
+use super::grouped_gemm::hipfp8_gemm_backend;
+use super::run_op;
+use super::status::{FfiError, guard, hipfp8_status};
+use super::types::{hipStream_t, hipfp8_flag};
+use crate::context::Context;
+use crate::error::Error;
+use crate::grouped_gemm::params::GemmBackend;
+use crate::recipe::{self, ExpertsShape, LinearShape, NoParams, RecipeParams, WeightCache};
+use crate::view::{HpSrc, StreamRef};
+
+/// The experts block (`hipfp8_moe_experts_forward` / `_backward`): m routed tokens grouped by
+/// e END offsets, model dim d, intermediate dim i; W13 (e, 2i, d) row-major (gate rows
+/// `[0, i)`, up rows `[i, 2i)` of each expert), W2 (e, d, i) row-major.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_moe_experts_desc {
+    /// `sizeof(hipfp8_moe_experts_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of the high-precision inputs (x and the weights; dy).
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the activations and weights.
+    pub format: u32,
+    /// `hipfp8_format` of the gradients.
+    pub grad_format: u32,
+    /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+    pub flags: u32,
+    /// `hipfp8_gemm_backend` of the grouped GEMMs.
+    pub backend: u32,
+    pub m: usize,
+    pub d: usize,
+    pub i: usize,
+    pub e: usize,
+}
+
+/// One grouped linear layer (`hipfp8_grouped_linear_forward` / `_backward`): x (m, k) grouped
+/// by e END offsets times W (e, k, n) column-major (`w[e_i*k*n + n_i*k + k_i]`, torch's
+/// (e, n, k) row-major), y (m, n).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_grouped_linear_desc {
+    /// `sizeof(hipfp8_grouped_linear_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of the high-precision inputs (x, dy, the weights).
+    pub input_dtype: u32,
+    /// `hipfp8_format` of the activations and weights.
+    pub format: u32,
+    /// `hipfp8_format` of the gradients.
+    pub grad_format: u32,
+    /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+    pub flags: u32,
+    /// `hipfp8_gemm_backend` of the grouped GEMMs.
+    pub backend: u32,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub e: usize,
+}
+
+/// `hipfp8_scale_reciprocal`: n scales.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_scale_reciprocal_desc {
+    /// `sizeof(hipfp8_scale_reciprocal_desc)`.
+    pub size: usize,
+    pub n: usize,
+}
+
+descriptor!(
+    hipfp8_moe_experts_desc,
+    hipfp8_grouped_linear_desc,
+    hipfp8_scale_reciprocal_desc
+);
+
+/// `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;
+/// 1/NaN = the canonical NaN `0x7FC00000`): the grouped GEMMs' dequant scales from the scales
+/// the casts write. scales, out: n elements.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_scale_reciprocal(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_scale_reciprocal_desc,
+    scales: *const f32,
+    scales_len: usize,
+    out: *mut f32,
+    out_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    let bufs = [raw(scales, scales_len), raw(out, out_len)];
+    run_op(ctx, desc, &recipe::SCALE_RECIPROCAL, bufs, stream, |d| {
+        Ok((NoParams, d.n, []))
+    })
+}
+
+/// The recipe parameters and dtype of either descriptor.
+trait RecipeDesc: args::Descriptor {
+    fn fields(&self) -> (u32, u32, u32, u32, u32);
+    fn params(&self) -> Result<RecipeParams, FfiError> {
+        let (_, format, grad_format, flags, backend) = self.fields();
+        let p = args::cast_params(format, flags)?;
+        const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
+        const REF: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
+        const LIB: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_LIBRARY as u32;
+        let backend = match backend {
+            AUTO => GemmBackend::Auto,
+            REF => GemmBackend::Reference,
+            LIB => GemmBackend::Library,
+            v => {
+                return Err(Error::InvalidEnum(format!(
+                    "backend = {v} is not a hipfp8_gemm_backend (AUTO = 0 ... LIBRARY = 2)"
+                ))
+                .into());
+            }
+        };
+        Ok(RecipeParams {
+            format: p.format,
+            grad_format: format_choice(grad_format)?,
+            pow2_scales: p.pow2_scales,
+            backend,
+        })
+    }
+    fn dtype(&self) -> u32 {
+        self.fields().0
+    }
+}
+
+impl RecipeDesc for hipfp8_moe_experts_desc {
+    fn fields(&self) -> (u32, u32, u32, u32, u32) {
+        let d = self;
+        (d.input_dtype, d.format, d.grad_format, d.flags, d.backend)
+    }
+}
+
+impl RecipeDesc for hipfp8_grouped_linear_desc {
+    fn fields(&self) -> (u32, u32, u32, u32, u32) {
+        let d = self;
+        (d.input_dtype, d.format, d.grad_format, d.flags, d.backend)
+    }
+}
+
+fn experts_shape(d: &hipfp8_moe_experts_desc) -> ExpertsShape {
+    ExpertsShape {
+        m: d.m,
+        d: d.d,
+        i: d.i,
+        e: d.e,
+    }
+}
+
+fn linear_shape(d: &hipfp8_grouped_linear_desc) -> LinearShape {
+    LinearShape {
+        m: d.m,
+        k: d.k,
+        n: d.n,
+        e: d.e,
+    }
+}
+
+const _: () = assert!(hipfp8_flag::HIPFP8_FLAG_POW2_SCALES as u32 == 1);
+
+// ------------------------------------------------------------------------- cache registry
+
+/// Opaque FP8 weight cache: both layouts of a set of expert weights (the experts block's W13
+/// and W2, or one grouped linear's W) with their dequant scales. Create with
+/// `hipfp8_moe_experts_weight_cache_create` or `hipfp8_grouped_linear_weight_cache_create`,
+/// release with `hipfp8_weight_cache_destroy`. Calls that use one cache must not run
+/// concurrently with its refresh (the library serialises the host side; the device work is
+/// ordered by the caller's streams).
+pub struct hipfp8_weight_cache {
+    _opaque: [u8; 0],
+}
+
+struct Caches {
+    next_id: u64,
+    live: BTreeMap<usize, Arc<Mutex<WeightCache>>>,
+}
+
+static CACHES: Mutex<Caches> = Mutex::new(Caches {
+    next_id: 1,
+    live: BTreeMap::new(),
+});
+
+fn caches() -> MutexGuard<'static, Caches> {
+    CACHES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Cache handles: the id times an odd constant (a bijection on 64 bits) with the tag bit 63
+/// set, so they never equal a context handle below 2^63 by accident of order and small
+/// integers are never live.
+fn cache_handle(id: u64) -> usize {
+    (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | (1 << 63)) as usize
+}
+
+fn cache_register(c: WeightCache) -> *mut hipfp8_weight_cache {
+    let mut r = caches();
+    let h = loop {
+        let h = cache_handle(r.next_id);
+        r.next_id += 1;
+        if !r.live.contains_key(&h) {
+            break h;
+        }
+    };
+    r.live.insert(h, Arc::new(Mutex::new(c)));
+    std::ptr::without_provenance_mut(h)
+}
+
+fn cache_lookup(c: *const hipfp8_weight_cache) -> Result<Arc<Mutex<WeightCache>>, FfiError> {
+    caches()
+        .live
+        .get(&c.addr())
+        .cloned()
+        .ok_or_else(|| FfiError::InvalidHandle(format!("{c:p} is not a live weight cache")))
+}
+
+/// Run `f` on the cache behind `c` (locked).
+fn with_cache<R>(
+    c: *const hipfp8_weight_cache,
+    f: impl FnOnce(&mut WeightCache) -> Result<R, FfiError>,
+) -> Result<R, FfiError> {
+    let arc = cache_lookup(c)?;
+    let mut g = arc.lock().unwrap_or_else(|p| p.into_inner());
+    f(&mut g)
+}
+
+fn create_cache(
+    name: &'static str,
+    ctx: *const hipfp8_context,
+    out: *mut *mut hipfp8_weight_cache,
+    make: impl FnOnce(&Context) -> Result<WeightCache, FfiError>,
+) -> hipfp8_status {
+    guard(name, || {
+        let c = context::lookup(ctx)?;
+        let out = args::out_param("cache", out)?;
+        out.write(cache_register(make(&c)?));
+        Ok(())
+    })
+}
+
+/// Create an empty weight cache for the experts block of `desc` (W13 and W2 in `format`,
+/// power-of-two scales per `flags`): allocates its memory (host or device, per the context)
+/// once. Refresh it before the first forward.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_weight_cache_create(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    cache: *mut *mut hipfp8_weight_cache,
+) -> hipfp8_status {
+    create_cache("hipfp8_moe_experts_weight_cache_create", ctx, cache, |c| {
+        let d = args::read_desc(desc)?;
+        let p = d.params()?;
+        Ok(WeightCache::new(c, &p, &experts_shape(&d).projections())?)
+    })
+}
+
+/// Create an empty weight cache for the grouped linear layer of `desc`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_linear_weight_cache_create(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_linear_desc,
+    cache: *mut *mut hipfp8_weight_cache,
+) -> hipfp8_status {
+    create_cache(
+        "hipfp8_grouped_linear_weight_cache_create",
+        ctx,
+        cache,
+        |c| {
+            let d = args::read_desc(desc)?;
+            let p = d.params()?;
+            Ok(WeightCache::new(c, &p, &[linear_shape(&d).projection()])?)
+        },
+    )
+}
+
+/// Release a weight cache (its memory is freed once no call uses it). NULL is a no-op.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_weight_cache_destroy(cache: *mut hipfp8_weight_cache) -> hipfp8_status {
+    guard("hipfp8_weight_cache_destroy", || {
+        if cache.is_null() {
+            return Ok(());
+        }
+        caches()
+            .live
+            .remove(&cache.addr())
+            .map(drop)
+            .ok_or_else(|| FfiError::InvalidHandle(format!("{cache:p} is not a live weight cache")))
+    })
+}
+
+/// Quantize the weights into the cache on `stream` and advance its generation (written to
+/// `generation`). Experts cache: `w0` = W13 (e*2i*d elements), `w1` = W2 (e*d*i); grouped
+/// linear cache: `w0` = W (e*k*n), `w1` NULL with 0. `input_dtype`: a `hipfp8_dtype`. Both are
+/// checked before the first is cast. Later calls on other streams must be ordered after it.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_weight_cache_refresh(
+    ctx: *const hipfp8_context,
+    cache: *mut hipfp8_weight_cache,
+    input_dtype: u32,
+    w0: *const c_void,
+    w0_len: usize,
+    w1: *const c_void,
+    w1_len: usize,
+    generation: *mut u64,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard("hipfp8_weight_cache_refresh", || {
+        let c = context::lookup(ctx)?;
+        let out = args::out_param("generation", generation)?;
+        let v = Views::new(&c);
+        let g = with_cache(cache, |wc| {
+            let mut ws: Vec<HpSrc<'_>> = vec![v.hp("w0", input_dtype, w0, w0_len)?];
+            if wc.projections().len() > 1 || !w1.is_null() || w1_len != 0 {
+                ws.push(v.hp("w1", input_dtype, w1, w1_len)?);
+            }
+            Ok(wc.refresh(&c, &ws, StreamRef(stream.cast()))?)
+        })?;
+        out.write(g);
+        Ok(())
+    })
+}
+
+/// Mark the cache empty: calls refuse it (NOT_SUPPORTED) until the next refresh.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_weight_cache_invalidate(cache: *mut hipfp8_weight_cache) -> hipfp8_status {
+    guard("hipfp8_weight_cache_invalidate", || {
+        with_cache(cache, |wc| {
+            wc.invalidate();
+            Ok(())
+        })
+    })
+}
+
+/// The cache's generation: 0 when empty, else the number its last refresh returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_weight_cache_generation(
+    cache: *const hipfp8_weight_cache,
+    generation: *mut u64,
+) -> hipfp8_status {
+    guard("hipfp8_weight_cache_generation", || {
+        let out = args::out_param("generation", generation)?;
+        let g = with_cache(cache, |wc| Ok(wc.generation()))?;
+        out.write(g);
+        Ok(())
+    })
+}
+
+// --------------------------------------------------------------------------- size queries
+
+fn size_of_call<D: RecipeDesc>(
+    name: &'static str,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    bytes: *mut usize,
+    q: impl FnOnce(&Context, &D, &RecipeParams) -> Result<usize, Error>,
+) -> hipfp8_status {
+    guard(name, || {
+        let c = context::lookup(ctx)?;
+        let d = args::read_desc(desc)?;
+        let out = args::out_param("bytes", bytes)?;
+        let p = d.params()?;
+        out.write(q(&c, &d, &p)?);
+        Ok(())
+    })
+}
+
+/// Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
+/// their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_saved_size(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    size_of_call("hipfp8_moe_experts_saved_size", ctx, desc, bytes, |c, d, _| {
+        c.moe_experts_saved_size(experts_shape(d))
+    })
+}
+
+/// Bytes of the workspace of `hipfp8_moe_experts_forward`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_forward_workspace_size(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    size_of_call("hipfp8_moe_experts_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
+        c.moe_experts_forward_workspace_size(p, experts_shape(d))
+    })
+}
+
+/// Bytes of the workspace of `hipfp8_moe_experts_backward`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_backward_workspace_size(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    size_of_call("hipfp8_moe_experts_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
+        c.moe_experts_backward_workspace_size(p, experts_shape(d))
+    })
+}
+
+/// Bytes of the workspace of `hipfp8_grouped_linear_forward`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_linear_forward_workspace_size(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_linear_desc,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    size_of_call("hipfp8_grouped_linear_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
+        c.grouped_linear_forward_workspace_size(p, linear_shape(d))
+    })
+}
+
+/// Bytes of the workspace of `hipfp8_grouped_linear_backward`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_linear_backward_workspace_size(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_linear_desc,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    size_of_call("hipfp8_grouped_linear_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
+        c.grouped_linear_backward_workspace_size(p, linear_shape(d))
+    })
+}
+
+// ---------------------------------------------------------------------------------- calls
+
+/// The body of a recipe call: context, descriptor, cache, the views (NULL, alignment,
+/// location and overlap checks of the C arguments), then `f`.
+fn call<D: RecipeDesc, R>(
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    cache: *const hipfp8_weight_cache,
+    f: impl FnOnce(&Context, &D, RecipeParams, &Views, &WeightCache) -> Result<R, FfiError>,
+) -> Result<R, FfiError> {
+    let c = context::lookup(ctx)?;
+    let d = args::read_desc(desc)?;
+    let p = d.params()?;
+    let v = Views::new(&c);
+    with_cache(cache, |wc| f(&c, &d, p, &v, wc))
+}
+
+/// The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
+/// `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
+/// `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
+/// backward), using `workspace` (`hipfp8_moe_experts_forward_workspace_size` bytes), and
+/// the cache generation it used to `generation`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_forward(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    cache: *const hipfp8_weight_cache,
+    x: *const c_void,
+    x_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    y: *mut u16,
+    y_len: usize,
+    saved: *mut u8,
+    saved_len: usize,
+    workspace: *mut u8,
+    workspace_len: usize,
+    generation: *mut u64,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard("hipfp8_moe_experts_forward", || {
+        let out = args::out_param("generation", generation)?;
+        let g = call(ctx, desc, cache, |c, d, p, v, wc| {
+            let x = v.hp("x", d.dtype(), x, x_len)?;
+            let offs = v.src("offs", offs, num_groups)?;
+            let y = v.dst("y", y.cast(), y_len)?;
+            let saved = v.dst("saved", saved, saved_len)?;
+            let ws = v.dst("workspace", workspace, workspace_len)?;
+            let s = StreamRef(stream.cast());
+            Ok(c.moe_experts_forward(&p, experts_shape(d), wc, x, offs, y, saved, ws, s)?)
+        })?;
+        out.write(g);
+        Ok(())
+    })
+}
+
+/// The experts block backward: from `saved` (written by the forward that returned
+/// `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
+/// the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
+/// W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
+/// (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
+/// refreshed since that forward.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_backward(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    cache: *const hipfp8_weight_cache,
+    generation: u64,
+    saved: *const u8,
+    saved_len: usize,
+    dy: *const c_void,
+    dy_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    dx: *mut u16,
+    dx_len: usize,
+    dw13: *mut u16,
+    dw13_len: usize,
+    dw2: *mut u16,
+    dw2_len: usize,
+    workspace: *mut u8,
+    workspace_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard("hipfp8_moe_experts_backward", || {
+        call(ctx, desc, cache, |c, d, p, v, wc| {
+            let saved = v.src("saved", saved, saved_len)?;
+            let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
+            let offs = v.src("offs", offs, num_groups)?;
+            let dx = v.dst("dx", dx.cast(), dx_len)?;
+            let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
+            let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
+            let ws = v.dst("workspace", workspace, workspace_len)?;
+            let s = StreamRef(stream.cast());
+            let sh = experts_shape(d);
+            Ok(c.moe_experts_backward(
+                &p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s,
+            )?)
+        })
+    })
+}
+
+/// The grouped linear forward: y (m*n bf16; rows past `offs[e-1]` untouched) from x (m*k
+/// elements of `input_dtype`) and the cache's FP8 weights, using `workspace`
+/// (`hipfp8_grouped_linear_forward_workspace_size` bytes); the generation it used to
+/// `generation`.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_linear_forward(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_linear_desc,
+    cache: *const hipfp8_weight_cache,
+    x: *const c_void,
+    x_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    y: *mut u16,
+    y_len: usize,
+    workspace: *mut u8,
+    workspace_len: usize,
+    generation: *mut u64,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard("hipfp8_grouped_linear_forward", || {
+        let out = args::out_param("generation", generation)?;
+        let g = call(ctx, desc, cache, |c, d, p, v, wc| {
+            let x = v.hp("x", d.dtype(), x, x_len)?;
+            let offs = v.src("offs", offs, num_groups)?;
+            let y = v.dst("y", y.cast(), y_len)?;
+            let ws = v.dst("workspace", workspace, workspace_len)?;
+            let s = StreamRef(stream.cast());
+            Ok(c.grouped_linear_forward(&p, linear_shape(d), wc, x, offs, y, ws, s)?)
+        })?;
+        out.write(g);
+        Ok(())
+    })
+}
+
+/// The grouped linear backward from x (m*k) and dy (m*n), both of `input_dtype`: dx (m*k
+/// bf16; rows past `offs[e-1]` untouched) and dW (e*k*n bf16, W's layout), using `workspace`
+/// (`hipfp8_grouped_linear_backward_workspace_size` bytes). `generation`: what the forward
+/// returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_grouped_linear_backward(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_grouped_linear_desc,
+    cache: *const hipfp8_weight_cache,
+    generation: u64,
+    x: *const c_void,
+    x_len: usize,
+    dy: *const c_void,
+    dy_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    dx: *mut u16,
+    dx_len: usize,
+    dw: *mut u16,
+    dw_len: usize,
+    workspace: *mut u8,
+    workspace_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard("hipfp8_grouped_linear_backward", || {
+        call(ctx, desc, cache, |c, d, p, v, wc| {
+            let x = v.hp("x", d.dtype(), x, x_len)?;
+            let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
+            let offs = v.src("offs", offs, num_groups)?;
+            let dx = v.dst("dx", dx.cast(), dx_len)?;
+            let dw = v.dst("dw", dw.cast(), dw_len)?;
+            let ws = v.dst("workspace", workspace, workspace_len)?;
+            let s = StreamRef(stream.cast());
+            let sh = linear_shape(d);
+            Ok(c.grouped_linear_backward(&p, sh, wc, generation, x, dy, offs, dx, dw, ws, s)?)
+        })
+    })
+}

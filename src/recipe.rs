@@ -1,0 +1,1183 @@
+//! The fused FP8 MoE training recipe (issue 14, docs/OPS.md "The MoE recipe"): the experts
+//! block of a MoE layer (torchtitan `GroupedExperts`: `y = (silu(x w1) * (x w3)) w2` per
+//! expert, tokens already permuted and grouped by END offsets on the device) as one forward
+//! and one backward call, composed of the existing ops (the fused MoE casts of `moe`, the
+//! grouped GEMMs, and [`Context::scale_reciprocal`] for the GEMMs' dequant scales), with
+//! torchao's rowwise FP8 semantics. Every result is bit-identical to the same ops called one
+//! by one (tests/recipe_cpu.rs, tests/gpu_recipe.rs).
+//!
+//! - [`WeightCache`]: both FP8 layouts of each expert weight (forward B and the transposed
+//!   dgrad B) with their dequant scales, quantized once by [`WeightCache::refresh`] and reused
+//!   by every forward and backward until the next refresh: gradient accumulation quantizes
+//!   the weights once per optimizer step. The cache is a snapshot: weights updated in place
+//!   are seen only after a refresh (the generation counter says which snapshot a call used).
+//! - Saved tensors: the forward writes what the backward needs into the caller's `saved`
+//!   buffer ([`Context::moe_experts_saved_size`] bytes): FP8 per-group colwise copies of x and
+//!   h with their dequant scales (the wgrad GEMMs' operands) and the gate/up GEMM output gu
+//!   (bf16, the SwiGLU backward's input). [`ExpertsShape::saved_bytes`] compares it with a
+//!   recipe that saves bf16 x, gu and h.
+//! - Workspace: every intermediate and every op's scratch is carved from the caller's
+//!   workspace (`*_workspace_size`): the casts' zeroed scratch (cleared by the call itself
+//!   with an async memset) and the grouped GEMMs' arguments. Nothing is allocated, nothing
+//!   synchronises: a call only queues work on its stream, so it can be captured into a
+//!   CUDA/HIP graph on a fresh stream and replayed with new data and new offsets.
+//! - Buffers are views of this context's memory (host on the CPU backend, device on a GPU);
+//!   `saved` and the workspace may start at any address (the parts are 256-byte aligned from
+//!   the first aligned address, hence 255 bytes of slack in the sizes).
+//! - Validation before anything is queued: shapes and sizes, every buffer's length and
+//!   location, outputs overlapping anything, the offsets (CPU), the cache's shapes, format
+//!   and generation. A runtime error while the ops run (a device fault, CPU scratch that
+//!   cannot be had) can leave outputs partly written.
+//! - Rows past `offs[E-1]` of y and dx are not written.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use half::bf16;
+
+use crate::context::{BackendKind, Context};
+use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, OpParams};
+use crate::error::{Error, Result};
+use crate::format::Fp8Format;
+use crate::grouped_gemm::params::{GemmBackend, GemmParams};
+use crate::moe::DualOut;
+use crate::params::{CastParams, FormatChoice};
+use crate::reference;
+use crate::runtime::{DeviceBuffer, check_status};
+use crate::sys;
+use crate::validate::{checked_mul, require_nonzero, validate_offsets};
+use crate::view::{Dst, HpSrc, Loc, Src, StreamRef};
+use crate::workspace::Workspace;
+
+// ------------------------------------------------------------------------ the reciprocal op
+
+/// The parameters of an op that has none ([`SCALE_RECIPROCAL`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoParams;
+
+impl OpParams for NoParams {
+    type Resolved = ();
+    fn resolve_on(&self, _: &Context) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[doc(hidden)]
+pub static SCALE_RECIPROCAL: OpDecl<NoParams, usize> = OpDecl {
+    c_name: "hipfp8_scale_reciprocal",
+    bufs: &[
+        BufDecl::input("scales", Elem::F32, |&n, _| Ok(n)),
+        BufDecl::output("out", Elem::F32, |&n, _| Ok(n)),
+    ],
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Checked {
+        noop: |&n, _| n == 0,
+    },
+    cpu: |_, _, &n, h| {
+        // The views may be longer than n: only n elements are written.
+        let x = &h.src::<f32>("scales")[..n];
+        reference::recipe::reciprocals(x, h.dst("out"));
+        Ok(())
+    },
+    gpu: |_, _, _, &n, d, stream| {
+        // SAFETY: validated by Context::run: device memory of this GPU, n f32 in each buffer;
+        // the launcher only queues work on `stream`.
+        let st = unsafe {
+            sys::hipfp8_scale_reciprocal_launch(d.ptr("scales"), d.ptr("out"), n as i64, stream.0)
+        };
+        check_status("scale_reciprocal", st)
+    },
+};
+
+impl Context {
+    /// `out[j] = 1 / scales[j]` for j < n, the IEEE f32 division (torch's `Tensor.reciprocal`;
+    /// 1/NaN = the canonical NaN): the grouped GEMMs' dequant scales from the scales the casts
+    /// write.
+    pub fn scale_reciprocal(
+        &self,
+        n: usize,
+        scales: Src<'_, f32>,
+        out: Dst<'_, f32>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        self.run(
+            &SCALE_RECIPROCAL,
+            &NoParams,
+            n,
+            [scales.into(), out.into()],
+            stream,
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------- parameters
+
+/// The recipe's choices: the FP8 format of the activations and weights (x, h, the expert
+/// weights) and of the gradients (the output's gradient, d = [d_gate | d_up]), power-of-two
+/// scales, and the grouped GEMM implementation on a GPU. The default is torchao's MoE recipe:
+/// E4M3 (the device's flavour) everywhere, power-of-two scales.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecipeParams {
+    pub format: FormatChoice,
+    pub grad_format: FormatChoice,
+    pub pow2_scales: bool,
+    pub backend: GemmBackend,
+}
+
+impl Default for RecipeParams {
+    fn default() -> Self {
+        RecipeParams {
+            format: FormatChoice::Auto,
+            grad_format: FormatChoice::Auto,
+            pow2_scales: true,
+            backend: GemmBackend::Auto,
+        }
+    }
+}
+
+impl RecipeParams {
+    fn act(&self) -> CastParams {
+        CastParams::new(self.format, self.pow2_scales)
+    }
+    fn grad(&self) -> CastParams {
+        CastParams::new(self.grad_format, self.pow2_scales)
+    }
+    /// The GEMM of an activation (or gradient, `grad_a`) A with an activation or weight B.
+    fn gemm(&self, grad_a: bool, ws: Option<Workspace>) -> GemmParams {
+        let a = if grad_a {
+            self.grad_format
+        } else {
+            self.format
+        };
+        GemmParams {
+            workspace: ws,
+            ..GemmParams::new(a, self.format).with_backend(self.backend)
+        }
+    }
+    /// The GEMM workspace bytes of every GEMM the recipe runs with `groups` groups.
+    fn gemm_bytes(&self, ctx: &Context, groups: usize) -> Result<usize> {
+        let f = ctx.grouped_gemm_workspace_size(&self.gemm(false, None), groups)?;
+        let b = ctx.grouped_gemm_workspace_size(&self.gemm(true, None), groups)?;
+        Ok(f.max(b))
+    }
+}
+
+// ------------------------------------------------------------------------- buffer carving
+
+/// Alignment of every part of a carved buffer (the GEMM libraries want 16 bytes).
+const ALIGN: usize = 256;
+
+/// Byte offsets of the parts of a carved buffer (from its first ALIGN-aligned address) and
+/// the bytes it needs (with ALIGN - 1 of slack for an unaligned start).
+struct Parts {
+    offs: Vec<usize>,
+    bytes: usize,
+}
+
+fn overflow(what: &str) -> Error {
+    Error::SizeOverflow(format!("{what}: the recipe's buffer size overflows usize"))
+}
+
+/// The parts of sizes `sizes` (bytes), in order, each starting ALIGN-aligned.
+fn carve(what: &str, sizes: &[usize]) -> Result<Parts> {
+    let mut offs = Vec::with_capacity(sizes.len());
+    let mut at = 0usize;
+    for &s in sizes {
+        offs.push(at);
+        at = at
+            .checked_add(s)
+            .and_then(|v| v.checked_add(ALIGN - 1))
+            .ok_or_else(|| overflow(what))?
+            / ALIGN
+            * ALIGN;
+    }
+    let bytes = at.checked_add(ALIGN - 1).ok_or_else(|| overflow(what))?;
+    Ok(Parts { offs, bytes })
+}
+
+/// Bytes of `n` elements of `T`.
+fn bytes_of<T>(what: &'static str, n: usize) -> Result<usize> {
+    checked_mul(what, n, std::mem::size_of::<T>())
+}
+
+/// A validated caller buffer (or the cache's memory) from its first ALIGN-aligned address,
+/// whose parts are handed to the ops as views.
+#[derive(Clone, Copy)]
+struct Region<'a> {
+    base: usize,
+    loc: Loc,
+    _p: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Region<'a> {
+    /// The region of a buffer at `ptr` that was checked to hold the [`Parts`] it is cut into.
+    fn new(ptr: *const u8, loc: Loc) -> Region<'a> {
+        Region {
+            base: (ptr as usize).div_ceil(ALIGN) * ALIGN,
+            loc,
+            _p: PhantomData,
+        }
+    }
+    fn addr(&self, p: &Parts, i: usize) -> usize {
+        self.base + p.offs[i]
+    }
+    /// Part `i` of `p` as `len` elements of `T` (the part was sized for them).
+    fn src<T>(&self, p: &Parts, i: usize, len: usize) -> Src<'a, T> {
+        // SAFETY: the region's buffer was checked (length, location) to hold `p.bytes` bytes
+        // from its start, so every part lies inside it; parts do not overlap; the address is
+        // ALIGN-aligned; the views live while the buffer is borrowed ('a).
+        unsafe { Src::from_raw(self.addr(p, i) as *const T, len, self.loc) }
+    }
+    fn dst<T>(&self, p: &Parts, i: usize, len: usize) -> Dst<'a, T> {
+        // SAFETY: as `src`; the recipe writes each part through one view at a time.
+        unsafe { Dst::from_raw(self.addr(p, i) as *mut T, len, self.loc) }
+    }
+    fn hp(&self, p: &Parts, i: usize, len: usize) -> HpSrc<'a> {
+        HpSrc::Bf16(self.src(p, i, len))
+    }
+}
+
+/// Zeroed scratch bytes of the grouped MoE casts and the column casts of `k` columns
+/// (`k` = 0: none) for `groups` groups: none on the CPU.
+fn zeroed_bytes(ctx: &Context, groups: usize, colwise_k: usize) -> Result<usize> {
+    if ctx.backend() == BackendKind::Cpu {
+        return Ok(0);
+    }
+    let moe = ctx.moe_workspace_size(groups)?;
+    let col = if colwise_k > 0 {
+        ctx.colwise_workspace_size(groups, colwise_k, 0)?
+    } else {
+        0
+    };
+    Ok(moe.max(col))
+}
+
+/// The buffers of one recipe call, checked before anything is queued: each against its
+/// length and this context's memory, and no output overlapping any other buffer.
+struct Checks<'c> {
+    ctx: &'c Context,
+    ranges: Vec<(&'static str, usize, usize, bool)>,
+}
+
+impl<'c> Checks<'c> {
+    fn new(ctx: &'c Context) -> Self {
+        Checks {
+            ctx,
+            ranges: Vec::new(),
+        }
+    }
+    fn add(&mut self, name: &'static str, addr: usize, bytes: usize, out: bool) {
+        self.ranges.push((name, addr, bytes, out));
+    }
+    fn hp(&mut self, name: &'static str, v: &HpSrc<'_>, n: usize) -> Result<()> {
+        self.ctx.check_hp(name, v, n)?;
+        let size = match v {
+            HpSrc::Bf16(_) => 2,
+            HpSrc::F32(_) => 4,
+        };
+        self.add(name, v.raw_parts().0 as usize, n * size, false);
+        Ok(())
+    }
+    fn src<T>(&mut self, name: &'static str, v: &Src<'_, T>, n: usize) -> Result<()> {
+        self.ctx.check_src(name, v, n)?;
+        self.add(
+            name,
+            v.as_ptr() as usize,
+            n * std::mem::size_of::<T>(),
+            false,
+        );
+        Ok(())
+    }
+    fn dst<T>(&mut self, name: &'static str, v: &mut Dst<'_, T>, n: usize) -> Result<()> {
+        self.ctx.check_dst(name, v, n)?;
+        self.add(
+            name,
+            v.as_mut_ptr() as usize,
+            n * std::mem::size_of::<T>(),
+            true,
+        );
+        Ok(())
+    }
+    /// The offsets: `groups` of them (`GroupCountMismatch`), valid END offsets into `extent`
+    /// rows on the CPU (the kernels clamp them on a GPU).
+    fn offs(&mut self, offs: &Src<'_, i32>, groups: usize, extent: usize) -> Result<()> {
+        if offs.len() != groups {
+            return Err(Error::GroupCountMismatch {
+                expected: groups,
+                got: offs.len(),
+            });
+        }
+        self.src("offs", offs, groups)?;
+        if self.ctx.backend() == BackendKind::Cpu {
+            validate_offsets(offs.host_slice(), extent)?;
+        }
+        Ok(())
+    }
+    /// Overlaps of outputs with anything, then (GPU) every pointer is this GPU's memory.
+    fn finish(self) -> Result<()> {
+        let r = &self.ranges;
+        for (i, a) in r.iter().enumerate() {
+            for b in &r[i + 1..] {
+                let overlap = a.2 > 0 && b.2 > 0 && a.1 < b.1 + b.2 && b.1 < a.1 + a.2;
+                if overlap && (a.3 || b.3) {
+                    return Err(Error::OverlappingBuffers(format!(
+                        "`{}` and `{}` share memory",
+                        a.0, b.0
+                    )));
+                }
+            }
+        }
+        let ptrs: Vec<_> = r.iter().map(|x| (x.0, x.1 as *const c_void)).collect();
+        self.ctx.check_device_pointers(&ptrs)
+    }
+}
+
+/// Run `f` (the recipe's ops on `stream`) with the workspace's zeroed part `z` (`zb` bytes)
+/// as the stream's zeroed scratch, cleared first in stream order (GPU; nothing on the CPU).
+fn with_zeroed<R>(
+    ctx: &Context,
+    z: usize,
+    zb: usize,
+    stream: StreamRef,
+    f: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    if ctx.backend() == BackendKind::Cpu || zb == 0 {
+        return f();
+    }
+    let _dev = ctx.activate()?;
+    // SAFETY: `z` is the zeroed part of the caller's workspace, checked to be device memory
+    // of this GPU holding `zb` bytes; the memset is queued on `stream` before the ops.
+    check_status("recipe workspace memset", unsafe {
+        sys::hipfp8_rt_memset_async(z as *mut c_void, 0, zb as u64, stream.0)
+    })?;
+    ctx.workspace
+        .with_scoped_zeroed(stream, z as *mut c_void, zb, f)
+}
+
+/// The GEMM workspace handed to every GEMM of a call (None when they need none).
+fn gemm_ws(ctx: &Context, addr: usize, bytes: usize) -> Option<Workspace> {
+    if ctx.backend() == BackendKind::Cpu || bytes == 0 {
+        return None;
+    }
+    // SAFETY: the GEMM part of the caller's workspace: device memory of this GPU (checked),
+    // `bytes` long, used by nothing else during the call (stream order).
+    Some(unsafe { Workspace::from_raw(addr as *mut c_void, bytes) })
+}
+
+// --------------------------------------------------------------------------- weight cache
+
+/// One projection's expert weights: (E,K,N) column-major (`w[e*K*N + n*K + k]`, i.e. torch's
+/// (E,N,K) row-major `nn.Linear` weights stacked per expert); the GEMM computes
+/// `y (M,N) = x (M,K) . W_e` for each group's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Projection {
+    pub e: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+/// The parts of one projection in a cache: forward B (colwise_3d) and its scales and dequant
+/// scales, dgrad B (rowwise_3d_transpose_rhs) and its scales and dequant scales.
+const PROJ_PARTS: usize = 6;
+
+impl Projection {
+    fn sizes(&self) -> Result<[usize; PROJ_PARTS]> {
+        let ekn = checked_mul("e*k*n", checked_mul("e*k", self.e, self.k)?, self.n)?;
+        let en = bytes_of::<f32>("e*n", checked_mul("e*n", self.e, self.n)?)?;
+        let ek = bytes_of::<f32>("e*k", checked_mul("e*k", self.e, self.k)?)?;
+        Ok([ekn, en, en, ekn, ek, ek])
+    }
+}
+
+enum Mem {
+    Host(Vec<u8>),
+    Device(DeviceBuffer<u8>),
+}
+
+/// Both FP8 layouts of a set of expert weights (the experts block: W13 then W2; a grouped
+/// linear: one), with their dequant scales, in memory the cache owns (allocated once by
+/// [`WeightCache::new`]). [`WeightCache::refresh`] quantizes the caller's weights into it and
+/// advances the generation; [`WeightCache::invalidate`] marks it empty (calls refuse it until
+/// the next refresh). Calls read the snapshot of the last refresh: a caller that updates its
+/// weights in place (an optimizer step) refreshes once afterwards; forwards and backwards of
+/// the micro-batches in between reuse the FP8 copies.
+pub struct WeightCache {
+    projs: Vec<Projection>,
+    format: Fp8Format,
+    pow2: bool,
+    ordinal: Option<usize>,
+    parts: Parts,
+    mem: Mem,
+    /// The current snapshot's number (0: empty).
+    generation: u64,
+    /// Refreshes so far (generations never repeat, also across invalidations).
+    refreshes: u64,
+}
+
+/// The views of one cached projection the GEMMs read.
+struct Cached<'a> {
+    q: Src<'a, u8>,
+    s_inv: Src<'a, f32>,
+    qt: Src<'a, u8>,
+    st_inv: Src<'a, f32>,
+}
+
+impl WeightCache {
+    /// An empty cache for `projs` (each k, n > 0) with the format and scales of `p` on `ctx`.
+    pub fn new(ctx: &Context, p: &RecipeParams, projs: &[Projection]) -> Result<WeightCache> {
+        let mut sizes = Vec::with_capacity(projs.len() * PROJ_PARTS);
+        for pr in projs {
+            require_nonzero("k", pr.k)?;
+            require_nonzero("n", pr.n)?;
+            sizes.extend(pr.sizes()?);
+        }
+        let parts = carve("weight cache", &sizes)?;
+        let mem = match ctx.backend() {
+            BackendKind::Cpu => Mem::Host(reference::try_scratch("weight cache", parts.bytes)?),
+            BackendKind::Gpu => Mem::Device(DeviceBuffer::zeroed(ctx, parts.bytes)?),
+        };
+        Ok(WeightCache {
+            projs: projs.to_vec(),
+            format: ctx.resolve(p.format),
+            pow2: p.pow2_scales,
+            ordinal: ctx.ordinal(),
+            parts,
+            mem,
+            generation: 0,
+            refreshes: 0,
+        })
+    }
+
+    /// The projections the cache holds.
+    pub fn projections(&self) -> &[Projection] {
+        &self.projs
+    }
+    /// The FP8 format of the cached weights.
+    pub fn format(&self) -> Fp8Format {
+        self.format
+    }
+    /// Bytes of memory the cache owns.
+    pub fn bytes(&self) -> usize {
+        self.parts.bytes
+    }
+    /// The snapshot's number: 0 when empty (never refreshed, or invalidated), else advanced
+    /// by each refresh.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+    /// Mark the cache empty: calls refuse it until the next [`WeightCache::refresh`].
+    pub fn invalidate(&mut self) {
+        self.generation = 0;
+    }
+
+    fn region(&self) -> Region<'_> {
+        match &self.mem {
+            Mem::Host(v) => Region::new(v.as_ptr(), Loc::Host),
+            Mem::Device(b) => Region::new(b.as_ptr(), Loc::Device),
+        }
+    }
+
+    fn check_ctx(&self, ctx: &Context) -> Result<()> {
+        if ctx.ordinal() != self.ordinal {
+            return Err(Error::WrongLocation(format!(
+                "the weight cache lives on {:?} (None: the host), the context on {:?}",
+                self.ordinal,
+                ctx.ordinal()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Quantize `weights` (one per projection, each e*k*n elements (E,K,N) column-major, of
+    /// this context's memory) into the cache on `stream` and advance the generation, which it
+    /// returns. Every weight is checked before the first is cast. Work is queued on `stream`:
+    /// calls on other streams must be ordered after it by the caller.
+    pub fn refresh(
+        &mut self,
+        ctx: &Context,
+        weights: &[HpSrc<'_>],
+        stream: StreamRef,
+    ) -> Result<u64> {
+        self.check_ctx(ctx)?;
+        if weights.len() != self.projs.len() {
+            return Err(Error::GroupCountMismatch {
+                expected: self.projs.len(),
+                got: weights.len(),
+            });
+        }
+        let mut ck = Checks::new(ctx);
+        for (w, pr) in weights.iter().zip(&self.projs) {
+            ck.hp("weights", w, pr.sizes()?[0])?;
+        }
+        ck.finish()?;
+        // A failure part-way leaves a mixed snapshot: the cache is empty until refreshed.
+        self.generation = 0;
+        let cp = CastParams::new(self.format, self.pow2);
+        let r = self.region();
+        let p = &self.parts;
+        for (j, (w, pr)) in weights.iter().zip(&self.projs).enumerate() {
+            let (e, k, n) = (pr.e, pr.k, pr.n);
+            let b = j * PROJ_PARTS;
+            let (en, ek, ekn) = (e * n, e * k, e * k * n);
+            ctx.moe_weights_dual(
+                &cp,
+                e,
+                k,
+                n,
+                *w,
+                r.dst(p, b, ekn),
+                r.dst(p, b + 1, en),
+                r.dst(p, b + 3, ekn),
+                r.dst(p, b + 4, ek),
+                stream,
+            )?;
+            ctx.scale_reciprocal(en, r.src(p, b + 1, en), r.dst(p, b + 2, en), stream)?;
+            ctx.scale_reciprocal(ek, r.src(p, b + 4, ek), r.dst(p, b + 5, ek), stream)?;
+        }
+        self.refreshes += 1;
+        self.generation = self.refreshes;
+        Ok(self.generation)
+    }
+
+    /// Check the cache for a call of `ctx`, `p` over `projs`; the views of each projection.
+    fn use_for(
+        &self,
+        ctx: &Context,
+        p: &RecipeParams,
+        projs: &[Projection],
+    ) -> Result<Vec<Cached<'_>>> {
+        self.check_ctx(ctx)?;
+        if self.projs != projs {
+            return Err(Error::InvalidShape(format!(
+                "the weight cache holds {:?}, the call needs {projs:?}",
+                self.projs
+            )));
+        }
+        if ctx.resolve(p.format) != self.format || p.pow2_scales != self.pow2 {
+            return Err(Error::UnsupportedFormat(format!(
+                "the weight cache holds {:?} (pow2 scales {}), the call asks for {:?} (pow2 {})",
+                self.format,
+                self.pow2,
+                ctx.resolve(p.format),
+                p.pow2_scales
+            )));
+        }
+        if self.generation == 0 {
+            return Err(Error::NotSupported(
+                "the weight cache is empty: refresh it with the weights first".into(),
+            ));
+        }
+        let (r, pt) = (self.region(), &self.parts);
+        Ok(projs
+            .iter()
+            .enumerate()
+            .map(|(j, pr)| {
+                let b = j * PROJ_PARTS;
+                let (en, ek, ekn) = (pr.e * pr.n, pr.e * pr.k, pr.e * pr.k * pr.n);
+                Cached {
+                    q: r.src(pt, b, ekn),
+                    s_inv: r.src(pt, b + 2, en),
+                    qt: r.src(pt, b + 3, ekn),
+                    st_inv: r.src(pt, b + 5, ek),
+                }
+            })
+            .collect())
+    }
+
+    /// A backward's check that the forward it follows used this snapshot.
+    fn check_generation(&self, generation: u64) -> Result<()> {
+        if generation != self.generation {
+            return Err(Error::NotSupported(format!(
+                "the saved tensors come from a forward with weight generation {generation}, the \
+                 cache is at generation {}: refresh the cache between a backward and the next \
+                 forward, not between a forward and its backward",
+                self.generation
+            )));
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------ the experts block
+
+/// The experts block: m routed tokens (rows of x, grouped by `e` END offsets), model dim d,
+/// intermediate dim i, e experts. Weights: W13 (E, 2I, D) row-major = the projection
+/// (e, k = d, n = 2i) (gate = its first i output columns, up = the last i: torchtitan's w1
+/// and w3 stacked along their output dim), W2 (E, D, I) row-major = (e, k = i, n = d).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertsShape {
+    pub m: usize,
+    pub d: usize,
+    pub i: usize,
+    pub e: usize,
+}
+
+/// Bytes the backward keeps from the forward ([`ExpertsShape::saved_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SavedBytes {
+    /// This recipe: FP8 colwise x (m*d) and h (m*i) with their e*d and e*i f32 dequant
+    /// scales, and bf16 gu (m*2i).
+    pub fp8: usize,
+    /// A recipe that saves the bf16 tensors and re-quantizes them in the backward (torchao's
+    /// `_Float8GroupedMM` per GEMM and torch's SwiGLU autograd): x (m*d), gu (m*2i) and h
+    /// (m*i), all bf16.
+    pub bf16: usize,
+}
+
+/// Parts of `saved`: x colwise, its dequant scales, gu, h colwise, its dequant scales.
+const SAVED_XC: usize = 0;
+const SAVED_XCS: usize = 1;
+const SAVED_GU: usize = 2;
+const SAVED_HC: usize = 3;
+const SAVED_HCS: usize = 4;
+
+/// Parts of a workspace: the zeroed scratch of the casts, the GEMMs' arguments, then the
+/// call's intermediates from index 2 on.
+const WS_ZERO: usize = 0;
+const WS_GEMM: usize = 1;
+
+impl ExpertsShape {
+    /// W13 and W2, the projections a [`WeightCache`] for this block holds.
+    pub fn projections(&self) -> [Projection; 2] {
+        [
+            Projection {
+                e: self.e,
+                k: self.d,
+                n: 2 * self.i,
+            },
+            Projection {
+                e: self.e,
+                k: self.i,
+                n: self.d,
+            },
+        ]
+    }
+
+    fn check(&self) -> Result<()> {
+        require_nonzero("d", self.d)?;
+        require_nonzero("i", self.i)?;
+        checked_mul("2*i", 2, self.i)?;
+        for pr in self.projections() {
+            pr.sizes()?;
+        }
+        checked_mul("m*2i", self.m, 2 * self.i)?;
+        checked_mul("m*d", self.m, self.d)?;
+        Ok(())
+    }
+
+    /// Element counts: (m*d, m*i, m*2i, e*d, e*i, e*2i).
+    fn counts(&self) -> (usize, usize, usize, usize, usize, usize) {
+        let (m, d, i, e) = (self.m, self.d, self.i, self.e);
+        (m * d, m * i, m * 2 * i, e * d, e * i, e * 2 * i)
+    }
+
+    fn saved_sizes(&self) -> Result<[usize; 5]> {
+        self.check()?;
+        let (md, mi, m2i, ed, ei, _) = self.counts();
+        Ok([
+            md,
+            bytes_of::<f32>("e*d", ed)?,
+            bytes_of::<bf16>("m*2i", m2i)?,
+            mi,
+            bytes_of::<f32>("e*i", ei)?,
+        ])
+    }
+
+    /// The bytes the backward keeps, this recipe's and a bf16-saving one's.
+    pub fn saved_bytes(&self) -> Result<SavedBytes> {
+        let fp8 = self.saved_sizes()?.iter().sum();
+        let (md, mi, m2i, ..) = self.counts();
+        Ok(SavedBytes {
+            fp8,
+            bf16: 2 * (md + m2i + mi),
+        })
+    }
+
+    fn fwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
+        self.check()?;
+        let (md, mi, _, ed, ei, _) = self.counts();
+        let f = |n| bytes_of::<f32>("scales", n);
+        let m4 = f(self.m)?;
+        carve(
+            "experts forward workspace",
+            &[zb, gb, md, m4, m4, f(ed)?, mi, m4, m4, f(ei)?],
+        )
+    }
+
+    fn bwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
+        self.check()?;
+        let (md, mi, m2i, ed, _, e2i) = self.counts();
+        let f = |n| bytes_of::<f32>("scales", n);
+        let m4 = f(self.m)?;
+        carve(
+            "experts backward workspace",
+            &[
+                zb,
+                gb,
+                md,
+                m4,
+                m4,
+                md,
+                f(ed)?,
+                f(ed)?,
+                bytes_of::<bf16>("m*i", mi)?,
+                m2i,
+                m4,
+                m4,
+                m2i,
+                f(e2i)?,
+                f(e2i)?,
+            ],
+        )
+    }
+}
+
+impl Context {
+    /// Bytes of the `saved` buffer of [`Context::moe_experts_forward`] (the parts of
+    /// [`ExpertsShape::saved_bytes`], aligned, plus 255 of slack).
+    pub fn moe_experts_saved_size(&self, s: ExpertsShape) -> Result<usize> {
+        Ok(carve("experts saved", &s.saved_sizes()?)?.bytes)
+    }
+
+    /// Bytes of the workspace of [`Context::moe_experts_forward`].
+    pub fn moe_experts_forward_workspace_size(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+    ) -> Result<usize> {
+        let (zb, gb) = self.experts_scratch(p, s)?;
+        Ok(s.fwd_parts(zb, gb)?.bytes)
+    }
+
+    /// Bytes of the workspace of [`Context::moe_experts_backward`].
+    pub fn moe_experts_backward_workspace_size(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+    ) -> Result<usize> {
+        let (zb, gb) = self.experts_scratch(p, s)?;
+        Ok(s.bwd_parts(zb, gb)?.bytes)
+    }
+
+    fn experts_scratch(&self, p: &RecipeParams, s: ExpertsShape) -> Result<(usize, usize)> {
+        s.check()?;
+        Ok((zeroed_bytes(self, s.e, 0)?, p.gemm_bytes(self, s.e)?))
+    }
+
+    /// The experts block forward on `stream`: `y (m, d) = swiglu(x . W13) . W2` per group,
+    /// from x (m, d) (bf16 or f32) with `offs[e]` END offsets along m and the cache's FP8
+    /// weights, i.e. `moe_act_dual(x)`, the gate/up grouped GEMM into gu, `moe_swiglu_quant(gu)`
+    /// and the down grouped GEMM (dequant scales from [`Context::scale_reciprocal`]). Writes y
+    /// (bf16, rows past `offs[e-1]` untouched) and `saved` (for the backward); returns the
+    /// cache generation it used (the backward's `generation`).
+    pub fn moe_experts_forward(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        cache: &WeightCache,
+        x: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut y: Dst<'_, bf16>,
+        mut saved: Dst<'_, u8>,
+        mut workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<u64> {
+        let (zb, gb) = self.experts_scratch(p, s)?;
+        let wp = s.fwd_parts(zb, gb)?;
+        let sp = carve("experts saved", &s.saved_sizes()?)?;
+        let w = cache.use_for(self, p, &s.projections())?;
+        let (m, d, i, e) = (s.m, s.d, s.i, s.e);
+        let (md, mi, m2i, ed, ei, _) = s.counts();
+        let mut ck = Checks::new(self);
+        ck.hp("x", &x, md)?;
+        ck.offs(&offs, e, m)?;
+        ck.dst("y", &mut y, md)?;
+        ck.dst("saved", &mut saved, sp.bytes)?;
+        ck.dst("workspace", &mut workspace, wp.bytes)?;
+        ck.finish()?;
+        let ws = Region::new(workspace.as_mut_ptr(), self.loc());
+        let sv = Region::new(saved.as_mut_ptr(), self.loc());
+        let (act, gemm) = (
+            p.act(),
+            p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
+        );
+        with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
+            let x_out = DualOut {
+                out: ws.dst(&wp, 2, md),
+                scales: ws.dst(&wp, 3, m),
+                out_col: sv.dst(&sp, SAVED_XC, md),
+                scales_col: ws.dst(&wp, 5, ed),
+            };
+            self.moe_act_dual(&act, m, d, x, offs, x_out, stream)?;
+            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
+            let xcs = (ws.src(&wp, 5, ed), sv.dst(&sp, SAVED_XCS, ed));
+            self.scale_reciprocal(ed, xcs.0, xcs.1, stream)?;
+            self.grouped_gemm_2d3d(
+                &gemm,
+                m,
+                d,
+                2 * i,
+                e,
+                ws.src(&wp, 2, md),
+                w[0].q,
+                offs,
+                ws.src(&wp, 4, m),
+                w[0].s_inv,
+                sv.dst(&sp, SAVED_GU, m2i),
+                stream,
+            )?;
+            let h_out = DualOut {
+                out: ws.dst(&wp, 6, mi),
+                scales: ws.dst(&wp, 7, m),
+                out_col: sv.dst(&sp, SAVED_HC, mi),
+                scales_col: ws.dst(&wp, 9, ei),
+            };
+            let gu = sv.hp(&sp, SAVED_GU, m2i);
+            self.moe_swiglu_quant(&act, m, i, gu, offs, h_out, stream)?;
+            self.scale_reciprocal(m, ws.src(&wp, 7, m), ws.dst(&wp, 8, m), stream)?;
+            let hcs = (ws.src(&wp, 9, ei), sv.dst(&sp, SAVED_HCS, ei));
+            self.scale_reciprocal(ei, hcs.0, hcs.1, stream)?;
+            self.grouped_gemm_2d3d(
+                &gemm,
+                m,
+                i,
+                d,
+                e,
+                ws.src(&wp, 6, mi),
+                w[1].q,
+                offs,
+                ws.src(&wp, 8, m),
+                w[1].s_inv,
+                y,
+                stream,
+            )
+        })?;
+        Ok(cache.generation())
+    }
+
+    /// The experts block backward on `stream`, from `saved` (written by the forward that
+    /// returned `generation`, with the same shape, offsets and cache) and dy (m, d): dx (m, d)
+    /// (rows past `offs[e-1]` untouched), dW13 (E, 2I, D) and dW2 (E, D, I) (bf16, the weights'
+    /// layouts; an empty group's gradients are zeros), i.e. `moe_act_dual(dy)`, the W2 dgrad
+    /// GEMM into dh and the W2 wgrad GEMM, `moe_swiglu_bwd_quant(dh, gu)`, the W13 dgrad and
+    /// wgrad GEMMs. `NotSupported` when the cache was refreshed after that forward.
+    pub fn moe_experts_backward(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        cache: &WeightCache,
+        generation: u64,
+        saved: Src<'_, u8>,
+        dy: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut dx: Dst<'_, bf16>,
+        mut dw13: Dst<'_, bf16>,
+        mut dw2: Dst<'_, bf16>,
+        mut workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let (zb, gb) = self.experts_scratch(p, s)?;
+        let wp = s.bwd_parts(zb, gb)?;
+        let sp = carve("experts saved", &s.saved_sizes()?)?;
+        let w = cache.use_for(self, p, &s.projections())?;
+        cache.check_generation(generation)?;
+        let (m, d, i, e) = (s.m, s.d, s.i, s.e);
+        let (md, mi, m2i, ed, ei, e2i) = s.counts();
+        let mut ck = Checks::new(self);
+        ck.src("saved", &saved, sp.bytes)?;
+        ck.hp("dy", &dy, md)?;
+        ck.offs(&offs, e, m)?;
+        ck.dst("dx", &mut dx, md)?;
+        ck.dst("dw13", &mut dw13, checked_mul("e*2i*d", e2i, d)?)?;
+        ck.dst("dw2", &mut dw2, checked_mul("e*d*i", ed, i)?)?;
+        ck.dst("workspace", &mut workspace, wp.bytes)?;
+        ck.finish()?;
+        let ws = Region::new(workspace.as_mut_ptr(), self.loc());
+        let sv = Region::new(saved.as_ptr(), self.loc());
+        let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
+        let (grad, gemm) = (p.grad(), p.gemm(true, gw));
+        with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
+            let dy_out = DualOut {
+                out: ws.dst(&wp, 2, md),
+                scales: ws.dst(&wp, 3, m),
+                out_col: ws.dst(&wp, 5, md),
+                scales_col: ws.dst(&wp, 6, ed),
+            };
+            self.moe_act_dual(&grad, m, d, dy, offs, dy_out, stream)?;
+            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
+            self.scale_reciprocal(ed, ws.src(&wp, 6, ed), ws.dst(&wp, 7, ed), stream)?;
+            // W2 dgrad: dh (m, i) = dy . W2^T.
+            self.grouped_gemm_2d3d(
+                &gemm,
+                m,
+                d,
+                i,
+                e,
+                ws.src(&wp, 2, md),
+                w[1].qt,
+                offs,
+                ws.src(&wp, 4, m),
+                w[1].st_inv,
+                ws.dst(&wp, 8, mi),
+                stream,
+            )?;
+            // W2 wgrad: dW2 (e, d, i) = dy^T . h per group.
+            self.grouped_gemm_2d2d(
+                &gemm,
+                d,
+                m,
+                i,
+                ws.src(&wp, 5, md),
+                sv.src(&sp, SAVED_HC, mi),
+                offs,
+                ws.src(&wp, 7, ed),
+                sv.src(&sp, SAVED_HCS, ei),
+                dw2,
+                stream,
+            )?;
+            let d_out = DualOut {
+                out: ws.dst(&wp, 9, m2i),
+                scales: ws.dst(&wp, 10, m),
+                out_col: ws.dst(&wp, 12, m2i),
+                scales_col: ws.dst(&wp, 13, e2i),
+            };
+            let (dh, gu) = (ws.hp(&wp, 8, mi), sv.hp(&sp, SAVED_GU, m2i));
+            self.moe_swiglu_bwd_quant(&grad, m, i, dh, gu, offs, d_out, stream)?;
+            self.scale_reciprocal(m, ws.src(&wp, 10, m), ws.dst(&wp, 11, m), stream)?;
+            self.scale_reciprocal(e2i, ws.src(&wp, 13, e2i), ws.dst(&wp, 14, e2i), stream)?;
+            // W13 dgrad: dx (m, d) = [d_gate | d_up] . W13^T.
+            self.grouped_gemm_2d3d(
+                &gemm,
+                m,
+                2 * i,
+                d,
+                e,
+                ws.src(&wp, 9, m2i),
+                w[0].qt,
+                offs,
+                ws.src(&wp, 11, m),
+                w[0].st_inv,
+                dx,
+                stream,
+            )?;
+            // W13 wgrad: dW13 (e, 2i, d) = [d_gate | d_up]^T . x per group.
+            self.grouped_gemm_2d2d(
+                &gemm,
+                2 * i,
+                m,
+                d,
+                ws.src(&wp, 12, m2i),
+                sv.src(&sp, SAVED_XC, md),
+                offs,
+                ws.src(&wp, 14, e2i),
+                sv.src(&sp, SAVED_XCS, ed),
+                dw13,
+                stream,
+            )
+        })
+    }
+}
+
+// ------------------------------------------------------------------------ grouped linear
+
+/// One grouped linear layer: x (m, k) with `e` END offsets along m times the expert weights
+/// (e, k, n) ([`Projection`]), y (m, n); for frameworks that keep their own activations (the
+/// backward takes x again and casts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinearShape {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub e: usize,
+}
+
+impl LinearShape {
+    /// The projection a [`WeightCache`] for this layer holds.
+    pub fn projection(&self) -> Projection {
+        Projection {
+            e: self.e,
+            k: self.k,
+            n: self.n,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        require_nonzero("k", self.k)?;
+        require_nonzero("n", self.n)?;
+        self.projection().sizes()?;
+        checked_mul("m*k", self.m, self.k)?;
+        checked_mul("m*n", self.m, self.n)?;
+        Ok(())
+    }
+
+    fn fwd_parts(&self, gb: usize) -> Result<Parts> {
+        self.check()?;
+        let m4 = bytes_of::<f32>("m", self.m)?;
+        carve(
+            "grouped linear forward workspace",
+            &[0, gb, self.m * self.k, m4, m4],
+        )
+    }
+
+    fn bwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
+        self.check()?;
+        let (m, k, n, e) = (self.m, self.k, self.n, self.e);
+        let f = |c: usize| bytes_of::<f32>("scales", c);
+        let m4 = f(m)?;
+        let (en, ek) = (f(e * n)?, f(e * k)?);
+        carve(
+            "grouped linear backward workspace",
+            &[zb, gb, m * n, m4, m4, m * n, en, en, m * k, ek, ek],
+        )
+    }
+}
+
+impl Context {
+    /// Bytes of the workspace of [`Context::grouped_linear_forward`].
+    pub fn grouped_linear_forward_workspace_size(
+        &self,
+        p: &RecipeParams,
+        s: LinearShape,
+    ) -> Result<usize> {
+        s.check()?;
+        Ok(s.fwd_parts(p.gemm_bytes(self, s.e)?)?.bytes)
+    }
+
+    /// Bytes of the workspace of [`Context::grouped_linear_backward`].
+    pub fn grouped_linear_backward_workspace_size(
+        &self,
+        p: &RecipeParams,
+        s: LinearShape,
+    ) -> Result<usize> {
+        s.check()?;
+        let zb = zeroed_bytes(self, s.e, s.k)?;
+        Ok(s.bwd_parts(zb, p.gemm_bytes(self, s.e)?)?.bytes)
+    }
+
+    /// The grouped linear forward: `rowwise_2d(x)` and the 2D x 3D grouped GEMM with the
+    /// cache's forward B: y (m, n) bf16, rows past `offs[e-1]` untouched. Returns the cache
+    /// generation it used.
+    pub fn grouped_linear_forward(
+        &self,
+        p: &RecipeParams,
+        s: LinearShape,
+        cache: &WeightCache,
+        x: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut y: Dst<'_, bf16>,
+        mut workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<u64> {
+        s.check()?;
+        let gb = p.gemm_bytes(self, s.e)?;
+        let wp = s.fwd_parts(gb)?;
+        let w = cache.use_for(self, p, &[s.projection()])?;
+        let (m, k, n, e) = (s.m, s.k, s.n, s.e);
+        let mut ck = Checks::new(self);
+        ck.hp("x", &x, m * k)?;
+        ck.offs(&offs, e, m)?;
+        ck.dst("y", &mut y, m * n)?;
+        ck.dst("workspace", &mut workspace, wp.bytes)?;
+        ck.finish()?;
+        let ws = Region::new(workspace.as_mut_ptr(), self.loc());
+        let gemm = p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
+        let (xq, xs) = (ws.dst(&wp, 2, m * k), ws.dst(&wp, 3, m));
+        self.rowwise_2d(&p.act(), m, k, x, xq, xs, stream)?;
+        self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
+        self.grouped_gemm_2d3d(
+            &gemm,
+            m,
+            k,
+            n,
+            e,
+            ws.src(&wp, 2, m * k),
+            w[0].q,
+            offs,
+            ws.src(&wp, 4, m),
+            w[0].s_inv,
+            y,
+            stream,
+        )?;
+        Ok(cache.generation())
+    }
+
+    /// The grouped linear backward from x (m, k) and dy (m, n): dx (m, k) (rows past
+    /// `offs[e-1]` untouched) and dW (e, k, n) column-major, i.e. torch's (E, N, K) row-major
+    /// (bf16; an empty group's gradient is zeros): `moe_act_dual(dy)`, `per_group_colwise(x)`,
+    /// the dgrad GEMM with the cache's transposed B and the wgrad GEMM. `generation`: what the
+    /// forward returned (`NotSupported` when the cache was refreshed since).
+    pub fn grouped_linear_backward(
+        &self,
+        p: &RecipeParams,
+        s: LinearShape,
+        cache: &WeightCache,
+        generation: u64,
+        x: HpSrc<'_>,
+        dy: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        mut dx: Dst<'_, bf16>,
+        mut dw: Dst<'_, bf16>,
+        mut workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        s.check()?;
+        let (zb, gb) = (zeroed_bytes(self, s.e, s.k)?, p.gemm_bytes(self, s.e)?);
+        let wp = s.bwd_parts(zb, gb)?;
+        let w = cache.use_for(self, p, &[s.projection()])?;
+        cache.check_generation(generation)?;
+        let (m, k, n, e) = (s.m, s.k, s.n, s.e);
+        let (mk, mn, ek, en) = (m * k, m * n, e * k, e * n);
+        let mut ck = Checks::new(self);
+        ck.hp("x", &x, mk)?;
+        ck.hp("dy", &dy, mn)?;
+        ck.offs(&offs, e, m)?;
+        ck.dst("dx", &mut dx, mk)?;
+        ck.dst("dw", &mut dw, checked_mul("e*k*n", ek, n)?)?;
+        ck.dst("workspace", &mut workspace, wp.bytes)?;
+        ck.finish()?;
+        let ws = Region::new(workspace.as_mut_ptr(), self.loc());
+        let gemm = p.gemm(true, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
+        with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
+            let dy_out = DualOut {
+                out: ws.dst(&wp, 2, mn),
+                scales: ws.dst(&wp, 3, m),
+                out_col: ws.dst(&wp, 5, mn),
+                scales_col: ws.dst(&wp, 6, en),
+            };
+            self.moe_act_dual(&p.grad(), m, n, dy, offs, dy_out, stream)?;
+            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
+            self.scale_reciprocal(en, ws.src(&wp, 6, en), ws.dst(&wp, 7, en), stream)?;
+            let (xc, xcs) = (ws.dst(&wp, 8, mk), ws.dst(&wp, 9, ek));
+            self.per_group_colwise(&p.act(), m, k, x, offs, xc, xcs, stream)?;
+            self.scale_reciprocal(ek, ws.src(&wp, 9, ek), ws.dst(&wp, 10, ek), stream)?;
+            self.grouped_gemm_2d3d(
+                &gemm,
+                m,
+                n,
+                k,
+                e,
+                ws.src(&wp, 2, mn),
+                w[0].qt,
+                offs,
+                ws.src(&wp, 4, m),
+                w[0].st_inv,
+                dx,
+                stream,
+            )?;
+            self.grouped_gemm_2d2d(
+                &gemm,
+                n,
+                m,
+                k,
+                ws.src(&wp, 5, mn),
+                ws.src(&wp, 8, mk),
+                offs,
+                ws.src(&wp, 7, en),
+                ws.src(&wp, 10, ek),
+                dw,
+                stream,
+            )
+        })
+    }
+}
