@@ -6,8 +6,8 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Elem, GpuRun, OpDecl, dtype_name, empty_mk, len_m, len_mk, len_one, never_noop,
-    op_methods,
+    BufDecl, Dev, Elem, GpuRun, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m, len_mk,
+    len_one, never_noop, op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
@@ -31,10 +31,7 @@ fn empty_ekn(&(e, k, n): &Ekn, _: usize) -> bool {
 
 /// The ops of this family with one input `x`, FP8 `out` and f32 `scales` (the reference
 /// and launcher of `decl` say the rest).
-const fn cast_bufs<S>(
-    scales: fn(&S, usize) -> Result<usize>,
-    x: fn(&S, usize) -> Result<usize>,
-) -> [BufDecl<S>; 3] {
+const fn cast_bufs<S>(scales: LenFn<S>, x: LenFn<S>) -> [BufDecl<S>; 3] {
     [
         BufDecl::hp("x", x),
         BufDecl::output("out", Elem::U8, x),
@@ -46,14 +43,27 @@ const fn cast_bufs<S>(
 #[derive(Clone, Copy)]
 enum RowKernel {
     Rowwise,
+    /// The rowwise kernel over the E*N columns of 3D expert weights.
+    Colwise3d,
     Block1x128,
     Block128x128,
 }
 
-/// Queue `kernel` over `rows` rows of `k` elements (`name` for the error).
+impl RowKernel {
+    /// The op's name (for errors).
+    const fn name(self) -> &'static str {
+        match self {
+            RowKernel::Rowwise => "rowwise_2d",
+            RowKernel::Colwise3d => "colwise_3d",
+            RowKernel::Block1x128 => "blockwise_1x128",
+            RowKernel::Block128x128 => "blockwise_128x128",
+        }
+    }
+}
+
+/// Queue `kernel` over `rows` rows of `k` elements.
 fn launch_rows(
     kernel: RowKernel,
-    name: &str,
     p: &CastParams,
     fmt: Fp8Format,
     (rows, k): (usize, usize),
@@ -73,7 +83,9 @@ fn launch_rows(
     // queue work on `stream` (docs/KERNEL_ABI.md).
     let st = unsafe {
         match kernel {
-            RowKernel::Rowwise => sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0),
+            RowKernel::Rowwise | RowKernel::Colwise3d => {
+                sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
             RowKernel::Block1x128 => {
                 sys::hipfp8_blockwise_1x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
             }
@@ -82,7 +94,7 @@ fn launch_rows(
             }
         }
     };
-    check_status(name, st)
+    check_status(kernel.name(), st)
 }
 
 #[doc(hidden)]
@@ -92,16 +104,8 @@ pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
     nonzero: &[("k", |s| s.1)],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::rowwise_2d(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(RowKernel::Rowwise, "rowwise_2d", p, fmt, s, d, stream)
-    },
+    cpu: cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
+    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Rowwise, p, fmt, s, d, stream),
 };
 
 #[doc(hidden)]
@@ -111,24 +115,10 @@ pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
     nonzero: &[("k", |s| s.1)],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: |p, fmt, &(e, k, n), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::colwise_3d(fmt, p.pow2_scales, e, k, n, x, out, scales)
-        });
-        Ok(())
-    },
+    cpu: cast_cpu!(reference::quant::colwise_3d, pow2_scales, (e, k, n)),
     // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
     gpu: |_, p, fmt, &(e, k, n), d, stream| {
-        launch_rows(
-            RowKernel::Rowwise,
-            "colwise_3d",
-            p,
-            fmt,
-            (e * n, k),
-            d,
-            stream,
-        )
+        launch_rows(RowKernel::Colwise3d, p, fmt, (e * n, k), d, stream)
     },
 };
 
@@ -139,13 +129,11 @@ pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = OpDecl {
     nonzero: &[("n", |s| s.2)],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: |p, fmt, &(e, k, n), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::rowwise_3d_transpose_rhs(fmt, p.pow2_scales, e, k, n, x, out, scales)
-        });
-        Ok(())
-    },
+    cpu: cast_cpu!(
+        reference::quant::rowwise_3d_transpose_rhs,
+        pow2_scales,
+        (e, k, n)
+    ),
     gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
         ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
             // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs
@@ -221,12 +209,12 @@ pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |&(_, k), g| g == 0 || k == 0,
     },
-    cpu: |p, fmt, &(m, k), h| {
-        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::per_group_colwise(fmt, pw, m, k, x, offs, out, scales)
-        })
-    },
+    cpu: cast_cpu!(
+        reference::quant::per_group_colwise,
+        pow2_scales,
+        (m, k),
+        offs
+    ),
     gpu: |ctx, p, fmt, &(m, k), d, stream| {
         let g = d.groups();
         ctx.with_colwise_workspace(g, k, 0, stream, |ws| {
@@ -321,14 +309,14 @@ pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |&(m, _), g| g == 0 || m == 0,
     },
-    cpu: |p, fmt, &(m, k), h| {
-        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::per_group_rowwise(fmt, pw, m, k, x, offs, out, scales)
-        })
-    },
+    cpu: cast_cpu!(
+        reference::quant::per_group_rowwise,
+        pow2_scales,
+        (m, k),
+        offs
+    ),
     gpu: |ctx, p, fmt, &s, d, stream| {
-        ctx.with_grouped_scratch(d.groups(), stream, |ws| {
+        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(d.groups())?, stream, |ws| {
             launch_grouped(false, p, fmt, s, d, ws, stream)
         })
     },
@@ -436,24 +424,8 @@ pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
     nonzero: &[],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::blockwise_1x128(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(
-            RowKernel::Block1x128,
-            "blockwise_1x128",
-            p,
-            fmt,
-            s,
-            d,
-            stream,
-        )
-    },
+    cpu: cast_cpu!(reference::quant::blockwise_1x128, pow2_scales, (m, k)),
+    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Block1x128, p, fmt, s, d, stream),
 };
 
 #[doc(hidden)]
@@ -466,24 +438,8 @@ pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
     nonzero: &[],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::blockwise_128x128(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(
-            RowKernel::Block128x128,
-            "blockwise_128x128",
-            p,
-            fmt,
-            s,
-            d,
-            stream,
-        )
-    },
+    cpu: cast_cpu!(reference::quant::blockwise_128x128, pow2_scales, (m, k)),
+    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Block128x128, p, fmt, s, d, stream),
 };
 
 /// The shape of the padding cast: (m, k, m_cap).
@@ -537,7 +493,7 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
     },
     gpu: |ctx, p, fmt, &(m, k, _), d, stream| {
         let g = d.groups();
-        ctx.with_grouped_scratch(g, stream, |ws| {
+        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(g)?, stream, |ws| {
             // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs,
             // m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so
             // every padded row fits; offsets are clamped by the kernel; `ws` is null or the

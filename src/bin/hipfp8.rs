@@ -138,12 +138,11 @@ fn group_offs(total: usize, g: usize, skewed: bool) -> Vec<i32> {
     }
     let used: usize = sizes.iter().sum();
     sizes[0] += total - used;
-    let mut acc = 0;
     sizes
         .iter()
-        .map(|s| {
-            acc += s;
-            acc as i32
+        .scan(0, |end, s| {
+            *end += s;
+            Some(*end as i32)
         })
         .collect()
 }
