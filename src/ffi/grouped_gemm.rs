@@ -16,6 +16,7 @@ use super::args::{descriptor, format_choice, raw};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
+use crate::dispatch::OpDecl;
 use crate::error::Error;
 use crate::grouped_gemm;
 use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
@@ -82,6 +83,37 @@ pub struct hipfp8_grouped_gemm_2d2d_desc {
 
 descriptor!(hipfp8_grouped_gemm_2d3d_desc, hipfp8_grouped_gemm_2d2d_desc);
 
+/// A grouped-GEMM descriptor: its formats and backend (the parameters), the op a plan
+/// describes and the shape a call runs.
+trait GemmDesc: args::Descriptor {
+    type Shape;
+    fn params(&self) -> Result<GemmParams, FfiError>;
+    fn op(&self) -> GroupedOp;
+    fn shape(&self) -> Self::Shape;
+}
+
+/// Implement [`GemmDesc`]: `desc: Shape = (<shape fields>), Op { <op fields> };`.
+macro_rules! gemm_desc {
+    ($($t:ident: $s:ty = ($($sf:ident),+), $op:ident { $($f:ident),+ };)+) => {$(
+        impl GemmDesc for $t {
+            type Shape = $s;
+            fn params(&self) -> Result<GemmParams, FfiError> {
+                gemm_params(self.a_format, self.b_format, self.backend)
+            }
+            fn op(&self) -> GroupedOp {
+                GroupedOp::$op { $($f: self.$f),+ }
+            }
+            fn shape(&self) -> $s {
+                ($(self.$sf),+)
+            }
+        }
+    )+};
+}
+gemm_desc! {
+    hipfp8_grouped_gemm_2d3d_desc: (usize, usize, usize, usize) = (m, k, n, e), TwoD3D { m, n, k };
+    hipfp8_grouped_gemm_2d2d_desc: (usize, usize, usize) = (n, mt, k), TwoD2D { n, mt, k };
+}
+
 /// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +169,24 @@ struct PlanOut {
     len: *mut usize,
 }
 
+impl PlanOut {
+    fn new(
+        implementation: *mut u32,
+        reason: *mut u32,
+        buf: *mut c_char,
+        buf_len: usize,
+        len: *mut usize,
+    ) -> Self {
+        PlanOut {
+            implementation,
+            reason,
+            buf,
+            buf_len,
+            len,
+        }
+    }
+}
+
 /// Write a plan to the caller's out-parameters (all checked before anything is written).
 fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
     let imp = args::out_param("implementation", o.implementation)?;
@@ -150,21 +200,37 @@ fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
     Ok(())
 }
 
-/// One plan query: `fields` gives the descriptor's formats, backend and op.
-fn plan_query<D: args::Descriptor>(
+/// One plan query of the op of `desc`.
+fn plan_query<D: GemmDesc>(
     func: &'static str,
     ctx: *const hipfp8_context,
     desc: *const D,
     ptrs: Option<[*const c_void; 3]>,
     num_groups: usize,
     out: PlanOut,
-    fields: impl FnOnce(&D) -> (u32, u32, u32, GroupedOp),
 ) -> hipfp8_status {
     op_entry(func, ctx, desc, |c, d, _| {
-        let (fa, fb, backend, op) = fields(&d);
-        let p = gemm_params(fa, fb, backend)?;
-        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptrs)?;
+        let p = d.params()?;
+        let plan = c.grouped_gemm_plan(&p, d.op(), num_groups, ptrs)?;
         write_plan(&plan, &out)
+    })
+}
+
+/// One grouped GEMM call: `decl` on the views of `bufs` with the caller's `workspace`
+/// (pointer, bytes).
+fn gemm_call<D: GemmDesc, const N: usize>(
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    decl: &'static OpDecl<GemmParams, D::Shape>,
+    bufs: [args::Raw; N],
+    workspace: (*mut c_void, usize),
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry(decl.c_name, ctx, desc, |c, d, v| {
+        let mut p = d.params()?;
+        let views = v.views(decl, &[], bufs)?;
+        p.workspace = v.workspace(workspace.0, workspace.1)?;
+        Ok(c.run(decl, &p, d.shape(), views, StreamRef(stream.cast()))?)
     })
 }
 
@@ -198,23 +264,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    let o = PlanOut {
-        implementation,
-        reason,
-        buf,
-        buf_len,
-        len,
-    };
+    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
     let name = "hipfp8_grouped_gemm_2d3d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
-        let (m, n, k) = (d.m, d.n, d.k);
-        (
-            d.a_format,
-            d.b_format,
-            d.backend,
-            GroupedOp::TwoD3D { m, n, k },
-        )
-    })
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
 /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
@@ -232,23 +284,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    let o = PlanOut {
-        implementation,
-        reason,
-        buf,
-        buf_len,
-        len,
-    };
+    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
     let name = "hipfp8_grouped_gemm_2d2d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
-        let (n, mt, k) = (d.n, d.mt, d.k);
-        (
-            d.a_format,
-            d.b_format,
-            d.backend,
-            GroupedOp::TwoD2D { n, mt, k },
-        )
-    })
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
 fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
@@ -326,13 +364,7 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.m, d.k, d.n, d.e), views, s)?)
-    })
+    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
 }
 
 /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
@@ -369,11 +401,5 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let mut p = gemm_params(d.a_format, d.b_format, d.backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, (d.n, d.mt, d.k), views, s)?)
-    })
+    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
 }
