@@ -97,16 +97,46 @@ fn launch_rows(
     check_status(kernel.name(), st)
 }
 
+impl RowKernel {
+    /// The declaration of the (m, k) op of the kernel `self` with the buffers `bufs`
+    /// (`k_nonzero`: the op needs k > 0). Colwise3d has its own (e, k, n) declaration.
+    const fn decl(
+        self,
+        c_name: &'static str,
+        bufs: &'static [BufDecl<(usize, usize)>; 3],
+        k_nonzero: bool,
+    ) -> OpDecl<CastParams, (usize, usize)> {
+        use reference::quant::{blockwise_1x128, blockwise_128x128};
+        OpDecl {
+            c_name,
+            bufs,
+            nonzero: if k_nonzero { &[("k", |s| s.1)] } else { &[] },
+            check: None,
+            gpu_run: GpuRun::Checked { noop: empty_mk },
+            cpu: match self {
+                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
+                RowKernel::Colwise3d => panic!("colwise_3d is declared on its (e, k, n) shape"),
+                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, pow2_scales, (m, k)),
+                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, pow2_scales, (m, k)),
+            },
+            gpu: match self {
+                RowKernel::Rowwise | RowKernel::Colwise3d => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Rowwise, p, fmt, s, d, st)
+                }
+                RowKernel::Block1x128 => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block1x128, p, fmt, s, d, st)
+                }
+                RowKernel::Block128x128 => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block128x128, p, fmt, s, d, st)
+                }
+            },
+        }
+    }
+}
+
 #[doc(hidden)]
-pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_rowwise_2d",
-    bufs: &cast_bufs(len_m, len_mk),
-    nonzero: &[("k", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
-    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Rowwise, p, fmt, s, d, stream),
-};
+pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> =
+    RowKernel::Rowwise.decl("hipfp8_rowwise_2d", &cast_bufs(len_m, len_mk), true);
 
 #[doc(hidden)]
 pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
@@ -415,32 +445,24 @@ pub static TENSORWISE_SCALED: OpDecl<CastParams, usize> = OpDecl {
 };
 
 #[doc(hidden)]
-pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_blockwise_1x128",
-    bufs: &cast_bufs(
+pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = RowKernel::Block1x128.decl(
+    "hipfp8_blockwise_1x128",
+    &cast_bufs(
         |&(m, k), _| checked_mul("m*ceil(k/128)", m, k.div_ceil(128)),
         len_mk,
     ),
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: cast_cpu!(reference::quant::blockwise_1x128, pow2_scales, (m, k)),
-    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Block1x128, p, fmt, s, d, stream),
-};
+    false,
+);
 
 #[doc(hidden)]
-pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_blockwise_128x128",
-    bufs: &cast_bufs(
+pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = RowKernel::Block128x128.decl(
+    "hipfp8_blockwise_128x128",
+    &cast_bufs(
         |&(m, k), _| checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128)),
         len_mk,
     ),
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: cast_cpu!(reference::quant::blockwise_128x128, pow2_scales, (m, k)),
-    gpu: |_, p, fmt, &s, d, stream| launch_rows(RowKernel::Block128x128, p, fmt, s, d, stream),
-};
+    false,
+);
 
 /// The shape of the padding cast: (m, k, m_cap).
 type Padded = (usize, usize, usize);
