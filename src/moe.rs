@@ -4,8 +4,6 @@
 //! `reference/moe.rs`). Each op is one [`OpDecl`] (`dispatch.rs`); [`Context::run`] validates
 //! every argument first (nothing is written on error), then runs exactly one backend.
 
-use std::ffi::c_void;
-
 use crate::context::Context;
 use crate::dispatch::{
     BufDecl, Dev, Dim, Elem, GpuRun, Host, LenFn, OpDecl, View, device_bytes, len_m, len_mk,

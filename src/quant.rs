@@ -6,7 +6,7 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Elem, GpuRun, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m, len_mk,
+    BufDecl, Dev, Dim, Elem, GpuRun, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m, len_mk,
     len_one, never_noop, op_methods,
 };
 use crate::error::{Error, Result};
@@ -97,6 +97,9 @@ fn launch_rows(
     check_status(kernel.name(), st)
 }
 
+/// k > 0 (the reduced dimension of a rowwise cast).
+const K_NONZERO: &[(&str, Dim<(usize, usize)>)] = &[("k", |s| s.1)];
+
 impl RowKernel {
     /// The declaration of the (m, k) op of the kernel `self` with the buffers `bufs`
     /// (`k_nonzero`: the op needs k > 0). Colwise3d has its own (e, k, n) declaration.
@@ -110,7 +113,7 @@ impl RowKernel {
         OpDecl {
             c_name,
             bufs,
-            nonzero: if k_nonzero { &[("k", |s| s.1)] } else { &[] },
+            nonzero: if k_nonzero { K_NONZERO } else { &[] },
             check: None,
             gpu_run: GpuRun::Checked { noop: empty_mk },
             cpu: match self {

@@ -83,7 +83,7 @@ pub(crate) use cast_desc;
 /// A descriptor that says all its op takes: the parameters ([`CastDesc`]), the shape and the
 /// dtypes of the high-precision inputs (in declaration order).
 pub(crate) trait OpDesc: CastDesc {
-    type Shape;
+    type Shape: 'static;
     type Dtypes: AsRef<[u32]>;
     fn shape(&self) -> Result<Self::Shape, FfiError>;
     fn dtypes(&self) -> Self::Dtypes;

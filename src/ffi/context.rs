@@ -186,7 +186,10 @@ fn with_context(
     ctx: *const hipfp8_context,
     f: impl FnOnce(&Context) -> Result<(), FfiError>,
 ) -> hipfp8_status {
-    guard(func, || f(&lookup(ctx)?))
+    guard(func, || {
+        let c = lookup(ctx)?;
+        f(&c)
+    })
 }
 
 /// A query that writes one value to `out`: `value` (checked first), then `out` (NULL is

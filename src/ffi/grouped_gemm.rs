@@ -86,7 +86,7 @@ descriptor!(hipfp8_grouped_gemm_2d3d_desc, hipfp8_grouped_gemm_2d2d_desc);
 /// A grouped-GEMM descriptor: its formats and backend (the parameters), the op a plan
 /// describes and the shape a call runs.
 trait GemmDesc: args::Descriptor {
-    type Shape;
+    type Shape: 'static;
     fn params(&self) -> Result<GemmParams, FfiError>;
     fn op(&self) -> GroupedOp;
     fn shape(&self) -> Self::Shape;

@@ -129,7 +129,7 @@ pub(crate) fn run_op<D, const N: usize>(
 ) -> hipfp8_status
 where
     D: args::OpDesc,
-    D::Params: crate::dispatch::OpParams,
+    D::Params: crate::dispatch::OpParams + 'static,
 {
     op_entry(decl.c_name, ctx, desc, |c, d, v| {
         let (p, shape) = (d.params()?, d.shape()?);

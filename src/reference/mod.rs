@@ -66,7 +66,6 @@ pub fn amax_of<T: Hp>(xs: &[T]) -> f32 {
 /// `scale_of(amax of the block)` is the block's stored scale and its multiplier, `out =
 /// encode(x * multiplier)`; `scales` (m, ceil(k/b)) row-major. The last block of a row
 /// reduces over the columns that exist.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn row_blocks<T: Hp, S: Send>(
     fmt: Fp8Format,
     m: usize,

@@ -42,8 +42,8 @@
 
 use rayon::prelude::*;
 
+use super::Hp;
 use super::quant::{COL_BLOCK, column_amax};
-use super::{Hp, amax_of};
 use crate::format::Fp8Format;
 use crate::params::MxRounding;
 
