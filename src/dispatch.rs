@@ -12,7 +12,7 @@
 //!   nothing when the problem is empty, else refuse pointers that are not memory of this GPU,
 //!   make it current and queue the launch.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 use half::bf16;
 
@@ -75,6 +75,9 @@ pub enum Role<S> {
     Out,
 }
 
+/// Elements a buffer of an op reads or writes, from the shape and the group count.
+pub type LenFn<S> = fn(&S, usize) -> Result<usize>;
+
 /// One buffer of an op.
 pub struct BufDecl<S> {
     pub name: &'static str,
@@ -82,7 +85,7 @@ pub struct BufDecl<S> {
     pub elem: Elem,
     /// Elements the op reads or writes, from the shape and the group count (an overflow is
     /// `SizeOverflow`, named after the product).
-    pub len: fn(&S, usize) -> Result<usize>,
+    pub len: LenFn<S>,
     /// A high-precision input that must have the dtype of the earlier high-precision input
     /// named here (its kernel reads both in one dtype): `NotSupported` otherwise, and the C
     /// export gives both the one `hipfp8_dtype` of its descriptor.
@@ -90,12 +93,7 @@ pub struct BufDecl<S> {
 }
 
 impl<S> BufDecl<S> {
-    const fn new(
-        name: &'static str,
-        role: Role<S>,
-        elem: Elem,
-        len: fn(&S, usize) -> Result<usize>,
-    ) -> Self {
+    const fn new(name: &'static str, role: Role<S>, elem: Elem, len: LenFn<S>) -> Self {
         BufDecl {
             name,
             role,
@@ -105,35 +103,23 @@ impl<S> BufDecl<S> {
         }
     }
     /// A high-precision input.
-    pub const fn hp(name: &'static str, len: fn(&S, usize) -> Result<usize>) -> Self {
+    pub const fn hp(name: &'static str, len: LenFn<S>) -> Self {
         Self::new(name, Role::In, Elem::Hp, len)
     }
     /// A high-precision input of the dtype of the earlier high-precision input `like`.
-    pub const fn hp_like(
-        name: &'static str,
-        like: &'static str,
-        len: fn(&S, usize) -> Result<usize>,
-    ) -> Self {
+    pub const fn hp_like(name: &'static str, like: &'static str, len: LenFn<S>) -> Self {
         let mut b = Self::hp(name, len);
         b.dtype_of = Some(like);
         b
     }
-    pub const fn input(
-        name: &'static str,
-        elem: Elem,
-        len: fn(&S, usize) -> Result<usize>,
-    ) -> Self {
+    pub const fn input(name: &'static str, elem: Elem, len: LenFn<S>) -> Self {
         Self::new(name, Role::In, elem, len)
     }
     /// END offsets along the dimension `extent` returns.
     pub const fn offsets(name: &'static str, extent: fn(&S) -> usize) -> Self {
         Self::new(name, Role::Offsets { extent }, Elem::I32, |_, g| Ok(g))
     }
-    pub const fn output(
-        name: &'static str,
-        elem: Elem,
-        len: fn(&S, usize) -> Result<usize>,
-    ) -> Self {
+    pub const fn output(name: &'static str, elem: Elem, len: LenFn<S>) -> Self {
         Self::new(name, Role::Out, elem, len)
     }
 }
@@ -607,6 +593,37 @@ macro_rules! op_methods {
 }
 pub(crate) use op_methods;
 
+/// The CPU arm of a cast with one high-precision input `x`, FP8 `out` and `scales`:
+/// `$f(fmt, p.$param, <dims of the shape>, x, out, scales)` (a reference that returns
+/// nothing), or with `offs` read before the outputs, `$f(fmt, p.$param, <dims>, x, offs, out,
+/// scales)` (a reference that checks the offsets).
+macro_rules! cast_cpu {
+    ($f:path, $param:ident, ($($dim:ident),+)) => {
+        |p, fmt, &($($dim),+), h| {
+            let (out, scales) = (h.dst("out"), h.dst("scales"));
+            $crate::view::with_hp!(h.hp("x"), |x| $f(fmt, p.$param, $($dim,)+ x, out, scales));
+            Ok(())
+        }
+    };
+    ($f:path, $param:ident, ($($dim:ident),+), offs) => {
+        |p, fmt, &($($dim),+), h| {
+            let (offs, out, scales) = (h.src("offs"), h.dst("out"), h.dst("scales"));
+            $crate::view::with_hp!(h.hp("x"), |x| {
+                $f(fmt, p.$param, $($dim,)+ x, offs, out, scales)
+            })
+        }
+    };
+}
+pub(crate) use cast_cpu;
+
+/// The byte count a launcher's size query (`what`, for the error) writes through its
+/// out-pointer.
+pub(crate) fn device_bytes(what: &str, query: impl FnOnce(&mut u64) -> c_int) -> Result<usize> {
+    let mut bytes = 0u64;
+    check_status(what, query(&mut bytes))?;
+    Ok(bytes as usize)
+}
+
 /// The length `m*k` of an (m, k) shape (the inputs and FP8 outputs of 2D casts).
 pub(crate) fn len_mk(&(m, k): &(usize, usize), _: usize) -> Result<usize> {
     checked_mul("m*k", m, k)
@@ -633,16 +650,15 @@ pub(crate) fn never_noop<S>(_: &S, _: usize) -> bool {
 }
 
 impl Context {
-    /// Run `f` with `stream`'s zeroed scratch per_group_rowwise / rowwise_2d_padded need for
-    /// `groups` groups (`hipfp8_grouped_scratch_bytes`): null without touching the workspace
-    /// when they need none (up to 2048 groups).
-    pub(crate) fn with_grouped_scratch<R>(
+    /// Run `f` with `stream`'s zeroed workspace of `bytes` bytes, or with null without
+    /// touching the workspace when `bytes` is 0 (the grouped scratch of
+    /// [`Context::grouped_scratch_size`] up to 2048 groups, the MoE workspace).
+    pub(crate) fn with_zeroed_or_null<R>(
         &self,
-        groups: usize,
+        bytes: usize,
         stream: StreamRef,
         f: impl FnOnce(*mut c_void) -> Result<R>,
     ) -> Result<R> {
-        let bytes = self.grouped_scratch_size(groups)?;
         if bytes == 0 {
             return f(std::ptr::null_mut());
         }
@@ -653,12 +669,10 @@ impl Context {
     /// Device bytes of zeroed workspace per_group_rowwise and rowwise_2d_padded need for
     /// `groups` groups (0 up to 2048 groups).
     pub fn grouped_scratch_size(&self, groups: usize) -> Result<usize> {
-        let mut bytes = 0u64;
         // SAFETY: plain arithmetic on the argument, writes the out-pointer only.
-        check_status("grouped scratch size", unsafe {
-            sys::hipfp8_grouped_scratch_bytes(groups as i64, &mut bytes)
-        })?;
-        Ok(bytes as usize)
+        device_bytes("grouped scratch size", |b| unsafe {
+            sys::hipfp8_grouped_scratch_bytes(groups as i64, b)
+        })
     }
 
     /// Run `f` with `stream`'s zeroed workspace sized for the column-reducing casts
@@ -681,12 +695,10 @@ impl Context {
     /// `k1` columns, per_group_colwise_dual with `k1` and `k2`, rowwise_3d_transpose_rhs with
     /// `groups` = E and `k1` = K) need for `groups` groups.
     pub fn colwise_workspace_size(&self, groups: usize, k1: usize, k2: usize) -> Result<usize> {
-        let mut bytes = 0u64;
         // SAFETY: plain arithmetic on the arguments, writes the out-pointer only.
-        check_status("colwise workspace size", unsafe {
-            sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, &mut bytes)
-        })?;
-        Ok(bytes as usize)
+        device_bytes("colwise workspace size", |b| unsafe {
+            sys::hipfp8_colwise_workspace_bytes(groups as i64, k1 as i64, k2 as i64, b)
+        })
     }
 
     /// Device bytes of zeroed workspace cast_transpose of an (m, k) matrix needs.
@@ -696,17 +708,10 @@ impl Context {
         k: usize,
         scaling: Scaling,
     ) -> Result<usize> {
-        let mut bytes = 0u64;
         // SAFETY: arithmetic on the arguments; writes the out-pointer only.
-        check_status("cast_transpose workspace size", unsafe {
-            sys::hipfp8_cast_transpose_workspace_bytes(
-                m as i64,
-                k as i64,
-                scaling as i32,
-                &mut bytes,
-            )
-        })?;
-        Ok(bytes as usize)
+        device_bytes("cast_transpose workspace size", |b| unsafe {
+            sys::hipfp8_cast_transpose_workspace_bytes(m as i64, k as i64, scaling as i32, b)
+        })
     }
 
     /// Give `stream` a caller-provided zeroed workspace for the casts that need one

@@ -4,10 +4,11 @@
 //! `reference/moe.rs`). Each op is one [`OpDecl`] (`dispatch.rs`); [`Context::run`] validates
 //! every argument first (nothing is written on error), then runs exactly one backend.
 
-use std::ffi::c_void;
-
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, Host, OpDecl, View, len_m, len_mk, op_methods};
+use crate::dispatch::{
+    BufDecl, Dev, Dim, Elem, GpuRun, Host, LenFn, OpDecl, View, device_bytes, len_m, len_mk,
+    op_methods,
+};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
@@ -16,7 +17,6 @@ use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::checked_mul;
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
-use crate::workspace::Kind;
 
 /// The outputs of a dual cast of an (m, k) operand: `out` (m*k, row-major) with `scales[m]`
 /// (per row), and `out_col` (m*k, column-major `[c*m + r]`) with `scales_col[g*k]` (per
@@ -48,8 +48,8 @@ fn len_m2i(&(m, i): &(usize, usize), _: usize) -> Result<usize> {
 /// The outputs of a dual cast of an (m, cols) operand whose cols the shape gives: `out`,
 /// `scales`, `out_col`, `scales_col` (see [`DualOut`]).
 const fn dual_outs(
-    mk: fn(&(usize, usize), usize) -> Result<usize>,
-    gk: fn(&(usize, usize), usize) -> Result<usize>,
+    mk: LenFn<(usize, usize)>,
+    gk: LenFn<(usize, usize)>,
 ) -> [BufDecl<(usize, usize)>; 4] {
     [
         BufDecl::output("out", Elem::U8, mk),
@@ -62,9 +62,9 @@ const fn dual_outs(
 /// The buffers of a one-input grouped dual cast: `input`, offs along m, [`dual_outs`].
 const fn one_input_bufs(
     input: &'static str,
-    len: fn(&(usize, usize), usize) -> Result<usize>,
-    mk: fn(&(usize, usize), usize) -> Result<usize>,
-    gk: fn(&(usize, usize), usize) -> Result<usize>,
+    len: LenFn<(usize, usize)>,
+    mk: LenFn<(usize, usize)>,
+    gk: LenFn<(usize, usize)>,
 ) -> [BufDecl<(usize, usize)>; 6] {
     let [o, s, oc, sc] = dual_outs(mk, gk);
     [
@@ -123,27 +123,10 @@ impl<'a> DualOut<'a> {
 impl Context {
     /// Device bytes of zeroed workspace the grouped MoE casts need for `groups` groups.
     pub fn moe_workspace_size(&self, groups: usize) -> Result<usize> {
-        let mut bytes = 0u64;
         // SAFETY: arithmetic on the argument; writes the out-pointer only.
-        check_status("moe workspace size", unsafe {
-            sys::hipfp8_moe_workspace_bytes(groups as i64, &mut bytes)
-        })?;
-        Ok(bytes as usize)
-    }
-
-    /// Run `f` with `stream`'s zeroed workspace for `groups` groups (null when none).
-    fn with_moe_workspace(
-        &self,
-        groups: usize,
-        stream: StreamRef,
-        f: impl FnOnce(*mut c_void) -> Result<()>,
-    ) -> Result<()> {
-        let bytes = self.moe_workspace_size(groups)?;
-        if bytes == 0 {
-            return f(std::ptr::null_mut());
-        }
-        self.workspace
-            .with(self, Kind::Zeroed, bytes, stream, |ws, _| f(ws))
+        device_bytes("moe workspace size", |b| unsafe {
+            sys::hipfp8_moe_workspace_bytes(groups as i64, b)
+        })
     }
 }
 
@@ -168,7 +151,7 @@ fn launch_grouped(
     let (oc, sc) = (d.ptr("out_col"), d.ptr("scales_col"));
     let (m, cols, g64) = (m as i64, cols as i64, g as i64);
     let (f, pw) = (fmt as i32, p.pow2_scales as i32);
-    ctx.with_moe_workspace(g, stream, |ws| {
+    ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
         // SAFETY: validated by Context::run: device memory of this GPU with the declared
         // lengths (inputs, m*cols bytes per output, m and g*cols scales, g offsets, clamped
         // by the kernels and never read on the host); `ws` is the stream's zeroed workspace
@@ -185,6 +168,59 @@ fn launch_grouped(
         };
         check_status(op, st)
     })
+}
+
+/// The CPU arm of the one-input grouped ops: the reference of `k` with (m, cols).
+fn grouped_cpu(
+    k: Grouped,
+    p: &CastParams,
+    fmt: Fp8Format,
+    &(m, cols): &(usize, usize),
+    h: &mut Host<'_>,
+) -> Result<()> {
+    let (offs, o, s, oc, sc) = dual_host(h);
+    let pw = p.pow2_scales;
+    match k {
+        Grouped::Act => with_hp!(h.hp("x"), |x| {
+            reference::moe::act_dual(fmt, pw, m, cols, x, offs, o, s, oc, sc)
+        }),
+        Grouped::Swiglu => with_hp!(h.hp("gu"), |gu| {
+            reference::moe::swiglu_quant(fmt, pw, m, cols, gu, offs, o, s, oc, sc)
+        }),
+    }
+}
+
+impl Grouped {
+    /// The declaration of the one-input grouped op `self` (its buffers from
+    /// [`one_input_bufs`]).
+    const fn decl(
+        self,
+        c_name: &'static str,
+        bufs: &'static [BufDecl<(usize, usize)>],
+        nonzero: &'static [(&'static str, Dim<(usize, usize)>)],
+    ) -> OpDecl<CastParams, (usize, usize)> {
+        OpDecl {
+            c_name,
+            bufs,
+            nonzero,
+            check: None,
+            gpu_run: GpuRun::Checked {
+                noop: empty_grouped,
+            },
+            cpu: match self {
+                Grouped::Act => |p, fmt, s, h| grouped_cpu(Grouped::Act, p, fmt, s, h),
+                Grouped::Swiglu => |p, fmt, s, h| grouped_cpu(Grouped::Swiglu, p, fmt, s, h),
+            },
+            gpu: match self {
+                Grouped::Act => {
+                    |ctx, p, fmt, &s, d, st| launch_grouped(ctx, Grouped::Act, p, fmt, s, d, st)
+                }
+                Grouped::Swiglu => {
+                    |ctx, p, fmt, &s, d, st| launch_grouped(ctx, Grouped::Swiglu, p, fmt, s, d, st)
+                }
+            },
+        }
+    }
 }
 
 #[doc(hidden)]
@@ -239,45 +275,23 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
 };
 
 #[doc(hidden)]
-pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_moe_act_dual",
-    bufs: &one_input_bufs("x", len_mk, len_mk, |&(_, k), g| checked_mul("g*k", g, k)),
-    nonzero: &[("k", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked {
-        noop: empty_grouped,
-    },
-    cpu: |p, fmt, &(m, k), h| {
-        let (offs, o, s, oc, sc) = dual_host(h);
-        with_hp!(h.hp("x"), |x| {
-            reference::moe::act_dual(fmt, p.pow2_scales, m, k, x, offs, o, s, oc, sc)
-        })
-    },
-    gpu: |ctx, p, fmt, &mk, d, stream| launch_grouped(ctx, Grouped::Act, p, fmt, mk, d, stream),
-};
+pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = Grouped::Act.decl(
+    "hipfp8_moe_act_dual",
+    &one_input_bufs("x", len_mk, len_mk, |&(_, k), g| checked_mul("g*k", g, k)),
+    &[("k", |s| s.1)],
+);
 
 #[doc(hidden)]
-pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_moe_swiglu_quant",
-    bufs: &one_input_bufs(
+pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = Grouped::Swiglu.decl(
+    "hipfp8_moe_swiglu_quant",
+    &one_input_bufs(
         "gu",
         len_m2i,
         |&(m, i), _| checked_mul("m*i", m, i),
         |&(_, i), g| checked_mul("g*i", g, i),
     ),
-    nonzero: &[("i", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked {
-        noop: empty_grouped,
-    },
-    cpu: |p, fmt, &(m, i), h| {
-        let (offs, o, s, oc, sc) = dual_host(h);
-        with_hp!(h.hp("gu"), |gu| {
-            reference::moe::swiglu_quant(fmt, p.pow2_scales, m, i, gu, offs, o, s, oc, sc)
-        })
-    },
-    gpu: |ctx, p, fmt, &mi, d, stream| launch_grouped(ctx, Grouped::Swiglu, p, fmt, mi, d, stream),
-};
+    &[("i", |s| s.1)],
+);
 
 #[doc(hidden)]
 pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
@@ -328,7 +342,7 @@ pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
     },
     gpu: |ctx, p, fmt, &(m, i), d, stream| {
         let g = d.groups();
-        ctx.with_moe_workspace(g, stream, |ws| {
+        ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
             // SAFETY: as for launch_grouped, with m*i and m*2i inputs of one dtype (checked by
             // Context::run) and (m, 2i) outputs.
             let st = unsafe {
@@ -366,47 +380,48 @@ op_methods! {
         scales_t: Dst<'_, f32>) = MOE_WEIGHTS_DUAL (e, k, n);
 }
 
-impl Context {
+/// The public methods of the one-input grouped ops: `fn name(cols, input) = DECL;` makes
+/// `pub fn name(&self, p, m, cols, input: HpSrc, offs, o: DualOut, stream) -> Result<()>`,
+/// which runs `DECL` on (m, cols) (the doc comment goes with it).
+macro_rules! grouped_methods {
+    ($($(#[$doc:meta])* fn $name:ident($cols:ident, $input:ident) = $decl:ident;)+) => {
+        impl Context {$(
+            $(#[$doc])*
+            pub fn $name(
+                &self,
+                p: &CastParams,
+                m: usize,
+                $cols: usize,
+                $input: HpSrc<'_>,
+                offs: Src<'_, i32>,
+                o: DualOut<'_>,
+                stream: StreamRef,
+            ) -> Result<()> {
+                let [a, b, c, d] = o.views();
+                let views = [$input.into(), offs.into(), a, b, c, d];
+                self.run(&$decl, p, (m, $cols), views, stream)
+            }
+        )+}
+    };
+}
+
+grouped_methods! {
     /// Activations or gradients x (M,K) row-major with END offsets along M to both grouped
     /// GEMM operands from one call: `o.out` / `o.scales` exactly as [`Context::rowwise_2d`]
     /// writes them (every row, the 2D x 3D operand) and `o.out_col` / `o.scales_col` exactly
     /// as [`Context::per_group_colwise`] (the 2D x 2D wgrad operand; rows past `offs[G-1]`
     /// are not written there). k must be > 0.
-    pub fn moe_act_dual(
-        &self,
-        p: &CastParams,
-        m: usize,
-        k: usize,
-        x: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        o: DualOut<'_>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let [a, b, c, d] = o.views();
-        let views = [x.into(), offs.into(), a, b, c, d];
-        self.run(&MOE_ACT_DUAL, p, (m, k), views, stream)
-    }
+    fn moe_act_dual(k, x) = MOE_ACT_DUAL;
 
     /// SwiGLU forward fused with the down projection's casts: `gu` (M, 2I) row-major is the
     /// gate/up GEMM output (gate = columns `[0, I)`, up = `[I, 2I)`); `h = silu(gate) * up`
     /// (M, I), computed in the input dtype's arithmetic as torch's `F.silu(g) * u`
     /// (`reference::moe::swiglu_h`), is cast as [`Context::moe_act_dual`] casts x, without
     /// being stored. i must be > 0.
-    pub fn moe_swiglu_quant(
-        &self,
-        p: &CastParams,
-        m: usize,
-        i: usize,
-        gu: HpSrc<'_>,
-        offs: Src<'_, i32>,
-        o: DualOut<'_>,
-        stream: StreamRef,
-    ) -> Result<()> {
-        let [a, b, c, d] = o.views();
-        let views = [gu.into(), offs.into(), a, b, c, d];
-        self.run(&MOE_SWIGLU_QUANT, p, (m, i), views, stream)
-    }
+    fn moe_swiglu_quant(i, gu) = MOE_SWIGLU_QUANT;
+}
 
+impl Context {
     /// SwiGLU backward fused with the gate/up projection's casts: from `grad_h` (M, I) and the
     /// forward's `gu` (M, 2I), both of one dtype (`NotSupported` otherwise),
     /// `d = [d_gate | d_up]` (M, 2I) as torch's autograd of `F.silu(g) * u` computes it

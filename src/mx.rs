@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Elem, GpuRun, Host, OpDecl, OpParams, empty_mk, len_mk, op_methods,
+    BufDecl, Dev, Elem, GpuRun, LenFn, OpDecl, OpParams, cast_cpu, empty_mk, len_mk, op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
@@ -11,7 +11,7 @@ use crate::reference;
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::checked_mul;
-use crate::view::{Dst, HpSrc, StreamRef, with_hp};
+use crate::view::{Dst, HpSrc, StreamRef};
 
 pub use crate::params::{MxParams, MxRounding};
 
@@ -53,11 +53,11 @@ fn mx_launch(
     check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
 }
 
-/// An MXFP8 direction: x (m, k), FP8 `out` (m*k bytes), E8M0 `scales` (`scales` of the shape).
+/// An MXFP8 direction (dim 1 when `dim1`): x (m, k), FP8 `out` (m*k bytes), E8M0 `scales`
+/// (`scales` of the shape).
 const fn mx_decl(
     c_name: &'static str,
     bufs: &'static [BufDecl<(usize, usize)>],
-    cpu: fn(&MxParams, Fp8Format, &(usize, usize), &mut Host<'_>) -> Result<()>,
     dim1: bool,
 ) -> OpDecl<MxParams, (usize, usize)> {
     OpDecl {
@@ -66,7 +66,11 @@ const fn mx_decl(
         nonzero: &[],
         check: None,
         gpu_run: GpuRun::Checked { noop: empty_mk },
-        cpu,
+        cpu: if dim1 {
+            cast_cpu!(reference::mx::mxfp8_dim1, rounding, (m, k))
+        } else {
+            cast_cpu!(reference::mx::mxfp8_dim0, rounding, (m, k))
+        },
         gpu: if dim1 {
             |_, p, fmt, &s, d, stream| mx_launch(true, p, fmt, s, d, stream)
         } else {
@@ -75,43 +79,26 @@ const fn mx_decl(
     }
 }
 
+/// The buffers of an MXFP8 direction: x and `out` (m*k), E8M0 `scales` (`scales` of the shape).
+const fn mx_bufs(scales: LenFn<(usize, usize)>) -> [BufDecl<(usize, usize)>; 3] {
+    [
+        BufDecl::hp("x", len_mk),
+        BufDecl::output("out", Elem::U8, len_mk),
+        BufDecl::output("scales", Elem::U8, scales),
+    ]
+}
+
 #[doc(hidden)]
 pub static MXFP8_DIM0: OpDecl<MxParams, (usize, usize)> = mx_decl(
     "hipfp8_mxfp8_dim0",
-    &[
-        BufDecl::hp("x", len_mk),
-        BufDecl::output("out", Elem::U8, len_mk),
-        BufDecl::output("scales", Elem::U8, |&(m, k), _| {
-            checked_mul("m*ceil(k/32)", m, k.div_ceil(32))
-        }),
-    ],
-    |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| reference::mx::mxfp8_dim0(
-            fmt, p.rounding, m, k, x, out, scales
-        ));
-        Ok(())
-    },
+    &mx_bufs(|&(m, k), _| checked_mul("m*ceil(k/32)", m, k.div_ceil(32))),
     false,
 );
 
 #[doc(hidden)]
 pub static MXFP8_DIM1: OpDecl<MxParams, (usize, usize)> = mx_decl(
     "hipfp8_mxfp8_dim1",
-    &[
-        BufDecl::hp("x", len_mk),
-        BufDecl::output("out", Elem::U8, len_mk),
-        BufDecl::output("scales", Elem::U8, |&(m, k), _| {
-            checked_mul("k*ceil(m/32)", k, m.div_ceil(32))
-        }),
-    ],
-    |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| reference::mx::mxfp8_dim1(
-            fmt, p.rounding, m, k, x, out, scales
-        ));
-        Ok(())
-    },
+    &mx_bufs(|&(m, k), _| checked_mul("k*ceil(m/32)", k, m.div_ceil(32))),
     true,
 );
 

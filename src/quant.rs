@@ -6,8 +6,8 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Elem, GpuRun, OpDecl, dtype_name, empty_mk, len_m, len_mk, len_one, never_noop,
-    op_methods,
+    BufDecl, Dev, Dim, Elem, GpuRun, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m, len_mk,
+    len_one, never_noop, op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
@@ -31,10 +31,7 @@ fn empty_ekn(&(e, k, n): &Ekn, _: usize) -> bool {
 
 /// The ops of this family with one input `x`, FP8 `out` and f32 `scales` (the reference
 /// and launcher of `decl` say the rest).
-const fn cast_bufs<S>(
-    scales: fn(&S, usize) -> Result<usize>,
-    x: fn(&S, usize) -> Result<usize>,
-) -> [BufDecl<S>; 3] {
+const fn cast_bufs<S>(scales: LenFn<S>, x: LenFn<S>) -> [BufDecl<S>; 3] {
     [
         BufDecl::hp("x", x),
         BufDecl::output("out", Elem::U8, x),
@@ -46,14 +43,27 @@ const fn cast_bufs<S>(
 #[derive(Clone, Copy)]
 enum RowKernel {
     Rowwise,
+    /// The rowwise kernel over the E*N columns of 3D expert weights.
+    Colwise3d,
     Block1x128,
     Block128x128,
 }
 
-/// Queue `kernel` over `rows` rows of `k` elements (`name` for the error).
+impl RowKernel {
+    /// The op's name (for errors).
+    const fn name(self) -> &'static str {
+        match self {
+            RowKernel::Rowwise => "rowwise_2d",
+            RowKernel::Colwise3d => "colwise_3d",
+            RowKernel::Block1x128 => "blockwise_1x128",
+            RowKernel::Block128x128 => "blockwise_128x128",
+        }
+    }
+}
+
+/// Queue `kernel` over `rows` rows of `k` elements.
 fn launch_rows(
     kernel: RowKernel,
-    name: &str,
     p: &CastParams,
     fmt: Fp8Format,
     (rows, k): (usize, usize),
@@ -73,7 +83,9 @@ fn launch_rows(
     // queue work on `stream` (docs/KERNEL_ABI.md).
     let st = unsafe {
         match kernel {
-            RowKernel::Rowwise => sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0),
+            RowKernel::Rowwise | RowKernel::Colwise3d => {
+                sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0)
+            }
             RowKernel::Block1x128 => {
                 sys::hipfp8_blockwise_1x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
             }
@@ -82,27 +94,52 @@ fn launch_rows(
             }
         }
     };
-    check_status(name, st)
+    check_status(kernel.name(), st)
+}
+
+/// k > 0 (the reduced dimension of a rowwise cast).
+const K_NONZERO: &[(&str, Dim<(usize, usize)>)] = &[("k", |s| s.1)];
+
+impl RowKernel {
+    /// The declaration of the (m, k) op of the kernel `self` with the buffers `bufs`
+    /// (`k_nonzero`: the op needs k > 0). Colwise3d has its own (e, k, n) declaration.
+    const fn decl(
+        self,
+        c_name: &'static str,
+        bufs: &'static [BufDecl<(usize, usize)>; 3],
+        k_nonzero: bool,
+    ) -> OpDecl<CastParams, (usize, usize)> {
+        use reference::quant::{blockwise_1x128, blockwise_128x128};
+        OpDecl {
+            c_name,
+            bufs,
+            nonzero: if k_nonzero { K_NONZERO } else { &[] },
+            check: None,
+            gpu_run: GpuRun::Checked { noop: empty_mk },
+            cpu: match self {
+                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
+                RowKernel::Colwise3d => panic!("colwise_3d is declared on its (e, k, n) shape"),
+                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, pow2_scales, (m, k)),
+                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, pow2_scales, (m, k)),
+            },
+            gpu: match self {
+                RowKernel::Rowwise | RowKernel::Colwise3d => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Rowwise, p, fmt, s, d, st)
+                }
+                RowKernel::Block1x128 => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block1x128, p, fmt, s, d, st)
+                }
+                RowKernel::Block128x128 => {
+                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block128x128, p, fmt, s, d, st)
+                }
+            },
+        }
+    }
 }
 
 #[doc(hidden)]
-pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_rowwise_2d",
-    bufs: &cast_bufs(len_m, len_mk),
-    nonzero: &[("k", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::rowwise_2d(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(RowKernel::Rowwise, "rowwise_2d", p, fmt, s, d, stream)
-    },
-};
+pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> =
+    RowKernel::Rowwise.decl("hipfp8_rowwise_2d", &cast_bufs(len_m, len_mk), true);
 
 #[doc(hidden)]
 pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
@@ -111,24 +148,10 @@ pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
     nonzero: &[("k", |s| s.1)],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: |p, fmt, &(e, k, n), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::colwise_3d(fmt, p.pow2_scales, e, k, n, x, out, scales)
-        });
-        Ok(())
-    },
+    cpu: cast_cpu!(reference::quant::colwise_3d, pow2_scales, (e, k, n)),
     // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
     gpu: |_, p, fmt, &(e, k, n), d, stream| {
-        launch_rows(
-            RowKernel::Rowwise,
-            "colwise_3d",
-            p,
-            fmt,
-            (e * n, k),
-            d,
-            stream,
-        )
+        launch_rows(RowKernel::Colwise3d, p, fmt, (e * n, k), d, stream)
     },
 };
 
@@ -139,13 +162,11 @@ pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = OpDecl {
     nonzero: &[("n", |s| s.2)],
     check: None,
     gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: |p, fmt, &(e, k, n), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::rowwise_3d_transpose_rhs(fmt, p.pow2_scales, e, k, n, x, out, scales)
-        });
-        Ok(())
-    },
+    cpu: cast_cpu!(
+        reference::quant::rowwise_3d_transpose_rhs,
+        pow2_scales,
+        (e, k, n)
+    ),
     gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
         ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
             // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs
@@ -221,12 +242,12 @@ pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |&(_, k), g| g == 0 || k == 0,
     },
-    cpu: |p, fmt, &(m, k), h| {
-        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::per_group_colwise(fmt, pw, m, k, x, offs, out, scales)
-        })
-    },
+    cpu: cast_cpu!(
+        reference::quant::per_group_colwise,
+        pow2_scales,
+        (m, k),
+        offs
+    ),
     gpu: |ctx, p, fmt, &(m, k), d, stream| {
         let g = d.groups();
         ctx.with_colwise_workspace(g, k, 0, stream, |ws| {
@@ -321,14 +342,14 @@ pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |&(m, _), g| g == 0 || m == 0,
     },
-    cpu: |p, fmt, &(m, k), h| {
-        let (pw, offs, out, scales) = (p.pow2_scales, h.src("offs"), h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::per_group_rowwise(fmt, pw, m, k, x, offs, out, scales)
-        })
-    },
+    cpu: cast_cpu!(
+        reference::quant::per_group_rowwise,
+        pow2_scales,
+        (m, k),
+        offs
+    ),
     gpu: |ctx, p, fmt, &s, d, stream| {
-        ctx.with_grouped_scratch(d.groups(), stream, |ws| {
+        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(d.groups())?, stream, |ws| {
             launch_grouped(false, p, fmt, s, d, ws, stream)
         })
     },
@@ -427,64 +448,24 @@ pub static TENSORWISE_SCALED: OpDecl<CastParams, usize> = OpDecl {
 };
 
 #[doc(hidden)]
-pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_blockwise_1x128",
-    bufs: &cast_bufs(
+pub static BLOCKWISE_1X128: OpDecl<CastParams, (usize, usize)> = RowKernel::Block1x128.decl(
+    "hipfp8_blockwise_1x128",
+    &cast_bufs(
         |&(m, k), _| checked_mul("m*ceil(k/128)", m, k.div_ceil(128)),
         len_mk,
     ),
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::blockwise_1x128(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(
-            RowKernel::Block1x128,
-            "blockwise_1x128",
-            p,
-            fmt,
-            s,
-            d,
-            stream,
-        )
-    },
-};
+    false,
+);
 
 #[doc(hidden)]
-pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_blockwise_128x128",
-    bufs: &cast_bufs(
+pub static BLOCKWISE_128X128: OpDecl<CastParams, (usize, usize)> = RowKernel::Block128x128.decl(
+    "hipfp8_blockwise_128x128",
+    &cast_bufs(
         |&(m, k), _| checked_mul("ceil(m/128)*ceil(k/128)", m.div_ceil(128), k.div_ceil(128)),
         len_mk,
     ),
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_mk },
-    cpu: |p, fmt, &(m, k), h| {
-        let (out, scales) = (h.dst("out"), h.dst("scales"));
-        with_hp!(h.hp("x"), |x| {
-            reference::quant::blockwise_128x128(fmt, p.pow2_scales, m, k, x, out, scales)
-        });
-        Ok(())
-    },
-    gpu: |_, p, fmt, &s, d, stream| {
-        launch_rows(
-            RowKernel::Block128x128,
-            "blockwise_128x128",
-            p,
-            fmt,
-            s,
-            d,
-            stream,
-        )
-    },
-};
+    false,
+);
 
 /// The shape of the padding cast: (m, k, m_cap).
 type Padded = (usize, usize, usize);
@@ -537,7 +518,7 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
     },
     gpu: |ctx, p, fmt, &(m, k, _), d, stream| {
         let g = d.groups();
-        ctx.with_grouped_scratch(g, stream, |ws| {
+        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(g)?, stream, |ws| {
             // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs,
             // m_cap*k output bytes, m_cap scales and G offsets in and out, m_cap >= m + 15*G so
             // every padded row fits; offsets are clamped by the kernel; `ws` is null or the

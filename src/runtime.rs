@@ -743,32 +743,54 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(())
     }
 
+    /// Copy size_bytes() bytes from `src` to `dst` (`kind`, a `sys::COPY_*`) queued on
+    /// `stream`, or without one synchronously (returns when done).
+    ///
+    /// # Safety
+    /// `dst` and `src` hold size_bytes() bytes of the memory `kind` says, alive (and `src`
+    /// unmodified, `dst` untouched) until the copy has run; a stream handle is valid by
+    /// StreamRef's contract.
+    unsafe fn raw_copy(
+        &self,
+        dst: *mut T,
+        src: *const T,
+        kind: c_int,
+        stream: Option<StreamRef>,
+    ) -> Result<()> {
+        let what = match (kind, stream.is_some()) {
+            (sys::COPY_H2D, false) => "memcpy H2D",
+            (sys::COPY_H2D, true) => "memcpy H2D async",
+            (sys::COPY_D2H, false) => "memcpy D2H",
+            (sys::COPY_D2H, true) => "memcpy D2H async",
+            (_, false) => "memcpy D2D",
+            (_, true) => "memcpy D2D async",
+        };
+        let (d, s, bytes) = (
+            dst.cast::<c_void>(),
+            src.cast::<c_void>(),
+            self.size_bytes() as u64,
+        );
+        // SAFETY: the caller's contract.
+        check_status(what, unsafe {
+            match stream {
+                None => sys::hipfp8_rt_memcpy(d, s, bytes, kind),
+                Some(st) => sys::hipfp8_rt_memcpy_async(d, s, bytes, kind, st.0),
+            }
+        })
+    }
+
     /// Copy `src` (exactly `len` elements) from the host into the buffer; returns when done.
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
         self.same_len(src.len(), "copy_from_host")?;
         // SAFETY: both ranges hold size_bytes() bytes (lengths checked); synchronous copy.
-        check_status("memcpy H2D", unsafe {
-            sys::hipfp8_rt_memcpy(
-                self.ptr as *mut c_void,
-                src.as_ptr() as *const c_void,
-                self.size_bytes() as u64,
-                sys::COPY_H2D,
-            )
-        })
+        unsafe { self.raw_copy(self.ptr, src.as_ptr(), sys::COPY_H2D, None) }
     }
 
     /// Copy the buffer into `dst` (exactly `len` elements); returns when done.
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
         self.same_len(dst.len(), "copy_to_host")?;
         // SAFETY: as copy_from_host; `dst` is exclusively borrowed and T is plain data.
-        check_status("memcpy D2H", unsafe {
-            sys::hipfp8_rt_memcpy(
-                dst.as_mut_ptr() as *mut c_void,
-                self.ptr as *const c_void,
-                self.size_bytes() as u64,
-                sys::COPY_D2H,
-            )
-        })
+        unsafe { self.raw_copy(dst.as_mut_ptr(), self.ptr, sys::COPY_D2H, None) }
     }
 
     /// The buffer's contents on the host.
@@ -788,14 +810,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     pub fn copy_from(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
         self.same_len(src.len, "copy_from")?;
         // SAFETY: both are live device allocations of size_bytes().
-        check_status("memcpy D2D", unsafe {
-            sys::hipfp8_rt_memcpy(
-                self.ptr as *mut c_void,
-                src.ptr as *const c_void,
-                self.size_bytes() as u64,
-                sys::COPY_D2D,
-            )
-        })
+        unsafe { self.raw_copy(self.ptr, src.ptr, sys::COPY_D2D, None) }
     }
 
     /// Device-to-device copy queued on `stream`. (Dropping either buffer before the copy ran
@@ -808,15 +823,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         self.same_len(src.len, "copy_from_async")?;
         // SAFETY: both are live device allocations of size_bytes(); the stream handle is valid
         // by StreamRef's contract.
-        check_status("memcpy D2D async", unsafe {
-            sys::hipfp8_rt_memcpy_async(
-                self.ptr as *mut c_void,
-                src.ptr as *const c_void,
-                self.size_bytes() as u64,
-                sys::COPY_D2D,
-                stream.into().0,
-            )
-        })
+        unsafe { self.raw_copy(self.ptr, src.ptr, sys::COPY_D2D, Some(stream.into())) }
     }
 
     /// Host-to-device copy queued on `stream`.
@@ -831,15 +838,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ) -> Result<()> {
         self.same_len(src.len(), "copy_from_host_async")?;
         // SAFETY: lengths checked; the caller keeps `src` alive until the copy ran.
-        check_status("memcpy H2D async", unsafe {
-            sys::hipfp8_rt_memcpy_async(
-                self.ptr as *mut c_void,
-                src.as_ptr() as *const c_void,
-                self.size_bytes() as u64,
-                sys::COPY_H2D,
-                stream.into().0,
-            )
-        })
+        unsafe { self.raw_copy(self.ptr, src.as_ptr(), sys::COPY_H2D, Some(stream.into())) }
     }
 
     /// Device-to-host copy queued on `stream`.
@@ -853,15 +852,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     ) -> Result<()> {
         self.same_len(dst.len(), "copy_to_host_async")?;
         // SAFETY: lengths checked; the caller keeps `dst` alive and untouched until it ran.
-        check_status("memcpy D2H async", unsafe {
-            sys::hipfp8_rt_memcpy_async(
-                dst.as_mut_ptr() as *mut c_void,
-                self.ptr as *const c_void,
-                self.size_bytes() as u64,
+        unsafe {
+            self.raw_copy(
+                dst.as_mut_ptr(),
+                self.ptr,
                 sys::COPY_D2H,
-                stream.into().0,
+                Some(stream.into()),
             )
-        })
+        }
     }
 
     /// Set every byte to `byte`; returns when done.
@@ -1083,30 +1081,22 @@ mod tests {
     #[test]
     fn status_codes_map_to_errors() {
         assert!(check_status("x", 0).is_ok());
-        assert!(matches!(
-            check_status("x", sys::NOT_BUILT),
-            Err(Error::BackendUnavailable(_))
-        ));
-        assert!(matches!(
-            check_status("x", sys::KSTATUS_INVALID_ENUM),
-            Err(Error::InvalidEnum(_))
-        ));
-        assert!(matches!(
-            check_status("x", sys::KSTATUS_INVALID_SHAPE),
-            Err(Error::InvalidShape(_))
-        ));
-        assert!(matches!(
-            check_status("x", sys::KSTATUS_MISALIGNED),
-            Err(Error::Misaligned(_))
-        ));
-        assert!(matches!(
-            check_status("x", sys::KSTATUS_UNSUPPORTED),
-            Err(Error::NotSupported(_))
-        ));
-        assert!(matches!(
-            check_status("x", sys::KSTATUS_NULL_POINTER),
-            Err(Error::NullPointer(_))
-        ));
+        let cases = [
+            (sys::NOT_BUILT, Error::BackendUnavailable(String::new())),
+            (sys::KSTATUS_INVALID_ENUM, Error::InvalidEnum(String::new())),
+            (
+                sys::KSTATUS_INVALID_SHAPE,
+                Error::InvalidShape(String::new()),
+            ),
+            (sys::KSTATUS_MISALIGNED, Error::Misaligned(String::new())),
+            (sys::KSTATUS_UNSUPPORTED, Error::NotSupported(String::new())),
+            (sys::KSTATUS_NULL_POINTER, Error::NullPointer("")),
+        ];
+        for (code, want) in cases {
+            let got = check_status("x", code).unwrap_err();
+            let same = std::mem::discriminant(&got) == std::mem::discriminant(&want);
+            assert!(same, "status {code}: {got:?}, want {want:?}");
+        }
         match check_status("launch", 700) {
             Err(Error::Device { code: 700, msg }) => assert!(msg.starts_with("launch: "), "{msg}"),
             other => panic!("{other:?}"),

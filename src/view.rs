@@ -31,14 +31,30 @@ pub struct Dst<'a, T> {
     _p: PhantomData<&'a mut [T]>,
 }
 
+/// What both view types have: the private constructor `at` and `len`, `is_empty`, `loc`.
+macro_rules! view_common {
+    ($($view:ident: $ptr:ty),+) => {$(
+        impl<'a, T> $view<'a, T> {
+            const fn at(ptr: $ptr, len: usize, loc: Loc) -> Self {
+                $view { ptr, len, loc, _p: PhantomData }
+            }
+            pub fn len(&self) -> usize {
+                self.len
+            }
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+            pub fn loc(&self) -> Loc {
+                self.loc
+            }
+        }
+    )+};
+}
+view_common!(Src: *const T, Dst: *mut T);
+
 impl<'a, T> From<&'a [T]> for Src<'a, T> {
     fn from(s: &'a [T]) -> Self {
-        Src {
-            ptr: s.as_ptr(),
-            len: s.len(),
-            loc: Loc::Host,
-            _p: PhantomData,
-        }
+        Src::at(s.as_ptr(), s.len(), Loc::Host)
     }
 }
 impl<'a, T> From<&'a Vec<T>> for Src<'a, T> {
@@ -48,12 +64,7 @@ impl<'a, T> From<&'a Vec<T>> for Src<'a, T> {
 }
 impl<'a, T> From<&'a mut [T]> for Dst<'a, T> {
     fn from(s: &'a mut [T]) -> Self {
-        Dst {
-            ptr: s.as_mut_ptr(),
-            len: s.len(),
-            loc: Loc::Host,
-            _p: PhantomData,
-        }
+        Dst::at(s.as_mut_ptr(), s.len(), Loc::Host)
     }
 }
 impl<'a, T> From<&'a mut Vec<T>> for Dst<'a, T> {
@@ -67,21 +78,7 @@ impl<'a, T> Src<'a, T> {
     /// `ptr` must be valid for reads of `len` elements in memory of kind `loc` for `'a`
     /// (device memory must belong to the context's device), or be null (rejected by ops).
     pub unsafe fn from_raw(ptr: *const T, len: usize, loc: Loc) -> Self {
-        Src {
-            ptr,
-            len,
-            loc,
-            _p: PhantomData,
-        }
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn loc(&self) -> Loc {
-        self.loc
+        Src::at(ptr, len, loc)
     }
     pub fn as_ptr(&self) -> *const T {
         self.ptr
@@ -103,33 +100,14 @@ impl<'a, T> Dst<'a, T> {
     /// `ptr` must be valid for writes of `len` elements in memory of kind `loc` for `'a`, not
     /// aliased by any other view used in the same call, or be null (rejected by ops).
     pub unsafe fn from_raw(ptr: *mut T, len: usize, loc: Loc) -> Self {
-        Dst {
-            ptr,
-            len,
-            loc,
-            _p: PhantomData,
-        }
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn loc(&self) -> Loc {
-        self.loc
+        Dst::at(ptr, len, loc)
     }
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr
     }
     /// Reborrow as a shorter-lived view.
     pub fn reborrow(&mut self) -> Dst<'_, T> {
-        Dst {
-            ptr: self.ptr,
-            len: self.len,
-            loc: self.loc,
-            _p: PhantomData,
-        }
+        Dst::at(self.ptr, self.len, self.loc)
     }
     pub(crate) fn host_slice_mut(&mut self) -> &'a mut [T] {
         debug_assert_eq!(self.loc, Loc::Host);
@@ -189,26 +167,22 @@ impl HpSrc<'_> {
     }
 }
 
-impl<'a> From<&'a [bf16]> for HpSrc<'a> {
-    fn from(s: &'a [bf16]) -> Self {
-        HpSrc::Bf16(s.into())
-    }
+/// `HpSrc` from host slices and vectors of each element type.
+macro_rules! hp_from {
+    ($($t:ty => $v:ident),+) => {$(
+        impl<'a> From<&'a [$t]> for HpSrc<'a> {
+            fn from(s: &'a [$t]) -> Self {
+                HpSrc::$v(s.into())
+            }
+        }
+        impl<'a> From<&'a Vec<$t>> for HpSrc<'a> {
+            fn from(s: &'a Vec<$t>) -> Self {
+                HpSrc::$v(s.as_slice().into())
+            }
+        }
+    )+};
 }
-impl<'a> From<&'a Vec<bf16>> for HpSrc<'a> {
-    fn from(s: &'a Vec<bf16>) -> Self {
-        HpSrc::Bf16(s.as_slice().into())
-    }
-}
-impl<'a> From<&'a [f32]> for HpSrc<'a> {
-    fn from(s: &'a [f32]) -> Self {
-        HpSrc::F32(s.into())
-    }
-}
-impl<'a> From<&'a Vec<f32>> for HpSrc<'a> {
-    fn from(s: &'a Vec<f32>) -> Self {
-        HpSrc::F32(s.as_slice().into())
-    }
-}
+hp_from!(bf16 => Bf16, f32 => F32);
 
 /// A GPU stream handle (`hipStream_t` / `cudaStream_t`), or the null (default) stream.
 /// Ignored by the CPU backend.

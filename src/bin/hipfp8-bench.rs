@@ -125,6 +125,19 @@ impl Bench {
         t[t.len() / 2]
     }
 
+    /// Time `f` (one call of `op` on the context and a stream) and record its row.
+    fn case(
+        &mut self,
+        op: &str,
+        shape: String,
+        groups: &str,
+        bytes: u64,
+        mut f: impl FnMut(&Context, StreamRef) -> hipfp8::Result<()>,
+    ) {
+        let us = self.time(|s| f(&self.ctx, s).unwrap());
+        self.record(op, shape, groups, us, bytes);
+    }
+
     fn record(&mut self, op: &str, shape: String, groups: &str, us: f64, bytes: u64) {
         let gbps = bytes as f64 / (us * 1e-6) / 1e9;
         let pct = 100.0 * gbps / self.copy_gbps;
@@ -239,34 +252,26 @@ fn main() {
             (8192, 4096),
             (8192, 14336),
         ] {
-            let us = b.time(|s| {
-                b.ctx
-                    .rowwise_2d(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 "rowwise_2d",
                 format!("({m},{k})"),
                 "",
-                us,
                 (3 * m * k + 4 * m) as u64,
+                |c, s| c.rowwise_2d(&p, m, k, xs(m * k), out.dst(), sc.dst(), s),
             );
         }
     }
     if b.enabled("per_group_colwise") {
         for (m, k) in [(MTOK, H), (MTOK, I)] {
             for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-                let us = b.time(|s| {
-                    b.ctx
-                        .per_group_colwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
-                        .unwrap()
-                });
-                b.record(
+                b.case(
                     "per_group_colwise",
                     format!("({m},{k})"),
                     name,
-                    us,
                     (3 * m * k + 4 * E * k) as u64,
+                    |c, s| {
+                        c.per_group_colwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
+                    },
                 );
             }
         }
@@ -306,50 +311,39 @@ fn main() {
         // groups run along the token axis (the 2D left operand of the wgrad grouped GEMM)
         for (m, k) in [(H, MTOK), (I, MTOK)] {
             for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-                let us = b.time(|s| {
-                    b.ctx
-                        .per_group_rowwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
-                        .unwrap()
-                });
-                b.record(
+                b.case(
                     "per_group_rowwise",
                     format!("({m},{k})"),
                     name,
-                    us,
                     (3 * m * k + 4 * E * m) as u64,
+                    |c, s| {
+                        c.per_group_rowwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
+                    },
                 );
             }
         }
     }
     if b.enabled("colwise_3d") {
         for (k, n) in [(H, I), (I, H)] {
-            let us = b.time(|s| {
-                b.ctx
-                    .colwise_3d(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 "colwise_3d",
                 format!("({E},{k},{n})"),
                 "",
-                us,
                 (3 * E * k * n + 4 * E * n) as u64,
+                |c, s| c.colwise_3d(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s),
             );
         }
     }
     if b.enabled("rowwise_3d_transpose_rhs") {
         for (k, n) in [(H, I), (I, H)] {
-            let us = b.time(|s| {
-                b.ctx
-                    .rowwise_3d_transpose_rhs(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 "rowwise_3d_transpose_rhs",
                 format!("({E},{k},{n})"),
                 "",
-                us,
                 (3 * E * k * n + 4 * E * k) as u64,
+                |c, s| {
+                    c.rowwise_3d_transpose_rhs(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
+                },
             );
         }
     }
@@ -499,17 +493,12 @@ fn main() {
     // ---- dense Llama3-8B (M = 8192)
     if b.enabled("tensorwise") {
         for (m, k) in [(8192usize, 4096usize), (8192, 14336)] {
-            let us = b.time(|s| {
-                b.ctx
-                    .tensorwise(&p, m * k, xs(m * k), out.dst(), sc.dst(), amax.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 "tensorwise",
                 format!("({m},{k})"),
                 "",
-                us,
                 (3 * m * k + 8) as u64,
+                |c, s| c.tensorwise(&p, m * k, xs(m * k), out.dst(), sc.dst(), amax.dst(), s),
             );
         }
     }
@@ -568,9 +557,13 @@ fn main() {
                 )
                 .unwrap();
             if tws {
-                let us = b.time(|s| {
-                    b.ctx
-                        .tensorwise_scaled(
+                b.case(
+                    "tensorwise_scaled",
+                    format!("({m},{k})"),
+                    "",
+                    (3 * m * k + 8) as u64,
+                    |c, s| {
+                        c.tensorwise_scaled(
                             &pg,
                             m * k,
                             xs(m * k),
@@ -579,22 +572,19 @@ fn main() {
                             amax.dst(),
                             s,
                         )
-                        .unwrap()
-                });
-                b.record(
-                    "tensorwise_scaled",
-                    format!("({m},{k})"),
-                    "",
-                    us,
-                    (3 * m * k + 8) as u64,
+                    },
                 );
             }
             if !cts {
                 continue;
             }
-            let us = b.time(|s| {
-                b.ctx
-                    .cast_transpose_scaled(
+            b.case(
+                "cast_transpose_scaled",
+                format!("({m},{k})"),
+                "",
+                (4 * m * k + 8) as u64,
+                |c, s| {
+                    c.cast_transpose_scaled(
                         &pg,
                         m,
                         k,
@@ -605,72 +595,45 @@ fn main() {
                         amax.dst(),
                         s,
                     )
-                    .unwrap()
-            });
-            b.record(
-                "cast_transpose_scaled",
-                format!("({m},{k})"),
-                "",
-                us,
-                (4 * m * k + 8) as u64,
+                },
             );
         }
     }
     // ---- DeepSeek-V3 blockwise and MXFP8
     if b.enabled("blockwise") {
         let (m, k) = (MTOK, H);
-        let us = b.time(|s| {
-            b.ctx
-                .blockwise_1x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
-                .unwrap()
-        });
-        b.record(
+        b.case(
             "blockwise_1x128",
             format!("({m},{k})"),
             "",
-            us,
             (3 * m * k + 4 * m * k / 128) as u64,
+            |c, s| c.blockwise_1x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s),
         );
-        let us = b.time(|s| {
-            b.ctx
-                .blockwise_128x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s)
-                .unwrap()
-        });
-        b.record(
+        b.case(
             "blockwise_128x128",
             format!("({m},{k})"),
             "",
-            us,
             (3 * m * k + 4 * (m / 128) * (k / 128)) as u64,
+            |c, s| c.blockwise_128x128(&p, m, k, xs(m * k), out.dst(), sc.dst(), s),
         );
     }
     if b.enabled("mxfp8") {
         let (m, k) = (MTOK, H);
         for (name, r) in [("floor", MxRounding::Floor), ("rceil", MxRounding::Rceil)] {
             let mp = MxParams::new(Fp8Format::E4M3Fn, r);
-            let us = b.time(|s| {
-                b.ctx
-                    .mxfp8_dim0(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 &format!("mxfp8_dim0_{name}"),
                 format!("({m},{k})"),
                 "",
-                us,
                 (3 * m * k + m * k / 32) as u64,
+                |c, s| c.mxfp8_dim0(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s),
             );
-            let us = b.time(|s| {
-                b.ctx
-                    .mxfp8_dim1(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s)
-                    .unwrap()
-            });
-            b.record(
+            b.case(
                 &format!("mxfp8_dim1_{name}"),
                 format!("({m},{k})"),
                 "",
-                us,
                 (3 * m * k + m * k / 32) as u64,
+                |c, s| c.mxfp8_dim1(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s),
             );
         }
     }

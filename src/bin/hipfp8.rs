@@ -138,12 +138,11 @@ fn group_offs(total: usize, g: usize, skewed: bool) -> Vec<i32> {
     }
     let used: usize = sizes.iter().sum();
     sizes[0] += total - used;
-    let mut acc = 0;
     sizes
         .iter()
-        .map(|s| {
-            acc += s;
-            acc as i32
+        .scan(0, |end, s| {
+            *end += s;
+            Some(*end as i32)
         })
         .collect()
 }
@@ -383,6 +382,20 @@ impl Bench<'_> {
         });
     }
 
+    /// The row of a case that ran: `secs` per call, `bytes` and `flops` per call, the check.
+    fn done(
+        &mut self,
+        op: &str,
+        shape: &str,
+        secs: f64,
+        bytes: usize,
+        flops: f64,
+        check: (String, bool),
+    ) -> OpResult {
+        self.push(op, shape, Some(secs), bytes, flops, check);
+        Ok(())
+    }
+
     /// Run one op case; an error (from allocation, the op or a copy) becomes a failed row.
     fn run(&mut self, op: &str, shape: String, f: impl FnOnce(&mut Self, &str, &str) -> OpResult) {
         eprintln!("running {op} {shape} ...");
@@ -407,15 +420,7 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
-            op,
-            shape,
-            Some(t),
-            3 * m * k + 4 * m,
-            0.0,
-            verdict(r.0, r.1),
-        );
-        Ok(())
+        self.done(op, shape, t, 3 * m * k + 4 * m, 0.0, verdict(r.0, r.1))
     }
 
     fn tensorwise(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
@@ -439,8 +444,7 @@ impl Bench<'_> {
         });
         let amax = x.iter().fold(0f32, |acc, v| amax_combine(acc, v.to_f32()));
         bs += usize::from(amax.to_bits() != a[0].to_bits());
-        self.push(op, shape, Some(t), 3 * n + 8, 0.0, verdict(bb, bs));
-        Ok(())
+        self.done(op, shape, t, 3 * n + 8, 0.0, verdict(bb, bs))
     }
 
     fn cast_transpose(
@@ -481,15 +485,14 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
+        self.done(
             op,
             shape,
-            Some(t),
+            t,
             4 * m * k + 4 * all.len(),
             0.0,
             verdict(r.0, r.1),
-        );
-        Ok(())
+        )
     }
 
     /// Delayed scaling: a given scale of twice the exact one (as if amax had halved since the
@@ -525,15 +528,7 @@ impl Bench<'_> {
             }
         }
         let bad_amax = usize::from(a[0].to_bits() != amax.to_bits());
-        self.push(
-            op,
-            shape,
-            Some(t),
-            4 * m * k + 8,
-            0.0,
-            verdict(bad, bad_amax),
-        );
-        Ok(())
+        self.done(op, shape, t, 4 * m * k + 8, 0.0, verdict(bad, bad_amax))
     }
 
     fn per_group_colwise(
@@ -563,15 +558,7 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
-            op,
-            shape,
-            Some(t),
-            3 * m * k + 4 * g * k,
-            0.0,
-            verdict(r.0, r.1),
-        );
-        Ok(())
+        self.done(op, shape, t, 3 * m * k + 4 * g * k, 0.0, verdict(r.0, r.1))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -627,15 +614,14 @@ impl Bench<'_> {
                 }
             },
         );
-        self.push(
+        self.done(
             op,
             shape,
-            Some(t),
+            t,
             3 * m * (k1 + k2) + 4 * all.len(),
             0.0,
             verdict(r.0, r.1),
-        );
-        Ok(())
+        )
     }
 
     fn per_group_rowwise(
@@ -665,15 +651,7 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
-            op,
-            shape,
-            Some(t),
-            3 * m * k + 4 * g * m,
-            0.0,
-            verdict(r.0, r.1),
-        );
-        Ok(())
+        self.done(op, shape, t, 3 * m * k + 4 * g * m, 0.0, verdict(r.0, r.1))
     }
 
     fn expert_3d(&mut self, op: &str, shape: &str, e: usize, k: usize, n: usize) -> OpResult {
@@ -706,15 +684,7 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
-            op,
-            shape,
-            Some(t),
-            3 * e * k * n + 4 * ns,
-            0.0,
-            verdict(r.0, r.1),
-        );
-        Ok(())
+        self.done(op, shape, t, 3 * e * k * n + 4 * ns, 0.0, verdict(r.0, r.1))
     }
 
     fn blockwise(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
@@ -746,15 +716,7 @@ impl Bench<'_> {
                 }
             }
         });
-        self.push(
-            op,
-            shape,
-            Some(t),
-            3 * m * k + 4 * ns,
-            0.0,
-            verdict(r.0, r.1),
-        );
-        Ok(())
+        self.done(op, shape, t, 3 * m * k + 4 * ns, 0.0, verdict(r.0, r.1))
     }
 
     fn rowwise_2d_padded(
@@ -823,15 +785,14 @@ impl Bench<'_> {
             },
         );
         bs += usize::from(po != want_po);
-        self.push(
+        self.done(
             op,
             shape,
-            Some(t),
+            t,
             2 * m * k + rows * k + 4 * rows,
             0.0,
             verdict(bb, bs),
-        );
-        Ok(())
+        )
     }
 
     fn mxfp8(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
@@ -892,8 +853,7 @@ impl Bench<'_> {
                     .count();
             }
         }
-        self.push(op, shape, Some(t), 3 * m * k + ns, 0.0, verdict(bad, bad_s));
-        Ok(())
+        self.done(op, shape, t, 3 * m * k + ns, 0.0, verdict(bad, bad_s))
     }
 
     /// FP8 codes for a GEMM operand (encoded pseudo-normal values).
@@ -980,15 +940,7 @@ impl Bench<'_> {
             })
             .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
         let bytes = m * k + e * k * n + 2 * m * n + 4 * (m + e * n);
-        self.push(
-            op,
-            shape,
-            Some(t),
-            bytes,
-            flops,
-            gemm_verdict(err, mag, &plan),
-        );
-        Ok(())
+        self.done(op, shape, t, bytes, flops, gemm_verdict(err, mag, &plan))
     }
 
     fn gemm_2d2d(
@@ -1060,15 +1012,7 @@ impl Bench<'_> {
             })
             .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
         let bytes = n * mt + mt * k + 2 * g * n * k + 4 * g * (n + k);
-        self.push(
-            op,
-            shape,
-            Some(t),
-            bytes,
-            flops,
-            gemm_verdict(err, mag, &plan),
-        );
-        Ok(())
+        self.done(op, shape, t, bytes, flops, gemm_verdict(err, mag, &plan))
     }
 
     /// The CPU backend's reference GEMM is not meant for DeepSeek-size problems.

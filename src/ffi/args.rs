@@ -80,6 +80,33 @@ macro_rules! cast_desc {
 }
 pub(crate) use cast_desc;
 
+/// A descriptor that says all its op takes: the parameters ([`CastDesc`]), the shape and the
+/// dtypes of the high-precision inputs (in declaration order).
+pub(crate) trait OpDesc: CastDesc {
+    type Shape: 'static;
+    type Dtypes: AsRef<[u32]>;
+    fn shape(&self) -> Result<Self::Shape, FfiError>;
+    fn dtypes(&self) -> Self::Dtypes;
+}
+
+/// Implement [`OpDesc`]: `desc: Shape = |d| <shape from d>, [<dtype fields>];`.
+macro_rules! op_desc {
+    ($($t:ident: $s:ty = |$d:ident| $shape:expr, [$($dt:ident),+];)+) => {$(
+        impl $crate::ffi::args::OpDesc for $t {
+            type Shape = $s;
+            type Dtypes = [u32; [$(stringify!($dt)),+].len()];
+            fn shape(&self) -> Result<$s, $crate::ffi::status::FfiError> {
+                let $d = self;
+                Ok($shape)
+            }
+            fn dtypes(&self) -> Self::Dtypes {
+                [$(self.$dt),+]
+            }
+        }
+    )+};
+}
+pub(crate) use op_desc;
+
 /// Read a descriptor: NULL, alignment and the `size` field are checked before the rest of
 /// the struct is read, so a caller that passes a smaller (or larger) struct is told so rather
 /// than read out of bounds.

@@ -2,7 +2,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, cast_desc, descriptor, raw};
+use super::args::{cast_desc, descriptor, op_desc, raw};
 use super::quant::hipfp8_cast_2d_desc;
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
@@ -43,6 +43,9 @@ pub struct hipfp8_cast_transpose_desc {
 
 descriptor!(hipfp8_cast_transpose_desc);
 cast_desc!(hipfp8_cast_transpose_desc);
+op_desc! {
+    hipfp8_cast_transpose_desc: (usize, usize, Scaling) = |d| (d.m, d.k, scaling(d.scaling)?), [input_dtype];
+}
 
 pub(crate) fn scaling(v: u32) -> Result<Scaling, FfiError> {
     const T: u32 = hipfp8_scaling::HIPFP8_SCALING_TENSORWISE as u32;
@@ -84,20 +87,7 @@ pub extern "C" fn hipfp8_cast_transpose(
         raw(scales, scales_len),
         raw(scales_t, scales_t_len),
     ];
-    run_op(
-        ctx,
-        desc,
-        &cast_transpose::CAST_TRANSPOSE,
-        bufs,
-        stream,
-        |d| {
-            Ok((
-                d.params()?,
-                (d.m, d.k, scaling(d.scaling)?),
-                [d.input_dtype],
-            ))
-        },
-    )
+    run_op(ctx, desc, &cast_transpose::CAST_TRANSPOSE, bufs, stream)
 }
 
 /// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
@@ -133,6 +123,5 @@ pub extern "C" fn hipfp8_cast_transpose_scaled(
         &cast_transpose::CAST_TRANSPOSE_SCALED,
         bufs,
         stream,
-        |d| Ok((d.params()?, (d.m, d.k), [d.input_dtype])),
     )
 }

@@ -180,20 +180,55 @@ pub extern "C" fn hipfp8_context_destroy(ctx: *mut hipfp8_context) -> hipfp8_sta
     })
 }
 
+/// A query of the context `ctx` under the panic guard: `f` with the live context.
+fn with_context(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    f: impl FnOnce(&Context) -> Result<(), FfiError>,
+) -> hipfp8_status {
+    guard(func, || {
+        let c = lookup(ctx)?;
+        f(&c)
+    })
+}
+
+/// A query that writes one value to `out`: `value` (checked first), then `out` (NULL is
+/// NULL_POINTER), then the write.
+fn query_out<T>(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    out: *mut T,
+    value: impl FnOnce(&Context) -> Result<T, FfiError>,
+) -> hipfp8_status {
+    with_context(func, ctx, |c| {
+        let v = value(c)?;
+        args::out_param("out", out)?.write(v);
+        Ok(())
+    })
+}
+
+/// A query that copies the string `s` gives into the caller's (buf, buf_len, len)
+/// ([`args::copy_str_out`]).
+fn str_query(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    s: fn(&Context) -> &str,
+    (buf, buf_len, len): (*mut c_char, usize, *mut usize),
+) -> hipfp8_status {
+    with_context(func, ctx, |c| args::copy_str_out(s(c), buf, buf_len, len))
+}
+
 /// The backend of a context: `HIPFP8_BACKEND_CPU` or `HIPFP8_BACKEND_GPU`.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfp8_context_backend(
     ctx: *const hipfp8_context,
     out: *mut hipfp8_backend,
 ) -> hipfp8_status {
-    guard("hipfp8_context_backend", || {
-        let c = lookup(ctx)?;
-        let out = args::out_param("out", out)?;
-        out.write(match c.backend() {
+    query_out("hipfp8_context_backend", ctx, out, |c| {
+        Ok(match c.backend() {
             BackendKind::Cpu => hipfp8_backend::HIPFP8_BACKEND_CPU,
             BackendKind::Gpu => hipfp8_backend::HIPFP8_BACKEND_GPU,
-        });
-        Ok(())
+        })
     })
 }
 
@@ -204,11 +239,8 @@ pub extern "C" fn hipfp8_context_native_format(
     ctx: *const hipfp8_context,
     out: *mut hipfp8_format,
 ) -> hipfp8_status {
-    guard("hipfp8_context_native_format", || {
-        let c = lookup(ctx)?;
-        let out = args::out_param("out", out)?;
-        out.write(exact_format(c.native_format()));
-        Ok(())
+    query_out("hipfp8_context_native_format", ctx, out, |c| {
+        Ok(exact_format(c.native_format()))
     })
 }
 
@@ -220,12 +252,8 @@ pub extern "C" fn hipfp8_context_resolve_format(
     format: u32,
     out: *mut hipfp8_format,
 ) -> hipfp8_status {
-    guard("hipfp8_context_resolve_format", || {
-        let c = lookup(ctx)?;
-        let choice = format_choice(format)?;
-        let out = args::out_param("out", out)?;
-        out.write(exact_format(c.resolve(choice)));
-        Ok(())
+    query_out("hipfp8_context_resolve_format", ctx, out, |c| {
+        Ok(exact_format(c.resolve(format_choice(format)?)))
     })
 }
 
@@ -240,10 +268,12 @@ pub extern "C" fn hipfp8_context_device_name(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    guard("hipfp8_context_device_name", || {
-        let c = lookup(ctx)?;
-        args::copy_str_out(c.device_name(), buf, buf_len, len)
-    })
+    str_query(
+        "hipfp8_context_device_name",
+        ctx,
+        Context::device_name,
+        (buf, buf_len, len),
+    )
 }
 
 /// Copy the architecture string ("cpu", "gfx942", "gfx950", "sm_90", ...) into `buf`, with
@@ -255,10 +285,12 @@ pub extern "C" fn hipfp8_context_arch(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    guard("hipfp8_context_arch", || {
-        let c = lookup(ctx)?;
-        args::copy_str_out(c.arch(), buf, buf_len, len)
-    })
+    str_query(
+        "hipfp8_context_arch",
+        ctx,
+        Context::arch,
+        (buf, buf_len, len),
+    )
 }
 
 fn exact_format(f: Fp8Format) -> hipfp8_format {

@@ -16,6 +16,7 @@ use super::args::{descriptor, format_choice, raw};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
+use crate::dispatch::OpDecl;
 use crate::error::Error;
 use crate::grouped_gemm;
 use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
@@ -109,6 +110,39 @@ descriptor!(
     hipfp8_grouped_gemm_blockwise_2d3d_desc
 );
 
+/// A grouped-GEMM descriptor: its formats and backend (the parameters), the op a plan
+/// describes and the shape a call runs.
+trait GemmDesc: args::Descriptor {
+    type Shape: 'static;
+    fn params(&self) -> Result<GemmParams, FfiError>;
+    fn op(&self) -> GroupedOp;
+    fn shape(&self) -> Self::Shape;
+}
+
+/// Implement [`GemmDesc`]: `desc: Shape = (<shape fields>), Op { <op fields> };`.
+macro_rules! gemm_desc {
+    ($($t:ident: $s:ty = ($($sf:ident),+), $op:ident { $($f:ident),+ };)+) => {$(
+        impl GemmDesc for $t {
+            type Shape = $s;
+            fn params(&self) -> Result<GemmParams, FfiError> {
+                gemm_params(self.a_format, self.b_format, self.backend)
+            }
+            fn op(&self) -> GroupedOp {
+                GroupedOp::$op { $($f: self.$f),+ }
+            }
+            fn shape(&self) -> $s {
+                ($(self.$sf),+)
+            }
+        }
+    )+};
+}
+gemm_desc! {
+    hipfp8_grouped_gemm_2d3d_desc: (usize, usize, usize, usize) = (m, k, n, e), TwoD3D { m, n, k };
+    hipfp8_grouped_gemm_2d2d_desc: (usize, usize, usize) = (n, mt, k), TwoD2D { n, mt, k };
+    hipfp8_grouped_gemm_blockwise_2d3d_desc: (usize, usize, usize, usize) = (m, k, n, e),
+        Blockwise2D3D { m, n, k };
+}
+
 /// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +198,24 @@ struct PlanOut {
     len: *mut usize,
 }
 
+impl PlanOut {
+    fn new(
+        implementation: *mut u32,
+        reason: *mut u32,
+        buf: *mut c_char,
+        buf_len: usize,
+        len: *mut usize,
+    ) -> Self {
+        PlanOut {
+            implementation,
+            reason,
+            buf,
+            buf_len,
+            len,
+        }
+    }
+}
+
 /// Write a plan to the caller's out-parameters (all checked before anything is written).
 fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
     let imp = args::out_param("implementation", o.implementation)?;
@@ -177,21 +229,37 @@ fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
     Ok(())
 }
 
-/// One plan query: `fields` gives the descriptor's formats, backend and op.
-fn plan_query<D: args::Descriptor>(
+/// One plan query of the op of `desc`.
+fn plan_query<D: GemmDesc>(
     func: &'static str,
     ctx: *const hipfp8_context,
     desc: *const D,
     ptrs: Option<[*const c_void; 3]>,
     num_groups: usize,
     out: PlanOut,
-    fields: impl FnOnce(&D) -> (u32, u32, u32, GroupedOp),
 ) -> hipfp8_status {
     op_entry(func, ctx, desc, |c, d, _| {
-        let (fa, fb, backend, op) = fields(&d);
-        let p = gemm_params(fa, fb, backend)?;
-        let plan = c.grouped_gemm_plan(&p, op, num_groups, ptrs)?;
+        let p = d.params()?;
+        let plan = c.grouped_gemm_plan(&p, d.op(), num_groups, ptrs)?;
         write_plan(&plan, &out)
+    })
+}
+
+/// One grouped GEMM call: `decl` on the views of `bufs` with the caller's `workspace`
+/// (pointer, bytes).
+fn gemm_call<D: GemmDesc, const N: usize>(
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    decl: &'static OpDecl<GemmParams, D::Shape>,
+    bufs: [args::Raw; N],
+    workspace: (*mut c_void, usize),
+    stream: hipStream_t,
+) -> hipfp8_status {
+    op_entry(decl.c_name, ctx, desc, |c, d, v| {
+        let mut p = d.params()?;
+        let views = v.views(decl, &[], bufs)?;
+        p.workspace = v.workspace(workspace.0, workspace.1)?;
+        Ok(c.run(decl, &p, d.shape(), views, StreamRef(stream.cast()))?)
     })
 }
 
@@ -225,23 +293,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    let o = PlanOut {
-        implementation,
-        reason,
-        buf,
-        buf_len,
-        len,
-    };
+    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
     let name = "hipfp8_grouped_gemm_2d3d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
-        let (m, n, k) = (d.m, d.n, d.k);
-        (
-            d.a_format,
-            d.b_format,
-            d.backend,
-            GroupedOp::TwoD3D { m, n, k },
-        )
-    })
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
 /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
@@ -259,23 +313,9 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    let o = PlanOut {
-        implementation,
-        reason,
-        buf,
-        buf_len,
-        len,
-    };
+    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
     let name = "hipfp8_grouped_gemm_2d2d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
-        let (n, mt, k) = (d.n, d.mt, d.k);
-        (
-            d.a_format,
-            d.b_format,
-            d.backend,
-            GroupedOp::TwoD2D { n, mt, k },
-        )
-    })
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
 /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
@@ -294,23 +334,9 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d_plan(
     buf_len: usize,
     len: *mut usize,
 ) -> hipfp8_status {
-    let o = PlanOut {
-        implementation,
-        reason,
-        buf,
-        buf_len,
-        len,
-    };
+    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
     let name = "hipfp8_grouped_gemm_blockwise_2d3d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o, |d| {
-        let (m, n, k) = (d.m, d.n, d.k);
-        (
-            d.a_format,
-            d.b_format,
-            d.backend,
-            GroupedOp::Blockwise2D3D { m, n, k },
-        )
-    })
+    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
 fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
@@ -431,10 +457,7 @@ pub extern "C" fn hipfp8_grouped_gemm_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
-    let ws = (workspace, workspace_bytes);
-    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
-        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
-    })
+    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
 }
 
 /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
@@ -471,10 +494,7 @@ pub extern "C" fn hipfp8_grouped_gemm_2d2d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
-    let ws = (workspace, workspace_bytes);
-    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
-        ((d.a_format, d.b_format, d.backend), (d.n, d.mt, d.k))
-    })
+    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
 }
 
 /// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
@@ -516,29 +536,5 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d(
         raw(out, out_len),
     ];
     let decl = &grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D;
-    let ws = (workspace, workspace_bytes);
-    gemm_entry(decl, ctx, desc, bufs, ws, stream, |d| {
-        ((d.a_format, d.b_format, d.backend), (d.m, d.k, d.n, d.e))
-    })
-}
-
-/// The body of the three GEMM exports: `fields` gives the descriptor's formats and backend
-/// and the op's shape; the caller's workspace (pointer, bytes) is checked and attached.
-fn gemm_entry<D: args::Descriptor, S>(
-    decl: &'static crate::dispatch::OpDecl<GemmParams, S>,
-    ctx: *const hipfp8_context,
-    desc: *const D,
-    bufs: [args::Raw; 6],
-    (workspace, workspace_bytes): (*mut c_void, usize),
-    stream: hipStream_t,
-    fields: impl FnOnce(&D) -> ((u32, u32, u32), S),
-) -> hipfp8_status {
-    op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let ((fa, fb, backend), shape) = fields(&d);
-        let mut p = gemm_params(fa, fb, backend)?;
-        let views = v.views(decl, &[], bufs)?;
-        p.workspace = v.workspace(workspace, workspace_bytes)?;
-        let s = StreamRef(stream.cast());
-        Ok(c.run(decl, &p, shape, views, s)?)
-    })
+    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
 }

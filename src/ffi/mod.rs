@@ -120,24 +120,23 @@ pub(crate) fn op_entry<D: args::Descriptor>(
     })
 }
 
-/// The body of an op export whose arguments are all derived from its declaration: `args`
-/// reads the descriptor's parameters, shape and input dtypes, [`args::Views::views`] makes
-/// the views of `bufs`, [`Context::run`](crate::context::Context) runs `decl`.
-pub(crate) fn run_op<D, P, S, const N: usize, const H: usize>(
+/// The body of an op export whose arguments are all derived from its descriptor
+/// ([`args::OpDesc`]: parameters, shape, input dtypes), [`args::Views::views`] makes the views
+/// of `bufs`, [`Context::run`](crate::context::Context) runs `decl`.
+pub(crate) fn run_op<D, const N: usize>(
     ctx: *const hipfp8_context,
     desc: *const D,
-    decl: &'static crate::dispatch::OpDecl<P, S>,
+    decl: &'static crate::dispatch::OpDecl<D::Params, D::Shape>,
     bufs: [args::Raw; N],
     stream: hipStream_t,
-    args: impl FnOnce(&D) -> Result<(P, S, [u32; H]), FfiError>,
 ) -> hipfp8_status
 where
-    D: args::Descriptor,
-    P: crate::dispatch::OpParams,
+    D: args::OpDesc,
+    D::Params: crate::dispatch::OpParams + 'static,
 {
     op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let (p, shape, dtypes) = args(&d)?;
-        let views = v.views(decl, &dtypes, bufs)?;
+        let (p, shape) = (d.params()?, d.shape()?);
+        let views = v.views(decl, d.dtypes().as_ref(), bufs)?;
         let stream = crate::view::StreamRef(stream.cast());
         Ok(c.run(decl, &p, shape, views, stream)?)
     })

@@ -11,7 +11,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, cast_desc, descriptor, raw};
+use super::args::{cast_desc, descriptor, op_desc, raw};
 use super::quant::{hipfp8_cast_2d_desc, hipfp8_cast_3d_desc};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
@@ -39,6 +39,9 @@ pub struct hipfp8_moe_swiglu_desc {
 
 descriptor!(hipfp8_moe_swiglu_desc);
 cast_desc!(hipfp8_moe_swiglu_desc);
+op_desc! {
+    hipfp8_moe_swiglu_desc: (usize, usize) = |d| (d.m, d.i), [input_dtype];
+}
 
 /// Expert weights x (e, k, n) column-major (`hipfp8_cast_3d_desc`) to both grouped-GEMM
 /// operands in one read: out/scales exactly as `hipfp8_colwise_3d` (forward B; scales[e*n]
@@ -68,9 +71,7 @@ pub extern "C" fn hipfp8_moe_weights_dual(
         raw(out_t, out_t_len),
         raw(scales_t, scales_t_len),
     ];
-    run_op(ctx, desc, &moe::MOE_WEIGHTS_DUAL, bufs, stream, |d| {
-        Ok((d.params()?, (d.e, d.k, d.n), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &moe::MOE_WEIGHTS_DUAL, bufs, stream)
 }
 
 /// Activations or gradients x (m, k) row-major (`hipfp8_cast_2d_desc`) with END offsets along
@@ -104,9 +105,7 @@ pub extern "C" fn hipfp8_moe_act_dual(
         raw(out_col, out_col_len),
         raw(scales_col, scales_col_len),
     ];
-    run_op(ctx, desc, &moe::MOE_ACT_DUAL, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &moe::MOE_ACT_DUAL, bufs, stream)
 }
 
 /// SwiGLU forward fused with the down projection's casts: h = silu(gate) * up (m, i), in the
@@ -139,9 +138,7 @@ pub extern "C" fn hipfp8_moe_swiglu_quant(
         raw(out_col, out_col_len),
         raw(scales_col, scales_col_len),
     ];
-    run_op(ctx, desc, &moe::MOE_SWIGLU_QUANT, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.i), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &moe::MOE_SWIGLU_QUANT, bufs, stream)
 }
 
 /// SwiGLU backward fused with the gate/up projection's casts: from grad_h (m, i) and the
@@ -178,7 +175,5 @@ pub extern "C" fn hipfp8_moe_swiglu_bwd_quant(
         raw(out_col, out_col_len),
         raw(scales_col, scales_col_len),
     ];
-    run_op(ctx, desc, &moe::MOE_SWIGLU_BWD_QUANT, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.i), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &moe::MOE_SWIGLU_BWD_QUANT, bufs, stream)
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, descriptor, format_choice, raw};
+use super::args::{CastDesc, descriptor, format_choice, op_desc, raw};
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, run_op};
@@ -41,6 +41,9 @@ pub struct hipfp8_mxfp8_desc {
 }
 
 descriptor!(hipfp8_mxfp8_desc);
+op_desc! {
+    hipfp8_mxfp8_desc: (usize, usize) = |d| (d.m, d.k), [input_dtype];
+}
 
 impl CastDesc for hipfp8_mxfp8_desc {
     type Params = MxParams;
@@ -80,9 +83,7 @@ pub extern "C" fn hipfp8_mxfp8_dim0(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &mx::MXFP8_DIM0, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &mx::MXFP8_DIM0, bufs, stream)
 }
 
 /// MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
@@ -101,7 +102,5 @@ pub extern "C" fn hipfp8_mxfp8_dim1(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &mx::MXFP8_DIM1, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &mx::MXFP8_DIM1, bufs, stream)
 }

@@ -10,7 +10,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, cast_desc, descriptor, raw};
+use super::args::{cast_desc, descriptor, op_desc, raw};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
 use super::{hipfp8_context, run_op};
@@ -133,6 +133,13 @@ cast_desc!(
     hipfp8_tensorwise_desc,
     hipfp8_padded_desc
 );
+op_desc! {
+    hipfp8_cast_2d_desc: (usize, usize) = |d| (d.m, d.k), [input_dtype];
+    hipfp8_cast_3d_desc: (usize, usize, usize) = |d| (d.e, d.k, d.n), [input_dtype];
+    hipfp8_cast_dual_desc: (usize, usize, usize) = |d| (d.m, d.k1, d.k2), [input_dtype, input_dtype2];
+    hipfp8_tensorwise_desc: usize = |d| d.n, [input_dtype];
+    hipfp8_padded_desc: (usize, usize, usize) = |d| (d.m, d.k, d.m_cap), [input_dtype];
+}
 
 /// Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
 /// from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
@@ -150,9 +157,7 @@ pub extern "C" fn hipfp8_rowwise_2d(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &quant::ROWWISE_2D, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::ROWWISE_2D, bufs, stream)
 }
 
 /// Colwise cast of 3D expert weights (forward B operand): out has x's layout,
@@ -171,9 +176,7 @@ pub extern "C" fn hipfp8_colwise_3d(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &quant::COLWISE_3D, bufs, stream, |d| {
-        Ok((d.params()?, (d.e, d.k, d.n), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::COLWISE_3D, bufs, stream)
 }
 
 /// Transpose-rowwise cast of 3D expert weights (dgrad B operand): out is (e, n, k)
@@ -192,14 +195,7 @@ pub extern "C" fn hipfp8_rowwise_3d_transpose_rhs(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(
-        ctx,
-        desc,
-        &quant::ROWWISE_3D_TRANSPOSE_RHS,
-        bufs,
-        stream,
-        |d| Ok((d.params()?, (d.e, d.k, d.n), [d.input_dtype])),
-    )
+    run_op(ctx, desc, &quant::ROWWISE_3D_TRANSPOSE_RHS, bufs, stream)
 }
 
 /// Per-group colwise cast (wgrad operands), groups along m: out is column-major
@@ -226,9 +222,7 @@ pub extern "C" fn hipfp8_per_group_colwise(
         raw(out, out_len),
         raw(scales, scales_len),
     ];
-    run_op(ctx, desc, &quant::PER_GROUP_COLWISE, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::PER_GROUP_COLWISE, bufs, stream)
 }
 
 /// Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
@@ -264,20 +258,7 @@ pub extern "C" fn hipfp8_per_group_colwise_dual(
         raw(out2, out2_len),
         raw(scales2, scales2_len),
     ];
-    run_op(
-        ctx,
-        desc,
-        &quant::PER_GROUP_COLWISE_DUAL,
-        bufs,
-        stream,
-        |d| {
-            Ok((
-                d.params()?,
-                (d.m, d.k1, d.k2),
-                [d.input_dtype, d.input_dtype2],
-            ))
-        },
-    )
+    run_op(ctx, desc, &quant::PER_GROUP_COLWISE_DUAL, bufs, stream)
 }
 
 /// Per-group rowwise cast, groups along k (columns): out row-major; `scales[g*m + m_i]` from
@@ -303,9 +284,7 @@ pub extern "C" fn hipfp8_per_group_rowwise(
         raw(out, out_len),
         raw(scales, scales_len),
     ];
-    run_op(ctx, desc, &quant::PER_GROUP_ROWWISE, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::PER_GROUP_ROWWISE, bufs, stream)
 }
 
 /// Tensorwise cast: `amax[0]` over all n elements, `scale[0]` from it, `out[i] =
@@ -331,9 +310,7 @@ pub extern "C" fn hipfp8_tensorwise(
         raw(scale, scale_len),
         raw(amax, amax_len),
     ];
-    run_op(ctx, desc, &quant::TENSORWISE, bufs, stream, |d| {
-        Ok((d.params()?, d.n, [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::TENSORWISE, bufs, stream)
 }
 
 /// Tensorwise cast with the caller's scale (delayed scaling): `out[i] = encode(x[i] *
@@ -360,9 +337,7 @@ pub extern "C" fn hipfp8_tensorwise_scaled(
         raw(out, out_len),
         raw(amax, amax_len),
     ];
-    run_op(ctx, desc, &quant::TENSORWISE_SCALED, bufs, stream, |d| {
-        Ok((d.params()?, d.n, [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::TENSORWISE_SCALED, bufs, stream)
 }
 
 /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (m, ceil(k/128)) row-major; a
@@ -381,9 +356,7 @@ pub extern "C" fn hipfp8_blockwise_1x128(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &quant::BLOCKWISE_1X128, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::BLOCKWISE_1X128, bufs, stream)
 }
 
 /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(m/128), ceil(k/128))
@@ -402,9 +375,7 @@ pub extern "C" fn hipfp8_blockwise_128x128(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &quant::BLOCKWISE_128X128, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::BLOCKWISE_128X128, bufs, stream)
 }
 
 /// Rowwise cast that pads every token group to a multiple of 16 rows in one pass (for
@@ -435,7 +406,5 @@ pub extern "C" fn hipfp8_rowwise_2d_padded(
         raw(scales, scales_len),
         raw(padded_offs, padded_offs_len),
     ];
-    run_op(ctx, desc, &quant::ROWWISE_2D_PADDED, bufs, stream, |d| {
-        Ok((d.params()?, (d.m, d.k, d.m_cap), [d.input_dtype]))
-    })
+    run_op(ctx, desc, &quant::ROWWISE_2D_PADDED, bufs, stream)
 }

@@ -110,9 +110,26 @@ pub extern "C" fn hipfp8_scale_reciprocal(
     stream: hipStream_t,
 ) -> hipfp8_status {
     let bufs = [raw(scales, scales_len), raw(out, out_len)];
-    run_op(ctx, desc, &recipe::SCALE_RECIPROCAL, bufs, stream, |d| {
-        Ok((NoParams, d.n, []))
-    })
+    run_op(ctx, desc, &recipe::SCALE_RECIPROCAL, bufs, stream)
+}
+
+impl args::CastDesc for hipfp8_scale_reciprocal_desc {
+    type Params = NoParams;
+    fn params(&self) -> Result<NoParams, FfiError> {
+        Ok(NoParams)
+    }
+}
+
+/// The one descriptor without an input dtype: its shape is the scale count.
+impl args::OpDesc for hipfp8_scale_reciprocal_desc {
+    type Shape = usize;
+    type Dtypes = [u32; 0];
+    fn shape(&self) -> Result<usize, FfiError> {
+        Ok(self.n)
+    }
+    fn dtypes(&self) -> [u32; 0] {
+        []
+    }
 }
 
 /// The recipe parameters and dtype of either descriptor.

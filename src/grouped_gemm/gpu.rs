@@ -605,45 +605,46 @@ fn launch_library(
         ws_len as u64,
         stream.0,
     );
+    // The library launchers' arguments: operands, formats, offsets, scales, out, the op's
+    // three extents, the workspace, then (CUTLASS) the config and the stream.
+    macro_rules! library {
+        ($f:path, $x:expr, $y:expr, $z:expr $(, $cfg:expr)?) => {
+            $f(
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, $x as i64, $y as i64, $z as i64,
+                ws, wsl, $($cfg,)? s,
+            )
+        };
+    }
     // SAFETY: the caller validated every view (device memory of this context's GPU, sizes
     // for the op's extents); `ws` holds `ws_len` device bytes not used by other queued work
     // (own buffer, or the cache ordered by its event). Launchers only queue work on `s`.
     unsafe {
         match (imp, op) {
-            (GemmImpl::CutlassSm90, GroupedOp::TwoD3D { m, n, k }) => sys::hipfp8_gg_cutlass_2d3d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64,
-                ws, wsl, cfg, s,
-            ),
-            (GemmImpl::CutlassSm90, GroupedOp::TwoD2D { n, mt, k }) => sys::hipfp8_gg_cutlass_2d2d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
-                ws, wsl, cfg, s,
-            ),
+            (GemmImpl::CutlassSm90, GroupedOp::TwoD3D { m, n, k }) => {
+                library!(sys::hipfp8_gg_cutlass_2d3d, m, n, k, cfg)
+            }
+            (GemmImpl::CutlassSm90, GroupedOp::TwoD2D { n, mt, k }) => {
+                library!(sys::hipfp8_gg_cutlass_2d2d, n, mt, k, cfg)
+            }
             (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D3D { m, n, k }) => {
-                sys::hipfp8_gg_cutlass_bw_2d3d(
-                    a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64,
-                    k as i64, ws, wsl, s,
-                )
+                library!(sys::hipfp8_gg_cutlass_bw_2d3d, m, n, k)
             }
             // The plan never picks CK for the blockwise-scaled GEMM (no instance).
             (GemmImpl::CkGfx942 | GemmImpl::CkGfx950, GroupedOp::Blockwise2D3D { .. }) => {
                 sys::KSTATUS_UNSUPPORTED
             }
-            (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) => sys::hipfp8_gg_ck_gfx942_2d3d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64,
-                ws, wsl, s,
-            ),
-            (GemmImpl::CkGfx942, GroupedOp::TwoD2D { n, mt, k }) => sys::hipfp8_gg_ck_gfx942_2d2d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
-                ws, wsl, s,
-            ),
-            (GemmImpl::CkGfx950, GroupedOp::TwoD3D { m, n, k }) => sys::hipfp8_gg_ck_gfx950_2d3d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64,
-                ws, wsl, s,
-            ),
-            (GemmImpl::CkGfx950, GroupedOp::TwoD2D { n, mt, k }) => sys::hipfp8_gg_ck_gfx950_2d2d(
-                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
-                ws, wsl, s,
-            ),
+            (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx942_2d3d, m, n, k)
+            }
+            (GemmImpl::CkGfx942, GroupedOp::TwoD2D { n, mt, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx942_2d2d, n, mt, k)
+            }
+            (GemmImpl::CkGfx950, GroupedOp::TwoD3D { m, n, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx950_2d3d, m, n, k)
+            }
+            (GemmImpl::CkGfx950, GroupedOp::TwoD2D { n, mt, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx950_2d2d, n, mt, k)
+            }
             (GemmImpl::Reference | GemmImpl::Cpu, _) => launch_reference(op, a, groups, stream),
         }
     }

@@ -63,6 +63,39 @@ pub fn amax_of<T: Hp>(xs: &[T]) -> f32 {
     xs.iter().fold(0.0f32, |a, &x| amax_combine(a, x.to_f32()))
 }
 
+/// Blocks of `b` consecutive elements along each row of the (m, k) row-major `x`:
+/// `scale_of(amax of the block)` is the block's stored scale and its multiplier, `out =
+/// encode(x * multiplier)`; `scales` (m, ceil(k/b)) row-major. The last block of a row
+/// reduces over the columns that exist.
+pub(crate) fn row_blocks<T: Hp, S: Send>(
+    fmt: Fp8Format,
+    m: usize,
+    k: usize,
+    b: usize,
+    x: &[T],
+    out: &mut [u8],
+    scales: &mut [S],
+    scale_of: impl Fn(f32) -> (S, f32) + Sync,
+) {
+    let nb = k.div_ceil(b);
+    if m == 0 || k == 0 {
+        return;
+    }
+    out[..m * k]
+        .par_chunks_mut(k)
+        .zip(scales[..m * nb].par_chunks_mut(nb))
+        .zip(x[..m * k].par_chunks(k))
+        .for_each(|((o, s), row)| {
+            for ((ob, s), xb) in o.chunks_mut(b).zip(s.iter_mut()).zip(row.chunks(b)) {
+                let (code, mult) = scale_of(amax_of(xb));
+                *s = code;
+                for (o, &v) in ob.iter_mut().zip(xb) {
+                    *o = fmt.encode(v.to_f32() * mult);
+                }
+            }
+        });
+}
+
 /// See [`crate::Context::rowwise_2d`].
 pub fn rowwise_2d<T: Hp>(
     fmt: Fp8Format,

@@ -42,8 +42,8 @@
 
 use rayon::prelude::*;
 
+use super::Hp;
 use super::quant::{COL_BLOCK, column_amax};
-use super::{Hp, amax_of};
 use crate::format::Fp8Format;
 use crate::params::MxRounding;
 
@@ -124,27 +124,9 @@ pub fn mxfp8_dim0<T: Hp>(
     out: &mut [u8],
     scales: &mut [u8],
 ) {
-    let nb = k.div_ceil(MX_BLOCK);
-    if m == 0 || k == 0 {
-        return;
-    }
-    out[..m * k]
-        .par_chunks_mut(k)
-        .zip(scales[..m * nb].par_chunks_mut(nb))
-        .zip(x[..m * k].par_chunks(k))
-        .for_each(|((o, s), row)| {
-            for ((ob, s), xb) in o
-                .chunks_mut(MX_BLOCK)
-                .zip(s.iter_mut())
-                .zip(row.chunks(MX_BLOCK))
-            {
-                let (code, mult) = mx_scale(amax_of(xb), fmt, rounding);
-                *s = code;
-                for (o, &v) in ob.iter_mut().zip(xb) {
-                    *o = fmt.encode(v.to_f32() * mult);
-                }
-            }
-        });
+    super::row_blocks(fmt, m, k, MX_BLOCK, x, out, scales, |a| {
+        mx_scale(a, fmt, rounding)
+    })
 }
 
 /// See [`crate::Context::mxfp8_dim1`]: blocks along columns (32 rows of one column);

@@ -338,24 +338,10 @@ pub fn blockwise_1x128<T: Hp>(
     out: &mut [u8],
     scales: &mut [f32],
 ) {
-    const B: usize = 128;
-    let nb = k.div_ceil(B);
-    if m == 0 || k == 0 {
-        return;
-    }
-    out[..m * k]
-        .par_chunks_mut(k)
-        .zip(scales[..m * nb].par_chunks_mut(nb))
-        .zip(x[..m * k].par_chunks(k))
-        .for_each(|((o, s), row)| {
-            for ((ob, s), xb) in o.chunks_mut(B).zip(s.iter_mut()).zip(row.chunks(B)) {
-                let sc = amax_to_scale(amax_of(xb), fmt, pow2);
-                *s = sc;
-                for (o, &v) in ob.iter_mut().zip(xb) {
-                    *o = fmt.encode(v.to_f32() * sc);
-                }
-            }
-        });
+    super::row_blocks(fmt, m, k, 128, x, out, scales, |a| {
+        let sc = amax_to_scale(a, fmt, pow2);
+        (sc, sc)
+    })
 }
 
 /// See [`crate::Context::blockwise_128x128`]: scales (ceil(m/128), ceil(k/128)) row-major;
