@@ -200,16 +200,25 @@ pub struct GemmPlan {
     pub cutlass: Option<crate::grouped_gemm::rule::CutlassChoice>,
     /// Why the reference kernel (None when a library or the CPU runs).
     pub fallback: Option<Fallback>,
+    /// A library runs a 2D x 2D call: its groups that start off a 16-token boundary (or are
+    /// too short for CK) run on the reference kernel inside the same call, decided on the
+    /// device from the offsets (so the host cannot count them).
+    pub split_2d2d: bool,
 }
 
 impl GemmPlan {
     /// One line for logs and benchmark tables, e.g. `cutlass-sm90 coop-128x256-c2x1/raster-m/swz1`
     /// or `reference (no CUTLASS instance for E5M2 x E5M2 ...)`.
     pub fn describe(&self) -> String {
-        match (&self.cutlass, &self.fallback) {
+        let line = match (&self.cutlass, &self.fallback) {
             (Some(c), _) => format!("{} {}", self.imp.name(), c.describe()),
             (None, Some(f)) => format!("{} ({f})", self.imp.name()),
             (None, None) => self.imp.name().to_string(),
+        };
+        if self.split_2d2d {
+            format!("{line} + reference for groups off a 16-token boundary")
+        } else {
+            line
         }
     }
 }
@@ -298,6 +307,7 @@ impl Context {
                 imp: GemmImpl::Cpu,
                 cutlass: None,
                 fallback: None,
+                split_2d2d: false,
             });
         }
         let backend = match p.backend {
@@ -328,6 +338,7 @@ impl Context {
                             imp,
                             cutlass,
                             fallback: None,
+                            split_2d2d: matches!(op, GroupedOp::TwoD2D { .. }),
                         });
                     }
                 },
@@ -343,6 +354,7 @@ impl Context {
             imp: GemmImpl::Reference,
             cutlass: None,
             fallback: Some(fallback),
+            split_2d2d: false,
         })
     }
 }
