@@ -170,15 +170,6 @@ static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
 }
 // Polite spin-wait step for inter-block flags.
 #define HIPFP8_BACKOFF() __builtin_amdgcn_s_sleep(2)
-// f32 multiply and add rounded on their own: never contracted into an FMA.
-static inline __device__ float hipfp8_mul_rn(float x, float y) {
-#pragma clang fp contract(off)
-  return x * y;
-}
-static inline __device__ float hipfp8_add_rn(float x, float y) {
-#pragma clang fp contract(off)
-  return x + y;
-}
 #if defined(HIPFP8_HW_FP8_FNUZ) || defined(HIPFP8_HW_FP8_OCP)
 // Raw hardware f32x2 -> fp8x2 (byte 0 = lo, byte 1 = hi), round-to-nearest-even. The hardware
 // does NOT saturate by itself and its NaN/Inf/-0 behaviour is the codec's business: callers
@@ -208,8 +199,6 @@ static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
 #endif
 }
 #define HIPFP8_BACKOFF() __nanosleep(64)
-static inline __device__ float hipfp8_mul_rn(float x, float y) { return __fmul_rn(x, y); }
-static inline __device__ float hipfp8_add_rn(float x, float y) { return __fadd_rn(x, y); }
 #if defined(HIPFP8_HW_FP8_OCP)
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32: RNE, finite overflow saturates (byte 0 = lo).
 static inline __device__ uint32_t hipfp8_hw_cvt_e4m3x2(float lo, float hi) {

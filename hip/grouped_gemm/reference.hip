@@ -294,8 +294,10 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
 constexpr int BW_BLOCK = 128;  // the scale block edge along K and N
 constexpr int LANES = 8;
 
-__device__ inline float mul_nc(float x, float y) { return hipfp8_mul_rn(x, y); }
-__device__ inline float add_nc(float x, float y) { return hipfp8_add_rn(x, y); }
+// __fmul_rn / __fadd_rn: the runtime's separately rounded multiply and add (never contracted
+// into an FMA), on both vendors.
+__device__ inline float mul_nc(float x, float y) { return __fmul_rn(x, y); }
+__device__ inline float add_nc(float x, float y) { return __fadd_rn(x, y); }
 
 // One BM x BN output tile of group g: rows [r0, r0 + rows) of a and out, columns
 // [col0, col0 + BN) (inside one 128-column scale block, BN dividing 128).

@@ -28,8 +28,8 @@ inline std::barrier<>* emu_barrier = nullptr;
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 // Separately rounded f32 multiply and add (ISO C++ mode: GCC contracts nothing).
-inline float hipfp8_mul_rn(float x, float y) { return x * y; }
-inline float hipfp8_add_rn(float x, float y) { return x + y; }
+inline float __fmul_rn(float x, float y) { return x * y; }
+inline float __fadd_rn(float x, float y) { return x + y; }
 
 struct hipfp8_bf16 { uint16_t bits; };
 inline hipfp8_bf16 hipfp8_f32_to_bf16(float v) {
