@@ -504,7 +504,7 @@ fn grouped_gemm_workspace() {
                 "`workspace`",
             ),
             (
-                base.wrapping_add(16),
+                aligned.wrapping_add(16), // base + 16 itself is 256-aligned when base % 256 == 240
                 64,
                 HIPFP8_STATUS_MISALIGNED,
                 "256-byte aligned",

@@ -420,7 +420,7 @@ fn grouped_gemm_2d3d_through_c_abi() {
                 &mut ws_bytes,
             );
             assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}", last_error());
-            let mut ws = DeviceBuffer::<u8>::alloc(&rust, ws_bytes.max(1)).unwrap();
+            let mut ws = DeviceBuffer::<u8>::zeroed(&rust, ws_bytes.max(1)).unwrap();
             let (wp, wl) = if own_workspace {
                 (ws.as_mut_ptr().cast(), ws.len())
             } else {

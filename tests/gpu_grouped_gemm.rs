@@ -416,7 +416,7 @@ fn library_backend_vs_f64() {
     // A caller-owned workspace gives the same results.
     let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap();
     assert!(bytes > 0);
-    let mut ws = DeviceBuffer::<u8>::alloc(&ctx, bytes).unwrap();
+    let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
     // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
     let pw = p.with_workspace(unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) });
     run_2d3d(&ctx, &stream, &pw, &lib_2d3d()[0], 300);
