@@ -24,6 +24,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 t0=$SECONDS
 log() { echo "[gpu-run +$((SECONDS - t0))s] $*" | tee -a "$OUT/summary.txt"; }
+status=0  # the worst stage: any stage that fails fails the run
 source python/ci/site-env.sh "${1:-}"
 log "$SITE_MSG"
 python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version__, "from", hipfp8.__file__, "library", hipfp8.library_path(), "ABI", hipfp8.abi_version(), "torch", torch.__version__, torch.cuda.get_device_name())' 2>&1 | tee -a "$OUT/summary.txt"
@@ -31,17 +32,22 @@ python3 -c 'import hipfp8, hipfp8.torch, torch; print("hipfp8", hipfp8.__version
 timeout "${PYTEST_TIMEOUT:-180}" python3 -m pytest -q -s -rs -p no:cacheprovider python/tests \
   -k "${PYTEST_K:-cuda or test_gpu}" --junitxml="$OUT/pytest.xml" >"$OUT/pytest.log" 2>&1
 rc=$?
+[ $rc -ne 0 ] && status=1
 tail -40 "$OUT/pytest.log"
 log "pytest rc=$rc ($(grep -Eo '[0-9]+ (passed|failed|skipped|error)[a-z]*' "$OUT/pytest.log" | tail -4 | tr '\n' ' '))"
 
 timeout "${HOST_TIMEOUT:-90}" python3 python/bench/host_overhead.py --device cuda \
   --out "$OUT/host.json" --budget-s "${HOST_BUDGET:-60}" ${HOST_ARGS:-} >"$OUT/host.log" 2>&1
 rc=$?
+[ $rc -ne 0 ] && status=1
 grep -v '^E[0-9]' "$OUT/host.log" | tail -40
 log "host_overhead rc=$rc"
 
 timeout "${DENSE_TIMEOUT:-160}" python3 python/bench/dense.py --out "$OUT/h200-dense.json" \
   --budget-s "${DENSE_BUDGET:-115}" ${DENSE_ARGS:-} >"$OUT/dense.log" 2>&1
 rc=$?
+[ $rc -ne 0 ] && status=1
 tail -40 "$OUT/dense.log"
 log "dense rc=$rc"
+echo "== stages"; cat "$OUT/summary.txt"
+exit $status
