@@ -410,9 +410,13 @@ pub extern "C" fn hipfp8_moe_experts_saved_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call("hipfp8_moe_experts_saved_size", ctx, desc, bytes, |c, d, _| {
-        c.moe_experts_saved_size(experts_shape(d))
-    })
+    size_of_call(
+        "hipfp8_moe_experts_saved_size",
+        ctx,
+        desc,
+        bytes,
+        |c, d, _| c.moe_experts_saved_size(experts_shape(d)),
+    )
 }
 
 /// Bytes of the workspace of `hipfp8_moe_experts_forward`.
@@ -422,9 +426,13 @@ pub extern "C" fn hipfp8_moe_experts_forward_workspace_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call("hipfp8_moe_experts_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
-        c.moe_experts_forward_workspace_size(p, experts_shape(d))
-    })
+    size_of_call(
+        "hipfp8_moe_experts_forward_workspace_size",
+        ctx,
+        desc,
+        bytes,
+        |c, d, p| c.moe_experts_forward_workspace_size(p, experts_shape(d)),
+    )
 }
 
 /// Bytes of the workspace of `hipfp8_moe_experts_backward`.
@@ -434,9 +442,13 @@ pub extern "C" fn hipfp8_moe_experts_backward_workspace_size(
     desc: *const hipfp8_moe_experts_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call("hipfp8_moe_experts_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
-        c.moe_experts_backward_workspace_size(p, experts_shape(d))
-    })
+    size_of_call(
+        "hipfp8_moe_experts_backward_workspace_size",
+        ctx,
+        desc,
+        bytes,
+        |c, d, p| c.moe_experts_backward_workspace_size(p, experts_shape(d)),
+    )
 }
 
 /// Bytes of the workspace of `hipfp8_grouped_linear_forward`.
@@ -446,9 +458,13 @@ pub extern "C" fn hipfp8_grouped_linear_forward_workspace_size(
     desc: *const hipfp8_grouped_linear_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call("hipfp8_grouped_linear_forward_workspace_size", ctx, desc, bytes, |c, d, p| {
-        c.grouped_linear_forward_workspace_size(p, linear_shape(d))
-    })
+    size_of_call(
+        "hipfp8_grouped_linear_forward_workspace_size",
+        ctx,
+        desc,
+        bytes,
+        |c, d, p| c.grouped_linear_forward_workspace_size(p, linear_shape(d)),
+    )
 }
 
 /// Bytes of the workspace of `hipfp8_grouped_linear_backward`.
@@ -458,9 +474,13 @@ pub extern "C" fn hipfp8_grouped_linear_backward_workspace_size(
     desc: *const hipfp8_grouped_linear_desc,
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_of_call("hipfp8_grouped_linear_backward_workspace_size", ctx, desc, bytes, |c, d, p| {
-        c.grouped_linear_backward_workspace_size(p, linear_shape(d))
-    })
+    size_of_call(
+        "hipfp8_grouped_linear_backward_workspace_size",
+        ctx,
+        desc,
+        bytes,
+        |c, d, p| c.grouped_linear_backward_workspace_size(p, linear_shape(d)),
+    )
 }
 
 // ---------------------------------------------------------------------------------- calls

@@ -797,7 +797,14 @@ fn moe_ops(ops: &mut Vec<Op>) {
         n: 7,
     };
     let call = c_call!(hipfp8_scale_reciprocal, 0, 1);
-    ops.push(Op::from_decl(&decl::SCALE_RECIPROCAL, 7usize, &[], &[], d, call));
+    ops.push(Op::from_decl(
+        &decl::SCALE_RECIPROCAL,
+        7usize,
+        &[],
+        &[],
+        d,
+        call,
+    ));
 }
 
 pub fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
