@@ -25,7 +25,10 @@ pytest.importorskip("torchtitan.models.common.moe",
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("moe")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    # the hipfp8 this test process imports (the installed wheel in CI, python/ in a checkout)
+    import hipfp8
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(hipfp8.__file__)))
+    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(out)], env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"moe_e2e.py --smoke failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
