@@ -423,7 +423,6 @@ def run_sweep():
         cases.append(Case(op, label, dims, "balanced", groups=16))
     for op, label, dims in SMALL:
         cases.append(Case(op, label, dims, "balanced"))
-    cases.append(Case("wgrad", DS[3][1] + " (unpadded)", DS[3][2], "zipf-unpadded"))
     for c in cases:
         c.setup()
         _, torch_us, err = torch_time(c.torch_fp8, torch_refusal(c.sizes, 1))

@@ -11,6 +11,7 @@
 #   isolate  grouped-GEMM cases one per process on every CUTLASS kind (bench/isolate_grouped_gemm.py)
 #   python   the package's GPU pytest, host overhead and dense benchmark (python/ci/gpu-run.sh)
 #   gemm     grouped GEMM vs torch, the result table (bench/compare_grouped_gemm.py)
+#   sweep    every CUTLASS configuration per grouped GEMM shape (only when named): h200-gemm-sweep.json
 #   bench    hipfp8-bench --quick rows (the casts, the fused MoE casts) against copy bandwidth
 #   moe      MoE end to end through the Python package: projection, experts block, torchtitan
 #            layer vs BF16 and torchao (bench/moe_e2e.py; MOE_ARGS adds flags): h200-moe.{json,md}
@@ -47,6 +48,7 @@ for s in $STEPS; do
     isolate) step isolate 150 python3 bench/isolate_grouped_gemm.py "$LIB" "$OUT" ;;
     python) step python 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/gpu-run.sh "$W" ;;
     gemm) step gemm 240 env GG_MODE=table python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
+    sweep) step sweep 300 env GG_MODE=sweep python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     bench) step bench 180 "$U/bin/hipfp8-bench" --quick ;;
     moe) step moe 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/site-env.sh "$W" \
       python3 bench/moe_e2e.py --out "$OUT" --budget-s "${MOE_BUDGET:-300}" ${MOE_ARGS:-} ;;

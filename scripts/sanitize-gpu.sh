@@ -10,7 +10,9 @@
 # few property cases (PROPTEST_CASES, default 1), a short soak (HIPFP8_SOAK_CALLS, default 300),
 # one test thread, and skip what is only slow under the tools (SKIP adds more). Every
 # (tool, binary) pair runs side by side (PAR bounds how many at once), each bounded by
-# SAN_TIMEOUT seconds (default 150).
+# SAN_TIMEOUT seconds (default 150). The binaries named in SPLIT (default: the two grouped GEMM
+# suites, whose CUTLASS kernels are slow under racecheck) run one invocation per test
+# (`--exact NAME`), so their tests run side by side too.
 # Output: $OUT/sanitize-<tool>.log per tool and a summary table on stdout (tool, binary,
 # tests passed, errors / hazards reported, exit status). Exit status 0 only when every
 # invocation passed its tests and reported 0 errors.
@@ -60,27 +62,44 @@ export HIPFP8_GROUP_COUNTS_MAX=${HIPFP8_GROUP_COUNTS_MAX:-4097}
 # Other processes share the device: the soak's device-memory flatness bound does not apply.
 export HIPFP8_SOAK_FLAT_MIB=${HIPFP8_SOAK_FLAT_MIB:-1000000}
 
-run_one() {  # run_one TOOL BIN: one invocation, one summary line in $OUT/.san-TOOL-BIN.tsv
-  local tool=$1 b=$2 tsv="$OUT/.san-$1-$2.tsv" part="$OUT/.san-$1-$2.log"
-  local extra=() t0 rc passed errs
+run_one() {  # run_one TOOL UNIT: one invocation, one summary line in $OUT/.san-TOOL-UNIT.tsv
+  # UNIT is a test binary, or BIN::TEST for one test of it.
+  local tool=$1 unit=$2 b=${2%%::*} tsv="$OUT/.san-$1-${2//::/.}.tsv" part="$OUT/.san-$1-${2//::/.}.log"
+  local extra=() filter=() t0 rc passed errs
+  [ "$unit" != "$b" ] && filter=(--exact "${unit#*::}")
   [ "$tool" = racecheck ] && extra=(--racecheck-report all)
   # The tests provoke runtime API errors on purpose (an invalid device ordinal, host pointers)
   # and check the statuses the library returns for them; memory errors are all reported.
   [ "$tool" = memcheck ] && extra=(--report-api-errors no)
-  if [ ! -x "$U/tests/$b" ]; then printf '%s\t%s\tmissing\t-\trc=-\t0s\n' "$tool" "$b" > "$tsv"; return; fi
+  if [ ! -x "$U/tests/$b" ]; then printf '%s\t%s\tmissing\t-\trc=-\t0s\n' "$tool" "$unit" > "$tsv"; return; fi
   t0=$(date +%s)
   (cd "$U/crate" && timeout "${SAN_TIMEOUT:-150}" "$CS" --tool "$tool" --error-exitcode 9 "${extra[@]}" \
-    "$U/tests/$b" --test-threads=1 "${SKIP_ARGS[@]}") > "$part" 2>&1
+    "$U/tests/$b" --test-threads=1 "${SKIP_ARGS[@]}" "${filter[@]}") > "$part" 2>&1
   rc=$?
   passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$part" | grep -oE '[0-9]+ passed' | head -1)
   errs=$(grep -E '(ERROR|RACECHECK|INITCHECK|SYNCCHECK) SUMMARY' "$part" | tail -1 | sed 's/^========= //')
-  printf '%s\t%s\t%s\t%s\trc=%s\t%ss\n' "$tool" "$b" "${passed:-0 passed}" "${errs:-no summary}" "$rc" \
+  printf '%s\t%s\t%s\t%s\trc=%s\t%ss\n' "$tool" "$unit" "${passed:-0 passed}" "${errs:-no summary}" "$rc" \
     "$(( $(date +%s) - t0 ))" > "$tsv"
 }
 
-# Every (tool, binary) pair side by side, at most PAR at once (default: all).
+# The units: every binary, or each test of a SPLIT binary (its `--list`, less the skipped ones).
+UNITS=()
+for b in $BINS; do
+  case " ${SPLIT-gpu_grouped_gemm gpu_grouped_gemm_blockwise} " in
+    *" $b "*)
+      if [ -x "$U/tests/$b" ]; then
+        for t in $(cd "$U/crate" && "$U/tests/$b" --list "${SKIP_ARGS[@]}" 2>/dev/null | sed -n 's/: test$//p'); do
+          UNITS+=("$b::$t")
+        done
+        continue
+      fi ;;
+  esac
+  UNITS+=("$b")
+done
+
+# Every (tool, unit) pair side by side, at most PAR at once (default: all).
 pairs=()
-for tool in $TOOLS; do for b in $BINS; do pairs+=("$tool $b"); done; done
+for tool in $TOOLS; do for b in "${UNITS[@]}"; do pairs+=("$tool $b"); done; done
 running=0
 for pr in "${pairs[@]}"; do
   # shellcheck disable=SC2086
@@ -94,8 +113,8 @@ status=0
 echo "tool	binary	tests	summary	exit	time"
 for tool in $TOOLS; do
   : > "$OUT/sanitize-$tool.log"
-  for b in $BINS; do
-    f="$OUT/.san-$tool-$b"
+  for b in "${UNITS[@]}"; do
+    f="$OUT/.san-$tool-${b//::/.}"
     cat "$f.tsv"
     IFS=$'\t' read -r _ _ _ summary rc _ < "$f.tsv"
     [ "$rc" = "rc=0" ] || status=1
