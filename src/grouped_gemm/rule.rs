@@ -151,21 +151,37 @@ pub enum RuleShape {
     },
 }
 
-/// The rule. Measured on the H200 (bench/NOTES-gemm.md, bench/results/h200-gemm.md):
-/// * 2D x 3D: pingpong 128x128 when the reduction is shorter than the output is wide
-///   (K < N, its overlapped epilogue pays); cooperative 128x256 otherwise.
+/// The rule. Measured on the H200 (bench/NOTES-gemm.md, bench/results/h200-gemm.md and
+/// the sweep bench/results/s9-a/h200-gemm-sweep.json):
+/// * 2D x 3D with at most `SMALL_GROUP_ROWS` rows per group on average (small experts):
+///   cooperative 128x256 with a 1x2 cluster (the B tile multicast along M pays when each
+///   group has a single 128-row tile; 151 vs 190 us at 128 rows per expert).
+/// * 2D x 3D otherwise: pingpong 128x128 when the reduction is shorter than the output is
+///   wide (K < N, its overlapped epilogue pays); cooperative 128x256 otherwise.
 /// * 2D x 2D: cooperative 128x256.
 ///
-/// Kinds compiled only for E4M3 x E4M3 are never chosen for another pair.
+/// Kinds compiled only for E4M3 x E4M3 are never chosen for another pair: such a pair gets
+/// the choice for the shape without them.
 pub fn cutlass_rule(shape: RuleShape, fa: Fp8Format, fb: Fp8Format) -> CutlassChoice {
-    let kind = match shape {
+    let general = match shape {
         RuleShape::TwoD3D { n, k, .. } if k < n => 2,
         RuleShape::TwoD3D { .. } | RuleShape::TwoD2D { .. } => 1,
     };
-    let choice = CutlassChoice::plain(kind);
+    let preferred = match shape {
+        RuleShape::TwoD3D { m, groups, .. } if m <= SMALL_GROUP_ROWS.saturating_mul(groups) => 4,
+        _ => general,
+    };
+    let choice = if available(CutlassChoice::plain(preferred), fa, fb) {
+        CutlassChoice::plain(preferred)
+    } else {
+        CutlassChoice::plain(general)
+    };
     debug_assert!(available(choice, fa, fb) || !cutlass_has_pair(fa, fb));
     choice
 }
+
+/// Average rows per group at or below which a 2D x 3D GEMM counts as small-expert.
+pub const SMALL_GROUP_ROWS: usize = 128;
 
 /// Whether `choice` names a kind compiled for `fa x fb`.
 pub fn available(choice: CutlassChoice, fa: Fp8Format, fb: Fp8Format) -> bool {
@@ -257,6 +273,25 @@ mod tests {
                 assert!((0..1 << 16).contains(&c.config()));
             }
         }
+        let small = RuleShape::TwoD3D {
+            m: 4096,
+            n: 2048,
+            k: 7168,
+            groups: 32,
+        };
+        assert_eq!(cutlass_rule(small, E4, E4).kind, 4);
+        assert_eq!(
+            cutlass_rule(small, E4, E5).kind,
+            1,
+            "kind 4 is E4M3 x E4M3 only"
+        );
+        let big = RuleShape::TwoD3D {
+            m: 4097,
+            n: 2048,
+            k: 7168,
+            groups: 32,
+        };
+        assert_eq!(cutlass_rule(big, E4, E4).kind, 1);
         assert!(!cutlass_has_pair(E5, E5));
         assert!(!cutlass_has_pair(Fp8Format::E4M3FnUz, Fp8Format::E4M3FnUz));
     }
