@@ -6,6 +6,7 @@
 #include "port.h"
 #include "kernel_abi.h"
 #include "runtime.h"
+#include "runtime_call.h"
 
 #include <string.h>
 
@@ -180,6 +181,41 @@ HIPFP8_EXTERN int hipfp8_rt_pointer_info(const void* ptr, int32_t* is_device, in
     *is_device = 1;
     *device = a.device;
   }
+  return 0;
+}
+
+// The pointer check of one op call (runtime_call.h): hipfp8_rt_pointer_info's answer for each
+// pointer, in order, up to the first that is not memory of `ordinal`.
+HIPFP8_EXTERN int hipfp8_rt_check_pointers(const void* const* ptrs, int32_t n, int32_t ordinal, int32_t* bad,
+                                           int32_t* bad_device) noexcept {
+  if (!bad || !bad_device || (n > 0 && !ptrs)) return HIPFP8_KSTATUS_NULL_POINTER;
+  *bad = -1;
+  *bad_device = -1;
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t is_device = 0, device = -1;
+    if (!ptrs[i]) continue;
+    (void)hipfp8_rt_pointer_info(ptrs[i], &is_device, &device);
+    if (!is_device || device != ordinal) {
+      *bad = i;
+      *bad_device = is_device ? device : -1;
+      return 0;
+    }
+  }
+  return 0;
+}
+
+// The device activation of one op call (runtime_call.h).
+HIPFP8_EXTERN int hipfp8_rt_activate(int32_t ordinal, int32_t* previous) noexcept {
+  if (!previous) return HIPFP8_KSTATUS_NULL_POINTER;
+  *previous = ordinal;
+  (void)hipGetLastError();
+  int cur = -1;
+  hipError_t e = hipGetDevice(&cur);
+  if (e != hipSuccess) return shim_status(e);
+  if (cur == ordinal) return 0;
+  e = hipSetDevice(ordinal);
+  if (e != hipSuccess) return shim_status(e);
+  *previous = cur;
   return 0;
 }
 

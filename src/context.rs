@@ -204,11 +204,66 @@ impl Context {
 
     /// Check that raw pointers passed to a GPU op are device memory of this context's
     /// device (see [`runtime::check_device_pointers`]); nothing to check on the CPU.
+    /// Pointers the C call being served already checked ([`VerifiedPointers`]) are not asked
+    /// of the runtime again.
     pub fn check_device_pointers(&self, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
-        match self.ordinal() {
-            Some(o) => runtime::check_device_pointers(o, ptrs),
-            None => Ok(()),
+        let Some(o) = self.ordinal() else {
+            return Ok(());
+        };
+        if ptrs.len() > runtime::MAX_CHECKED {
+            return runtime::check_device_pointers(o, ptrs);
         }
+        let mut left = [("", std::ptr::null()); runtime::MAX_CHECKED];
+        let mut n = 0;
+        for &(what, p) in ptrs {
+            if !p.is_null() && !VerifiedPointers::contains(o, p) {
+                left[n] = (what, p);
+                n += 1;
+            }
+        }
+        runtime::check_device_pointers(o, &left[..n])
+    }
+}
+
+/// The device pointers the C call now being served on this thread has already checked
+/// (src/ffi/args.rs: `Views` checks every buffer of a call when it makes the views), so the
+/// op body does not ask the runtime about the same pointer twice. An entry is (GPU ordinal,
+/// address): "this address was device memory of this GPU earlier in this call". It is valid
+/// for the rest of that call only: `Views` records its pointers and removes them when it is
+/// dropped (at the end of the call, also when it unwinds), and nothing outside a C call
+/// records any. Memory freed and reused while the call runs would break the caller's contract
+/// (buffers stay valid during the call) in the same way with or without this record. Fixed
+/// capacity, no allocation: a pointer beyond it is simply not recorded (and checked again).
+pub(crate) struct VerifiedPointers;
+
+const VERIFIED_CAP: usize = 32;
+
+thread_local! {
+    static VERIFIED: std::cell::RefCell<(usize, [(usize, usize); VERIFIED_CAP])> =
+        const { std::cell::RefCell::new((0, [(0, 0); VERIFIED_CAP])) };
+}
+
+impl VerifiedPointers {
+    /// The number of entries now (give it to [`VerifiedPointers::truncate`] to drop what is
+    /// recorded after this point).
+    pub(crate) fn mark() -> usize {
+        VERIFIED.with_borrow(|v| v.0)
+    }
+    /// Forget the entries recorded after `mark`.
+    pub(crate) fn truncate(mark: usize) {
+        VERIFIED.with_borrow_mut(|v| v.0 = v.0.min(mark));
+    }
+    /// Record that `p` is device memory of GPU `ordinal` (checked by the caller, just now).
+    pub(crate) fn record(ordinal: usize, p: *const c_void) {
+        VERIFIED.with_borrow_mut(|v| {
+            if v.0 < VERIFIED_CAP {
+                v.1[v.0] = (ordinal, p.addr());
+                v.0 += 1;
+            }
+        });
+    }
+    fn contains(ordinal: usize, p: *const c_void) -> bool {
+        VERIFIED.with_borrow(|v| v.1[..v.0].contains(&(ordinal, p.addr())))
     }
 }
 

@@ -141,7 +141,7 @@ pub type ShapeCheck<P, S> = fn(&P, &S, usize) -> Result<()>;
 /// The GPU arm of an op: context, parameters, resolved parameters, shape, device pointers,
 /// stream.
 pub(crate) type Launch<P, S> =
-    fn(&Context, &P, <P as OpParams>::Resolved, &S, &Dev, StreamRef) -> Result<()>;
+    fn(&Context, &P, <P as OpParams>::Resolved, &S, &Dev<'_>, StreamRef) -> Result<()>;
 
 /// The declaration of one op. `P`: its parameters; `S`: its shape (the dimensions of the
 /// descriptor, e.g. `(m, k)`).
@@ -317,10 +317,14 @@ impl View<'_> {
     }
 }
 
+/// The most buffers an op declares (checked at compile time by [`Context::run`]): the
+/// views of a call live in fixed arrays of this size, not on the heap.
+pub(crate) const MAX_BUFS: usize = crate::runtime::MAX_CHECKED;
+
 /// An op's validated views as its reference takes them, by buffer name.
 pub(crate) struct Host<'a> {
-    names: Vec<&'static str>,
-    views: Vec<Option<View<'a>>>,
+    names: &'a [&'static str],
+    views: [Option<View<'a>>; MAX_BUFS],
 }
 
 impl<'a> Host<'a> {
@@ -361,13 +365,13 @@ impl<'a> Host<'a> {
 }
 
 /// An op's validated views as its launcher takes them, by buffer name.
-pub(crate) struct Dev {
-    names: Vec<&'static str>,
-    ptrs: Vec<(*const c_void, i32)>,
+pub(crate) struct Dev<'n> {
+    names: &'n [&'static str],
+    ptrs: [(*const c_void, i32); MAX_BUFS],
     groups: usize,
 }
 
-impl Dev {
+impl Dev<'_> {
     fn at(&self, name: &str) -> (*const c_void, i32) {
         let i = self.names.iter().position(|n| *n == name);
         self.ptrs[i.unwrap_or_else(|| panic!("op has no buffer `{name}`"))]
@@ -450,6 +454,7 @@ impl Context {
         views: [View<'a>; N],
         stream: StreamRef,
     ) -> Result<()> {
+        const { assert!(N <= MAX_BUFS) };
         assert_eq!(
             N,
             decl.bufs.len(),
@@ -462,11 +467,10 @@ impl Context {
             .zip(&views)
             .find(|(b, _)| matches!(b.role, Role::Offsets { .. }))
             .map_or(0, |(_, v)| v.len());
-        let lens = decl
-            .bufs
-            .iter()
-            .map(|b| (b.len)(&shape, groups))
-            .collect::<Result<Vec<_>>>()?;
+        let mut lens = [0usize; N];
+        for (len, b) in lens.iter_mut().zip(decl.bufs) {
+            *len = (b.len)(&shape, groups)?;
+        }
         for (name, dim) in decl.nonzero {
             crate::validate::require_nonzero(name, dim(&shape))?;
         }
@@ -492,26 +496,33 @@ impl Context {
             }
         }
         let r = p.resolve_on(self)?;
-        let names: Vec<&'static str> = decl.bufs.iter().map(|b| b.name).collect();
-        let dev = Dev {
-            names: names.clone(),
-            ptrs: views.iter_mut().map(View::raw).collect(),
+        let mut names = [""; N];
+        for (n, b) in names.iter_mut().zip(decl.bufs) {
+            *n = b.name;
+        }
+        let mut dev = Dev {
+            names: &names,
+            ptrs: [(std::ptr::null(), -1); MAX_BUFS],
             groups,
-        };
-        let host = Host {
-            names,
-            views: views.into_iter().map(Some).collect(),
         };
         // A null pointer (an absent buffer) is skipped by the pointer check, and so is a
         // buffer the op needs no element of (an empty allocation may be any address).
-        let ptrs: Vec<_> = dev
-            .names
-            .iter()
-            .zip(&dev.ptrs)
-            .zip(&lens)
-            .filter(|(_, len)| **len > 0)
-            .map(|((n, p), _)| (*n, p.0))
-            .collect();
+        let mut ptrs = [("", std::ptr::null()); MAX_BUFS];
+        let mut n_ptrs = 0;
+        for (i, (v, &len)) in views.iter_mut().zip(&lens).enumerate() {
+            dev.ptrs[i] = v.raw();
+            if len > 0 {
+                ptrs[n_ptrs] = (names[i], dev.ptrs[i].0);
+                n_ptrs += 1;
+            }
+        }
+        let mut host = Host {
+            names: &names,
+            views: [const { None }; MAX_BUFS],
+        };
+        for (h, v) in host.views.iter_mut().zip(views) {
+            *h = Some(v);
+        }
         let shape = &shape;
         let cpu = move || {
             let mut host = host;
@@ -519,7 +530,9 @@ impl Context {
         };
         let gpu = || (decl.gpu)(self, p, r, shape, &dev, stream);
         match decl.gpu_run {
-            GpuRun::Checked { noop } => self.dispatch(noop(shape, groups), &ptrs, cpu, gpu),
+            GpuRun::Checked { noop } => {
+                self.dispatch(noop(shape, groups), &ptrs[..n_ptrs], cpu, gpu)
+            }
             GpuRun::Own => match self.backend() {
                 BackendKind::Cpu => cpu(),
                 BackendKind::Gpu => gpu(),

@@ -36,9 +36,18 @@ pub fn built_launchers() -> impl Iterator<Item = &'static str> {
         .filter(|s| !s.is_empty())
 }
 
-/// Whether the launcher `name` (e.g. `"hipfp8_rowwise_2d_launch"`) is compiled in.
+/// Whether the launcher `name` (e.g. `"hipfp8_rowwise_2d_launch"`) is compiled in (a binary
+/// search of the sorted names, made once; the grouped GEMM asks on every call).
 pub fn has_launcher(name: &str) -> bool {
-    built_launchers().any(|l| l == name)
+    static SORTED: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    SORTED
+        .get_or_init(|| {
+            let mut v: Vec<&'static str> = built_launchers().collect();
+            v.sort_unstable();
+            v
+        })
+        .binary_search(&name)
+        .is_ok()
 }
 
 /// Whether this build has a GPU backend at all.
@@ -288,31 +297,30 @@ pub fn runtime_versions() -> Result<(i32, i32)> {
 
 /// Makes `ordinal` the current device for the guard's lifetime and restores the previous
 /// one afterwards, so hipfp8 calls do not change a framework's current device.
+///
+/// One shim call (`hipfp8_rt_activate`): it clears the runtime's last error (launchers report
+/// `hipGetLastError()` after their launch, which would also return an older, already-reported
+/// failure of any runtime call in this thread, a framework's say; sticky errors from a faulted
+/// kernel are not cleared by this and still surface), reads the current device and sets
+/// `ordinal` only when another one is current; then one more (`hipfp8_rt_set_device`) on drop
+/// only in that case. There is no cache of the current device: the framework, the user or
+/// another library may change it on this thread between two hipfp8 calls without hipfp8
+/// seeing it, so it is read every time (a thread-local read inside the runtime).
 pub(crate) struct DeviceGuard {
     previous: Option<i32>,
 }
 
 impl DeviceGuard {
     pub(crate) fn new(ordinal: usize) -> Result<DeviceGuard> {
-        // Every launch is preceded by this guard (ops call `Context::activate`, src/context.rs). Launchers
-        // report `hipGetLastError()` after their launch, which would also return an older,
-        // already-reported failure of any runtime call in this thread (a framework's, say):
-        // clear that here so a launch status is about the launch. (Sticky errors, from a
-        // faulted kernel, are not cleared by this and still surface.)
-        // SAFETY: plain call.
-        unsafe { sys::hipfp8_rt_get_last_error() };
-        let mut cur = -1;
-        // SAFETY: valid out-pointer.
-        check_status("get device", unsafe { sys::hipfp8_rt_get_device(&mut cur) })?;
-        if cur == ordinal as i32 {
-            return Ok(DeviceGuard { previous: None });
-        }
-        // SAFETY: plain call; an invalid ordinal is reported as a status.
-        check_status("set device", unsafe {
-            sys::hipfp8_rt_set_device(ordinal as i32)
+        let ordinal = ordinal as i32;
+        let mut previous = ordinal;
+        count_shim_call();
+        // SAFETY: valid out-pointer; an invalid ordinal is reported as a status.
+        check_status("activate device", unsafe {
+            sys::hipfp8_rt_activate(ordinal, &mut previous)
         })?;
         Ok(DeviceGuard {
-            previous: Some(cur),
+            previous: (previous != ordinal).then_some(previous),
         })
     }
 }
@@ -320,10 +328,29 @@ impl DeviceGuard {
 impl Drop for DeviceGuard {
     fn drop(&mut self) {
         if let Some(p) = self.previous {
+            count_shim_call();
             // SAFETY: restores a device that was current before; failure leaves the new one.
             unsafe { sys::hipfp8_rt_set_device(p) };
         }
     }
+}
+
+thread_local! {
+    static SHIM_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_shim_call() {
+    SHIM_CALLS.set(SHIM_CALLS.get().wrapping_add(1));
+}
+
+/// The runtime-shim calls an op's host path made on this thread so far: the pointer checks
+/// ([`check_device_pointers`]) and the device activations and restores ([`DeviceGuard`]),
+/// the runtime calls every op call makes outside its launcher. Tests take the difference
+/// around one call (tests/host_path.rs) so that a regression (a second check of the same
+/// buffers, a runtime call per buffer) fails.
+#[doc(hidden)]
+pub fn shim_calls_on_this_thread() -> u64 {
+    SHIM_CALLS.get()
 }
 
 // ---------------------------------------------------------------------------------- handles
@@ -358,30 +385,65 @@ pub(crate) fn activate(h: &(impl GpuHandle + ?Sized)) -> Result<Option<DeviceGua
 
 /// Check that raw pointers are device memory of GPU `ordinal`: host memory would fault
 /// inside a kernel (and on CUDA poison the context), so it is refused here with
-/// [`Error::WrongLocation`]. Null pointers pass (the op's own null check reports them).
+/// [`Error::WrongLocation`] naming the first bad one in the order given. Null pointers pass
+/// (the op's own null check reports them). One shim call for all of them
+/// (`hipfp8_rt_check_pointers`, which asks the runtime about each in turn); none when every
+/// pointer is null. No heap allocation up to [`MAX_CHECKED`] pointers (more are checked in
+/// several shim calls).
 pub fn check_device_pointers(ordinal: usize, ptrs: &[(&'static str, *const c_void)]) -> Result<()> {
-    for &(what, p) in ptrs {
-        if p.is_null() {
+    match first_bad_pointer(ordinal, ptrs)? {
+        None => Ok(()),
+        Some((_, e)) => Err(e),
+    }
+}
+
+/// [`check_device_pointers`] that returns the index of the first bad pointer with its error
+/// instead of failing (`Err` only when the runtime cannot answer).
+pub(crate) fn first_bad_pointer(
+    ordinal: usize,
+    ptrs: &[(&'static str, *const c_void)],
+) -> Result<Option<(usize, Error)>> {
+    for (c, chunk) in ptrs.chunks(MAX_CHECKED).enumerate() {
+        let mut raw = [std::ptr::null::<c_void>(); MAX_CHECKED];
+        let mut any = false;
+        for (r, &(_, p)) in raw.iter_mut().zip(chunk) {
+            *r = p;
+            any |= !p.is_null();
+        }
+        if !any {
             continue;
         }
-        let (mut is_dev, mut dev) = (0, -1);
-        // SAFETY: the shim only asks the runtime about the address; valid out-pointers.
+        let (mut bad, mut dev) = (-1i32, -1i32);
+        count_shim_call();
+        // SAFETY: `raw` holds chunk.len() pointers; the shim only asks the runtime about the
+        // addresses; valid out-pointers.
         check_status("pointer info", unsafe {
-            sys::hipfp8_rt_pointer_info(p, &mut is_dev, &mut dev)
+            sys::hipfp8_rt_check_pointers(
+                raw.as_ptr(),
+                chunk.len() as i32,
+                ordinal as i32,
+                &mut bad,
+                &mut dev,
+            )
         })?;
-        if is_dev == 0 {
-            return Err(Error::WrongLocation(format!(
-                "`{what}` is not device memory"
-            )));
-        }
-        if dev != ordinal as i32 {
-            return Err(Error::WrongLocation(format!(
-                "`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}"
-            )));
+        if let Some(i) = usize::try_from(bad).ok().filter(|&i| i < chunk.len()) {
+            let what = chunk[i].0;
+            let e = if dev < 0 {
+                Error::WrongLocation(format!("`{what}` is not device memory"))
+            } else {
+                Error::WrongLocation(format!(
+                    "`{what}` is memory of GPU {dev}, the context uses GPU {ordinal}"
+                ))
+            };
+            return Ok(Some((c * MAX_CHECKED + i, e)));
         }
     }
-    Ok(())
+    Ok(None)
 }
+
+/// The pointers one shim call of [`check_device_pointers`] checks (every op has fewer
+/// buffers).
+pub const MAX_CHECKED: usize = 16;
 
 // ---------------------------------------------------------------------------------- streams
 

@@ -49,11 +49,6 @@ from hipfp8 import _lib as L  # noqa: E402
 
 E4 = torch.float8_e4m3fn
 
-_STUB_OPS = ["rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
-             "per_group_rowwise", "per_group_colwise_dual", "tensorwise", "tensorwise_scaled",
-             "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
-             "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "grouped_gemm_2d3d",
-             "grouped_gemm_2d2d"]
 _STUB_C = r"""
 #include <stddef.h>
 #include <stdint.h>
@@ -79,7 +74,7 @@ def build_stub(out_dir):
     so = os.path.join(out_dir, "libhipfp8-stub.so")
     with open(src, "w") as f:
         f.write(_STUB_C)
-        for name in _STUB_OPS:  # called with the real arguments; the stub reads none of them
+        for name in L._OPS:  # called with the real arguments; the stub reads none of them
             f.write(f"uint32_t hipfp8_{name}(void) {{ return 0; }}\n")
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
     return so
@@ -176,9 +171,34 @@ def raw_c_calls(dev, x, a8, b8, offs, isa, isb):
     for f, a, w in ((f_row, args_row, "rowwise_2d"), (f_ct, args_ct, "cast_transpose"),
                     (f_g, args_g, "grouped_gemm_2d3d")):
         check(f, a, w)
+    # The same calls on an empty problem (m = 0, every group empty): the library validates
+    # and dispatches as for any call, but its kernel has nothing to do (the CPU backend's
+    # reference returns at once; a GPU launches nothing for rowwise_2d and the GEMM,
+    # cast_transpose still writes the empty tensor's scales). These rows are the library's
+    # own host path: handle lookup, descriptor, views, checks, dispatch.
+    d_row0 = L.Cast2d(ctypes.sizeof(L.Cast2d), L.DTYPE_BF16, L.FORMAT_E4M3FN, 1, 0, k)
+    args_row0 = [ctx.handle, d_row0, x.data_ptr(), 0, q.data_ptr(), 0, s.data_ptr(), 0, stream]
+    d_ct0 = L.CastTranspose(ctypes.sizeof(L.CastTranspose), L.DTYPE_BF16, L.FORMAT_E4M3FN, 0,
+                            L.SCALING_TENSORWISE, 0, k)
+    args_ct0 = ([ctx.handle, d_ct0, x.data_ptr(), 0, q.data_ptr(), 0, qt.data_ptr(), 0]
+                + buf(st, st2) + [stream])
+    offs0 = torch.zeros(e, dtype=torch.int32, device=dev)
+    d_g0 = L.Gemm2d3d(ctypes.sizeof(L.Gemm2d3d), L.FORMAT_E4M3FN, L.FORMAT_E4M3FN,
+                      L.GEMM_BACKEND_AUTO, 0, k, n, e)
+    args_g0 = ([ctx.handle, d_g0, a8.data_ptr(), 0] + buf(b8, offs0)
+               + [isa.data_ptr(), 0] + buf(isb) + [out.data_ptr(), 0]
+               + [ws.data_ptr() if nws else None, nws, stream])
+    for f, a, w in ((f_row, args_row0, "rowwise_2d m=0"), (f_ct, args_ct0, "cast_transpose m=0"),
+                    (f_g, args_g0, "grouped_gemm_2d3d m=0")):
+        check(f, a, w)
     # the lambdas hold the output tensors: the prepared pointers must stay allocated
-    keep = (q, qt, s, st, st2, out, ws)
+    keep = (q, qt, s, st, st2, out, ws, offs0)
     return {
+        "C call: hipfp8_rowwise_2d, m = 0 (library host path)": lambda k=keep: f_row(*args_row0),
+        "C call: hipfp8_cast_transpose, m = 0 (library host path)":
+            lambda k=keep: f_ct(*args_ct0),
+        "C call: hipfp8_grouped_gemm_2d3d, m = 0 (library host path)":
+            lambda k=keep: f_g(*args_g0),
         "C call: hipfp8_rowwise_2d (ctypes, prepared args)": lambda k=keep: f_row(*args_row),
         "C call: hipfp8_cast_transpose (ctypes, prepared args)": lambda k=keep: f_ct(*args_ct),
         "C call: hipfp8_grouped_gemm_2d3d (ctypes, prepared args)": lambda k=keep: f_g(*args_g),

@@ -12,6 +12,7 @@
 //! (OVERLAPPING_BUFFERS; inputs may share memory with each other, they are only read). Everything else about the views
 //! (lengths vs shapes, locations) is checked by the ops themselves before anything is written.
 
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 use std::mem::{align_of, size_of};
 
@@ -19,7 +20,7 @@ use half::bf16;
 
 use super::status::FfiError;
 use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
-use crate::context::Context;
+use crate::context::{Context, VerifiedPointers};
 use crate::dispatch::{Elem, OpDecl, OpParams, Role, View};
 use crate::error::Error;
 use crate::format::Fp8Format;
@@ -244,21 +245,66 @@ pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiErro
 /// Builds op views for one call. A C pointer carries no location, so the context decides:
 /// views are Host memory on a CPU context and Device memory on a GPU one. On a GPU context
 /// every pointer is also asked of the runtime, so host memory is WRONG_LOCATION rather than
-/// a fault inside a kernel.
+/// a fault inside a kernel: [`Views::views`] asks about all buffers of the op in one shim
+/// call, and the pointers that pass are recorded for the rest of the call
+/// ([`VerifiedPointers`]) so the op body does not ask again. No heap allocation unless a
+/// check fails (the error message) or a call has more than [`INLINE_SPANS`] buffers.
 pub(crate) struct Views<'c> {
     ctx: &'c Context,
     loc: Loc,
     /// The address ranges of the call's views so far, to refuse overlaps.
-    spans: std::cell::RefCell<Vec<Span>>,
+    spans: RefCell<Spans>,
+    /// [`VerifiedPointers::mark`] when the views were made: what they record is dropped with
+    /// them.
+    verified_mark: usize,
+}
+
+/// The spans of [`Views`] kept inline (more go to a vector).
+pub(crate) const INLINE_SPANS: usize = 16;
+
+#[derive(Default)]
+struct Spans {
+    n: usize,
+    inline: [Span; INLINE_SPANS],
+    more: Vec<Span>,
+}
+
+impl Spans {
+    fn iter(&self) -> impl Iterator<Item = &Span> {
+        self.inline[..self.n].iter().chain(&self.more)
+    }
+    fn push(&mut self, s: Span) {
+        if self.n < INLINE_SPANS {
+            self.inline[self.n] = s;
+            self.n += 1;
+        } else {
+            self.more.push(s);
+        }
+    }
 }
 
 /// A view's bytes `[start, end)`, and whether the op writes them.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Span {
     what: &'static str,
     start: usize,
     end: usize,
     write: bool,
+}
+
+impl Drop for Views<'_> {
+    fn drop(&mut self) {
+        VerifiedPointers::truncate(self.verified_mark);
+    }
+}
+
+/// The location verdict of one buffer in [`Views::views`]: the error of the first buffer the
+/// batched check refused, taken by that buffer.
+fn location_at(bad: &mut Option<(usize, Error)>, i: usize) -> Result<(), FfiError> {
+    match bad.take_if(|(j, _)| *j == i) {
+        Some((_, e)) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 impl<'c> Views<'c> {
@@ -267,6 +313,7 @@ impl<'c> Views<'c> {
             ctx,
             loc: ctx.loc(),
             spans: Default::default(),
+            verified_mark: VerifiedPointers::mark(),
         }
     }
 
@@ -318,13 +365,31 @@ impl<'c> Views<'c> {
     }
 
     /// On a GPU context, refuse host memory and other devices' memory (WRONG_LOCATION): a
-    /// kernel would fault on it. One runtime query per pointer, no synchronisation. (The CPU
-    /// backend cannot tell a device pointer from a host one; the caller's contract covers it.)
+    /// kernel would fault on it. One shim call, no synchronisation. (The CPU backend cannot
+    /// tell a device pointer from a host one; the caller's contract covers it.)
     fn check_location<T>(&self, what: &'static str, p: *const T) -> Result<(), FfiError> {
-        if self.loc == Loc::Device && !p.is_null() {
-            self.ctx.check_device_pointers(&[(what, p.cast())])?;
+        self.check_locations(&[(what, p.cast())])
+            .and_then(|mut bad| location_at(&mut bad, 0))
+    }
+
+    /// The location check of several pointers at once (one shim call): the index of the
+    /// first refused one with its error, in the order given. The pointers that pass are
+    /// recorded as checked for the rest of the call.
+    fn check_locations(
+        &self,
+        ptrs: &[(&'static str, *const c_void)],
+    ) -> Result<Option<(usize, Error)>, FfiError> {
+        let Some(ordinal) = self.ctx.ordinal().filter(|_| self.loc == Loc::Device) else {
+            return Ok(None);
+        };
+        let bad = crate::runtime::first_bad_pointer(ordinal, ptrs)?;
+        let good = bad.as_ref().map_or(ptrs.len(), |b| b.0);
+        for &(_, p) in &ptrs[..good] {
+            if !p.is_null() {
+                VerifiedPointers::record(ordinal, p);
+            }
         }
-        Ok(())
+        Ok(bad)
     }
 
     /// NULL is only accepted with a count of 0 (a buffer the call needs nothing from): a
@@ -355,8 +420,19 @@ impl<'c> Views<'c> {
         p: *const T,
         len: usize,
     ) -> Result<Src<'a, T>, FfiError> {
+        self.src_with(what, p, len, || self.check_location(what, p))
+    }
+
+    /// [`Views::src`] with the location verdict `location` (asked after the length checks).
+    fn src_with<'a, T>(
+        &self,
+        what: &'static str,
+        p: *const T,
+        len: usize,
+        location: impl FnOnce() -> Result<(), FfiError>,
+    ) -> Result<Src<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
-        self.check_location(what, p)?;
+        location()?;
         self.claim(what, p.cast(), len * size_of::<T>(), false)?;
         // SAFETY: the module-level contract: `p` is NULL (then len is 0) or valid for reads of
         // `len` elements of memory of kind `self.loc` during the call; it is aligned and its
@@ -370,8 +446,19 @@ impl<'c> Views<'c> {
         p: *mut T,
         len: usize,
     ) -> Result<Dst<'a, T>, FfiError> {
+        self.dst_with(what, p, len, || self.check_location(what, p.cast_const()))
+    }
+
+    /// [`Views::dst`] with the location verdict `location` (asked after the length checks).
+    fn dst_with<'a, T>(
+        &self,
+        what: &'static str,
+        p: *mut T,
+        len: usize,
+        location: impl FnOnce() -> Result<(), FfiError>,
+    ) -> Result<Dst<'a, T>, FfiError> {
         let len = Self::checked_len(what, p, len)?;
-        self.check_location(what, p.cast_const())?;
+        location()?;
         self.claim(what, p.cast_const().cast(), len * size_of::<T>(), true)?;
         // SAFETY: as in `src`, for writes; no other buffer of the call overlaps it (claimed).
         Ok(unsafe { Dst::from_raw(p, len, self.loc) })
@@ -410,42 +497,69 @@ impl<'c> Views<'c> {
 
     /// The views of op `decl` from the C arguments `bufs` (pointer, count; one per declared
     /// buffer, in order), made in that order: high-precision inputs take the `hipfp8_dtype`s
-    /// of `dtypes` in turn, those declared `hp_like` another the dtype of that one.
+    /// of `dtypes` in turn, those declared `hp_like` another the dtype of that one. Per
+    /// buffer, in order: dtype, NULL / alignment / size, location, overlap; the first failure
+    /// is the call's error. The locations of all buffers are asked of the runtime in one shim
+    /// call before the loop (a query, so asking early changes no outcome).
     pub(crate) fn views<'a, P: OpParams, S, const N: usize>(
         &self,
         decl: &OpDecl<P, S>,
         dtypes: &[u32],
         bufs: [Raw; N],
     ) -> Result<[View<'a>; N], FfiError> {
+        const { assert!(N <= crate::runtime::MAX_CHECKED) };
+        assert_eq!(
+            decl.bufs.len(),
+            N,
+            "{}: one C buffer per declared buffer",
+            decl.c_name
+        );
+        let mut ptrs = [("", std::ptr::null::<c_void>()); N];
+        for ((q, b), (p, _)) in ptrs.iter_mut().zip(decl.bufs).zip(bufs) {
+            *q = (b.name, p);
+        }
+        let mut bad = self.check_locations(&ptrs)?;
         let mut dtypes = dtypes.iter();
-        let mut hp_dtypes: Vec<(&str, u32)> = Vec::new();
-        let mut views = Vec::with_capacity(N);
-        for (b, (p, len)) in decl.bufs.iter().zip(bufs) {
+        let mut hp_dtypes = [("", 0u32); N];
+        let mut n_hp = 0;
+        let mut views: [Option<View<'a>>; N] = [const { None }; N];
+        for (i, ((b, (p, len)), v)) in decl.bufs.iter().zip(bufs).zip(&mut views).enumerate() {
             let what = b.name;
             let out = matches!(b.role, Role::Out);
-            views.push(match (b.elem, out) {
+            let loc = || location_at(&mut bad, i);
+            *v = Some(match (b.elem, out) {
                 (Elem::Hp, _) => {
                     let dtype = match b.dtype_of {
-                        Some(like) => hp_dtypes.iter().find(|(n, _)| *n == like).map(|d| d.1),
+                        Some(like) => hp_dtypes[..n_hp]
+                            .iter()
+                            .find(|(n, _)| *n == like)
+                            .map(|d| d.1),
                         None => dtypes.next().copied(),
                     };
                     let dtype = dtype.expect("one dtype per high-precision input");
-                    hp_dtypes.push((what, dtype));
-                    View::Hp(self.hp(what, dtype, p, len)?)
+                    hp_dtypes[n_hp] = (what, dtype);
+                    n_hp += 1;
+                    View::Hp(self.hp_with(what, dtype, p, len, loc)?)
                 }
-                (Elem::U8, false) => self.src(what, p.cast::<u8>(), len)?.into(),
-                (Elem::I32, false) => self.src(what, p.cast::<i32>(), len)?.into(),
-                (Elem::F32, false) => self.src(what, p.cast::<f32>(), len)?.into(),
-                (Elem::U8, true) => self.dst(what, p.cast_mut().cast::<u8>(), len)?.into(),
-                (Elem::I32, true) => self.dst(what, p.cast_mut().cast::<i32>(), len)?.into(),
-                (Elem::F32, true) => self.dst(what, p.cast_mut().cast::<f32>(), len)?.into(),
-                (Elem::Bf16, true) => self.dst(what, p.cast_mut().cast::<bf16>(), len)?.into(),
+                (Elem::U8, false) => self.src_with(what, p.cast::<u8>(), len, loc)?.into(),
+                (Elem::I32, false) => self.src_with(what, p.cast::<i32>(), len, loc)?.into(),
+                (Elem::F32, false) => self.src_with(what, p.cast::<f32>(), len, loc)?.into(),
+                (Elem::U8, true) => self
+                    .dst_with(what, p.cast_mut().cast::<u8>(), len, loc)?
+                    .into(),
+                (Elem::I32, true) => self
+                    .dst_with(what, p.cast_mut().cast::<i32>(), len, loc)?
+                    .into(),
+                (Elem::F32, true) => self
+                    .dst_with(what, p.cast_mut().cast::<f32>(), len, loc)?
+                    .into(),
+                (Elem::Bf16, true) => self
+                    .dst_with(what, p.cast_mut().cast::<bf16>(), len, loc)?
+                    .into(),
                 (Elem::Bf16, false) => unreachable!("no op reads bf16 through a typed view"),
             });
         }
-        Ok(views
-            .try_into()
-            .unwrap_or_else(|_| panic!("{}: one C buffer per declared buffer", decl.c_name)))
+        Ok(views.map(|v| v.expect("every view made above")))
     }
 
     /// A high-precision input whose element type is a `hipfp8_dtype`.
@@ -456,11 +570,33 @@ impl<'c> Views<'c> {
         p: *const c_void,
         len: usize,
     ) -> Result<HpSrc<'a>, FfiError> {
+        self.hp_with(what, dtype, p, len, || self.check_location(what, p))
+    }
+
+    /// [`Views::hp`] with the location verdict `location`.
+    fn hp_with<'a>(
+        &self,
+        what: &'static str,
+        dtype: u32,
+        p: *const c_void,
+        len: usize,
+        location: impl FnOnce() -> Result<(), FfiError>,
+    ) -> Result<HpSrc<'a>, FfiError> {
         const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
         const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
         match dtype {
-            BF16 => Ok(HpSrc::Bf16(self.src(what, p.cast::<bf16>(), len)?)),
-            F32 => Ok(HpSrc::F32(self.src(what, p.cast::<f32>(), len)?)),
+            BF16 => Ok(HpSrc::Bf16(self.src_with(
+                what,
+                p.cast::<bf16>(),
+                len,
+                location,
+            )?)),
+            F32 => Ok(HpSrc::F32(self.src_with(
+                what,
+                p.cast::<f32>(),
+                len,
+                location,
+            )?)),
             v => Err(Error::InvalidEnum(format!(
                 "input dtype = {v} is not a hipfp8_dtype (BF16 = 0, F32 = 1)"
             ))

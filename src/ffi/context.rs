@@ -9,9 +9,11 @@
 //! destroying a context while another thread runs an op on it is safe (the op finishes on
 //! its own reference).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::args::{self, format_choice};
 use super::status::{FfiError, guard, hipfp8_status};
@@ -86,16 +88,53 @@ fn register(ctx: Context) -> *mut hipfp8_context {
     std::ptr::without_provenance_mut(h)
 }
 
-/// The context behind a handle, or INVALID_HANDLE.
+/// The context behind a handle, or INVALID_HANDLE. Lock-free on a thread's repeated use of
+/// one context ([`LAST_LOOKUP`]); else one lock of the registry.
 pub(crate) fn lookup(ctx: *const hipfp8_context) -> Result<Arc<Context>, FfiError> {
     if ctx.is_null() {
         return Err(FfiError::InvalidHandle("the context is NULL".into()));
     }
-    registry().live.get(&ctx.addr()).cloned().ok_or_else(|| {
-        FfiError::InvalidHandle(format!(
+    let h = ctx.addr();
+    let generation = DESTROYED.load(Ordering::Acquire);
+    // try_with: during thread teardown the cache may be gone; the registry still answers.
+    let cached = LAST_LOOKUP
+        .try_with(|last| match &*last.borrow() {
+            Some((lh, lg, weak)) if *lh == h && *lg == generation => weak.upgrade(),
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    if let Some(c) = cached {
+        return Ok(c);
+    }
+    let found = registry().live.get(&h).cloned();
+    match found {
+        Some(c) => {
+            let _ = LAST_LOOKUP
+                .try_with(|last| *last.borrow_mut() = Some((h, generation, Arc::downgrade(&c))));
+            Ok(c)
+        }
+        None => Err(FfiError::InvalidHandle(format!(
             "{ctx:p} is not a live context (destroyed, or never created by hipfp8_context_create)"
-        ))
-    })
+        ))),
+    }
+}
+
+/// How many contexts were destroyed in this process: a thread's cached lookup
+/// ([`LAST_LOOKUP`]) is only used while this has not changed since it was made.
+static DESTROYED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last handle this thread looked up in the registry: (handle, [`DESTROYED`] then,
+    /// the context). Valid while no context has been destroyed since: a handle that was live
+    /// then and has not been destroyed is still live, and handles are never reused. A `Weak`,
+    /// so the cache keeps no context (and no GPU workspace) alive after its destruction.
+    /// `hipfp8_context_destroy` removes the handle from the registry BEFORE it counts the
+    /// destruction, so a lookup that reads the old count either runs before the destruction
+    /// (and may use the context, as a call that started earlier may) or finds the `Weak`
+    /// dead once the registry's reference is gone.
+    #[allow(clippy::type_complexity)]
+    static LAST_LOOKUP: RefCell<Option<(usize, u64, Weak<Context>)>> = const { RefCell::new(None) };
 }
 
 /// The GPU context on device `device`: BackendUnavailable when the build has no GPU backend
@@ -171,8 +210,13 @@ pub extern "C" fn hipfp8_context_destroy(ctx: *mut hipfp8_context) -> hipfp8_sta
         if ctx.is_null() {
             return Ok(());
         }
-        match registry().live.remove(&ctx.addr()) {
-            Some(_) => Ok(()),
+        let removed = registry().live.remove(&ctx.addr());
+        match removed {
+            Some(c) => {
+                DESTROYED.fetch_add(1, Ordering::AcqRel);
+                drop(c);
+                Ok(())
+            }
             None => Err(FfiError::InvalidHandle(format!(
                 "{ctx:p} is not a live context (destroyed twice?)"
             ))),

@@ -195,14 +195,30 @@ fn set_last_error(msg: String) {
     });
 }
 
+/// Make the last-error message "" after a successful call, without allocating when it is
+/// already "" (the common case: the previous call succeeded too).
+fn clear_last_error() {
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut s) = slot.try_borrow_mut() {
+            if !s.as_bytes().is_empty() {
+                *s = CString::default();
+            }
+        }
+    });
+}
+
 /// Run an entry point's body: catch panics, map errors to statuses, record the message.
-/// Every exported function that returns a status goes through here.
+/// Every exported function that returns a status goes through here. A success allocates
+/// nothing (the message is built only for a failure).
 pub(crate) fn guard(
     func: &'static str,
     body: impl FnOnce() -> Result<(), FfiError>,
 ) -> hipfp8_status {
     let (status, msg) = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => (S::HIPFP8_STATUS_SUCCESS, String::new()),
+        Ok(Ok(())) => {
+            clear_last_error();
+            return S::HIPFP8_STATUS_SUCCESS;
+        }
         Ok(Err(e)) => (status_of(&e), format!("{func}: {e}")),
         Err(payload) => {
             let what = payload

@@ -91,19 +91,21 @@ pub(crate) struct GroupedArgs {
 /// The vendor library of this context's device in this build for the blockwise-scaled
 /// (`blockwise`) or the rowwise-scaled GEMMs; `Err` says why there is none.
 fn device_library(ctx: &Context, blockwise: bool) -> std::result::Result<GemmImpl, String> {
-    let arch = base_arch(ctx.arch()).to_ascii_lowercase();
-    let (imp, launcher) = match (arch.as_str(), blockwise) {
-        ("sm_90", false) => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
-        ("sm_90", true) => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_bw_2d3d"),
-        ("gfx942", false) => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
-        ("gfx950", false) => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
-        (_, true) => {
+    // Compared case-insensitively in place: no lowercased copy per call.
+    let arch = base_arch(ctx.arch());
+    let is = |a: &str| arch.eq_ignore_ascii_case(a);
+    let (imp, launcher) = match blockwise {
+        false if is("sm_90") => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
+        true if is("sm_90") => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_bw_2d3d"),
+        false if is("gfx942") => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
+        false if is("gfx950") => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+        true => {
             return Err(format!(
                 "no blockwise-scaled grouped-GEMM library targets {} (CUTLASS: sm_90)",
                 ctx.arch()
             ));
         }
-        _ => {
+        false => {
             return Err(format!(
                 "no grouped-GEMM library targets {} (CUTLASS: sm_90; CK: gfx942, gfx950)",
                 ctx.arch()
@@ -407,10 +409,26 @@ fn cutlass_choice(
 /// (`bw`) GEMMs on the context's (active) device, memoized per (implementation, kind, groups,
 /// device): the CUTLASS query asks every instance, which is host work a call should not
 /// repeat.
+/// A thread's last answers are kept in front of the process-wide memo (a thread-local
+/// array, no lock): the GEMMs of an MoE layer ask for the same few group counts every step.
 fn workspace_bytes(ctx: &Context, imp: GemmImpl, bw: bool, groups: usize) -> Result<usize> {
     type Key = (GemmImpl, bool, usize, usize);
     static MEMO: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
+    thread_local! {
+        static RECENT: std::cell::Cell<[Option<(Key, usize)>; 4]> =
+            const { std::cell::Cell::new([None; 4]) };
+    }
     let key = (imp, bw, groups, ctx.ordinal().unwrap_or(0));
+    let recent = RECENT.get();
+    if let Some(&(_, v)) = recent.iter().flatten().find(|(k, _)| *k == key) {
+        return Ok(v);
+    }
+    let remember = |v: usize| {
+        let mut r = recent;
+        r.rotate_right(1);
+        r[0] = Some((key, v));
+        RECENT.set(r);
+    };
     let memo = |m: &Mutex<Vec<(Key, usize)>>| {
         m.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -419,6 +437,7 @@ fn workspace_bytes(ctx: &Context, imp: GemmImpl, bw: bool, groups: usize) -> Res
             .map(|&(_, v)| v)
     };
     if let Some(v) = memo(&MEMO) {
+        remember(v);
         return Ok(v);
     }
     let v = query_workspace_bytes(imp, bw, groups)?;
@@ -427,6 +446,7 @@ fn workspace_bytes(ctx: &Context, imp: GemmImpl, bw: bool, groups: usize) -> Res
         m.clear();
     }
     m.push((key, v));
+    remember(v);
     Ok(v)
 }
 

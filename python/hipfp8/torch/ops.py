@@ -45,7 +45,7 @@ _lib = torch.library.Library("hipfp8", "DEF")
 # ---- per-call helpers (kept small: they are the host cost of every op) ---------------------
 
 _ctx_by_device = {}
-_handles = {}  # device -> the context's C handle (the per-call lookup)
+_per_device = {}  # device -> (the context's C handle, the raw-stream getter or None): per call
 
 
 def _ctx(device):
@@ -61,8 +61,18 @@ def _ctx(device):
     return c
 
 
-# torch's current stream on a CUDA device, as a raw handle (absent from CPU-only builds)
+# torch's current stream on a CUDA device, as a raw handle (absent from CPU-only builds):
+# one C call, a third of torch.cuda.current_stream(dev).cuda_stream's cost.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _device_entry(device):
+    """(handle, stream getter) of `device` for the per-call lookup: the context's C handle,
+    and the function giving torch's current raw stream of the device (None on the CPU: the
+    C call takes NULL)."""
+    e = _per_device[device] = (_ctx(device).handle,
+                               None if device.type == "cpu" else _raw_stream)
+    return e
 
 
 _descs = {}
@@ -120,13 +130,16 @@ def _device(op, *tensors):
 
 
 def _hp(op, name, x, ndim=None):
-    if x.dtype not in HP_DTYPE:
+    hp = HP_DTYPE.get(x.dtype)
+    if hp is not None and (ndim is None or x.dim() == ndim) and x.is_contiguous():
+        return hp  # the per-call path: three attribute reads
+    if hp is None:
         _fail(op, f"{name} must be bfloat16 or float32, got {x.dtype}", TypeError)
     if ndim is not None and x.dim() != ndim:
         _fail(op, f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
     if not x.is_contiguous():
         _fail(op, f"{name} must be contiguous (row-major); call .contiguous() first")
-    return HP_DTYPE[x.dtype]
+    return hp
 
 
 def _fmt(op, dtype):
@@ -205,19 +218,23 @@ def _register(schema, plan, extra=None):
         nonlocal cfn
         specs, desc, ins = plan(*args)
         dev = ins[0].device
+        d = _per_device.get(dev)
+        if d is None:
+            d = _device_entry(dev)
+        h, stream_of = d
         outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
-        h = _handles.get(dev)
-        if h is None:
-            h = _handles[dev] = _ctx(dev).handle
         c = [h, desc]
         for t in ins:
-            c += (t.data_ptr(), t.numel())
+            c.append(t.data_ptr())
+            c.append(t.numel())
         for t in outs:
-            c += (t.data_ptr(), t.numel())
+            c.append(t.data_ptr())
+            c.append(t.numel())
         if extra is not None:
             for t in extra(desc, ins):
-                c += (t.data_ptr(), t.numel())
-        c.append(None if dev.type == "cpu" else _raw_stream(dev.index))
+                c.append(t.data_ptr())
+                c.append(t.numel())
+        c.append(None if stream_of is None else stream_of(dev.index))
         if cfn is None:
             cfn = L.lib().ops[name]
         st = cfn(*c)
