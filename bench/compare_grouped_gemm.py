@@ -238,6 +238,26 @@ def select_config(cfg):
         os.environ.pop("HIPFP8_CUTLASS_CONFIG", None)
 
 
+def gpu_kernels(fn):
+    """The GPU kernels one call of fn launches: [(name, us)] from torch.profiler (which CUTLASS
+    instance torch's _scaled_grouped_mm picked: tile and cluster are in its name)."""
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if t > 0:
+                rows.append((e.key[:300], round(t, 1)))
+        return sorted(rows, key=lambda r: -r[1])[:4]
+    except Exception as ex:  # the profiler is a diagnostic: never fail the table on it
+        return [(f"profiler failed: {ex}", 0.0)]
+
+
 def run_table_case(c, torch_cache):
     c.setup()
     key = (c.op, c.dims, c.split)
@@ -266,6 +286,12 @@ def run_table_case(c, torch_cache):
          "torch_tflops": c.flops / (torch_us * 1e-6) / 1e12 if torch_us else None,
          "bf16_us": bf16_us, "ratio_vs_bf16": bf16_us / us if bf16_us else None,
          "sim_diff_vs_torch": diff, "max_rel_err_vs_torch": rel, "fallback_reason": why, "note": note}
+    if os.environ.get("GG_KERNELS", "1") == "1" and c.split == "balanced" and not err:
+        r["torch_kernels"] = gpu_kernels(c.torch_fp8)
+        r["our_kernels"] = gpu_kernels(lambda: c.ours(d, out))
+        for who in ("torch_kernels", "our_kernels"):
+            for name, t in r[who]:
+                print(f"      {who[:-8]:5s} {t:9.1f} us  {name[:200]}", flush=True)
     return r, out
 
 
