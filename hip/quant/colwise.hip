@@ -479,7 +479,6 @@ colwise_scalar_kernel(ColWork w) {
   for (int g = blockIdx.y; g < w.G; g += gridDim.y) {
     int64_t gs, ge;
     group_bounds(w, s_offs, g, gs, ge);
-    const int64_t ps = pad ? s_pend[g - 1] : 0;
     for (int64_t t = blockIdx.x; t < T.ntiles; t += gridDim.x) {
       const int64_t col = t * 32 + cl;
       uint32_t am = 0;
@@ -496,12 +495,12 @@ colwise_scalar_kernel(ColWork w) {
       const float s = amax_to_scale<F>(am, w.pow2 != 0);
       if (col < T.K) {
         if (rl == 0) T.scales[(int64_t)g * T.K + col] = s;
-        const int64_t obase = pad ? ps - gs : w.offs ? 0 : gs * (T.K - 1);
-        for (int64_t m = gs + rl; m < ge; m += 8)
-          T.out[obase + col * T.out_ld + m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
-        if (pad)
-          for (int64_t r = ps + (ge - gs) + rl; r < ps + ((ge - gs + 15) & ~(int64_t)15); r += 8)
-            T.out[col * T.out_ld + r] = 0;
+        // padded: row m at ps + (m - gs), ps = s_pend[g - 1] (read here: fewer live registers)
+        const int64_t obase = pad ? (int64_t)s_pend[g - 1] - gs : w.offs ? 0 : gs * (T.K - 1);
+        uint8_t* ocol = T.out + obase + col * T.out_ld;
+        for (int64_t m = gs + rl; m < ge; m += 8) ocol[m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
+        if (pad)  // the group's padding rows
+          for (int64_t m = ge + rl; m < gs + ((ge - gs + 15) & ~(int64_t)15); m += 8) ocol[m] = 0;
       }
       __syncthreads();
     }
