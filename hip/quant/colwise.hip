@@ -384,7 +384,8 @@ colwise_vec_kernel(ColWork w) {
     const int gi = CGC ? col_geo_of_cg(CGC) : col_geo_for_rows(ge - gs);
     const int nch = group_chunks<PAD>(gs, ge, gi, w.L[gi]);
     s_pk[g] = nch << 2 | gi;
-    s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
+    // (a padded launch may have no tensor, k1 = k2 = 0: then only the padded offsets)
+    if (!PAD || w.ntensors > 0) s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
     if (w.ntensors > 1) s_ib[G + 1 + g] = (int32_t)col_ntiles_geo<EPV>(w.t[1].K, gi) * nch;
   }
   __syncthreads();
@@ -412,6 +413,7 @@ colwise_vec_kernel(ColWork w) {
     __syncthreads();
     int64_t item = sh.item;
     __syncthreads();
+    if (PAD && w.ntensors == 0) break;
     int ti = 0;
     if (item >= s_ib[G]) {
       if (w.ntensors < 2 || item >= (int64_t)s_ib[G] + s_ib[2 * G + 1]) break;
