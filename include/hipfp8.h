@@ -632,6 +632,51 @@ typedef struct hipfp8_padded_desc {
 } hipfp8_padded_desc;
 
 /**
+ * The dual per-group colwise cast into the padded layout
+ * (`hipfp8_per_group_colwise_dual_padded`): x1 is (m, k1), x2 is (m, k2), both row-major;
+ * the outputs have m_cap rows (tokens).
+ */
+typedef struct hipfp8_cast_dual_padded_desc {
+  /**
+   * `sizeof(hipfp8_cast_dual_padded_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of x1.
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of both outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * `hipfp8_dtype` of x2.
+   */
+  uint32_t input_dtype2;
+  /**
+   * Rows of both inputs (the grouped dimension).
+   */
+  size_t m;
+  /**
+   * Columns of x1.
+   */
+  size_t k1;
+  /**
+   * Columns of x2.
+   */
+  size_t k2;
+  /**
+   * Rows (tokens) of the padded outputs; must be >= m + 15 * num_groups and a multiple of
+   * 16: pass round_up(m + 15 * num_groups, 16).
+   */
+  size_t m_cap;
+} hipfp8_cast_dual_padded_desc;
+
+/**
  * A cast-transpose problem: x is (m, k) row-major.
  */
 typedef struct hipfp8_cast_transpose_desc {
@@ -1266,6 +1311,36 @@ hipfp8_status hipfp8_rowwise_2d_padded(const struct hipfp8_context *ctx,
                                        int32_t *padded_offs,
                                        size_t padded_offs_len,
                                        hipStream_t stream);
+
+/**
+ * `hipfp8_per_group_colwise_dual` into a padded layout, so that the 2D x 2D grouped GEMM
+ * (wgrad) sees every group at a 16-token boundary: group g's rows land at the padded rows
+ * `padded_offs[g-1]...` (each group padded to a multiple of 16 rows) of out1 (k1, m_cap) and
+ * out2 (k2, m_cap) column-major (`out[k_i*m_cap + row]`); every other output byte is zero;
+ * scales as `hipfp8_per_group_colwise_dual`'s; `padded_offs` receives the padded END
+ * offsets. x1: m*k1, x2: m*k2 elements; offs: num_groups; out1: m_cap*k1 and out2: m_cap*k2
+ * bytes; scales1: num_groups*k1, scales2: num_groups*k2; padded_offs: num_groups. The GPU
+ * kernel takes one dtype for both inputs (NOT_SUPPORTED otherwise).
+ */
+hipfp8_status hipfp8_per_group_colwise_dual_padded(const struct hipfp8_context *ctx,
+                                                   const struct hipfp8_cast_dual_padded_desc *desc,
+                                                   const void *x1,
+                                                   size_t x1_len,
+                                                   const void *x2,
+                                                   size_t x2_len,
+                                                   const int32_t *offs,
+                                                   size_t num_groups,
+                                                   uint8_t *out1,
+                                                   size_t out1_len,
+                                                   float *scales1,
+                                                   size_t scales1_len,
+                                                   uint8_t *out2,
+                                                   size_t out2_len,
+                                                   float *scales2,
+                                                   size_t scales2_len,
+                                                   int32_t *padded_offs,
+                                                   size_t padded_offs_len,
+                                                   hipStream_t stream);
 
 /**
  * Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)

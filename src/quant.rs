@@ -483,22 +483,7 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
         BufDecl::output("padded_offs", Elem::I32, |_, g| Ok(g)),
     ],
     nonzero: &[("k", |s| s.1)],
-    check: Some(|_, &(m, _, m_cap), g| {
-        let worst = checked_mul("15*g", 15, g)?
-            .checked_add(m)
-            .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
-        if m_cap < worst {
-            return Err(Error::InvalidShape(format!(
-                "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
-            )));
-        }
-        if m_cap > i32::MAX as usize {
-            return Err(Error::SizeOverflow(format!(
-                "m_cap = {m_cap} does not fit the int32 padded offsets"
-            )));
-        }
-        Ok(())
-    }),
+    check: Some(|_, &(m, _, m_cap), g| check_m_cap(m, m_cap, g)),
     gpu_run: GpuRun::Checked {
         noop: |_, g| g == 0,
     },
@@ -545,6 +530,127 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
         })
     },
 };
+
+/// The shape of the padded dual colwise cast: (m, k1, k2, m_cap).
+type DualPadded = (usize, usize, usize, usize);
+
+/// The padding ops' m_cap rule: `m_cap >= m + 15*G` (every padded group fits whatever the
+/// offsets), `m_cap <= i32::MAX` (the padded offsets are int32).
+fn check_m_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
+    let worst = checked_mul("15*g", 15, g)?
+        .checked_add(m)
+        .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
+    if m_cap < worst {
+        return Err(Error::InvalidShape(format!(
+            "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
+        )));
+    }
+    if m_cap > i32::MAX as usize {
+        return Err(Error::SizeOverflow(format!(
+            "m_cap = {m_cap} does not fit the int32 padded offsets"
+        )));
+    }
+    Ok(())
+}
+
+#[doc(hidden)]
+pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDecl {
+    c_name: "hipfp8_per_group_colwise_dual_padded",
+    bufs: &[
+        BufDecl::hp("x1", |&(m, k1, _, _), _| checked_mul("m*k1", m, k1)),
+        BufDecl::hp("x2", |&(m, _, k2, _), _| checked_mul("m*k2", m, k2)),
+        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::output("out1", Elem::U8, |&(_, k1, _, m_cap), _| {
+            checked_mul("m_cap*k1", m_cap, k1)
+        }),
+        BufDecl::output("scales1", Elem::F32, |&(_, k1, _, _), g| {
+            checked_mul("g*k1", g, k1)
+        }),
+        BufDecl::output("out2", Elem::U8, |&(_, _, k2, m_cap), _| {
+            checked_mul("m_cap*k2", m_cap, k2)
+        }),
+        BufDecl::output("scales2", Elem::F32, |&(_, _, k2, _), g| {
+            checked_mul("g*k2", g, k2)
+        }),
+        BufDecl::output("padded_offs", Elem::I32, |_, g| Ok(g)),
+    ],
+    nonzero: &[],
+    check: Some(|_, &(m, _, _, m_cap), g| {
+        check_m_cap(m, m_cap, g)?;
+        // The 2D x 2D GEMM's library path takes Mt % 16 == 0 (docs/OPS.md); the output's
+        // token extent is m_cap.
+        if m_cap % 16 != 0 {
+            return Err(Error::InvalidShape(format!(
+                "m_cap = {m_cap} is not a multiple of 16 (pass round_up(m + 15*G, 16) = {})",
+                pad16_or_max(m, g)
+            )));
+        }
+        Ok(())
+    }),
+    gpu_run: GpuRun::Checked {
+        noop: |_, g| g == 0,
+    },
+    cpu: |p, fmt, &(_, k1, k2, m_cap), h| {
+        let offs = h.src("offs");
+        let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
+        let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
+        let po = h.dst("padded_offs");
+        let pw = p.pow2_scales;
+        with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
+            reference::quant::per_group_colwise_dual_padded(
+                fmt, pw, m_cap, k1, k2, a, b, offs, o1, s1, o2, s2, po,
+            )
+        }))
+    },
+    gpu: |ctx, p, fmt, &(m, k1, k2, m_cap), d, stream| {
+        let (d1, d2) = (d.dtype("x1"), d.dtype("x2"));
+        if d1 != d2 {
+            return Err(Error::NotSupported(format!(
+                "per_group_colwise_dual_padded on the GPU takes one input dtype for both tensors (got {} and {})",
+                dtype_name(d1),
+                dtype_name(d2)
+            )));
+        }
+        let g = d.groups();
+        ctx.with_colwise_workspace(g, k1, k2, stream, |ws| {
+            // SAFETY: validated by Context::run: device memory of this GPU with m*k1 and m*k2
+            // inputs, m_cap*k1 and m_cap*k2 output bytes, G*k1 and G*k2 scales, G offsets in
+            // and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the
+            // kernel; `ws` is the zeroed colwise workspace of the size the launcher asked
+            // for; the launcher only queues work on `stream`.
+            let st = unsafe {
+                sys::hipfp8_per_group_colwise_dual_padded_launch(
+                    d.ptr("x1"),
+                    d.ptr("x2"),
+                    d.ptr("offs"),
+                    d.ptr("out1"),
+                    d.ptr("scales1"),
+                    d.ptr("out2"),
+                    d.ptr("scales2"),
+                    d.ptr("padded_offs"),
+                    m as i64,
+                    k1 as i64,
+                    k2 as i64,
+                    m_cap as i64,
+                    g as i64,
+                    fmt as i32,
+                    p.pow2_scales as i32,
+                    d1,
+                    ws,
+                    stream.0,
+                )
+            };
+            check_status("per_group_colwise_dual_padded", st)
+        })
+    },
+};
+
+/// `round_up(m + 15*g, 16)` for an error message (saturating).
+fn pad16_or_max(m: usize, g: usize) -> usize {
+    m.saturating_add(g.saturating_mul(15))
+        .checked_next_multiple_of(16)
+        .unwrap_or(usize::MAX)
+}
 
 impl Context {}
 
@@ -620,4 +726,21 @@ op_methods! {
     fn rowwise_2d_padded(p: &CastParams, m: usize, k: usize, m_cap: usize;
         x: HpSrc<'_>, offs: Src<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>,
         padded_offs: Dst<'_, i32>) = ROWWISE_2D_PADDED (m, k, m_cap);
+
+    /// [`Context::per_group_colwise_dual`] into a padded layout (wgrad operands for the 2D x
+    /// 2D grouped GEMM's library path): group g's rows go to the 16-row aligned padded rows
+    /// `[padded_offs[g-1], padded_offs[g-1] + rows_g)` (`padded_offs[-1] = 0`, each group
+    /// padded to a multiple of 16 rows, empty groups to 0) of column-major (K1, m_cap) `out1`
+    /// (`out1[k*m_cap + p]`) and (K2, m_cap) `out2`; every other output byte (the padding
+    /// rows of a group and the rows from `padded_offs[G-1]` to m_cap) is zero. Scales are
+    /// those of `per_group_colwise_dual` (`scales1[g*K1 + k]`, `scales2[g*K2 + k]`: zero rows
+    /// change no amax); `padded_offs[g]` receives the padded END offsets. Needs
+    /// `m_cap >= m + 15*G` (the worst case) and `m_cap % 16 == 0` (the GEMM's library rule
+    /// on its token extent): pass `m_cap = round_up(m + 15*G, 16)`. Then
+    /// `grouped_gemm_2d2d(n = K1, mt = m_cap, k = K2, a = out1, b = out2, offs = padded_offs)`
+    /// runs every non-empty group on CUTLASS (CK also needs groups of more than 256 rows).
+    fn per_group_colwise_dual_padded(p: &CastParams, m: usize, k1: usize, k2: usize, m_cap: usize;
+        x1: HpSrc<'_>, x2: HpSrc<'_>, offs: Src<'_, i32>, out1: Dst<'_, u8>, scales1: Dst<'_, f32>,
+        out2: Dst<'_, u8>, scales2: Dst<'_, f32>, padded_offs: Dst<'_, i32>)
+        = PER_GROUP_COLWISE_DUAL_PADDED (m, k1, k2, m_cap);
 }

@@ -934,3 +934,206 @@ fn rowwise_2d_padded_gpu_eq_cpu() {
     )
     .unwrap();
 }
+
+/// per_group_colwise_dual_padded on both backends, compared whole (data including the zero
+/// padding and the tail to m_cap, scales, padded offsets). `xs` / `os` start the inputs /
+/// outputs that many elements into their buffers (the unaligned paths).
+#[allow(clippy::too_many_arguments)]
+fn dual_padded_vs_cpu(
+    ctx: &Context,
+    p: &CastParams,
+    (m, k1, k2): (usize, usize, usize),
+    m_cap: usize,
+    offs: &[i32],
+    t1: &Tensor,
+    t2: &Tensor,
+    (xs, os): (usize, usize),
+) -> Result<(), TestCaseError> {
+    let c = cpu();
+    let g = offs.len();
+    let (d1, d2) = (DevHp::new(ctx, t1, xs), DevHp::new(ctx, t2, xs));
+    let doffs = DeviceBuffer::from_host(ctx, offs).unwrap();
+    let mut o1 = Out::new(ctx, m_cap * k1, SENT_U8, os);
+    let mut s1 = Out::new(ctx, g * k1, SENT_F32, 0);
+    let mut o2 = Out::new(ctx, m_cap * k2, SENT_U8, os);
+    let mut s2 = Out::new(ctx, g * k2, SENT_F32, 0);
+    let mut po = Out::new(ctx, g, -7i32, 0);
+    c.per_group_colwise_dual_padded(
+        p,
+        m,
+        k1,
+        k2,
+        m_cap,
+        t1.hp(),
+        t2.hp(),
+        offs.into(),
+        o1.cpu(),
+        s1.cpu(),
+        o2.cpu(),
+        s2.cpu(),
+        po.cpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    ctx.per_group_colwise_dual_padded(
+        p,
+        m,
+        k1,
+        k2,
+        m_cap,
+        d1.hp(),
+        d2.hp(),
+        doffs.src(),
+        o1.gpu(),
+        s1.gpu(),
+        o2.gpu(),
+        s2.gpu(),
+        po.gpu(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    let shown = if g > 24 {
+        format!("{} groups", g)
+    } else {
+        format!("{offs:?}")
+    };
+    let w = format!(
+        "dual_padded m={m} k1={k1} k2={k2} m_cap={m_cap} offs={shown} {:?} pow2={} skew=({xs},{os})",
+        p.format, p.pow2_scales
+    );
+    check_u8(&w, &o1)?;
+    check_f32(&w, &s1)?;
+    check_u8(&w, &o2)?;
+    check_f32(&w, &s2)?;
+    let gp = po.gpu_host();
+    if gp != po.host {
+        return Err(TestCaseError::fail(format!(
+            "{w}: padded offsets gpu {gp:?} cpu {:?}",
+            po.host
+        )));
+    }
+    Ok(())
+}
+
+#[test]
+fn per_group_colwise_dual_padded_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_colwise_dual_padded_gpu_eq_cpu") else {
+        return;
+    };
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![3 => dim(300), 1 => 1000usize..5000],
+        dim(80),
+        dim(80),
+        0usize..20,
+        any::<u64>(),
+        0usize..3,
+    );
+    r.run(
+        &(shapes, params(4)),
+        |((m, k1, k2, g, oseed, extra), (fmt, pow2, fill, skew))| {
+            let p = CastParams::new(fmt, pow2);
+            let t1 = Tensor::new(&fill, m * k1, k1);
+            let t2 = Tensor::new(
+                &Fill {
+                    seed: fill.seed ^ 99,
+                    ..fill
+                },
+                m * k2,
+                k2,
+            );
+            let offs = if oseed % 2 == 0 {
+                skewed_offsets(oseed, g, m)
+            } else {
+                offsets(oseed, g, m)
+            };
+            let m_cap = (m + 15 * g).next_multiple_of(16) + 16 * extra;
+            let s = skew as usize;
+            dual_padded_vs_cpu(&ctx, &p, (m, k1, k2), m_cap, &offs, &t1, &t2, (s, s))
+        },
+    )
+    .unwrap();
+}
+
+/// END offsets from group sizes.
+fn ends(sizes: &[usize]) -> Vec<i32> {
+    let mut e = 0usize;
+    sizes
+        .iter()
+        .map(|s| {
+            e += s;
+            e as i32
+        })
+        .collect()
+}
+
+/// The routing shapes of the wgrad: balanced and Zipf groups (unaligned starts), empty and
+/// 1-row groups, G = 1, 17 and 4097 (the chunked launches past 2048 groups), both input
+/// dtypes, four formats, pow2 on and off, aligned and unaligned buffers, k that takes the
+/// vector and the scalar kernels.
+#[test]
+fn per_group_colwise_dual_padded_routings_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("per_group_colwise_dual_padded_routings_gpu_eq_cpu") else {
+        return;
+    };
+    let zipf = |g: usize, m: usize| -> Vec<usize> {
+        let h: f64 = (1..=g).map(|i| 1.0 / i as f64).sum();
+        let mut s: Vec<usize> = (1..=g)
+            .map(|i| (m as f64 / (i as f64 * h)) as usize)
+            .collect();
+        s[0] += m - s.iter().sum::<usize>();
+        s
+    };
+    let mut routings: Vec<(&str, Vec<usize>)> = vec![
+        ("G=1", vec![777]),
+        ("G=1 aligned", vec![512]),
+        ("balanced G=17", vec![61; 17]),
+        ("zipf G=17", zipf(17, 3001)),
+        ("empty and 1-row", vec![0, 1, 0, 0, 17, 1, 1, 0, 300, 0]),
+        ("all empty", vec![0; 5]),
+        ("zipf G=4097", zipf(4097, 40000)),
+        ("balanced G=4097", vec![3; 4097]),
+    ];
+    routings.push(("one long group", vec![5, 20000, 3]));
+    let mut seed = 1u64;
+    for (name, sizes) in &routings {
+        let offs = ends(sizes);
+        let m: usize = sizes.iter().sum();
+        let g = sizes.len();
+        let m_cap = (m + 15 * g).next_multiple_of(16);
+        for (i, (k1, k2)) in [(64usize, 40usize), (37, 8)].into_iter().enumerate() {
+            for bf16 in [true, false] {
+                let fmts = [
+                    Fp8Format::E4M3Fn,
+                    Fp8Format::E5M2,
+                    Fp8Format::E4M3FnUz,
+                    Fp8Format::E5M2FnUz,
+                ];
+                let fmt = fmts[(seed as usize + i) % 4];
+                let pow2 = seed % 2 == 0;
+                seed += 1;
+                let fill = Fill {
+                    seed,
+                    special_pct: if seed % 3 == 0 { 2 } else { 0 },
+                    zero_row_pct: 5,
+                    mag_exp: 0,
+                    bf16,
+                };
+                let t1 = Tensor::new(&fill, m * k1, k1);
+                let t2 = Tensor::new(
+                    &Fill {
+                        seed: seed ^ 7,
+                        ..fill
+                    },
+                    m * k2,
+                    k2,
+                );
+                let skew = (seed % 2) as usize;
+                let p = CastParams::new(fmt, pow2);
+                dual_padded_vs_cpu(&ctx, &p, (m, k1, k2), m_cap, &offs, &t1, &t2, (skew, skew))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+        println!("{name}: GPU == CPU");
+    }
+}

@@ -835,3 +835,111 @@ fn gemm_errors() {
     // 0x38 = 1.0 in E4M3FN, 0x3C = 1.0 in E5M2: each output is K = 4.
     assert!(out.iter().all(|&v| v.to_f32() == 4.0));
 }
+
+#[test]
+fn colwise_dual_padded_errors() {
+    let ctx = Context::cpu();
+    let (m, k1, k2) = (8usize, 3usize, 2usize);
+    let offs = [3i32, 8];
+    let x1 = vec![1.0f32; m * k1];
+    let x2 = vec![2.0f32; m * k2];
+    let cap = 48usize; // round_up(8 + 15*2, 16)
+    let (mut o1, mut s1) = (vec![SU; cap * k1], vec![SF; 2 * k1]);
+    let (mut o2, mut s2) = (vec![SU; cap * k2], vec![SF; 2 * k2]);
+    let mut po = vec![-1i32; 2];
+    let mut call = |m_cap: usize, offs: &[i32], po_len: usize, k1: usize, k2: usize| {
+        ctx.per_group_colwise_dual_padded(
+            &p(),
+            m,
+            k1,
+            k2,
+            m_cap,
+            (&x1[..m * k1]).into(),
+            (&x2[..m * k2]).into(),
+            offs.into(),
+            (&mut o1).into(),
+            (&mut s1).into(),
+            (&mut o2).into(),
+            (&mut s2).into(),
+            (&mut po[..po_len]).into(),
+            S,
+        )
+    };
+    // m_cap below the worst case m + 15*G = 38 (even when these offsets would fit in 32).
+    let r = call(32, &offs, 2, k1, k2);
+    assert!(
+        matches!(&r, Err(Error::InvalidShape(e)) if e.contains("m + 15*G")),
+        "{r:?}"
+    );
+    // m_cap >= m + 15*G but not a multiple of 16: the message names the m_cap to pass.
+    let r = call(38, &offs, 2, k1, k2);
+    assert!(
+        matches!(&r, Err(Error::InvalidShape(e)) if e.contains("multiple of 16") && e.contains("48")),
+        "{r:?}"
+    );
+    // m_cap beyond int32 (k1 = k2 = 0 so no output length rejects it first).
+    let r = call(1 << 31, &offs, 2, 0, 0);
+    assert!(matches!(r, Err(Error::SizeOverflow(_))), "{r:?}");
+    // bad offsets, padded_offs too short
+    let r = call(cap, &[5, 3], 2, k1, k2);
+    assert!(matches!(r, Err(Error::InvalidOffsets(_))), "{r:?}");
+    let r = call(cap, &[3, 9], 2, k1, k2);
+    assert!(matches!(r, Err(Error::InvalidOffsets(_))), "{r:?}");
+    let r = call(cap, &offs, 1, k1, k2);
+    assert!(
+        matches!(
+            r,
+            Err(Error::OutputTooSmall {
+                what: "padded_offs",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // an output sized for m rows, not m_cap
+    let r = ctx.per_group_colwise_dual_padded(
+        &p(),
+        m,
+        k1,
+        k2,
+        cap,
+        (&x1).into(),
+        (&x2).into(),
+        (&offs[..]).into(),
+        (&mut vec![SU; m * k1]).into(),
+        (&mut vec![SF; 2 * k1]).into(),
+        (&mut vec![SU; cap * k2]).into(),
+        (&mut vec![SF; 2 * k2]).into(),
+        (&mut vec![-1i32; 2]).into(),
+        S,
+    );
+    assert!(
+        matches!(r, Err(Error::OutputTooSmall { what: "out1", .. })),
+        "{r:?}"
+    );
+    untouched(&o1, &s1);
+    untouched(&o2, &s2);
+    assert_eq!(po, vec![-1, -1]);
+    // The same buffers are written by a valid call: every byte (data or zero), the scales and
+    // the padded END offsets (3 -> 16, 5 -> 16).
+    ctx.per_group_colwise_dual_padded(
+        &p(),
+        m,
+        k1,
+        k2,
+        cap,
+        (&x1).into(),
+        (&x2).into(),
+        (&offs[..]).into(),
+        (&mut o1).into(),
+        (&mut s1).into(),
+        (&mut o2).into(),
+        (&mut s2).into(),
+        (&mut po).into(),
+        S,
+    )
+    .unwrap();
+    assert_eq!(po, vec![16, 32]);
+    assert!(o1.iter().chain(&o2).all(|&b| b != SU));
+    assert!(s1.iter().chain(&s2).all(|&v| v != SF));
+}

@@ -3,6 +3,9 @@
 //   per_group_colwise        x (M,K) row-major, groups of rows by END offsets -> out[k*M + m],
 //                            scales[g*K + k]
 //   per_group_colwise_dual   two such tensors sharing offsets, one launch
+//   per_group_colwise_dual_padded  the dual cast into a padded layout: group g's rows at the
+//                            16-row aligned padded start ps_g (out[k*m_cap + ps_g + m - gs]),
+//                            its padding rows and the rows past the last padded group zero
 //   rowwise_3d_transpose_rhs x (E,K,N) column-major = E row-major (N,K) matrices; per expert a
 //                            single group of N rows -> out[e*N*K + k*N + n], scales[e*K + k]
 //
@@ -29,6 +32,14 @@
 // missing chunks are always claimable by blocks that are not waiting.
 // The workspace must be zero before the first launch; every launch leaves it zero again (the last
 // block of a slab resets it, the last block of the grid resets the ticket).
+//
+// Padded launches (PAD): a group's chunks are cut from its own first row (gs + 16 j) instead of
+// absolute 16-row units, so each thread's 16 rows are 16 consecutive rows of the padded output
+// (ps_g is a multiple of 16): whole 16-byte stores, the bytes of rows from the group's end on
+// (its padding) stored as zero. The padded END offsets are a prefix sum over the clamped groups,
+// computed per block in shared memory next to the other group tables; block 0 writes them out.
+// A second small kernel (colwise_pad_tail_kernel) zeroes the rows from the last padded end to
+// m_cap, reading that end from padded_offs on the device.
 #include "common.h"
 #include "launchers.h"
 #include "policy.h"
@@ -84,6 +95,10 @@ struct ColWork {
   int pow2;
   void* ws;
   int64_t ws_group_words;
+  // Padded launches: the padded END offsets (output), null = not padded; the padded row
+  // where the chunk's first group starts (device memory, as `start`), null = row 0.
+  int32_t* padded_offs;
+  const int32_t* pstart;
 };
 
 __host__ __device__ inline int64_t col_ntiles(int64_t K, int cols) { return (K + cols - 1) / cols; }
@@ -112,8 +127,11 @@ __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int
 // Chunks (work items per column tile) of a group spanning rows [gs, ge) in geometry gi. 32-bit
 // division (units < 2^28 for int32 offsets, per <= 128 * 2^20): a 64-bit division costs a few
 // hundred cycles, and every block runs this for every group before its first item.
+// PAD: the units are counted from the group's first row (see the top).
+template <bool PAD>
 __device__ inline int group_chunks(int64_t gs, int64_t ge, int gi, int L) {
-  const uint32_t units = (uint32_t)((ge + kColRPT - 1) / kColRPT - gs / kColRPT);
+  const uint32_t units = PAD ? (uint32_t)((ge - gs + kColRPT - 1) / kColRPT)
+                             : (uint32_t)((ge + kColRPT - 1) / kColRPT - gs / kColRPT);
   const uint32_t per = (uint32_t)col_units_of(gi) * (uint32_t)L;
   const uint32_t n = (units + per - 1) / per;
   return n < 1 ? 1 : (int)n;
@@ -136,15 +154,16 @@ struct ColShared {
   int item;
 };
 
-// One work item: chunk c (of nch) of column tile t of group g of tensor T, in geometry gi.
+// One work item: chunk c (of nch) of column tile t of group g of tensor T, in geometry gi; PAD:
+// the group's padded start is ps.
 // The tile width is a runtime value (uniform over the block): one body serves every geometry,
 // so a launch that mixes them needs no more registers than one of them. (Four inlined bodies,
 // one per CG, cost nothing on sm_90 but made the AMD compiler spill: 256 VGPRs, 336 bytes of
 // scratch per lane.)
-template <class In, uint32_t F, int CGC, int MAXCOLS>
+template <class In, uint32_t F, int CGC, bool PAD, int MAXCOLS>
 __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& T, uint32_t* slab, int g, int t, int c,
-                                             int nch, int gi, int64_t gs, int64_t ge, ColShared<MAXCOLS>& sh,
-                                             ColWsHeader* hdr) {
+                                             int nch, int gi, int64_t gs, int64_t ge, int64_t ps,
+                                             ColShared<MAXCOLS>& sh, ColWsHeader* hdr) {
   constexpr int EPV = In::EPV;
   static_assert(kColMaxCG <= HIPFP8_WAVE && kColMaxCG * EPV <= kColBlock && kColMaxCG * EPV <= MAXCOLS,
                 "tile wider than a wavefront / block");
@@ -164,7 +183,8 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   const int64_t col0 = (int64_t)t * COLS;
   const int64_t mycol = col0 + cg * EPV;
   const bool colvalid = mycol < K;
-  const int64_t row_base = (gs / kColRPT + (int64_t)c * kColUnits * L) * kColRPT;
+  const int64_t row_base = PAD ? gs + (int64_t)c * kColUnits * L * kColRPT
+                               : (gs / kColRPT + (int64_t)c * kColUnits * L) * kColRPT;
   const E* X = static_cast<const E*>(T.x);
   // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
   // group (every thread but those at a group's ends) takes one 64-bit base and a 32-bit row
@@ -252,13 +272,17 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   }
 
   // out index = obase + k * out_ld + m  (per_group_colwise: 0 + k*M + m;
-  //                                      3D: e*N*K + k*N + (m - e*N))
-  const int64_t obase = w.offs ? 0 : gs * (K - 1);
+  //                                      3D: e*N*K + k*N + (m - e*N);
+  //                                      padded: 0 + k*m_cap + (m - gs + ps))
+  const int64_t obase = PAD ? ps - gs : w.offs ? 0 : gs * (K - 1);
   for (int sub = nsub - 1; sub >= 0; --sub) {
     const int64_t rb = row_base + (int64_t)sub * kColRows + (int64_t)rg * kColRPT;
     if (sub != nsub - 1) load_sub(rb, v);
     if (!colvalid || rb + kColRPT <= gs || rb >= ge) continue;
-    const bool full = T.vec_store && rb >= gs && rb + kColRPT <= ge;
+    // PAD: rb - gs is a multiple of 16, so the 16 rows are one aligned unit of the padded
+    // group; rows from ge on are its padding (zero bytes, whatever the scale)
+    const bool full = T.vec_store && (PAD || (rb >= gs && rb + kColRPT <= ge));
+    const int64_t nval = ge - rb;
     // column e's 16 bytes at dst0 + e * out_ld (32-bit stride where it fits, as for loads)
     uint8_t* dst0 = T.out + obase + mycol * T.out_ld + rb;
     const bool small_ld = T.out_ld < (int64_t(1) << 28);
@@ -277,6 +301,13 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
           q[k4] = encode4_sw<F>(In::get(v[4 * k4], e) * s, In::get(v[4 * k4 + 1], e) * s,
                                 In::get(v[4 * k4 + 2], e) * s, In::get(v[4 * k4 + 3], e) * s);
       }
+      if (PAD && nval < kColRPT) {
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4) {
+          const int64_t nb = nval - 4 * k4;
+          q[k4] = nb >= 4 ? q[k4] : nb <= 0 ? 0u : q[k4] & ((1u << (8 * (int)nb)) - 1u);
+        }
+      }
       uint8_t* dst = small_ld ? dst0 + (uint64_t)(uint32_t)T.out_ld * (uint32_t)e : dst0 + e * T.out_ld;
       if (full) {
         *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
@@ -284,7 +315,7 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
 #pragma unroll
         for (int rr = 0; rr < kColRPT; ++rr) {
           const int64_t m = rb + rr;
-          if (m >= gs && m < ge) dst[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
+          if (PAD || (m >= gs && m < ge)) dst[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
         }
       }
     }
@@ -293,8 +324,26 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
 }
 
 // Dynamic shared memory of the tile kernel, in words: the first group's start (1), offsets (G),
-// per-group packed chunks and geometry (G), item prefix per tensor (ntensors x (G + 1)).
-__host__ __device__ inline size_t col_smem_words(int G, int ntensors) { return (size_t)2 * G + 1 + (size_t)ntensors * (G + 1); }
+// per-group packed chunks and geometry (G), item prefix per tensor (ntensors x (G + 1)), and in
+// a padded launch the first group's padded start (1) and the padded END offsets (G).
+__host__ __device__ inline size_t col_smem_words(int G, int ntensors, bool pad = false) {
+  return (size_t)2 * G + 1 + (size_t)ntensors * (G + 1) + (pad ? (size_t)G + 1 : 0);
+}
+
+// Padded END offsets of the groups into s_pend[0..G) (s_pend[-1]: the first group's padded
+// start), from the clamped offsets s_offs (s_offs[-1]: the first group's start): each group's
+// rows rounded up to 16. One thread; the caller orders it with barriers.
+__device__ inline void padded_prefix(const ColWork& w, const int32_t* s_offs, int32_t* s_pend) {
+  int64_t acc = w.pstart ? *w.pstart : 0;
+  s_pend[-1] = (int32_t)acc;
+  int64_t prev = s_offs[-1];
+  for (int g = 0; g < w.G; ++g) {
+    const int64_t e = s_offs[g];
+    acc += (e - prev + 15) & ~(int64_t)15;
+    prev = e;
+    s_pend[g] = (int32_t)acc;
+  }
+}
 
 // The first group's start row into s_offs[-1] (read by group_bounds); ordered before its
 // readers by the barriers of load_clamped_offsets.
@@ -305,7 +354,7 @@ __device__ inline void store_group_start(const ColWork& w, int32_t* s_offs) {
 // CGC = 0: each group takes its own tile (col_geo_for_rows), the tile width a
 // runtime value; CGC = 2, 4, 8, 16: every group takes that tile, compiled for it (launches whose
 // groups the host knows to be uniform: 3D, or a forced tile).
-template <class In, uint32_t F, int CGC>
+template <class In, uint32_t F, int CGC, bool PAD>
 __global__ void __launch_bounds__(kColBlock)
 colwise_vec_kernel(ColWork w) {
   constexpr int EPV = In::EPV;
@@ -315,6 +364,7 @@ colwise_vec_kernel(ColWork w) {
   int32_t* s_offs = cdyn + 1;       // G (s_offs[-1]: the first group's start)
   int32_t* s_pk = cdyn + 1 + G;     // G: chunks << 2 | geometry
   int32_t* s_ib = cdyn + 1 + 2 * G; // ntensors x (G + 1): first item of each group, per tensor
+  int32_t* s_pend = cdyn + col_smem_words(G, w.ntensors) + 1;  // PAD: G (s_pend[-1]: padded start)
   __shared__ ColShared<MAXCOLS> sh;
 
   ColWsHeader* hdr = reinterpret_cast<ColWsHeader*>(w.ws);
@@ -332,9 +382,10 @@ colwise_vec_kernel(ColWork w) {
     int64_t gs, ge;
     group_bounds(w, s_offs, g, gs, ge);
     const int gi = CGC ? col_geo_of_cg(CGC) : col_geo_for_rows(ge - gs);
-    const int nch = group_chunks(gs, ge, gi, w.L[gi]);
+    const int nch = group_chunks<PAD>(gs, ge, gi, w.L[gi]);
     s_pk[g] = nch << 2 | gi;
-    s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
+    // (a padded launch may have no tensor, k1 = k2 = 0: then only the padded offsets)
+    if (!PAD || w.ntensors > 0) s_ib[g] = (int32_t)col_ntiles_geo<EPV>(w.t[0].K, gi) * nch;
     if (w.ntensors > 1) s_ib[G + 1 + g] = (int32_t)col_ntiles_geo<EPV>(w.t[1].K, gi) * nch;
   }
   __syncthreads();
@@ -348,7 +399,11 @@ colwise_vec_kernel(ColWork w) {
     }
     ib[G] = acc;
   }
+  // the last wavefront: not one of the item-prefix threads above
+  if (PAD && tid == kColBlock - 1) padded_prefix(w, s_offs, s_pend);
   __syncthreads();
+  if (PAD && blockIdx.x == 0)
+    for (int g = tid; g < G; g += kColBlock) w.padded_offs[g] = s_pend[g];
 
   // Tickets: the first is taken here; each next one is taken once the current item's amax is
   // final (never while waiting for other blocks, see the deadlock argument at the top), so its
@@ -358,6 +413,7 @@ colwise_vec_kernel(ColWork w) {
     __syncthreads();
     int64_t item = sh.item;
     __syncthreads();
+    if (PAD && w.ntensors == 0) break;
     int ti = 0;
     if (item >= s_ib[G]) {
       if (w.ntensors < 2 || item >= (int64_t)s_ib[G] + s_ib[2 * G + 1]) break;
@@ -378,7 +434,7 @@ colwise_vec_kernel(ColWork w) {
     const int cols = col_cg_of(gi) * EPV;
     uint32_t* slab = slabs + (int64_t)g * w.ws_group_words +
                      ((ti ? col_ntiles_geo<EPV>(w.t[0].K, gi) : 0) + t) * (int64_t)(cols + 2);
-    colwise_item<In, F, CGC>(w, T, slab, g, t, c, nch, gi, gs, ge, sh, hdr);
+    colwise_item<In, F, CGC, PAD>(w, T, slab, g, t, c, nch, gi, gs, ge, PAD ? s_pend[g - 1] : 0, sh, hdr);
   }
   // the last block out resets the ticket for the next launch
   if (tid == 0) {
@@ -392,7 +448,9 @@ colwise_vec_kernel(ColWork w) {
 
 // Odd shapes (K not a multiple of the vector, misaligned x): one block per (group, 32-column
 // tile, tensor), two passes over the group's rows (amax, then cast), byte stores. Correct for any
-// group size, no workspace; not a fast path.
+// group size, no workspace; not a fast path. Padded launches (w.padded_offs): the padded END
+// offsets after the clamped ones in shared memory, group rows stored at their padded rows and
+// the group's padding rows zeroed; block (0, 0, 0) writes padded_offs.
 template <class In, uint32_t F>
 __global__ void __launch_bounds__(256)
 colwise_scalar_kernel(ColWork w) {
@@ -409,6 +467,14 @@ colwise_scalar_kernel(ColWork w) {
     load_clamped_offsets<256>(w.offs, w.G, w.M, s_offs);
   } else {
     __syncthreads();
+  }
+  const bool pad = w.padded_offs != nullptr;
+  int32_t* s_pend = s_offs + w.G + 1;  // padded: G (s_pend[-1]: the first group's padded start)
+  if (pad) {
+    if (threadIdx.x == 0) padded_prefix(w, s_offs, s_pend);
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && ti == 0)
+      for (int g = threadIdx.x; g < w.G; g += 256) w.padded_offs[g] = s_pend[g];
   }
   const int cl = threadIdx.x % 32, rl = threadIdx.x / 32;
   const E* X = static_cast<const E*>(T.x);
@@ -431,9 +497,12 @@ colwise_scalar_kernel(ColWork w) {
       const float s = amax_to_scale<F>(am, w.pow2 != 0);
       if (col < T.K) {
         if (rl == 0) T.scales[(int64_t)g * T.K + col] = s;
-        const int64_t obase = w.offs ? 0 : gs * (T.K - 1);
-        for (int64_t m = gs + rl; m < ge; m += 8)
-          T.out[obase + col * T.out_ld + m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
+        // padded: row m at ps + (m - gs), ps = s_pend[g - 1] (read here: fewer live registers)
+        const int64_t obase = pad ? (int64_t)s_pend[g - 1] - gs : w.offs ? 0 : gs * (T.K - 1);
+        uint8_t* ocol = T.out + obase + col * T.out_ld;
+        for (int64_t m = gs + rl; m < ge; m += 8) ocol[m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
+        if (pad)  // the group's padding rows
+          for (int64_t m = ge + rl; m < gs + ((ge - gs + 15) & ~(int64_t)15); m += 8) ocol[m] = 0;
       }
       __syncthreads();
     }
@@ -441,16 +510,16 @@ colwise_scalar_kernel(ColWork w) {
 }
 
 // Co-resident blocks of the persistent tile kernel at a dynamic shared memory size.
-template <class In, uint32_t F, int CGC>
+template <class In, uint32_t F, int CGC, bool PAD>
 static int colwise_grid(size_t smem) {
   static unsigned long long cache[kResidentDevs];
-  return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC>), kColBlock, smem);
+  return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC, PAD>), kColBlock, smem);
 }
 
 // Launch the tile kernel for tile CGC (0: per group) on the co-resident grid.
-template <class In, uint32_t F, int CGC>
+template <class In, uint32_t F, int CGC, bool PAD>
 static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
-  const int grid = colwise_grid<In, F, CGC>(smem);
+  const int grid = colwise_grid<In, F, CGC, PAD>(smem);
   w.ws_group_words = col_ws_group_words(w.t[0].K, w.ntensors > 1 ? w.t[1].K : 0);
   // Rows per work item, per geometry: L sub-chunks, read once for the amax and once more (from
   // L2: the block read them microseconds before) for the cast, except the last one, which stays
@@ -463,19 +532,21 @@ static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
     while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
     w.L[gi] = L;
   }
-  colwise_vec_kernel<In, F, CGC><<<grid, kColBlock, smem, st>>>(w);
+  colwise_vec_kernel<In, F, CGC, PAD><<<grid, kColBlock, smem, st>>>(w);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <class In, uint32_t F>
 static int launch_colwise_tiles(const ColWork& w, size_t smem, hipStream_t st) {
   if (smem > 48 * 1024) return kLaunchUnsupported;
+  // padded launches: the per-group tile (policy.h, "per_group_colwise_dual_padded")
+  if (w.padded_offs) return launch_colwise_geo<In, F, 0, true>(w, smem, st);
   switch (colwise_fixed_geo(w.offs != nullptr, w.group_rows, w.M, w.G)) {
-    case 0: return launch_colwise_geo<In, F, 2>(w, smem, st);
-    case 1: return launch_colwise_geo<In, F, 4>(w, smem, st);
-    case 2: return launch_colwise_geo<In, F, 8>(w, smem, st);
-    case 3: return launch_colwise_geo<In, F, 16>(w, smem, st);
-    default: return launch_colwise_geo<In, F, 0>(w, smem, st);
+    case 0: return launch_colwise_geo<In, F, 2, false>(w, smem, st);
+    case 1: return launch_colwise_geo<In, F, 4, false>(w, smem, st);
+    case 2: return launch_colwise_geo<In, F, 8, false>(w, smem, st);
+    case 3: return launch_colwise_geo<In, F, 16, false>(w, smem, st);
+    default: return launch_colwise_geo<In, F, 0, false>(w, smem, st);
   }
 }
 
@@ -487,8 +558,9 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     vec = vec && T.K % In::EPV == 0 && aligned16(T.x);
     T.vec_store = T.out_ld % 16 == 0 && aligned16(T.out) && (w.offs != nullptr || w.group_rows % 16 == 0);
   }
+  const bool pad = w.padded_offs != nullptr;
   if (!vec) {
-    const size_t smem = (size_t)(w.G + 1) * sizeof(int32_t);
+    const size_t smem = (size_t)(w.G + 1) * (pad ? 2 : 1) * sizeof(int32_t);
     if (smem > 48 * 1024) return kLaunchUnsupported;  // never: G <= kGroupChunk (colwise_entry)
     int64_t maxt = 1;
     for (int i = 0; i < w.ntensors; ++i) {
@@ -499,7 +571,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
     colwise_scalar_kernel<In, F><<<grid, 256, smem, st>>>(w);
     HIPFP8_RETURN_LAUNCH_STATUS();
   }
-  return launch_colwise_tiles<In, F>(w, col_smem_words(w.G, w.ntensors) * sizeof(int32_t), st);
+  return launch_colwise_tiles<In, F>(w, col_smem_words(w.G, w.ntensors, pad) * sizeof(int32_t), st);
 }
 
 template <class In>
@@ -533,7 +605,8 @@ static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_
   int32_t* tables = nullptr;
   if (w.offs) {
     tables = reinterpret_cast<int32_t*>(static_cast<char*>(w.ws) + col_ws_tables_offset(w.G, w.t[0].K, k2));
-    const int r = launch_group_tables(w.offs, w.G, w.M, tables, nullptr, st);
+    // padded launches also take the padded END offsets (tables + G): each chunk's padded start
+    const int r = launch_group_tables(w.offs, w.G, w.M, tables, w.padded_offs ? tables + w.G : nullptr, st);
     if (r != kLaunchOk) return r;
   }
   for (int64_t g0 = 0; g0 < w.G; g0 += kGroupChunk) {
@@ -544,6 +617,10 @@ static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_
     if (w.offs) {
       c.offs = tables + g0;
       c.start = g0 ? tables + g0 - 1 : nullptr;  // the first chunk starts at row 0
+      if (w.padded_offs) {
+        c.padded_offs = w.padded_offs + g0;
+        c.pstart = g0 ? tables + w.G + g0 - 1 : nullptr;
+      }
     } else {
       const int64_t r0 = g0 * w.group_rows;
       c.t[0].x = static_cast<const char*>(w.t[0].x) + r0 * w.t[0].K * esz;
@@ -555,6 +632,46 @@ static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_
   }
   if (tables) return clear_group_tables(tables, 4 * group_tables_words(w.G), st);
   return kLaunchOk;
+}
+
+// Padded launches: zero rows [padded_offs[G-1], m_cap) of every column of out1 (k1 columns)
+// and out2 (k2) (blockIdx.y = tensor), the end read on the device (written by the cast before
+// it on the stream; clamped to [0, m_cap]). 16-byte stores where the host found the tensor
+// 16-byte aligned and m_cap a multiple of 16 (vec1, vec2).
+__global__ void __launch_bounds__(256)
+colwise_pad_tail_kernel(uint8_t* out1, int64_t k1, uint8_t* out2, int64_t k2, int64_t m_cap,
+                        const int32_t* pend_last, int vec1, int vec2) {
+  uint8_t* out = blockIdx.y ? out2 : out1;
+  const int64_t K = blockIdx.y ? k2 : k1;
+  const bool vec = (blockIdx.y ? vec2 : vec1) != 0;
+  if (K == 0) return;
+  int64_t p0 = *pend_last;
+  p0 = p0 < 0 ? 0 : p0 > m_cap ? m_cap : p0;
+  const int64_t rows = m_cap - p0;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (vec && p0 % 16 == 0) {
+    const int64_t units = rows / 16;
+    for (int64_t i = first; i < K * units; i += stride) {
+      const int64_t c = i / units, u = i - c * units;
+      *reinterpret_cast<uint4*>(out + c * m_cap + p0 + 16 * u) = make_uint4(0, 0, 0, 0);
+    }
+  } else {
+    for (int64_t i = first; i < K * rows; i += stride) {
+      const int64_t c = i / rows, r = i - c * rows;
+      out[c * m_cap + p0 + r] = 0;
+    }
+  }
+}
+
+static int launch_pad_tail(uint8_t* out1, int64_t k1, uint8_t* out2, int64_t k2, int64_t m_cap,
+                           const int32_t* pend_last, hipStream_t st) {
+  const int64_t kmax = k1 > k2 ? k1 : k2;
+  if (kmax == 0 || m_cap == 0) return kLaunchOk;
+  const dim3 grid((unsigned)colwise_pad_tail_grid(kmax, m_cap, 256), 2);
+  const int vec1 = aligned16(out1) && m_cap % 16 == 0, vec2 = aligned16(out2) && m_cap % 16 == 0;
+  colwise_pad_tail_kernel<<<grid, 256, 0, st>>>(out1, k1, out2, k2, m_cap, pend_last, vec1, vec2);
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 }  // namespace hipfp8
@@ -647,4 +764,43 @@ HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t*
   w.pow2 = pow2;
   w.ws = workspace;
   return colwise_entry(in_dtype, (uint32_t)format, w, stream);
+}
+
+// per_group_colwise_dual into the padded layout (Context::per_group_colwise_dual_padded):
+// out1 (k1, m_cap) / out2 (k2, m_cap) column-major, group g's rows at its padded start, zeros
+// elsewhere; padded_offs[groups] receives the padded END offsets. Both inputs have one dtype.
+HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_padded_launch(const void* x1, const void* x2, const int32_t* offs,
+                                                              uint8_t* out1, float* scales1, uint8_t* out2,
+                                                              float* scales2, int32_t* padded_offs, int64_t m,
+                                                              int64_t k1, int64_t k2, int64_t m_cap, int64_t groups,
+                                                              int format, int pow2, int in_dtype, void* workspace,
+                                                              hipStream_t stream) noexcept {
+  if (m < 0 || k1 < 0 || k2 < 0 || m_cap < 0 || groups < 0) return kLaunchBadShape;
+  if (groups == 0) return kLaunchOk;
+  if (groups > 0x7FFFFFFF || m_cap > 0x7FFFFFFF) return kLaunchUnsupported;
+  // every padded group fits whatever the offsets (the clamped groups hold at most m rows)
+  if (m_cap < m + 15 * groups) return kLaunchBadShape;
+  if (!offs || !padded_offs || !workspace) return kLaunchNull;
+  if (in_dtype != HIPFP8_DTYPE_BF16 && in_dtype != HIPFP8_DTYPE_F32) return kLaunchBadEnum;
+  ColWork w{};
+  int nt = 0;
+  if (k1 > 0) {
+    if (!scales1 || !out1 || (m > 0 && !x1)) return kLaunchNull;
+    w.t[nt++] = ColTensor{x1, out1, scales1, k1, m_cap, 0, 0};
+  }
+  if (k2 > 0) {
+    if (!scales2 || !out2 || (m > 0 && !x2)) return kLaunchNull;
+    w.t[nt++] = ColTensor{x2, out2, scales2, k2, m_cap, 0, 0};
+  }
+  w.ntensors = nt;
+  w.offs = offs;
+  w.G = (int)groups;
+  w.M = m;
+  w.pow2 = pow2;
+  w.ws = workspace;
+  w.padded_offs = padded_offs;
+  const int r = colwise_entry(in_dtype, (uint32_t)format, w, stream);
+  if (r != kLaunchOk) return r;
+  return launch_pad_tail(k1 > 0 ? out1 : nullptr, k1, k2 > 0 ? out2 : nullptr, k2, m_cap, padded_offs + groups - 1,
+                         stream);
 }

@@ -36,6 +36,14 @@ HIPFP8_DECL int hipfp8_per_group_colwise_launch(const void* x, const int32_t* of
 HIPFP8_DECL int hipfp8_per_group_colwise_dual_launch(const void* x1, const void* x2, const int32_t* offs,
     uint8_t* out1, float* scales1, uint8_t* out2, float* scales2, int64_t m, int64_t k1, int64_t k2,
     int64_t groups, int format, int pow2, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
+/// The dual colwise cast into the padded layout (see `Context::per_group_colwise_dual_padded`):
+/// out1 (k1, m_cap) / out2 (k2, m_cap) column-major with every group at a 16-row aligned start,
+/// zeros elsewhere; padded END offsets into padded_offs. The caller guarantees
+/// m_cap >= m + 15*groups. Workspace: as for per_group_colwise_dual.
+HIPFP8_DECL int hipfp8_per_group_colwise_dual_padded_launch(const void* x1, const void* x2, const int32_t* offs,
+    uint8_t* out1, float* scales1, uint8_t* out2, float* scales2, int32_t* padded_offs, int64_t m, int64_t k1,
+    int64_t k2, int64_t m_cap, int64_t groups, int format, int pow2, int in_dtype, void* workspace,
+    hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Transpose-rowwise cast of (e, k, n) column-major expert weights (see
 /// `Context::rowwise_3d_transpose_rhs`).
 HIPFP8_DECL int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t* out, float* scales, int64_t e,

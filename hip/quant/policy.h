@@ -134,6 +134,20 @@ inline int colwise_fixed_geo(bool jagged, int64_t group_rows, int64_t M, int G) 
   return -1;
 }
 
+// per_group_colwise_dual_padded: every group takes its own tile (col_geo_for_rows, the jagged
+// default); the bench knobs above do not apply (no padded instances compiled for them).
+//
+// Its tail zeroing (rows from the last padded end to m_cap, unknown to the host): a grid-stride
+// kernel of `block` threads over k columns x m_cap / 16 units (the worst case), at most 4 blocks
+// per multiprocessor.
+inline int64_t colwise_pad_tail_grid(int64_t k, int64_t m_cap, int block) {
+  const int64_t units = k * ((m_cap + 15) / 16);
+  int64_t grid = (units + block - 1) / block;
+  const int64_t most = (int64_t)device_sm_count() * 4;
+  if (grid > most) grid = most;
+  return grid < 1 ? 1 : grid;
+}
+
 // ---------------------------------------------------------------- two-phase casts
 // Grid of a grid-stride tensor kernel: one block per `per_block` chunks, capped at the blocks
 // resident at once (`resident`, from resident_grid for that kernel): a cap above it would leave a

@@ -59,6 +59,10 @@ Cast3d = _struct("Cast3d", [("input_dtype", c_uint32), ("format", c_uint32), ("f
 CastDual = _struct("CastDual", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
                                 ("input_dtype2", c_uint32), ("m", c_size_t), ("k1", c_size_t),
                                 ("k2", c_size_t)])
+CastDualPadded = _struct("CastDualPadded", [("input_dtype", c_uint32), ("format", c_uint32),
+                                            ("flags", c_uint32), ("input_dtype2", c_uint32),
+                                            ("m", c_size_t), ("k1", c_size_t), ("k2", c_size_t),
+                                            ("m_cap", c_size_t)])
 Tensorwise = _struct("Tensorwise", [("input_dtype", c_uint32), ("format", c_uint32),
                                     ("flags", c_uint32), ("n", c_size_t)])
 Padded = _struct("Padded", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
@@ -85,6 +89,7 @@ _OPS = {
     "per_group_colwise": (Cast2d, _BUF * 4),  # x, offs, out, scales
     "per_group_rowwise": (Cast2d, _BUF * 4),
     "per_group_colwise_dual": (CastDual, _BUF * 7),  # x1, x2, offs, out1, s1, out2, s2
+    "per_group_colwise_dual_padded": (CastDualPadded, _BUF * 8),  # ... s2, padded_offs
     "tensorwise": (Tensorwise, _BUF * 4),
     "tensorwise_scaled": (Tensorwise, _BUF * 4),
     "blockwise_1x128": (Cast2d, _BUF * 3),

@@ -75,6 +75,41 @@ def test_grouped_mm_fwd_bwd(device, sizes):
     assert cos(out, o2) > 0.999 and cos(A.grad, A2.grad) > 0.999 and cos(W.grad, W2.grad) > 0.999
 
 
+@pytest.mark.parametrize("sizes", [[5, 27, 0, 64, 1], [100, 3, 33], [7]])
+def test_grouped_mm_grad_b_equals_zero_padded(device, sizes):
+    """Unaligned groups: grad_B (whose wgrad casts with per_group_colwise_dual_padded) equals,
+    bit for bit, grad_B of the same layer on explicitly zero-padded inputs (every group copied
+    to a 16-row aligned start, zero rows of A and dY after it) with the padded offsets."""
+    m, k, n, g = sum(sizes), 48, 40, len(sizes)
+    A = rnd(m, k, device=device, seed=11)
+    W = rnd(g, n, k, device=device, seed=12)
+    dy = rnd(m, n, device=device, seed=13)
+    offs = offs_of(sizes, device)
+    padded = [(s + 15) // 16 * 16 for s in sizes]
+    mp = sum(padded)
+    Ap = torch.zeros(mp, k, dtype=A.dtype, device=device)
+    dyp = torch.zeros(mp, n, dtype=dy.dtype, device=device)
+    lo = lp = 0
+    for s, ps in zip(sizes, padded):
+        Ap[lp:lp + s] = A[lo:lo + s]
+        dyp[lp:lp + s] = dy[lo:lo + s]
+        lo, lp = lo + s, lp + ps
+    grads = []
+    for a, d, o in [(A, dy, offs), (Ap, dyp, offs_of(padded, device))]:
+        w = W.clone().requires_grad_()
+        hf.grouped_mm(a, w.transpose(-2, -1), o, float8_dtype=E4).backward(d)
+        grads.append(w.grad)
+    assert torch.equal(grads[0].view(torch.int16), grads[1].view(torch.int16)), \
+        f"{int((grads[0] != grads[1]).sum())} grad_B elements differ"
+    # and the wgrad is the torchao composition on the padded inputs: per_group_colwise_dual,
+    # then the 2D x 2D GEMM with the padded offsets
+    d8, sd, a8, sa = hf.per_group_colwise_dual(dyp, Ap, offs_of(padded, device), E4)
+    from hipfp8.torch import ops
+    gb = ops._grouped_gemm_2d2d(d8.t(), a8, offs_of(padded, device), sd.reciprocal(),
+                                sa.reciprocal())
+    assert torch.equal(grads[0].view(torch.int16), gb.to(W.dtype).view(torch.int16))
+
+
 def test_grouped_mm_f32_inputs_and_layouts(device):
     """f32 parameters, a non-column-major B_t: grads come back in the inputs' dtypes."""
     sizes = [10, 22]

@@ -107,6 +107,43 @@ def test_per_group_colwise_and_dual(device, sizes):
     assert_same(s2, rs2, "dual scales 2")
 
 
+@pytest.mark.parametrize("sizes", SIZES + [[3, 17, 0, 1, 45]])
+@pytest.mark.parametrize("hp", [torch.bfloat16, torch.float32])
+def test_per_group_colwise_dual_padded(device, sizes, hp):
+    """The padded dual cast equals per_group_colwise_dual over the explicitly zero-padded
+    inputs (each group copied to a 16-row aligned start) with the padded offsets: the same
+    bytes (zero rows to m_cap), the unpadded op's scales, the padded END offsets."""
+    m, g = sum(sizes), len(sizes)
+    x1 = rnd(m, 48, dtype=hp, device=device, seed=3)
+    x2 = rnd(m, 20, dtype=hp, device=device, seed=4)
+    offs = offs_of(sizes, device)
+    q1, s1, q2, s2, po = hf.per_group_colwise_dual_padded(x1, x2, offs, E4)
+    m_cap = (m + 15 * g + 15) // 16 * 16
+    assert q1.shape == (m_cap, 48) and q1.stride() == (1, m_cap)
+    assert q2.shape == (m_cap, 20) and q2.stride() == (1, m_cap)
+    padded = [(s + 15) // 16 * 16 for s in sizes]
+    assert_same(po, offs_of(padded), "padded offsets")
+    # the composition: zero-padded inputs of m_cap rows (the rows past the last padded group
+    # a group of their own, dropped from the scales)
+    p1 = torch.zeros(m_cap, 48, dtype=hp)
+    p2 = torch.zeros(m_cap, 20, dtype=hp)
+    lo = lp = 0
+    for s, ps in zip(sizes, padded):
+        p1[lp:lp + s] = cpu(x1)[lo:lo + s]
+        p2[lp:lp + s] = cpu(x2)[lo:lo + s]
+        lo, lp = lo + s, lp + ps
+    offs_all = torch.cat([offs_of(padded), torch.tensor([m_cap], dtype=torch.int32)])
+    w1, ws1, w2, ws2 = hf.per_group_colwise_dual(p1, p2, offs_all, E4)
+    assert_same(q1, w1, "data 1")
+    assert_same(q2, w2, "data 2")
+    assert_same(s1, ws1[:g], "scales 1")
+    assert_same(s2, ws2[:g], "scales 2")
+    # and the scales are the unpadded op's
+    _, us1, _, us2 = hf.per_group_colwise_dual(x1, x2, offs, E4)
+    assert_same(s1, cpu(us1), "scales 1 vs unpadded")
+    assert_same(s2, cpu(us2), "scales 2 vs unpadded")
+
+
 @pytest.mark.parametrize("sizes", SIZES)
 def test_per_group_rowwise(device, sizes):
     k = sum(sizes)
@@ -257,6 +294,7 @@ def _opcheck_cases(device):
         (ops.moe_weights_dual, (bt, E4, True)),
         (ops.per_group_colwise, (x, offs, E4, True)),
         (ops.per_group_colwise_dual, (x, x, offs, E4, True)),
+        (ops.per_group_colwise_dual_padded, (x, x, offs, E4, True)),
         (ops.per_group_rowwise, (x, koffs, E4, True)),
         (ops.tensorwise, (x, E4, False)),
         (ops.tensorwise_scaled, (x, sc, E4)),
@@ -310,6 +348,8 @@ def test_gpu_equals_cpu_every_cast(dt):
         lambda x, offs, bt, sc: hf.moe_weights_dual(bt, dt),
         lambda x, offs, bt, sc: hf.per_group_colwise(x, offs, dt),
         lambda x, offs, bt, sc: hf.per_group_colwise_dual(x, x[:, :77].contiguous(), offs, dt),
+        lambda x, offs, bt, sc: hf.per_group_colwise_dual_padded(x, x[:, :77].contiguous(), offs,
+                                                                 dt),
         lambda x, offs, bt, sc: hf.per_group_rowwise(x[:, :300].contiguous(), offs, dt),
         lambda x, offs, bt, sc: hf.tensorwise(x, dt),
         lambda x, offs, bt, sc: hf.tensorwise_scaled(x, sc, dt),

@@ -307,6 +307,41 @@ fn main() {
             );
         }
     }
+    if b.enabled("per_group_colwise_dual_padded") {
+        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
+            let (k1, k2) = (I, H);
+            let cap = (MTOK + 15 * E).next_multiple_of(16);
+            let us = b.time(|s| {
+                b.ctx
+                    .per_group_colwise_dual_padded(
+                        &p,
+                        MTOK,
+                        k1,
+                        k2,
+                        cap,
+                        xs(MTOK * k1),
+                        xs2(MTOK * k2),
+                        offs.src(),
+                        out2.dst_range(0..cap * k1).unwrap(),
+                        sc.dst(),
+                        out.dst_range(0..cap * k2).unwrap(),
+                        sc2.dst(),
+                        poffs.dst_range(0..E).unwrap(),
+                        s,
+                    )
+                    .unwrap()
+            });
+            // minimal bytes: inputs read once, the whole padded outputs written once
+            let bytes = 2 * MTOK * (k1 + k2) + cap * (k1 + k2) + 4 * E * (k1 + k2);
+            b.record(
+                "per_group_colwise_dual_padded",
+                format!("({MTOK},{k1})+({MTOK},{k2})"),
+                name,
+                us,
+                bytes as u64,
+            );
+        }
+    }
     if b.enabled("per_group_rowwise") {
         // groups run along the token axis (the 2D left operand of the wgrad grouped GEMM)
         for (m, k) in [(H, MTOK), (I, MTOK)] {

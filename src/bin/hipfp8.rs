@@ -624,6 +624,99 @@ impl Bench<'_> {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn per_group_colwise_dual_padded(
+        &mut self,
+        op: &str,
+        shape: &str,
+        m: usize,
+        k1: usize,
+        k2: usize,
+        g: usize,
+        skewed: bool,
+    ) -> OpResult {
+        let (x1, x2) = (gen_bf16(m * k1, k1, 12), gen_bf16(m * k2, k2, 13));
+        let offs = group_offs(m, g, skewed);
+        let m_cap = (m + 15 * g).next_multiple_of(16);
+        let (x1b, x2b, offb) = (self.put(&x1)?, self.put(&x2)?, self.put(&offs)?);
+        let (mut o1b, mut s1b) = (self.zeros::<u8>(m_cap * k1)?, self.zeros::<f32>(g * k1)?);
+        let (mut o2b, mut s2b) = (self.zeros::<u8>(m_cap * k2)?, self.zeros::<f32>(g * k2)?);
+        let mut pb = self.zeros::<i32>(g)?;
+        let t = self.time(|st| {
+            self.ctx.per_group_colwise_dual_padded(
+                &self.p,
+                m,
+                k1,
+                k2,
+                m_cap,
+                x1b.hp(),
+                x2b.hp(),
+                offb.src(),
+                o1b.dst(),
+                s1b.dst(),
+                o2b.dst(),
+                s2b.dst(),
+                pb.dst(),
+                st,
+            )
+        })?;
+        let (o1, o2, po) = (o1b.get()?, o2b.get()?, pb.get()?);
+        let all: Vec<f32> = s1b.get()?.into_iter().chain(s2b.get()?).collect();
+        // Padded END offsets: every group rounded up to a multiple of 16 rows.
+        let mut want_po = Vec::new();
+        let mut rows = 0;
+        for (a, b) in groups_of(&offs) {
+            rows += (b - a).div_ceil(16) * 16;
+            want_po.push(rows as i32);
+        }
+        let (bb, mut bs) = oracle_scalar(
+            self.fmt,
+            self.pow2,
+            &[&x1, &x2],
+            &[&o1, &o2],
+            &all,
+            &|v: Visit| {
+                let mut ps = 0;
+                for (gi, ((a, b), &pe)) in groups_of(&offs).into_iter().zip(&want_po).enumerate() {
+                    for pr in ps..pe as usize {
+                        let src = a + (pr - ps);
+                        let inside = src < b;
+                        for c in 0..k1 {
+                            let xi = if inside { src * k1 + c } else { NONE };
+                            v(0, c * m_cap + pr, 0, xi, gi * k1 + c);
+                        }
+                        for c in 0..k2 {
+                            let xi = if inside { src * k2 + c } else { NONE };
+                            v(1, c * m_cap + pr, 1, xi, g * k1 + gi * k2 + c);
+                        }
+                    }
+                    ps = pe as usize;
+                }
+            },
+        );
+        // The rows past the last padded group are zero.
+        let tail = |o: &[u8], k: usize| {
+            (0..k)
+                .map(|c| {
+                    o[c * m_cap + rows..(c + 1) * m_cap]
+                        .iter()
+                        .filter(|&&b| b != 0)
+                        .count()
+                })
+                .sum::<usize>()
+        };
+        let bb = bb + tail(&o1, k1) + tail(&o2, k2);
+        bs += usize::from(po != want_po);
+        self.done(
+            op,
+            shape,
+            t,
+            2 * m * (k1 + k2) + m_cap * (k1 + k2) + 4 * all.len(),
+            0.0,
+            verdict(bb, bs),
+        )
+    }
+
     fn per_group_rowwise(
         &mut self,
         op: &str,
@@ -1140,6 +1233,12 @@ fn main() -> ExitCode {
         "per_group_colwise_dual",
         format!("({m},{k1})+({m},{k2}) {g} groups"),
         |b, op, sh| b.per_group_colwise_dual(op, sh, m, k1, k2, g, skew),
+    );
+    // The padded wgrad cast on Zipf-skewed (unaligned) groups in both shape sets.
+    b.run(
+        "per_group_colwise_dual_padded",
+        format!("({m},{k1})+({m},{k2}) {g} groups"),
+        |b, op, sh| b.per_group_colwise_dual_padded(op, sh, m, k1, k2, g, true),
     );
     let rr = if small { 512 } else { h };
     b.run(

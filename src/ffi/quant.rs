@@ -119,19 +119,48 @@ pub struct hipfp8_padded_desc {
     pub m_cap: usize,
 }
 
+/// The dual per-group colwise cast into the padded layout
+/// (`hipfp8_per_group_colwise_dual_padded`): x1 is (m, k1), x2 is (m, k2), both row-major;
+/// the outputs have m_cap rows (tokens).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct hipfp8_cast_dual_padded_desc {
+    /// `sizeof(hipfp8_cast_dual_padded_desc)`.
+    pub size: usize,
+    /// `hipfp8_dtype` of x1.
+    pub input_dtype: u32,
+    /// `hipfp8_format` of both outputs.
+    pub format: u32,
+    /// `hipfp8_flag` bits.
+    pub flags: u32,
+    /// `hipfp8_dtype` of x2.
+    pub input_dtype2: u32,
+    /// Rows of both inputs (the grouped dimension).
+    pub m: usize,
+    /// Columns of x1.
+    pub k1: usize,
+    /// Columns of x2.
+    pub k2: usize,
+    /// Rows (tokens) of the padded outputs; must be >= m + 15 * num_groups and a multiple of
+    /// 16: pass round_up(m + 15 * num_groups, 16).
+    pub m_cap: usize,
+}
+
 descriptor!(
     hipfp8_cast_2d_desc,
     hipfp8_cast_3d_desc,
     hipfp8_cast_dual_desc,
     hipfp8_tensorwise_desc,
-    hipfp8_padded_desc
+    hipfp8_padded_desc,
+    hipfp8_cast_dual_padded_desc
 );
 cast_desc!(
     hipfp8_cast_2d_desc,
     hipfp8_cast_3d_desc,
     hipfp8_cast_dual_desc,
     hipfp8_tensorwise_desc,
-    hipfp8_padded_desc
+    hipfp8_padded_desc,
+    hipfp8_cast_dual_padded_desc
 );
 op_desc! {
     hipfp8_cast_2d_desc: (usize, usize) = |d| (d.m, d.k), [input_dtype];
@@ -139,6 +168,8 @@ op_desc! {
     hipfp8_cast_dual_desc: (usize, usize, usize) = |d| (d.m, d.k1, d.k2), [input_dtype, input_dtype2];
     hipfp8_tensorwise_desc: usize = |d| d.n, [input_dtype];
     hipfp8_padded_desc: (usize, usize, usize) = |d| (d.m, d.k, d.m_cap), [input_dtype];
+    hipfp8_cast_dual_padded_desc: (usize, usize, usize, usize) = |d| (d.m, d.k1, d.k2, d.m_cap),
+        [input_dtype, input_dtype2];
 }
 
 /// Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
@@ -407,4 +438,53 @@ pub extern "C" fn hipfp8_rowwise_2d_padded(
         raw(padded_offs, padded_offs_len),
     ];
     run_op(ctx, desc, &quant::ROWWISE_2D_PADDED, bufs, stream)
+}
+
+/// `hipfp8_per_group_colwise_dual` into a padded layout, so that the 2D x 2D grouped GEMM
+/// (wgrad) sees every group at a 16-token boundary: group g's rows land at the padded rows
+/// `padded_offs[g-1]...` (each group padded to a multiple of 16 rows) of out1 (k1, m_cap) and
+/// out2 (k2, m_cap) column-major (`out[k_i*m_cap + row]`); every other output byte is zero;
+/// scales as `hipfp8_per_group_colwise_dual`'s; `padded_offs` receives the padded END
+/// offsets. x1: m*k1, x2: m*k2 elements; offs: num_groups; out1: m_cap*k1 and out2: m_cap*k2
+/// bytes; scales1: num_groups*k1, scales2: num_groups*k2; padded_offs: num_groups. The GPU
+/// kernel takes one dtype for both inputs (NOT_SUPPORTED otherwise).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_per_group_colwise_dual_padded(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_cast_dual_padded_desc,
+    x1: *const c_void,
+    x1_len: usize,
+    x2: *const c_void,
+    x2_len: usize,
+    offs: *const i32,
+    num_groups: usize,
+    out1: *mut u8,
+    out1_len: usize,
+    scales1: *mut f32,
+    scales1_len: usize,
+    out2: *mut u8,
+    out2_len: usize,
+    scales2: *mut f32,
+    scales2_len: usize,
+    padded_offs: *mut i32,
+    padded_offs_len: usize,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    let bufs = [
+        raw(x1, x1_len),
+        raw(x2, x2_len),
+        raw(offs, num_groups),
+        raw(out1, out1_len),
+        raw(scales1, scales1_len),
+        raw(out2, out2_len),
+        raw(scales2, scales2_len),
+        raw(padded_offs, padded_offs_len),
+    ];
+    run_op(
+        ctx,
+        desc,
+        &quant::PER_GROUP_COLWISE_DUAL_PADDED,
+        bufs,
+        stream,
+    )
 }

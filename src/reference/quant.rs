@@ -444,3 +444,239 @@ pub fn rowwise_2d_padded<T: Hp>(
     });
     Ok(())
 }
+
+/// The padded row ranges of [`per_group_colwise_dual_padded`]: per group (start, end, padded
+/// start), with `padded_offs[g]` = padded start + pad16(end - start), allocated fallibly.
+fn padded_ranges(offs: &[i32], padded_offs: &mut [i32]) -> Result<Vec<(usize, usize, usize)>> {
+    let mut r = try_scratch("padded colwise group ranges", offs.len())?;
+    let mut dst = 0usize;
+    for ((d, (r0, r1)), po) in r
+        .iter_mut()
+        .zip(group_ranges(offs))
+        .zip(padded_offs.iter_mut())
+    {
+        *d = (r0, r1, dst);
+        dst += pad16(r1 - r0);
+        *po = dst as i32;
+    }
+    Ok(r)
+}
+
+/// One tensor of [`per_group_colwise_dual_padded`]: `out[c*m_cap + p0 + (r - r0)]` for row r
+/// of group (r0, r1, p0), every other byte of `out[..k*m_cap]` zero; `scales[g*k + c]` as
+/// [`per_group_colwise`]. `sc` is a G x K scratch (block-major, as in `colwise_over_ranges`).
+fn colwise_padded<T: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m_cap: usize,
+    k: usize,
+    x: &[T],
+    ranges: &[(usize, usize, usize)],
+    mut sc: Vec<f32>,
+    out: &mut [u8],
+    scales: &mut [f32],
+) {
+    let g = ranges.len();
+    // m_cap >= m + 15*G > 0 when G > 0 (validated).
+    if k == 0 || g == 0 || m_cap == 0 {
+        return;
+    }
+    out[..k * m_cap]
+        .par_chunks_mut(chunk_len(COL_BLOCK, k, m_cap))
+        .zip(sc.par_chunks_mut(chunk_len(COL_BLOCK, k, g)))
+        .enumerate()
+        .for_each(|(b, (ob, sc))| {
+            let c0 = b * COL_BLOCK;
+            let cn = ob.len() / m_cap;
+            ob.fill(0);
+            let mut acc = [0.0f32; COL_BLOCK];
+            for (gi, &(r0, r1, p0)) in ranges.iter().enumerate() {
+                column_amax(x, k, c0, cn, r0, r1, &mut acc);
+                let s = &mut sc[gi * cn..(gi + 1) * cn];
+                for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
+                    *s = amax_to_scale(a, fmt, pow2);
+                }
+                // p0 >= r0 (padding only adds rows before a group), so row r lands at
+                // (c - c0) * m_cap + p0 + (r - r0) of `ob`.
+                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, &mut ob[p0 - r0..], m_cap);
+            }
+        });
+    for (b, sc) in sc.chunks(chunk_len(COL_BLOCK, k, g)).enumerate() {
+        let c0 = b * COL_BLOCK;
+        let cn = sc.len() / g;
+        for gi in 0..g {
+            scales[gi * k + c0..gi * k + c0 + cn].copy_from_slice(&sc[gi * cn..(gi + 1) * cn]);
+        }
+    }
+}
+
+/// See [`crate::Context::per_group_colwise_dual_padded`]: [`per_group_colwise_dual`] with
+/// every group moved to a 16-row aligned start of an (m_cap)-row column-major output and
+/// every other output byte zero. Requires `m_cap >= offs[G-1]` padded (the API checks the
+/// stronger, data-independent `m_cap >= m + 15*G`).
+pub fn per_group_colwise_dual_padded<T: Hp, U: Hp>(
+    fmt: Fp8Format,
+    pow2: bool,
+    m_cap: usize,
+    k1: usize,
+    k2: usize,
+    x1: &[T],
+    x2: &[U],
+    offs: &[i32],
+    out1: &mut [u8],
+    scales1: &mut [f32],
+    out2: &mut [u8],
+    scales2: &mut [f32],
+    padded_offs: &mut [i32],
+) -> Result<()> {
+    if offs.is_empty() {
+        return Ok(());
+    }
+    // Every scratch before anything is written (padded_offs is written last).
+    let mut po = try_scratch("padded offsets", offs.len())?;
+    let ranges = padded_ranges(offs, &mut po)?;
+    let sc1 = try_scratch("colwise scales", offs.len() * k1)?;
+    let sc2 = try_scratch("colwise scales", offs.len() * k2)?;
+    rayon::join(
+        || colwise_padded(fmt, pow2, m_cap, k1, x1, &ranges, sc1, out1, scales1),
+        || colwise_padded(fmt, pow2, m_cap, k2, x2, &ranges, sc2, out2, scales2),
+    );
+    padded_offs[..offs.len()].copy_from_slice(&po);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    /// A small deterministic generator (splitmix64).
+    fn rng(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The padded op equals per_group_colwise_dual over the explicitly zero-padded inputs (every
+    /// group at a 16-row aligned start, zero rows up to the next group and up to m_cap) with the
+    /// padded offsets: the same bytes, scales equal to the unpadded op's, padded_offs = the
+    /// padded END offsets.
+    #[test]
+    fn padded_dual_is_the_dual_over_zero_padded_inputs() {
+        let mut seed = 7u64;
+        let cases: Vec<Vec<usize>> = vec![
+            vec![5],
+            vec![16, 1, 0, 33, 0, 0, 17],
+            vec![0, 0, 0],
+            vec![1; 20],
+            vec![100, 3, 250, 15, 16, 2],
+        ];
+        for sizes in cases {
+            for (fmt, pow2) in [
+                (Fp8Format::E4M3Fn, false),
+                (Fp8Format::E5M2, true),
+                (Fp8Format::E4M3FnUz, true),
+            ] {
+                let (k1, k2) = (37usize, 8usize);
+                let g = sizes.len();
+                let m: usize = sizes.iter().sum();
+                let m_cap = (m + 15 * g).next_multiple_of(16) + 16;
+                let mut offs = Vec::new();
+                let mut e = 0;
+                for s in &sizes {
+                    e += s;
+                    offs.push(e as i32);
+                }
+                let mut val = || ((rng(&mut seed) >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 9.0;
+                let x1: Vec<bf16> = (0..m * k1).map(|_| bf16::from_f32(val())).collect();
+                let x2: Vec<f32> = (0..m * k2).map(|_| val()).collect();
+                // the op
+                let (mut o1, mut s1) = (vec![0xA5u8; k1 * m_cap], vec![-1f32; g * k1]);
+                let (mut o2, mut s2) = (vec![0xA5u8; k2 * m_cap], vec![-1f32; g * k2]);
+                let mut po = vec![-1i32; g];
+                per_group_colwise_dual_padded(
+                    fmt, pow2, m_cap, k1, k2, &x1, &x2, &offs, &mut o1, &mut s1, &mut o2, &mut s2,
+                    &mut po,
+                )
+                .unwrap();
+                // zero-padded inputs and padded offsets
+                let (mut p1, mut p2) = (vec![bf16::ZERO; m_cap * k1], vec![0f32; m_cap * k2]);
+                let (mut lo, mut lp) = (0, 0);
+                let mut want_po = Vec::new();
+                for s in &sizes {
+                    p1[lp * k1..(lp + s) * k1].copy_from_slice(&x1[lo * k1..(lo + s) * k1]);
+                    p2[lp * k2..(lp + s) * k2].copy_from_slice(&x2[lo * k2..(lo + s) * k2]);
+                    lo += s;
+                    lp += s.div_ceil(16) * 16;
+                    want_po.push(lp as i32);
+                }
+                assert_eq!(po, want_po, "{sizes:?}");
+                let (mut q1, mut t1) = (vec![0x5Au8; k1 * m_cap], vec![0f32; g * k1]);
+                let (mut q2, mut t2) = (vec![0x5Au8; k2 * m_cap], vec![0f32; g * k2]);
+                // the composition over all m_cap rows: the rows past the last group are a group
+                // of their own there (so they are cast too: zeros), then dropped from the scales
+                let mut offs_all = want_po.clone();
+                offs_all.push(m_cap as i32);
+                let (mut t1a, mut t2a) = (vec![0f32; (g + 1) * k1], vec![0f32; (g + 1) * k2]);
+                per_group_colwise_dual(
+                    fmt, pow2, m_cap, k1, k2, &p1, &p2, &offs_all, &mut q1, &mut t1a, &mut q2,
+                    &mut t2a,
+                )
+                .unwrap();
+                t1.copy_from_slice(&t1a[..g * k1]);
+                t2.copy_from_slice(&t2a[..g * k2]);
+                assert!(o1 == q1 && o2 == q2, "{sizes:?} {fmt}: data differ");
+                // scales: bits equal to the padded composition's and to the unpadded op's
+                let (mut u1, mut u2) = (vec![0f32; g * k1], vec![0f32; g * k2]);
+                let (mut v1, mut v2) = (vec![0u8; m * k1], vec![0u8; m * k2]);
+                per_group_colwise_dual(
+                    fmt, pow2, m, k1, k2, &x1, &x2, &offs, &mut v1, &mut u1, &mut v2, &mut u2,
+                )
+                .unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&s1), bits(&t1), "{sizes:?} {fmt}");
+                assert_eq!(bits(&s2), bits(&t2), "{sizes:?} {fmt}");
+                assert_eq!(bits(&s1), bits(&u1), "{sizes:?} {fmt}");
+                assert_eq!(bits(&s2), bits(&u2), "{sizes:?} {fmt}");
+            }
+        }
+    }
+
+    /// Padding rows are zero bytes even in a group whose amax is NaN (where the composition
+    /// over zero-padded inputs would encode 0 * NaN).
+    #[test]
+    fn padding_rows_are_zero_in_a_nan_group() {
+        let (k1, k2, m_cap) = (2usize, 1usize, 32usize);
+        let x1 = [1.0f32, f32::NAN, 2.0, 3.0];
+        let x2 = [4.0f32, 5.0];
+        let (mut o1, mut s1) = (vec![0xA5u8; k1 * m_cap], vec![0f32; k1]);
+        let (mut o2, mut s2) = (vec![0xA5u8; k2 * m_cap], vec![0f32; k2]);
+        let mut po = [0i32];
+        let f = Fp8Format::E4M3Fn;
+        per_group_colwise_dual_padded(
+            f,
+            false,
+            m_cap,
+            k1,
+            k2,
+            &x1,
+            &x2,
+            &[2],
+            &mut o1,
+            &mut s1,
+            &mut o2,
+            &mut s2,
+            &mut po,
+        )
+        .unwrap();
+        assert_eq!(po, [16]);
+        assert!(s1[1].is_nan());
+        // column 1 (the NaN column): rows 0, 1 NaN codes, the rest zero
+        assert_eq!(o1[m_cap], f.encode(f32::NAN));
+        assert!(o1[m_cap + 2..].iter().all(|&b| b == 0));
+        assert!(o1[2..m_cap].iter().all(|&b| b == 0));
+        assert!(o2[2..].iter().all(|&b| b == 0));
+    }
+}

@@ -177,6 +177,15 @@ foreign! {
         x1: *const c_void, x2: *const c_void, offs: *const i32, out1: *mut u8, scales1: *mut f32,
         out2: *mut u8, scales2: *mut f32, m: i64, k1: i64, k2: i64, groups: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// The dual colwise cast into the padded layout (see `Context::per_group_colwise_dual_padded`):
+    ///out1 (k1, m_cap) / out2 (k2, m_cap) column-major with every group at a 16-row aligned start,
+    ///zeros elsewhere; padded END offsets into padded_offs. The caller guarantees
+    ///m_cap >= m + 15*groups. Workspace: as for per_group_colwise_dual.
+    "hipfp8_per_group_colwise_dual_padded_launch" => pub fn hipfp8_per_group_colwise_dual_padded_launch(
+        x1: *const c_void, x2: *const c_void, offs: *const i32, out1: *mut u8, scales1: *mut f32,
+        out2: *mut u8, scales2: *mut f32, padded_offs: *mut i32, m: i64, k1: i64, k2: i64,
+        m_cap: i64, groups: i64, format: c_int, pow2: c_int, in_dtype: c_int,
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Transpose-rowwise cast of (e, k, n) column-major expert weights (see
     ///`Context::rowwise_3d_transpose_rhs`).
     "hipfp8_rowwise_3d_transpose_rhs_launch" => pub fn hipfp8_rowwise_3d_transpose_rhs_launch(

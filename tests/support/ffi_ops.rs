@@ -533,6 +533,38 @@ pub fn all_ops() -> Vec<Op> {
                 .reduced(offset_of!(P, k))
                 .product(off!(P, m, k)),
         );
+        type DP = hipfp8_cast_dual_padded_desc;
+        let (k1, k2) = (3usize, 2usize);
+        let m_cap = (m + 15 * g).next_multiple_of(16);
+        let d = DP {
+            size: size_of::<DP>(),
+            input_dtype: BF16,
+            format: 0,
+            flags: 0,
+            input_dtype2: BF16,
+            m,
+            k1,
+            k2,
+            m_cap,
+        };
+        let call = c_call!(hipfp8_per_group_colwise_dual_padded, 0, 1, 2, 3, 4, 5, 6, 7);
+        let op = Op::from_decl(
+            &decl::PER_GROUP_COLWISE_DUAL_PADDED,
+            (m, k1, k2, m_cap),
+            &[2, 2],
+            &GROUPS,
+            d,
+            call,
+        );
+        ops.push(
+            cast_fields!(op, DP)
+                .enums(&[
+                    ("format", offset_of!(DP, format)),
+                    ("dtype", offset_of!(DP, input_dtype)),
+                    ("dtype", offset_of!(DP, input_dtype2)),
+                ])
+                .product(off!(DP, m, k1, k2)),
+        );
     }
     {
         // (n is a plain count: a huge n is an input too small, not an overflow; no product.)

@@ -5,7 +5,10 @@ column-major per expert, int32 END offsets along M) with torchao 0.18's rowwise 
 (`_to_fp8_rowwise_then_scaled_grouped_mm`: e4m3, power-of-two scales, bf16 out):
   forward  out    = gemm_2d3d(rowwise_2d(A), colwise_3d(B_t))
   dgrad    grad_A = gemm_2d3d(rowwise_2d(dY), rowwise_3d_transpose_rhs(B_t))
-  wgrad    grad_B = gemm_2d2d(per_group_colwise_dual(dY, A))^T
+  wgrad    grad_B = gemm_2d2d(per_group_colwise_dual_padded(dY, A))^T
+(the wgrad operands in the padded layout: every group at a 16-token boundary, zero rows between,
+so the 2D x 2D GEMM runs every group on the library whatever the routing; bit for bit the wgrad
+of zero-padded inputs. Mixed dy / A dtypes take two unpadded per_group_colwise casts.)
 all hipfp8 ops (casts and grouped GEMMs) on torch's current stream, no host synchronisation,
 so it runs under torch.compile(fullgraph=True) and inside CUDA graph capture.
 
@@ -102,10 +105,13 @@ class _GroupedMM(torch.autograd.Function):
                 scales.append(sg)
         if need_b:
             if dy.dtype == A.dtype:
-                dy8, sdy, a8, sa = ops._per_group_colwise_dual(dy, A, offs, fp8, True)
+                # the GEMM's token extent is then m_cap, its groups the padded ones
+                dy8, sdy, a8, sa, offs_b = ops._per_group_colwise_dual_padded(
+                    dy, A, offs, fp8, True)
             else:
                 dy8, sdy = ops._per_group_colwise(dy, offs, fp8, True)
                 a8, sa = ops._per_group_colwise(A, offs, fp8, True)
+                offs_b = offs
             scales += (sdy, sa)
         inv = ops._inverses(*scales) if scales else []
         i = 0
@@ -114,7 +120,7 @@ class _GroupedMM(torch.autograd.Function):
             grad_A = ops._grouped_gemm_2d3d(g8, bt8, offs, inv[0], isbt).to(A.dtype)
             i = 2 if cached is None else 1
         if need_b:
-            gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs, inv[i], inv[i + 1])
+            gb = ops._grouped_gemm_2d2d(dy8.t(), a8, offs_b, inv[i], inv[i + 1])
             grad_B = gb.transpose(-2, -1).to(B_t.dtype)
         return grad_A, grad_B, None, None, None
 

@@ -21,7 +21,7 @@ __all__ = [
     "E8M0",
     "native_fp8_dtype",
     "rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
-    "per_group_colwise_dual", "per_group_rowwise", "tensorwise", "tensorwise_scaled",
+    "per_group_colwise_dual", "per_group_colwise_dual_padded", "per_group_rowwise", "tensorwise", "tensorwise_scaled",
     "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
     "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual",
     "grouped_gemm_2d3d", "grouped_gemm_2d2d",
@@ -362,6 +362,36 @@ _per_group_colwise_dual = _register(
     " -> (Tensor, Tensor, Tensor, Tensor)", _dual_plan)
 
 
+def _dual_padded_m_cap(m, g):
+    """The padded token extent: round_up(m + 15*g, 16) (every padded group fits, and the 2D x 2D
+    GEMM's library path takes it)."""
+    return (m + 15 * g + 15) // 16 * 16
+
+
+def _dual_padded_plan(x1, x2, offs, dtype, pow2):
+    op = "per_group_colwise_dual_padded"
+    dev = _device(op, x1, x2, offs)
+    hp1 = _hp(op, "x1", x1, 2)
+    hp2 = _hp(op, "x2", x2, 2)
+    _offs(op, offs, dev)
+    f = _fmt(op, dtype)
+    m, k1 = x1.shape
+    if x2.shape[0] != m:
+        _fail(op, f"x1 and x2 must have the same rows, got {tuple(x1.shape)} and {tuple(x2.shape)}")
+    k2 = x2.shape[1]
+    g = offs.shape[0]
+    m_cap = _dual_padded_m_cap(m, g)
+    return ([((m_cap, k1), (1, m_cap), dtype), ((g, k1), (k1, 1), _F32),
+             ((m_cap, k2), (1, m_cap), dtype), ((g, k2), (k2, 1), _F32),
+             ((g,), (1,), torch.int32)],
+            _desc(L.CastDualPadded, hp1, f, int(pow2), hp2, m, k1, k2, m_cap), (x1, x2, offs))
+
+
+_per_group_colwise_dual_padded = _register(
+    "per_group_colwise_dual_padded(Tensor x1, Tensor x2, Tensor offs, ScalarType dtype, bool pow2)"
+    " -> (Tensor, Tensor, Tensor, Tensor, Tensor)", _dual_padded_plan)
+
+
 # tensorwise ---------------------------------------------------------------------------------
 def _tw_plan(x, dtype, pow2):
     op = "tensorwise"
@@ -599,6 +629,14 @@ def per_group_colwise(x, offs, dtype=None, pow2=True):
 def per_group_colwise_dual(x1, x2, offs, dtype=None, pow2=True):
     """Two per_group_colwise casts sharing M and offs in one launch."""
     return _per_group_colwise_dual(x1, x2, offs, _dt(x1, dtype), pow2)
+
+
+def per_group_colwise_dual_padded(x1, x2, offs, dtype=None, pow2=True):
+    """per_group_colwise_dual into a padded layout (the wgrad operands of grouped_gemm_2d2d):
+    fp8 (m_cap, K1) and (m_cap, K2) column-major with m_cap = round_up(M + 15*G, 16), every
+    group at a 16-row aligned start and zeros elsewhere; scales (G,K1), (G,K2) as
+    per_group_colwise_dual's; padded END offsets (G,) int32 (the GEMM's offs)."""
+    return _per_group_colwise_dual_padded(x1, x2, offs, _dt(x1, dtype), pow2)
 
 
 def per_group_rowwise(x, offs, dtype=None, pow2=True):
