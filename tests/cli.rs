@@ -42,6 +42,7 @@ fn cli_runs_every_op_and_every_check_passes() {
             "cast_transpose rowwise",
             "per_group_colwise",
             "per_group_colwise_dual",
+            "per_group_colwise_dual_padded",
             "per_group_rowwise",
             "colwise_3d",
             "rowwise_3d_transpose_rhs",
@@ -61,7 +62,7 @@ fn cli_runs_every_op_and_every_check_passes() {
                 "{op} missing: {json}"
             );
         }
-        assert_eq!(json.matches("\"check\":\"exact\"").count(), 17, "{json}");
+        assert_eq!(json.matches("\"check\":\"exact\"").count(), 18, "{json}");
     }
 }
 
