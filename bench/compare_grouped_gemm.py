@@ -14,6 +14,10 @@ fallback) and compares our output with torch's on the same inputs.
 GG_MODE=table (default): the result table, OUT_DIR/h200-gemm.{json,md}.
 GG_MODE=sweep: every CUTLASS configuration of GG_CONFIGS (KIND:RASTER:SWIZZLE, see
 src/grouped_gemm_rule.rs) on the E4M3 shapes, OUT_DIR/h200-gemm-sweep.json; picks the rule.
+GG_MODE=gaps: where a timed call's time goes, ours and torch's, on the balanced DeepSeek-V3
+shapes: the host time of one call (no sync), and from a profile of timed iterations (L2 flush,
+then the call, as do_bench runs it) each kernel's time and the GPU idle time between the
+call's kernels; OUT_DIR/h200-gemm-gaps.json.
 """
 import json
 import os
@@ -440,7 +444,7 @@ def write_md():
 
 
 def run_sweep():
-    configs = os.environ.get("GG_CONFIGS", "1:m:1,1:n:1,1:m:4,1:n:4,2:m:1,2:n:1,2:m:4,3:m:1,3:n:1,4:m:1,4:n:1").split(",")
+    configs = os.environ.get("GG_CONFIGS", "1:m:1,1:n:1,1:m:4,1:n:4,2:m:1,2:n:1,2:m:4,3:m:1,3:n:1,4:m:1,4:n:1,5:m:1,5:n:1").split(",")
     cases = []
     for split in ("balanced", "zipf"):
         for op, label, dims in DS:
@@ -480,9 +484,73 @@ def run_sweep():
         write_json("h200-gemm-sweep.json", {"env": env, "rows": rows})
 
 
+def call_profile(fn, iters=6):
+    """GPU kernels of `iters` timed iterations of fn (an L2 flush before each, as do_bench does):
+    per iteration the kernels' (name, start, duration) in us relative to the first one."""
+    from torch.profiler import ProfilerActivity, profile
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=dev)
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    ks = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                 and e.time_range.elapsed_us() > 0), key=lambda e: e.time_range.start)
+    # split at the flush kernels (the fill of `flush`): each iteration is what follows one
+    its, cur = [], None
+    for e in ks:
+        if "fillfunctor" in e.name.lower():
+            cur = []
+            its.append(cur)
+        elif cur is not None:
+            cur.append((e.name, e.time_range.start, e.time_range.elapsed_us()))
+    del flush
+    return its
+
+
+def host_us(fn, n=30):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t) * 1e6)
+        torch.cuda.synchronize()
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def run_gaps():
+    rows = []
+    for op, label, dims in DS:
+        c = Case(op, label, dims, "balanced")
+        c.setup()
+        d = c.desc()
+        out = c.out()
+        for who, fn in (("hipfp8", lambda: c.ours(d, out)), ("torch", c.torch_fp8)):
+            its = call_profile(fn)
+            spans = [(it[-1][1] + it[-1][2] - it[0][1], sum(k[2] for k in it)) for it in its if it]
+            span = sorted(s[0] for s in spans)[len(spans) // 2]
+            busy = sorted(s[1] for s in spans)[len(spans) // 2]
+            kern = [(n[:90], round(t, 1)) for n, _, t in its[-1]]
+            r = {"op": op, "shape": c.shape, "who": who, "host_us": host_us(fn), "gpu_span_us": span,
+                 "kernel_us": busy, "idle_between_us": span - busy, "us": bench(fn) * 1e3, "kernels": kern}
+            rows.append(r)
+            print(f"{op:5s} {who:6s} timed {r['us']:7.1f} us | host {r['host_us']:6.1f} us | span {span:7.1f} = "
+                  f"kernels {busy:7.1f} + idle {span - busy:6.1f} | " + ", ".join(f"{t}" for _, t in kern), flush=True)
+        c.free()
+    write_json("h200-gemm-gaps.json", {"rows": rows})
+
+
 t0 = time.time()
 if MODE == "sweep":
     run_sweep()
+elif MODE == "gaps":
+    run_gaps()
 else:
     run_table()
 print(f"bench wall {time.time() - t0:.1f} s", flush=True)

@@ -12,6 +12,8 @@
 #   python   the package's GPU pytest, host overhead and dense benchmark (python/ci/gpu-run.sh)
 #   gemm     grouped GEMM vs torch, the result table (bench/compare_grouped_gemm.py)
 #   sweep    every CUTLASS configuration per grouped GEMM shape (only when named): h200-gemm-sweep.json
+#   gaps     host time and GPU idle time inside one timed grouped GEMM call, ours and torch's
+#            (only when named): h200-gemm-gaps.json
 #   bench    hipfp8-bench --quick rows (the casts, the fused MoE casts) against copy bandwidth
 #   moe      MoE end to end through the Python package: projection, experts block, torchtitan
 #            layer vs BF16 and torchao (bench/moe_e2e.py; MOE_ARGS adds flags): h200-moe.{json,md}
@@ -44,11 +46,12 @@ step() {  # step NAME TIMEOUT CMD...: run, log to $OUT/NAME.log, report
 }
 for s in $STEPS; do
   case $s in
-    tests) step tests 300 env BUNDLE_UNPACK_DIR=$U OUT=$OUT bash "$B/run-gpu-bundle.sh" "$B" ;;
+    tests) step tests ${TESTS_TIMEOUT:-560} env BUNDLE_UNPACK_DIR=$U OUT=$OUT bash "$B/run-gpu-bundle.sh" "$B" ;;
     isolate) step isolate 150 python3 bench/isolate_grouped_gemm.py "$LIB" "$OUT" ;;
     python) step python 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/gpu-run.sh "$W" ;;
     gemm) step gemm 240 env GG_MODE=table python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     sweep) step sweep 300 env GG_MODE=sweep python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
+    gaps) step gaps 150 env GG_MODE=gaps python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     bench) step bench 180 "$U/bin/hipfp8-bench" --quick ;;
     moe) step moe 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/site-env.sh "$W" \
       python3 bench/moe_e2e.py --out "$OUT" --budget-s "${MOE_BUDGET:-300}" ${MOE_ARGS:-} ;;

@@ -12,7 +12,9 @@
 # (tool, binary) pair runs side by side (PAR bounds how many at once), each bounded by
 # SAN_TIMEOUT seconds (default 150). The binaries named in SPLIT (default: the two grouped GEMM
 # suites, whose CUTLASS kernels are slow under racecheck) run one invocation per test
-# (`--exact NAME`), so their tests run side by side too.
+# (`--exact NAME`), so their tests run side by side too; a test named in SHARDS
+# (`BIN::TEST=N ...`, default: the test of every CUTLASS instance, 6 shards) runs as N
+# invocations with HIPFP8_TEST_SHARD=i/N, each covering every N-th of its cases.
 # Output: $OUT/sanitize-<tool>.log per tool and a summary table on stdout (tool, binary,
 # tests passed, errors / hazards reported, exit status). Exit status 0 only when every
 # invocation passed its tests and reported 0 errors.
@@ -62,9 +64,13 @@ export HIPFP8_GROUP_COUNTS_MAX=${HIPFP8_GROUP_COUNTS_MAX:-4097}
 # Other processes share the device: the soak's device-memory flatness bound does not apply.
 export HIPFP8_SOAK_FLAT_MIB=${HIPFP8_SOAK_FLAT_MIB:-1000000}
 
+unit_file() { local u=${1//::/.}; u=${u//\//-}; echo "${u//%/.shard}"; }
 run_one() {  # run_one TOOL UNIT: one invocation, one summary line in $OUT/.san-TOOL-UNIT.tsv
-  # UNIT is a test binary, or BIN::TEST for one test of it.
-  local tool=$1 unit=$2 b=${2%%::*} tsv="$OUT/.san-$1-${2//::/.}.tsv" part="$OUT/.san-$1-${2//::/.}.log"
+  # UNIT is a test binary, BIN::TEST for one test of it, or BIN::TEST%i/N for one shard.
+  local tool=$1 unit=${2%%\%*} shard= b=${2%%::*} f
+  [ "$2" != "$unit" ] && shard=${2#*%}
+  f=$(unit_file "$2")
+  local tsv="$OUT/.san-$tool-$f.tsv" part="$OUT/.san-$tool-$f.log"
   local extra=() filter=() t0 rc passed errs
   [ "$unit" != "$b" ] && filter=(--exact "${unit#*::}")
   [ "$tool" = racecheck ] && extra=(--racecheck-report all)
@@ -73,7 +79,7 @@ run_one() {  # run_one TOOL UNIT: one invocation, one summary line in $OUT/.san-
   [ "$tool" = memcheck ] && extra=(--report-api-errors no)
   if [ ! -x "$U/tests/$b" ]; then printf '%s\t%s\tmissing\t-\trc=-\t0s\n' "$tool" "$unit" > "$tsv"; return; fi
   t0=$(date +%s)
-  (cd "$U/crate" && timeout "${SAN_TIMEOUT:-150}" "$CS" --tool "$tool" --error-exitcode 9 "${extra[@]}" \
+  (cd "$U/crate" && HIPFP8_TEST_SHARD=$shard timeout "${SAN_TIMEOUT:-150}" "$CS" --tool "$tool" --error-exitcode 9 "${extra[@]}" \
     "$U/tests/$b" --test-threads=1 "${SKIP_ARGS[@]}" "${filter[@]}") > "$part" 2>&1
   rc=$?
   passed=$(grep -oE 'test result: [a-zA-Z]+\. [0-9]+ passed' "$part" | grep -oE '[0-9]+ passed' | head -1)
@@ -84,7 +90,7 @@ run_one() {  # run_one TOOL UNIT: one invocation, one summary line in $OUT/.san-
      && grep -qE 'test result: ok\.' "$part"; then
     errs="no GPU call: 0 errors"; rc=0
   fi
-  printf '%s\t%s\t%s\t%s\trc=%s\t%ss\n' "$tool" "$unit" "${passed:-0 passed}" "${errs:-no summary}" "$rc" \
+  printf '%s\t%s\t%s\t%s\trc=%s\t%ss\n' "$tool" "$2" "${passed:-0 passed}" "${errs:-no summary}" "$rc" \
     "$(( $(date +%s) - t0 ))" > "$tsv"
 }
 
@@ -95,7 +101,15 @@ for b in $BINS; do
     *" $b "*)
       if [ -x "$U/tests/$b" ]; then
         for t in $(cd "$U/crate" && "$U/tests/$b" --list "${SKIP_ARGS[@]}" 2>/dev/null | sed -n 's/: test$//p'); do
-          UNITS+=("$b::$t")
+          n=1
+          for sh in ${SHARDS-gpu_grouped_gemm::every_cutlass_instance_and_pair=6}; do
+            [ "${sh%=*}" = "$b::$t" ] && n=${sh#*=}
+          done
+          if [ "$n" -gt 1 ]; then
+            for ((i = 0; i < n; i++)); do UNITS+=("$b::$t%$i/$n"); done
+          else
+            UNITS+=("$b::$t")
+          fi
         done
         continue
       fi ;;
@@ -120,7 +134,7 @@ echo "tool	binary	tests	summary	exit	time"
 for tool in $TOOLS; do
   : > "$OUT/sanitize-$tool.log"
   for b in "${UNITS[@]}"; do
-    f="$OUT/.san-$tool-${b//::/.}"
+    f="$OUT/.san-$tool-$(unit_file "$b")"
     cat "$f.tsv"
     IFS=$'\t' read -r _ _ _ summary rc _ < "$f.tsv"
     [ "$rc" = "rc=0" ] || status=1
