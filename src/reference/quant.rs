@@ -137,75 +137,104 @@ pub fn per_group_colwise<T: Hp>(
     Ok(())
 }
 
-/// The scratch of [`colwise_over_ranges`]: the groups' row ranges and a G x K block-major
-/// copy of the scales, allocated (fallibly) before anything is written.
+/// The scratch of [`colwise_over_ranges`], allocated (fallibly) before anything is written:
+/// the groups' row ranges `(r0, r1, p0)` (input rows `r0..r1` land at output rows from `p0`),
+/// a G x K block-major copy of the scales, and whether every output byte outside the ranges is
+/// zeroed (the padded layout) or left untouched.
 pub(crate) struct ColScratch {
-    ranges: Vec<(usize, usize)>,
+    ranges: Vec<(usize, usize, usize)>,
     sc: Vec<f32>,
+    zero_rest: bool,
 }
 
 impl ColScratch {
     pub(crate) fn new(ranges: &[(usize, usize)], k: usize) -> Result<ColScratch> {
-        let mut r = try_scratch("colwise group ranges", ranges.len())?;
-        r.copy_from_slice(ranges);
-        Self::with_ranges(r, k)
+        let r = ranges.iter().map(|&(r0, r1)| (r0, r1, r0));
+        Self::with_ranges(r, ranges.len(), k, false)
     }
 
     pub(crate) fn new_grouped(offs: &[i32], k: usize) -> Result<ColScratch> {
-        let mut r = try_scratch("colwise group ranges", offs.len())?;
-        for (d, s) in r.iter_mut().zip(group_ranges(offs)) {
-            *d = s;
-        }
-        Self::with_ranges(r, k)
+        let r = group_ranges(offs).map(|(r0, r1)| (r0, r1, r0));
+        Self::with_ranges(r, offs.len(), k, false)
     }
 
-    fn with_ranges(ranges: Vec<(usize, usize)>, k: usize) -> Result<ColScratch> {
+    /// The padded layout of [`per_group_colwise_dual_padded`] (`ranges` from [`padded_ranges`]).
+    fn new_padded(ranges: &[(usize, usize, usize)], k: usize) -> Result<ColScratch> {
+        Self::with_ranges(ranges.iter().copied(), ranges.len(), k, true)
+    }
+
+    fn with_ranges(
+        ranges: impl Iterator<Item = (usize, usize, usize)>,
+        g: usize,
+        k: usize,
+        zero_rest: bool,
+    ) -> Result<ColScratch> {
+        let mut r = try_scratch("colwise group ranges", g)?;
+        for (d, s) in r.iter_mut().zip(ranges) {
+            *d = s;
+        }
         // g*k is the scales' length, checked by the op.
-        let sc = try_scratch("colwise scales", ranges.len() * k)?;
-        Ok(ColScratch { ranges, sc })
+        let sc = try_scratch("colwise scales", g * k)?;
+        Ok(ColScratch {
+            ranges: r,
+            sc,
+            zero_rest,
+        })
     }
 }
 
-/// Column-scaled transposing cast over explicit row ranges (the groups): the engine of
-/// `per_group_colwise` and of cast-transpose's transposed output (one range, all rows).
+/// Column-scaled transposing cast over explicit row ranges (the groups) into a column-major
+/// output of `out_rows` rows (`out[c*out_rows + p0 + (r - r0)]` for row r of group
+/// (r0, r1, p0)), `scales[g*k + c]`: the engine of `per_group_colwise`, of its padded dual and
+/// of cast-transpose's transposed output (one range, all rows).
 pub(crate) fn colwise_over_ranges<T: Hp>(
     fmt: Fp8Format,
     pow2: bool,
-    m: usize,
+    out_rows: usize,
     k: usize,
     x: &[T],
     scratch: ColScratch,
     out: &mut [u8],
     scales: &mut [f32],
 ) {
-    let ColScratch { ranges, mut sc } = scratch;
+    let ColScratch {
+        ranges,
+        mut sc,
+        zero_rest,
+    } = scratch;
     let g = ranges.len();
     if k == 0 || g == 0 {
         return;
     }
-    if m == 0 {
-        // Every group is empty (validated offsets are all 0).
+    if out_rows == 0 {
+        // Every group is empty (validated offsets are all 0; the padded layout has
+        // out_rows >= m + 15*G > 0).
         scales[..g * k].fill(amax_to_scale(0.0, fmt, pow2));
         return;
     }
     // Each task owns COL_BLOCK output rows (= input columns) and its G x cn block of the
     // scratch scales (block-major: block b at g * b * COL_BLOCK), scattered afterwards
     // because the scale layout is group-major.
-    out[..k * m]
-        .par_chunks_mut(chunk_len(COL_BLOCK, k, m))
+    out[..k * out_rows]
+        .par_chunks_mut(chunk_len(COL_BLOCK, k, out_rows))
         .zip(sc.par_chunks_mut(chunk_len(COL_BLOCK, k, g)))
         .enumerate()
         .for_each(|(b, (ob, sc))| {
             let c0 = b * COL_BLOCK;
-            let cn = ob.len() / m;
+            let cn = ob.len() / out_rows;
+            if zero_rest {
+                ob.fill(0);
+            }
             let mut acc = [0.0f32; COL_BLOCK];
-            for (gi, &(r0, r1)) in ranges.iter().enumerate() {
+            for (gi, &(r0, r1, p0)) in ranges.iter().enumerate() {
                 column_amax(x, k, c0, cn, r0, r1, &mut acc);
                 let s = &mut sc[gi * cn..(gi + 1) * cn];
                 for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
                     *s = amax_to_scale(a, fmt, pow2);
                 }
-                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, ob, m);
+                // p0 >= r0 (padding only adds rows before a group), so row r lands at
+                // (c - c0) * out_rows + p0 + (r - r0) of `ob`.
+                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, &mut ob[p0 - r0..], out_rows);
             }
         });
     for (b, sc) in sc.chunks(chunk_len(COL_BLOCK, k, g)).enumerate() {
@@ -462,54 +491,6 @@ fn padded_ranges(offs: &[i32], padded_offs: &mut [i32]) -> Result<Vec<(usize, us
     Ok(r)
 }
 
-/// One tensor of [`per_group_colwise_dual_padded`]: `out[c*m_cap + p0 + (r - r0)]` for row r
-/// of group (r0, r1, p0), every other byte of `out[..k*m_cap]` zero; `scales[g*k + c]` as
-/// [`per_group_colwise`]. `sc` is a G x K scratch (block-major, as in `colwise_over_ranges`).
-fn colwise_padded<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m_cap: usize,
-    k: usize,
-    x: &[T],
-    ranges: &[(usize, usize, usize)],
-    mut sc: Vec<f32>,
-    out: &mut [u8],
-    scales: &mut [f32],
-) {
-    let g = ranges.len();
-    // m_cap >= m + 15*G > 0 when G > 0 (validated).
-    if k == 0 || g == 0 || m_cap == 0 {
-        return;
-    }
-    out[..k * m_cap]
-        .par_chunks_mut(chunk_len(COL_BLOCK, k, m_cap))
-        .zip(sc.par_chunks_mut(chunk_len(COL_BLOCK, k, g)))
-        .enumerate()
-        .for_each(|(b, (ob, sc))| {
-            let c0 = b * COL_BLOCK;
-            let cn = ob.len() / m_cap;
-            ob.fill(0);
-            let mut acc = [0.0f32; COL_BLOCK];
-            for (gi, &(r0, r1, p0)) in ranges.iter().enumerate() {
-                column_amax(x, k, c0, cn, r0, r1, &mut acc);
-                let s = &mut sc[gi * cn..(gi + 1) * cn];
-                for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
-                    *s = amax_to_scale(a, fmt, pow2);
-                }
-                // p0 >= r0 (padding only adds rows before a group), so row r lands at
-                // (c - c0) * m_cap + p0 + (r - r0) of `ob`.
-                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, &mut ob[p0 - r0..], m_cap);
-            }
-        });
-    for (b, sc) in sc.chunks(chunk_len(COL_BLOCK, k, g)).enumerate() {
-        let c0 = b * COL_BLOCK;
-        let cn = sc.len() / g;
-        for gi in 0..g {
-            scales[gi * k + c0..gi * k + c0 + cn].copy_from_slice(&sc[gi * cn..(gi + 1) * cn]);
-        }
-    }
-}
-
 /// See [`crate::Context::per_group_colwise_dual_padded`]: [`per_group_colwise_dual`] with
 /// every group moved to a 16-row aligned start of an (m_cap)-row column-major output and
 /// every other output byte zero. Requires `m_cap >= offs[G-1]` padded (the API checks the
@@ -535,11 +516,11 @@ pub fn per_group_colwise_dual_padded<T: Hp, U: Hp>(
     // Every scratch before anything is written (padded_offs is written last).
     let mut po = try_scratch("padded offsets", offs.len())?;
     let ranges = padded_ranges(offs, &mut po)?;
-    let sc1 = try_scratch("colwise scales", offs.len() * k1)?;
-    let sc2 = try_scratch("colwise scales", offs.len() * k2)?;
+    let s1 = ColScratch::new_padded(&ranges, k1)?;
+    let s2 = ColScratch::new_padded(&ranges, k2)?;
     rayon::join(
-        || colwise_padded(fmt, pow2, m_cap, k1, x1, &ranges, sc1, out1, scales1),
-        || colwise_padded(fmt, pow2, m_cap, k2, x2, &ranges, sc2, out2, scales2),
+        || colwise_over_ranges(fmt, pow2, m_cap, k1, x1, s1, out1, scales1),
+        || colwise_over_ranges(fmt, pow2, m_cap, k2, x2, s2, out2, scales2),
     );
     padded_offs[..offs.len()].copy_from_slice(&po);
     Ok(())
