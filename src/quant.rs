@@ -6,8 +6,8 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Dim, Elem, GpuRun, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m, len_mk,
-    len_one, never_noop, op_methods,
+    BufDecl, Dev, Dim, Elem, GpuRun, Host, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m,
+    len_mk, len_one, never_noop, op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
@@ -141,120 +141,274 @@ impl RowKernel {
 pub static ROWWISE_2D: OpDecl<CastParams, (usize, usize)> =
     RowKernel::Rowwise.decl("hipfp8_rowwise_2d", &cast_bufs(len_m, len_mk), true);
 
-#[doc(hidden)]
-pub static COLWISE_3D: OpDecl<CastParams, Ekn> = OpDecl {
-    c_name: "hipfp8_colwise_3d",
-    bufs: &cast_bufs(|&(e, _, n), _| checked_mul("e*n", e, n), len_ekn),
-    nonzero: &[("k", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: cast_cpu!(reference::quant::colwise_3d, pow2_scales, (e, k, n)),
-    // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
-    gpu: |_, p, fmt, &(e, k, n), d, stream| {
-        launch_rows(RowKernel::Colwise3d, p, fmt, (e * n, k), d, stream)
-    },
-};
+/// The reduced dimension of each 3D cast must be non-zero: k (colwise_3d), n (the transpose).
+const K_OF_EKN: &[(&str, Dim<Ekn>)] = &[("k", |s| s.1)];
+const N_OF_EKN: &[(&str, Dim<Ekn>)] = &[("n", |s| s.2)];
 
-#[doc(hidden)]
-pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = OpDecl {
-    c_name: "hipfp8_rowwise_3d_transpose_rhs",
-    bufs: &cast_bufs(|&(e, k, _), _| checked_mul("e*k", e, k), len_ekn),
-    nonzero: &[("n", |s| s.2)],
-    check: None,
-    gpu_run: GpuRun::Checked { noop: empty_ekn },
-    cpu: cast_cpu!(
-        reference::quant::rowwise_3d_transpose_rhs,
-        pow2_scales,
-        (e, k, n)
-    ),
-    gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
-        ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
-            // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs
-            // and output bytes and e*k scales; `ws` is the context's zeroed workspace of the
-            // size the launcher asked for; work is only queued on `stream`.
-            let st = unsafe {
-                sys::hipfp8_rowwise_3d_transpose_rhs_launch(
-                    d.ptr("x"),
-                    d.ptr("out"),
-                    d.ptr("scales"),
-                    e as i64,
-                    k as i64,
-                    n as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d.dtype("x"),
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("rowwise_3d_transpose_rhs", st)
-        })
-    },
-};
+/// The declaration of a 3D expert-weight cast with the buffers `bufs`: colwise_3d (scales over
+/// k), or rowwise_3d_transpose_rhs when `transpose` (scales over n).
+const fn ekn_decl(
+    transpose: bool,
+    c_name: &'static str,
+    bufs: &'static [BufDecl<Ekn>; 3],
+) -> OpDecl<CastParams, Ekn> {
+    use reference::quant::{colwise_3d, rowwise_3d_transpose_rhs};
+    OpDecl {
+        c_name,
+        bufs,
+        nonzero: if transpose { N_OF_EKN } else { K_OF_EKN },
+        check: None,
+        gpu_run: GpuRun::Checked { noop: empty_ekn },
+        cpu: if transpose {
+            cast_cpu!(rowwise_3d_transpose_rhs, pow2_scales, (e, k, n))
+        } else {
+            cast_cpu!(colwise_3d, pow2_scales, (e, k, n))
+        },
+        gpu: if transpose {
+            launch_transpose_rhs
+        } else {
+            // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
+            |_, p, fmt, &(e, k, n), d, stream| {
+                launch_rows(RowKernel::Colwise3d, p, fmt, (e * n, k), d, stream)
+            }
+        },
+    }
+}
 
-/// Queue per_group_colwise (`colwise`) or per_group_rowwise over (m, k) with `d.groups()`
-/// groups; `ws` is the workspace the launcher asked for.
-fn launch_grouped(
-    colwise: bool,
+/// The GPU arm of rowwise_3d_transpose_rhs.
+fn launch_transpose_rhs(
+    ctx: &Context,
     p: &CastParams,
     fmt: Fp8Format,
-    (m, k): (usize, usize),
+    &(e, k, n): &Ekn,
     d: &Dev,
-    ws: *mut std::ffi::c_void,
     stream: StreamRef,
 ) -> Result<()> {
-    let (x, offs, o, s) = (d.ptr("x"), d.ptr("offs"), d.ptr("out"), d.ptr("scales"));
-    let (m, k, g) = (m as i64, k as i64, d.groups() as i64);
-    let (f, pw, dt, st) = (fmt as i32, p.pow2_scales as i32, d.dtype("x"), stream.0);
-    // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and output
-    // bytes, the G scales per column (colwise) or row (rowwise) and G offsets (clamped by the
-    // kernel, never read on the host); `ws` is the zeroed workspace (colwise) or null or the
-    // zeroed scratch (rowwise) of the size the launcher asked for; work is only queued on
-    // `stream`.
-    let code = unsafe {
-        if colwise {
-            sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
-        } else {
-            sys::hipfp8_per_group_rowwise_launch(x, offs, o, s, m, k, g, f, pw, dt, ws, st)
-        }
-    };
-    check_status(
-        if colwise {
-            "per_group_colwise"
-        } else {
-            "per_group_rowwise"
-        },
-        code,
-    )
+    let (x, o, s) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"));
+    let (f, pw, dt) = (fmt as i32, p.pow2_scales as i32, d.dtype("x"));
+    let (e64, k64, n64) = (e as i64, k as i64, n as i64);
+    ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
+        // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs
+        // and output bytes and e*k scales; `ws` is the context's zeroed workspace of the
+        // size the launcher asked for; work is only queued on `stream`.
+        let st = unsafe {
+            sys::hipfp8_rowwise_3d_transpose_rhs_launch(
+                x, o, s, e64, k64, n64, f, pw, dt, ws, stream.0,
+            )
+        };
+        check_status("rowwise_3d_transpose_rhs", st)
+    })
 }
 
 #[doc(hidden)]
-pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_per_group_colwise",
-    bufs: &[
+pub static COLWISE_3D: OpDecl<CastParams, Ekn> = ekn_decl(
+    false,
+    "hipfp8_colwise_3d",
+    &cast_bufs(|&(e, _, n), _| checked_mul("e*n", e, n), len_ekn),
+);
+
+#[doc(hidden)]
+pub static ROWWISE_3D_TRANSPOSE_RHS: OpDecl<CastParams, Ekn> = ekn_decl(
+    true,
+    "hipfp8_rowwise_3d_transpose_rhs",
+    &cast_bufs(|&(e, k, _), _| checked_mul("e*k", e, k), len_ekn),
+);
+
+/// Queue per_group_colwise (`COLWISE`) or per_group_rowwise over (m, k) with `d.groups()`
+/// groups, with the workspace its launcher asks for.
+fn launch_grouped<const COLWISE: bool>(
+    ctx: &Context,
+    p: &CastParams,
+    fmt: Fp8Format,
+    &(m, k): &(usize, usize),
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, offs, o, s) = (d.ptr("x"), d.ptr("offs"), d.ptr("out"), d.ptr("scales"));
+    let groups = d.groups();
+    let (m, k64, g) = (m as i64, k as i64, groups as i64);
+    let (f, pw, dt, st) = (fmt as i32, p.pow2_scales as i32, d.dtype("x"), stream.0);
+    let launch = |ws| {
+        // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and
+        // output bytes, the G scales per column (colwise) or row (rowwise) and G offsets
+        // (clamped by the kernel, never read on the host); `ws` is the zeroed workspace
+        // (colwise) or null or the zeroed scratch (rowwise) of the size the launcher asked
+        // for; work is only queued on `stream`.
+        let code = unsafe {
+            if COLWISE {
+                sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k64, g, f, pw, dt, ws, st)
+            } else {
+                sys::hipfp8_per_group_rowwise_launch(x, offs, o, s, m, k64, g, f, pw, dt, ws, st)
+            }
+        };
+        check_status(
+            if COLWISE {
+                "per_group_colwise"
+            } else {
+                "per_group_rowwise"
+            },
+            code,
+        )
+    };
+    if COLWISE {
+        ctx.with_colwise_workspace(groups, k, 0, stream, launch)
+    } else {
+        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(groups)?, stream, launch)
+    }
+}
+
+/// The declaration of per_group_colwise (`colwise`: offsets along m, `scales[g*k]`) or
+/// per_group_rowwise (offsets along k, `scales[g*m]`) with the buffers `bufs`.
+const fn grouped_decl(
+    colwise: bool,
+    c_name: &'static str,
+    bufs: &'static [BufDecl<(usize, usize)>; 4],
+) -> OpDecl<CastParams, (usize, usize)> {
+    use reference::quant::{per_group_colwise, per_group_rowwise};
+    OpDecl {
+        c_name,
+        bufs,
+        nonzero: &[],
+        check: None,
+        gpu_run: GpuRun::Checked {
+            noop: if colwise {
+                |&(_, k), g| g == 0 || k == 0
+            } else {
+                |&(m, _), g| g == 0 || m == 0
+            },
+        },
+        cpu: if colwise {
+            cast_cpu!(per_group_colwise, pow2_scales, (m, k), offs)
+        } else {
+            cast_cpu!(per_group_rowwise, pow2_scales, (m, k), offs)
+        },
+        gpu: if colwise {
+            launch_grouped::<true>
+        } else {
+            launch_grouped::<false>
+        },
+    }
+}
+
+/// The buffers of a per-group cast: x, offsets along `extent`, `out` and `scales`.
+const fn grouped_bufs(
+    extent: Dim<(usize, usize)>,
+    scales: LenFn<(usize, usize)>,
+) -> [BufDecl<(usize, usize)>; 4] {
+    [
         BufDecl::hp("x", len_mk),
-        BufDecl::offsets("offs", |s| s.0),
+        BufDecl::offsets("offs", extent),
         BufDecl::output("out", Elem::U8, len_mk),
-        BufDecl::output("scales", Elem::F32, |&(_, k), g| checked_mul("g*k", g, k)),
-    ],
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked {
-        noop: |&(_, k), g| g == 0 || k == 0,
-    },
-    cpu: cast_cpu!(
-        reference::quant::per_group_colwise,
-        pow2_scales,
-        (m, k),
-        offs
-    ),
-    gpu: |ctx, p, fmt, &(m, k), d, stream| {
-        let g = d.groups();
-        ctx.with_colwise_workspace(g, k, 0, stream, |ws| {
-            launch_grouped(true, p, fmt, (m, k), d, ws, stream)
-        })
-    },
-};
+        BufDecl::output("scales", Elem::F32, scales),
+    ]
+}
+
+#[doc(hidden)]
+pub static PER_GROUP_COLWISE: OpDecl<CastParams, (usize, usize)> = grouped_decl(
+    true,
+    "hipfp8_per_group_colwise",
+    &grouped_bufs(|s| s.0, |&(_, k), g| checked_mul("g*k", g, k)),
+);
+
+#[doc(hidden)]
+pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = grouped_decl(
+    false,
+    "hipfp8_per_group_rowwise",
+    &grouped_bufs(|s| s.1, |&(m, _), g| checked_mul("g*m", g, m)),
+);
+
+/// The CPU arm of per_group_colwise_dual (`m_cap` None) and of its padded form into `m_cap`
+/// rows.
+fn dual_cpu(
+    p: &CastParams,
+    fmt: Fp8Format,
+    (m, k1, k2): (usize, usize, usize),
+    m_cap: Option<usize>,
+    h: &mut Host<'_>,
+) -> Result<()> {
+    let offs = h.src("offs");
+    let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
+    let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
+    let pw = p.pow2_scales;
+    let padded = m_cap.map(|m_cap| (m_cap, h.dst("padded_offs")));
+    with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| match padded {
+        None =>
+            reference::quant::per_group_colwise_dual(fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2),
+        Some((m_cap, po)) => reference::quant::per_group_colwise_dual_padded(
+            fmt, pw, m_cap, k1, k2, a, b, offs, o1, s1, o2, s2, po,
+        ),
+    }))
+}
+
+/// The GPU arm of per_group_colwise_dual (`m_cap` None) and of its padded form into `m_cap`
+/// rows: one input dtype for both tensors, the colwise workspace, the launcher.
+fn launch_dual(
+    ctx: &Context,
+    p: &CastParams,
+    fmt: Fp8Format,
+    (m, k1, k2): (usize, usize, usize),
+    m_cap: Option<usize>,
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let op = match m_cap {
+        None => "per_group_colwise_dual",
+        Some(_) => "per_group_colwise_dual_padded",
+    };
+    let (d1, d2) = (d.dtype("x1"), d.dtype("x2"));
+    if d1 != d2 {
+        return Err(Error::NotSupported(format!(
+            "{op} on the GPU takes one input dtype for both tensors (got {} and {})",
+            dtype_name(d1),
+            dtype_name(d2)
+        )));
+    }
+    let groups = d.groups();
+    let (x1, x2, offs) = (d.ptr("x1"), d.ptr("x2"), d.ptr("offs"));
+    let (o1, s1, o2, s2) = (
+        d.ptr("out1"),
+        d.ptr("scales1"),
+        d.ptr("out2"),
+        d.ptr("scales2"),
+    );
+    let (m, g, f, pw) = (m as i64, groups as i64, fmt as i32, p.pow2_scales as i32);
+    ctx.with_colwise_workspace(groups, k1, k2, stream, |ws| {
+        let (k1, k2, st) = (k1 as i64, k2 as i64, stream.0);
+        // SAFETY: validated by Context::run: device memory of this GPU with m*k1 and m*k2
+        // inputs, m*k1 and m*k2 (padded: m_cap*k1 and m_cap*k2) output bytes, G*k1 and G*k2
+        // scales, G offsets in (and padded: out, m_cap >= m + 15*G so every padded row fits);
+        // offsets are clamped by the kernel; `ws` is the zeroed colwise workspace of the size
+        // the launcher asked for; the launcher only queues work on `stream`.
+        let code = unsafe {
+            match m_cap {
+                None => sys::hipfp8_per_group_colwise_dual_launch(
+                    x1, x2, offs, o1, s1, o2, s2, m, k1, k2, g, f, pw, d1, ws, st,
+                ),
+                Some(m_cap) => sys::hipfp8_per_group_colwise_dual_padded_launch(
+                    x1,
+                    x2,
+                    offs,
+                    o1,
+                    s1,
+                    o2,
+                    s2,
+                    d.ptr("padded_offs"),
+                    m,
+                    k1,
+                    k2,
+                    m_cap as i64,
+                    g,
+                    f,
+                    pw,
+                    d1,
+                    ws,
+                    st,
+                ),
+            }
+        };
+        check_status(op, code)
+    })
+}
 
 #[doc(hidden)]
 pub static PER_GROUP_COLWISE_DUAL: OpDecl<CastParams, (usize, usize, usize)> = OpDecl {
@@ -281,93 +435,63 @@ pub static PER_GROUP_COLWISE_DUAL: OpDecl<CastParams, (usize, usize, usize)> = O
     gpu_run: GpuRun::Checked {
         noop: |&(_, k1, k2), g| g == 0 || (k1 == 0 && k2 == 0),
     },
-    cpu: |p, fmt, &(m, k1, k2), h| {
-        let offs = h.src("offs");
-        let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
-        let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
-        let pw = p.pow2_scales;
-        with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
-            reference::quant::per_group_colwise_dual(fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2)
-        }))
-    },
-    gpu: |ctx, p, fmt, &(m, k1, k2), d, stream| {
-        let (d1, d2) = (d.dtype("x1"), d.dtype("x2"));
-        if d1 != d2 {
-            return Err(Error::NotSupported(format!(
-                "per_group_colwise_dual on the GPU takes one input dtype for both tensors (got {} and {})",
-                dtype_name(d1),
-                dtype_name(d2)
-            )));
-        }
-        let g = d.groups();
-        ctx.with_colwise_workspace(g, k1, k2, stream, |ws| {
-            // SAFETY: as for per_group_colwise, for both tensors (m*k1 and m*k2 elements,
-            // G*k1 and G*k2 scales).
-            let st = unsafe {
-                sys::hipfp8_per_group_colwise_dual_launch(
-                    d.ptr("x1"),
-                    d.ptr("x2"),
-                    d.ptr("offs"),
-                    d.ptr("out1"),
-                    d.ptr("scales1"),
-                    d.ptr("out2"),
-                    d.ptr("scales2"),
-                    m as i64,
-                    k1 as i64,
-                    k2 as i64,
-                    g as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d1,
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("per_group_colwise_dual", st)
-        })
-    },
-};
-
-#[doc(hidden)]
-pub static PER_GROUP_ROWWISE: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_per_group_rowwise",
-    bufs: &[
-        BufDecl::hp("x", len_mk),
-        BufDecl::offsets("offs", |s| s.1),
-        BufDecl::output("out", Elem::U8, len_mk),
-        BufDecl::output("scales", Elem::F32, |&(m, _), g| checked_mul("g*m", g, m)),
-    ],
-    nonzero: &[],
-    check: None,
-    gpu_run: GpuRun::Checked {
-        noop: |&(m, _), g| g == 0 || m == 0,
-    },
-    cpu: cast_cpu!(
-        reference::quant::per_group_rowwise,
-        pow2_scales,
-        (m, k),
-        offs
-    ),
-    gpu: |ctx, p, fmt, &s, d, stream| {
-        ctx.with_zeroed_or_null(ctx.grouped_scratch_size(d.groups())?, stream, |ws| {
-            launch_grouped(false, p, fmt, s, d, ws, stream)
-        })
-    },
+    cpu: |p, fmt, &s, h| dual_cpu(p, fmt, s, None, h),
+    gpu: |ctx, p, fmt, &s, d, stream| launch_dual(ctx, p, fmt, s, None, d, stream),
 };
 
 fn len_n(&n: &usize, _: usize) -> Result<usize> {
     Ok(n)
 }
 
+/// The buffers of tensorwise (`scale` an output) and of tensorwise_scaled (`scaled`: `scale`
+/// the caller's input, before `out`).
+const fn tensorwise_bufs(scaled: bool) -> [BufDecl<usize>; 4] {
+    let x = BufDecl::hp("x", len_n);
+    let out = BufDecl::output("out", Elem::U8, len_n);
+    let amax = BufDecl::output("amax", Elem::F32, len_one);
+    if scaled {
+        [x, BufDecl::input("scale", Elem::F32, len_one), out, amax]
+    } else {
+        [x, out, BufDecl::output("scale", Elem::F32, len_one), amax]
+    }
+}
+
+/// Queue tensorwise, or tensorwise_scaled (`scaled`: the caller's `scale` is read, not
+/// derived and written), over `n` elements.
+fn launch_tensorwise(
+    scaled: bool,
+    p: &CastParams,
+    fmt: Fp8Format,
+    n: usize,
+    d: &Dev,
+    stream: StreamRef,
+) -> Result<()> {
+    let (x, sc, o, a) = (d.ptr("x"), d.ptr("scale"), d.ptr("out"), d.ptr("amax"));
+    let (n, f, dt, st) = (n as i64, fmt as i32, d.dtype("x"), stream.0);
+    // SAFETY: validated by Context::run: device memory of this GPU with n inputs, n output
+    // bytes, one scale (read when `scaled`, else written) and one amax; the launchers only
+    // queue work on `stream`.
+    let code = unsafe {
+        if scaled {
+            sys::hipfp8_tensorwise_scaled_launch(x, sc, o, a, n, f, dt, st)
+        } else {
+            sys::hipfp8_tensorwise_launch(x, o, sc, a, n, f, p.pow2_scales as i32, dt, st)
+        }
+    };
+    check_status(
+        if scaled {
+            "tensorwise_scaled"
+        } else {
+            "tensorwise"
+        },
+        code,
+    )
+}
+
 #[doc(hidden)]
 pub static TENSORWISE: OpDecl<CastParams, usize> = OpDecl {
     c_name: "hipfp8_tensorwise",
-    bufs: &[
-        BufDecl::hp("x", len_n),
-        BufDecl::output("out", Elem::U8, len_n),
-        BufDecl::output("scale", Elem::F32, len_one),
-        BufDecl::output("amax", Elem::F32, len_one),
-    ],
+    bufs: &tensorwise_bufs(false),
     nonzero: &[],
     check: None,
     // n == 0 still launches: the amax and scale of an empty tensor are written.
@@ -384,35 +508,13 @@ pub static TENSORWISE: OpDecl<CastParams, usize> = OpDecl {
         ));
         Ok(())
     },
-    gpu: |_, p, fmt, &n, d, stream| {
-        // SAFETY: validated by Context::run: device memory of this GPU with n inputs, n output
-        // bytes, one scale and one amax; the launcher only queues work on `stream`.
-        let st = unsafe {
-            sys::hipfp8_tensorwise_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scale"),
-                d.ptr("amax"),
-                n as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("tensorwise", st)
-    },
+    gpu: |_, p, fmt, &n, d, stream| launch_tensorwise(false, p, fmt, n, d, stream),
 };
 
 #[doc(hidden)]
 pub static TENSORWISE_SCALED: OpDecl<CastParams, usize> = OpDecl {
     c_name: "hipfp8_tensorwise_scaled",
-    bufs: &[
-        BufDecl::hp("x", len_n),
-        BufDecl::input("scale", Elem::F32, len_one),
-        BufDecl::output("out", Elem::U8, len_n),
-        BufDecl::output("amax", Elem::F32, len_one),
-    ],
+    bufs: &tensorwise_bufs(true),
     nonzero: &[],
     check: Some(|p, _, _| require_no_pow2(p)),
     // n == 0 still launches: the amax of an empty tensor (0) is written.
@@ -428,23 +530,7 @@ pub static TENSORWISE_SCALED: OpDecl<CastParams, usize> = OpDecl {
         ));
         Ok(())
     },
-    gpu: |_, _, fmt, &n, d, stream| {
-        // SAFETY: validated by Context::run: device memory of this GPU with n inputs, one
-        // scale, n output bytes and one amax; the launcher only queues work on `stream`.
-        let st = unsafe {
-            sys::hipfp8_tensorwise_scaled_launch(
-                d.ptr("x"),
-                d.ptr("scale"),
-                d.ptr("out"),
-                d.ptr("amax"),
-                n as i64,
-                fmt as i32,
-                d.dtype("x"),
-                stream.0,
-            )
-        };
-        check_status("tensorwise_scaled", st)
-    },
+    gpu: |_, p, fmt, &n, d, stream| launch_tensorwise(true, p, fmt, n, d, stream),
 };
 
 #[doc(hidden)]
@@ -590,58 +676,9 @@ pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDec
     gpu_run: GpuRun::Checked {
         noop: |_, g| g == 0,
     },
-    cpu: |p, fmt, &(_, k1, k2, m_cap), h| {
-        let offs = h.src("offs");
-        let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
-        let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
-        let po = h.dst("padded_offs");
-        let pw = p.pow2_scales;
-        with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
-            reference::quant::per_group_colwise_dual_padded(
-                fmt, pw, m_cap, k1, k2, a, b, offs, o1, s1, o2, s2, po,
-            )
-        }))
-    },
+    cpu: |p, fmt, &(m, k1, k2, m_cap), h| dual_cpu(p, fmt, (m, k1, k2), Some(m_cap), h),
     gpu: |ctx, p, fmt, &(m, k1, k2, m_cap), d, stream| {
-        let (d1, d2) = (d.dtype("x1"), d.dtype("x2"));
-        if d1 != d2 {
-            return Err(Error::NotSupported(format!(
-                "per_group_colwise_dual_padded on the GPU takes one input dtype for both tensors (got {} and {})",
-                dtype_name(d1),
-                dtype_name(d2)
-            )));
-        }
-        let g = d.groups();
-        ctx.with_colwise_workspace(g, k1, k2, stream, |ws| {
-            // SAFETY: validated by Context::run: device memory of this GPU with m*k1 and m*k2
-            // inputs, m_cap*k1 and m_cap*k2 output bytes, G*k1 and G*k2 scales, G offsets in
-            // and out, m_cap >= m + 15*G so every padded row fits; offsets are clamped by the
-            // kernel; `ws` is the zeroed colwise workspace of the size the launcher asked
-            // for; the launcher only queues work on `stream`.
-            let st = unsafe {
-                sys::hipfp8_per_group_colwise_dual_padded_launch(
-                    d.ptr("x1"),
-                    d.ptr("x2"),
-                    d.ptr("offs"),
-                    d.ptr("out1"),
-                    d.ptr("scales1"),
-                    d.ptr("out2"),
-                    d.ptr("scales2"),
-                    d.ptr("padded_offs"),
-                    m as i64,
-                    k1 as i64,
-                    k2 as i64,
-                    m_cap as i64,
-                    g as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d1,
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("per_group_colwise_dual_padded", st)
-        })
+        launch_dual(ctx, p, fmt, (m, k1, k2), Some(m_cap), d, stream)
     },
 };
 
