@@ -98,14 +98,16 @@ fn empty_grouped(&(m, _): &(usize, usize), g: usize) -> bool {
     m == 0 && g == 0
 }
 
-/// The one-input grouped launchers: (input, offs, out, scales, out_col, scales_col, m,
-/// cols, groups, format, pow2, dtype, workspace, stream) with cols = k or i.
+/// The grouped launchers: (input, [gu,] offs, out, scales, out_col, scales_col, m, cols,
+/// groups, format, pow2, dtype, workspace, stream) with cols = k or i.
 #[derive(Clone, Copy)]
 enum Grouped {
     /// `hipfp8_moe_act_dual_launch` (input x, cols = k).
     Act,
     /// `hipfp8_moe_swiglu_quant_launch` (input gu, cols = i).
     Swiglu,
+    /// `hipfp8_moe_swiglu_bwd_quant_launch` (inputs grad_h and gu, cols = i).
+    SwigluBwd,
 }
 
 impl<'a> DualOut<'a> {
@@ -130,8 +132,8 @@ impl Context {
     }
 }
 
-/// The GPU arm of the one-input grouped ops: the stream's zeroed workspace, then the
-/// launcher of `k` with (m, cols).
+/// The GPU arm of the grouped ops: the stream's zeroed workspace, then the launcher of `k`
+/// with (m, cols).
 fn launch_grouped(
     ctx: &Context,
     k: Grouped,
@@ -144,6 +146,7 @@ fn launch_grouped(
     let (op, input) = match k {
         Grouped::Act => ("moe_act_dual", "x"),
         Grouped::Swiglu => ("moe_swiglu_quant", "gu"),
+        Grouped::SwigluBwd => ("moe_swiglu_bwd_quant", "grad_h"),
     };
     let g = d.groups();
     let (x, offs, dtype) = (d.ptr(input), d.ptr("offs"), d.dtype(input));
@@ -153,9 +156,10 @@ fn launch_grouped(
     let (f, pw) = (fmt as i32, p.pow2_scales as i32);
     ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
         // SAFETY: validated by Context::run: device memory of this GPU with the declared
-        // lengths (inputs, m*cols bytes per output, m and g*cols scales, g offsets, clamped
-        // by the kernels and never read on the host); `ws` is the stream's zeroed workspace
-        // of the size the launcher asked for; work is only queued on `stream`.
+        // lengths (inputs, of one dtype for the backward, m*cols bytes per output (m*2i for
+        // the backward), m and g*cols (g*2i) scales, g offsets, clamped by the kernels and
+        // never read on the host); `ws` is the stream's zeroed workspace of the size the
+        // launcher asked for; work is only queued on `stream`.
         let st = unsafe {
             match k {
                 Grouped::Act => sys::hipfp8_moe_act_dual_launch(
@@ -164,13 +168,30 @@ fn launch_grouped(
                 Grouped::Swiglu => sys::hipfp8_moe_swiglu_quant_launch(
                     x, offs, o, s, oc, sc, m, cols, g64, f, pw, dtype, ws, stream.0,
                 ),
+                Grouped::SwigluBwd => sys::hipfp8_moe_swiglu_bwd_quant_launch(
+                    x,
+                    d.ptr("gu"),
+                    offs,
+                    o,
+                    s,
+                    oc,
+                    sc,
+                    m,
+                    cols,
+                    g64,
+                    f,
+                    pw,
+                    dtype,
+                    ws,
+                    stream.0,
+                ),
             }
         };
         check_status(op, st)
     })
 }
 
-/// The CPU arm of the one-input grouped ops: the reference of `k` with (m, cols).
+/// The CPU arm of the grouped ops: the reference of `k` with (m, cols).
 fn grouped_cpu(
     k: Grouped,
     p: &CastParams,
@@ -180,6 +201,23 @@ fn grouped_cpu(
 ) -> Result<()> {
     let (offs, o, s, oc, sc) = dual_host(h);
     let pw = p.pow2_scales;
+    macro_rules! bwd {
+        ($dh:expr, $gu:expr) => {
+            reference::moe::swiglu_bwd_quant(
+                fmt,
+                pw,
+                m,
+                cols,
+                $dh.host_slice(),
+                $gu.host_slice(),
+                offs,
+                o,
+                s,
+                oc,
+                sc,
+            )
+        };
+    }
     match k {
         Grouped::Act => with_hp!(h.hp("x"), |x| {
             reference::moe::act_dual(fmt, pw, m, cols, x, offs, o, s, oc, sc)
@@ -187,12 +225,18 @@ fn grouped_cpu(
         Grouped::Swiglu => with_hp!(h.hp("gu"), |gu| {
             reference::moe::swiglu_quant(fmt, pw, m, cols, gu, offs, o, s, oc, sc)
         }),
+        Grouped::SwigluBwd => match (h.hp("grad_h"), h.hp("gu")) {
+            (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
+            (HpSrc::F32(dh), HpSrc::F32(gu)) => bwd!(dh, gu),
+            // Context::run checked one dtype (`hp_like`).
+            _ => Err(Error::NotSupported("mixed input dtypes".into())),
+        },
     }
 }
 
 impl Grouped {
-    /// The declaration of the one-input grouped op `self` (its buffers from
-    /// [`one_input_bufs`]).
+    /// The declaration of the grouped op `self` with the buffers `bufs` (of the one-input
+    /// ops: [`one_input_bufs`]).
     const fn decl(
         self,
         c_name: &'static str,
@@ -210,6 +254,7 @@ impl Grouped {
             cpu: match self {
                 Grouped::Act => |p, fmt, s, h| grouped_cpu(Grouped::Act, p, fmt, s, h),
                 Grouped::Swiglu => |p, fmt, s, h| grouped_cpu(Grouped::Swiglu, p, fmt, s, h),
+                Grouped::SwigluBwd => |p, fmt, s, h| grouped_cpu(Grouped::SwigluBwd, p, fmt, s, h),
             },
             gpu: match self {
                 Grouped::Act => {
@@ -218,6 +263,9 @@ impl Grouped {
                 Grouped::Swiglu => {
                     |ctx, p, fmt, &s, d, st| launch_grouped(ctx, Grouped::Swiglu, p, fmt, s, d, st)
                 }
+                Grouped::SwigluBwd => |ctx, p, fmt, &s, d, st| {
+                    launch_grouped(ctx, Grouped::SwigluBwd, p, fmt, s, d, st)
+                },
             },
         }
     }
@@ -293,81 +341,27 @@ pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = Grouped::Swigl
     &[("i", |s| s.1)],
 );
 
+/// The buffers of the SwiGLU backward: grad_h (m, i), gu (m, 2i) of grad_h's dtype, offs along
+/// m, [`dual_outs`] of (m, 2i).
+const fn swiglu_bwd_bufs() -> [BufDecl<(usize, usize)>; 7] {
+    let [o, s, oc, sc] = dual_outs(len_m2i, |&(_, i), g| checked_mul("g*2i", g, two_i(i)?));
+    [
+        BufDecl::hp("grad_h", |&(m, i), _| checked_mul("m*i", m, i)),
+        BufDecl::hp_like("gu", "grad_h", len_m2i),
+        BufDecl::offsets("offs", |s| s.0),
+        o,
+        s,
+        oc,
+        sc,
+    ]
+}
+
 #[doc(hidden)]
-pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = OpDecl {
-    c_name: "hipfp8_moe_swiglu_bwd_quant",
-    bufs: &{
-        let [o, s, oc, sc] = dual_outs(len_m2i, |&(_, i), g| checked_mul("g*2i", g, two_i(i)?));
-        [
-            BufDecl::hp("grad_h", |&(m, i), _| checked_mul("m*i", m, i)),
-            BufDecl::hp_like("gu", "grad_h", len_m2i),
-            BufDecl::offsets("offs", |s| s.0),
-            o,
-            s,
-            oc,
-            sc,
-        ]
-    },
-    nonzero: &[("i", |s| s.1)],
-    check: None,
-    gpu_run: GpuRun::Checked {
-        noop: empty_grouped,
-    },
-    cpu: |p, fmt, &(m, i), h| {
-        let (offs, o, s, oc, sc) = dual_host(h);
-        let pw = p.pow2_scales;
-        macro_rules! bwd {
-            ($dh:expr, $gu:expr) => {
-                reference::moe::swiglu_bwd_quant(
-                    fmt,
-                    pw,
-                    m,
-                    i,
-                    $dh.host_slice(),
-                    $gu.host_slice(),
-                    offs,
-                    o,
-                    s,
-                    oc,
-                    sc,
-                )
-            };
-        }
-        match (h.hp("grad_h"), h.hp("gu")) {
-            (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
-            (HpSrc::F32(dh), HpSrc::F32(gu)) => bwd!(dh, gu),
-            // Context::run checked one dtype (`hp_like`).
-            _ => Err(Error::NotSupported("mixed input dtypes".into())),
-        }
-    },
-    gpu: |ctx, p, fmt, &(m, i), d, stream| {
-        let g = d.groups();
-        ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
-            // SAFETY: as for launch_grouped, with m*i and m*2i inputs of one dtype (checked by
-            // Context::run) and (m, 2i) outputs.
-            let st = unsafe {
-                sys::hipfp8_moe_swiglu_bwd_quant_launch(
-                    d.ptr("grad_h"),
-                    d.ptr("gu"),
-                    d.ptr("offs"),
-                    d.ptr("out"),
-                    d.ptr("scales"),
-                    d.ptr("out_col"),
-                    d.ptr("scales_col"),
-                    m as i64,
-                    i as i64,
-                    g as i64,
-                    fmt as i32,
-                    p.pow2_scales as i32,
-                    d.dtype("grad_h"),
-                    ws,
-                    stream.0,
-                )
-            };
-            check_status("moe_swiglu_bwd_quant", st)
-        })
-    },
-};
+pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = Grouped::SwigluBwd.decl(
+    "hipfp8_moe_swiglu_bwd_quant",
+    &swiglu_bwd_bufs(),
+    &[("i", |s| s.1)],
+);
 
 op_methods! {
     /// Expert weights (E,K,N) column-major (`x[e*K*N + n*K + k]`) to both grouped-GEMM
