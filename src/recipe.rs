@@ -236,6 +236,54 @@ impl<'a> Region<'a> {
     fn hp(&self, p: &Parts, i: usize, len: usize) -> HpSrc<'a> {
         HpSrc::Bf16(self.src(p, i, len))
     }
+    /// Part `qi` (`n` FP8 codes) and part `si` (`ns` dequant scales) as a GEMM operand.
+    fn fp8(&self, p: &Parts, (qi, n): (usize, usize), (si, ns): (usize, usize)) -> Fp8<'a> {
+        Fp8 {
+            q: self.src(p, qi, n),
+            s: self.src(p, si, ns),
+        }
+    }
+}
+
+/// An FP8 operand of a grouped GEMM: its codes and their dequant scales.
+#[derive(Clone, Copy)]
+struct Fp8<'a> {
+    q: Src<'a, u8>,
+    s: Src<'a, f32>,
+}
+
+/// The dimensions of one grouped GEMM of the recipe.
+#[derive(Clone, Copy)]
+enum Gemm {
+    /// [`Context::grouped_gemm_2d3d`] (m, k, n, e).
+    D3(usize, usize, usize, usize),
+    /// [`Context::grouped_gemm_2d2d`] (n, mt, k).
+    D2(usize, usize, usize),
+}
+
+impl Context {
+    /// The grouped GEMM `shape` of `a` and `b` into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        p: &GemmParams,
+        shape: Gemm,
+        a: Fp8<'_>,
+        b: Fp8<'_>,
+        offs: Src<'_, i32>,
+        out: Dst<'_, bf16>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let (aq, bq, sa, sb) = (a.q, b.q, a.s, b.s);
+        match shape {
+            Gemm::D3(m, k, n, e) => {
+                self.grouped_gemm_2d3d(p, m, k, n, e, aq, bq, offs, sa, sb, out, stream)
+            }
+            Gemm::D2(n, mt, k) => {
+                self.grouped_gemm_2d2d(p, n, mt, k, aq, bq, offs, sa, sb, out, stream)
+            }
+        }
+    }
 }
 
 /// Zeroed scratch bytes of the grouped MoE casts and the column casts of `k` columns
@@ -267,36 +315,27 @@ impl<'c> Checks<'c> {
             ranges: Vec::new(),
         }
     }
-    fn add(&mut self, name: &'static str, addr: usize, bytes: usize, out: bool) {
-        self.ranges.push((name, addr, bytes, out));
+    /// The range of `n` elements of `T` at `ptr` (`out`: an output).
+    fn add<T>(&mut self, name: &'static str, ptr: *const T, n: usize, out: bool) {
+        let bytes = n * std::mem::size_of::<T>();
+        self.ranges.push((name, ptr as usize, bytes, out));
     }
     fn hp(&mut self, name: &'static str, v: &HpSrc<'_>, n: usize) -> Result<()> {
         self.ctx.check_hp(name, v, n)?;
-        let size = match v {
-            HpSrc::Bf16(_) => 2,
-            HpSrc::F32(_) => 4,
-        };
-        self.add(name, v.raw_parts().0 as usize, n * size, false);
+        match v {
+            HpSrc::Bf16(x) => self.add(name, x.as_ptr(), n, false),
+            HpSrc::F32(x) => self.add(name, x.as_ptr(), n, false),
+        }
         Ok(())
     }
     fn src<T>(&mut self, name: &'static str, v: &Src<'_, T>, n: usize) -> Result<()> {
         self.ctx.check_src(name, v, n)?;
-        self.add(
-            name,
-            v.as_ptr() as usize,
-            n * std::mem::size_of::<T>(),
-            false,
-        );
+        self.add(name, v.as_ptr(), n, false);
         Ok(())
     }
     fn dst<T>(&mut self, name: &'static str, v: &mut Dst<'_, T>, n: usize) -> Result<()> {
         self.ctx.check_dst(name, v, n)?;
-        self.add(
-            name,
-            v.as_mut_ptr() as usize,
-            n * std::mem::size_of::<T>(),
-            true,
-        );
+        self.add(name, v.as_mut_ptr().cast_const(), n, true);
         Ok(())
     }
     /// The offsets: `groups` of them (`GroupCountMismatch`), valid END offsets into `extent`
@@ -415,12 +454,10 @@ pub struct WeightCache {
     refreshes: u64,
 }
 
-/// The views of one cached projection the GEMMs read.
+/// The operands of one cached projection the GEMMs read: forward B and dgrad B.
 struct Cached<'a> {
-    q: Src<'a, u8>,
-    s_inv: Src<'a, f32>,
-    qt: Src<'a, u8>,
-    st_inv: Src<'a, f32>,
+    fwd: Fp8<'a>,
+    dgrad: Fp8<'a>,
 }
 
 impl WeightCache {
@@ -576,10 +613,8 @@ impl WeightCache {
                 let b = j * PROJ_PARTS;
                 let (en, ek, ekn) = (pr.e * pr.n, pr.e * pr.k, pr.e * pr.k * pr.n);
                 Cached {
-                    q: r.src(pt, b, ekn),
-                    s_inv: r.src(pt, b + 2, en),
-                    qt: r.src(pt, b + 3, ekn),
-                    st_inv: r.src(pt, b + 5, ek),
+                    fwd: r.fp8(pt, (b, ekn), (b + 2, en)),
+                    dgrad: r.fp8(pt, (b + 3, ekn), (b + 5, ek)),
                 }
             })
             .collect())
@@ -813,18 +848,14 @@ impl Context {
             self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
             let xcs = (ws.src(&wp, 5, ed), sv.dst(&sp, SAVED_XCS, ed));
             self.scale_reciprocal(ed, xcs.0, xcs.1, stream)?;
-            self.grouped_gemm_2d3d(
+            let (xq, gu) = (ws.fp8(&wp, (2, md), (4, m)), sv.dst(&sp, SAVED_GU, m2i));
+            self.gemm(
                 &gemm,
-                m,
-                d,
-                2 * i,
-                e,
-                ws.src(&wp, 2, md),
-                w[0].q,
+                Gemm::D3(m, d, 2 * i, e),
+                xq,
+                w[0].fwd,
                 offs,
-                ws.src(&wp, 4, m),
-                w[0].s_inv,
-                sv.dst(&sp, SAVED_GU, m2i),
+                gu,
                 stream,
             )?;
             let h_out = DualOut {
@@ -838,20 +869,8 @@ impl Context {
             self.scale_reciprocal(m, ws.src(&wp, 7, m), ws.dst(&wp, 8, m), stream)?;
             let hcs = (ws.src(&wp, 9, ei), sv.dst(&sp, SAVED_HCS, ei));
             self.scale_reciprocal(ei, hcs.0, hcs.1, stream)?;
-            self.grouped_gemm_2d3d(
-                &gemm,
-                m,
-                i,
-                d,
-                e,
-                ws.src(&wp, 6, mi),
-                w[1].q,
-                offs,
-                ws.src(&wp, 8, m),
-                w[1].s_inv,
-                y,
-                stream,
-            )
+            let hq = ws.fp8(&wp, (6, mi), (8, m));
+            self.gemm(&gemm, Gemm::D3(m, i, d, e), hq, w[1].fwd, offs, y, stream)
         })?;
         Ok(cache.generation())
     }
@@ -898,44 +917,21 @@ impl Context {
         let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
         let (grad, gemm) = (p.grad(), p.gemm(true, gw));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let dy_out = DualOut {
-                out: ws.dst(&wp, 2, md),
-                scales: ws.dst(&wp, 3, m),
-                out_col: ws.dst(&wp, 5, md),
-                scales_col: ws.dst(&wp, 6, ed),
-            };
-            self.moe_act_dual(&grad, m, d, dy, offs, dy_out, stream)?;
-            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
-            self.scale_reciprocal(ed, ws.src(&wp, 6, ed), ws.dst(&wp, 7, ed), stream)?;
+            let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, (m, d, e), dy, offs, stream)?;
             // W2 dgrad: dh (m, i) = dy . W2^T.
-            self.grouped_gemm_2d3d(
+            let dh = ws.dst(&wp, 8, mi);
+            self.gemm(
                 &gemm,
-                m,
-                d,
-                i,
-                e,
-                ws.src(&wp, 2, md),
-                w[1].qt,
+                Gemm::D3(m, d, i, e),
+                dyq,
+                w[1].dgrad,
                 offs,
-                ws.src(&wp, 4, m),
-                w[1].st_inv,
-                ws.dst(&wp, 8, mi),
+                dh,
                 stream,
             )?;
             // W2 wgrad: dW2 (e, d, i) = dy^T . h per group.
-            self.grouped_gemm_2d2d(
-                &gemm,
-                d,
-                m,
-                i,
-                ws.src(&wp, 5, md),
-                sv.src(&sp, SAVED_HC, mi),
-                offs,
-                ws.src(&wp, 7, ed),
-                sv.src(&sp, SAVED_HCS, ei),
-                dw2,
-                stream,
-            )?;
+            let hc = sv.fp8(&sp, (SAVED_HC, mi), (SAVED_HCS, ei));
+            self.gemm(&gemm, Gemm::D2(d, m, i), dyc, hc, offs, dw2, stream)?;
             let d_out = DualOut {
                 out: ws.dst(&wp, 9, m2i),
                 scales: ws.dst(&wp, 10, m),
@@ -947,35 +943,50 @@ impl Context {
             self.scale_reciprocal(m, ws.src(&wp, 10, m), ws.dst(&wp, 11, m), stream)?;
             self.scale_reciprocal(e2i, ws.src(&wp, 13, e2i), ws.dst(&wp, 14, e2i), stream)?;
             // W13 dgrad: dx (m, d) = [d_gate | d_up] . W13^T.
-            self.grouped_gemm_2d3d(
+            let dq = ws.fp8(&wp, (9, m2i), (11, m));
+            self.gemm(
                 &gemm,
-                m,
-                2 * i,
-                d,
-                e,
-                ws.src(&wp, 9, m2i),
-                w[0].qt,
+                Gemm::D3(m, 2 * i, d, e),
+                dq,
+                w[0].dgrad,
                 offs,
-                ws.src(&wp, 11, m),
-                w[0].st_inv,
                 dx,
                 stream,
             )?;
             // W13 wgrad: dW13 (e, 2i, d) = [d_gate | d_up]^T . x per group.
-            self.grouped_gemm_2d2d(
-                &gemm,
-                2 * i,
-                m,
-                d,
-                ws.src(&wp, 12, m2i),
-                sv.src(&sp, SAVED_XC, md),
-                offs,
-                ws.src(&wp, 14, e2i),
-                sv.src(&sp, SAVED_XCS, ed),
-                dw13,
-                stream,
-            )
+            let dc = ws.fp8(&wp, (12, m2i), (14, e2i));
+            let xc = sv.fp8(&sp, (SAVED_XC, md), (SAVED_XCS, ed));
+            self.gemm(&gemm, Gemm::D2(2 * i, m, d), dc, xc, offs, dw13, stream)
         })
+    }
+}
+
+impl Context {
+    /// The first step of both backwards: dy (m, cols) cast by [`Context::moe_act_dual`] into
+    /// the workspace parts 2 and 3 (rowwise) and 5 and 6 (per-group colwise), their dequant
+    /// scales into parts 4 and 7. Returns the dgrad operand (2, 4) and the wgrad one (5, 7).
+    #[allow(clippy::too_many_arguments)]
+    fn cast_dy<'a>(
+        &self,
+        p: &CastParams,
+        ws: Region<'a>,
+        wp: &Parts,
+        (m, cols, e): (usize, usize, usize),
+        dy: HpSrc<'_>,
+        offs: Src<'_, i32>,
+        stream: StreamRef,
+    ) -> Result<(Fp8<'a>, Fp8<'a>)> {
+        let (mc, ec) = (m * cols, e * cols);
+        let dy_out = DualOut {
+            out: ws.dst(wp, 2, mc),
+            scales: ws.dst(wp, 3, m),
+            out_col: ws.dst(wp, 5, mc),
+            scales_col: ws.dst(wp, 6, ec),
+        };
+        self.moe_act_dual(p, m, cols, dy, offs, dy_out, stream)?;
+        self.scale_reciprocal(m, ws.src(wp, 3, m), ws.dst(wp, 4, m), stream)?;
+        self.scale_reciprocal(ec, ws.src(wp, 6, ec), ws.dst(wp, 7, ec), stream)?;
+        Ok((ws.fp8(wp, (2, mc), (4, m)), ws.fp8(wp, (5, mc), (7, ec))))
     }
 }
 
@@ -1085,20 +1096,8 @@ impl Context {
         let (xq, xs) = (ws.dst(&wp, 2, m * k), ws.dst(&wp, 3, m));
         self.rowwise_2d(&p.act(), m, k, x, xq, xs, stream)?;
         self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
-        self.grouped_gemm_2d3d(
-            &gemm,
-            m,
-            k,
-            n,
-            e,
-            ws.src(&wp, 2, m * k),
-            w[0].q,
-            offs,
-            ws.src(&wp, 4, m),
-            w[0].s_inv,
-            y,
-            stream,
-        )?;
+        let xq = ws.fp8(&wp, (2, m * k), (4, m));
+        self.gemm(&gemm, Gemm::D3(m, k, n, e), xq, w[0].fwd, offs, y, stream)?;
         Ok(cache.generation())
     }
 
@@ -1127,7 +1126,7 @@ impl Context {
         let w = cache.use_for(self, p, &[s.projection()])?;
         cache.check_generation(generation)?;
         let (m, k, n, e) = (s.m, s.k, s.n, s.e);
-        let (mk, mn, ek, en) = (m * k, m * n, e * k, e * n);
+        let (mk, mn, ek) = (m * k, m * n, e * k);
         let mut ck = Checks::new(self);
         ck.hp("x", &x, mk)?;
         ck.hp("dy", &dy, mn)?;
@@ -1139,45 +1138,21 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let gemm = p.gemm(true, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let dy_out = DualOut {
-                out: ws.dst(&wp, 2, mn),
-                scales: ws.dst(&wp, 3, m),
-                out_col: ws.dst(&wp, 5, mn),
-                scales_col: ws.dst(&wp, 6, en),
-            };
-            self.moe_act_dual(&p.grad(), m, n, dy, offs, dy_out, stream)?;
-            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
-            self.scale_reciprocal(en, ws.src(&wp, 6, en), ws.dst(&wp, 7, en), stream)?;
+            let (dyq, dyc) = self.cast_dy(&p.grad(), ws, &wp, (m, n, e), dy, offs, stream)?;
             let (xc, xcs) = (ws.dst(&wp, 8, mk), ws.dst(&wp, 9, ek));
             self.per_group_colwise(&p.act(), m, k, x, offs, xc, xcs, stream)?;
             self.scale_reciprocal(ek, ws.src(&wp, 9, ek), ws.dst(&wp, 10, ek), stream)?;
-            self.grouped_gemm_2d3d(
+            self.gemm(
                 &gemm,
-                m,
-                n,
-                k,
-                e,
-                ws.src(&wp, 2, mn),
-                w[0].qt,
+                Gemm::D3(m, n, k, e),
+                dyq,
+                w[0].dgrad,
                 offs,
-                ws.src(&wp, 4, m),
-                w[0].st_inv,
                 dx,
                 stream,
             )?;
-            self.grouped_gemm_2d2d(
-                &gemm,
-                n,
-                m,
-                k,
-                ws.src(&wp, 5, mn),
-                ws.src(&wp, 8, mk),
-                offs,
-                ws.src(&wp, 7, en),
-                ws.src(&wp, 10, ek),
-                dw,
-                stream,
-            )
+            let xc = ws.fp8(&wp, (8, mk), (10, ek));
+            self.gemm(&gemm, Gemm::D2(n, m, k), dyc, xc, offs, dw, stream)
         })
     }
 }
