@@ -239,6 +239,7 @@ fn main() {
     println!("zipf group sizes: {:?}", zipf_sizes(MTOK, E));
     let doffs_bal = DeviceBuffer::from_host(&b.ctx, &balanced).unwrap();
     let doffs_zipf = DeviceBuffer::from_host(&b.ctx, &zipf).unwrap();
+    let routings = [("balanced", &doffs_bal), ("zipf", &doffs_zipf)];
 
     // ---- MoE: rowwise_2d and the M sweep
     if b.enabled("rowwise_2d") {
@@ -261,123 +262,94 @@ fn main() {
             );
         }
     }
-    if b.enabled("per_group_colwise") {
-        for (m, k) in [(MTOK, H), (MTOK, I)] {
-            for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
+    // per_group_rowwise: groups run along the token axis, the columns of its input (the 2D
+    // left operand of the wgrad grouped GEMM)
+    for (op, rowwise) in [("per_group_colwise", false), ("per_group_rowwise", true)] {
+        if !b.enabled(op) {
+            continue;
+        }
+        let shapes = if rowwise {
+            [(H, MTOK), (I, MTOK)]
+        } else {
+            [(MTOK, H), (MTOK, I)]
+        };
+        for (m, k) in shapes {
+            let scales = E * if rowwise { m } else { k };
+            for (name, offs) in routings {
                 b.case(
-                    "per_group_colwise",
+                    op,
                     format!("({m},{k})"),
                     name,
-                    (3 * m * k + 4 * E * k) as u64,
+                    (3 * m * k + 4 * scales) as u64,
                     |c, s| {
-                        c.per_group_colwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
+                        let (x, offs, o, sc) = (xs(m * k), offs.src(), out.dst(), sc.dst());
+                        if rowwise {
+                            c.per_group_rowwise(&p, m, k, x, offs, o, sc, s)
+                        } else {
+                            c.per_group_colwise(&p, m, k, x, offs, o, sc, s)
+                        }
                     },
                 );
             }
         }
     }
-    if b.enabled("per_group_colwise_dual") {
-        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-            let (k1, k2) = (I, H);
-            let us = b.time(|s| {
-                b.ctx
-                    .per_group_colwise_dual(
-                        &p,
-                        MTOK,
-                        k1,
-                        k2,
-                        xs(MTOK * k1),
-                        xs2(MTOK * k2),
-                        offs.src(),
-                        out.dst(),
-                        sc.dst(),
-                        out2.dst(),
-                        sc2.dst(),
-                        s,
-                    )
-                    .unwrap()
-            });
-            let bytes = 3 * MTOK * (k1 + k2) + 4 * E * (k1 + k2);
-            b.record(
-                "per_group_colwise_dual",
+    for (op, padded) in [
+        ("per_group_colwise_dual", false),
+        ("per_group_colwise_dual_padded", true),
+    ] {
+        if !b.enabled(op) {
+            continue;
+        }
+        let (k1, k2) = (I, H);
+        // rows of each output: the padded op writes whole 16-row groups
+        let cap = if padded {
+            (MTOK + 15 * E).next_multiple_of(16)
+        } else {
+            MTOK
+        };
+        // minimal bytes: inputs read once, the whole (padded) outputs written once
+        let bytes = 2 * MTOK * (k1 + k2) + cap * (k1 + k2) + 4 * E * (k1 + k2);
+        for (name, offs) in routings {
+            b.case(
+                op,
                 format!("({MTOK},{k1})+({MTOK},{k2})"),
                 name,
-                us,
                 bytes as u64,
-            );
-        }
-    }
-    if b.enabled("per_group_colwise_dual_padded") {
-        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-            let (k1, k2) = (I, H);
-            let cap = (MTOK + 15 * E).next_multiple_of(16);
-            let us = b.time(|s| {
-                b.ctx
-                    .per_group_colwise_dual_padded(
-                        &p,
-                        MTOK,
-                        k1,
-                        k2,
-                        cap,
-                        xs(MTOK * k1),
-                        xs2(MTOK * k2),
-                        offs.src(),
-                        out2.dst_range(0..cap * k1).unwrap(),
-                        sc.dst(),
-                        out.dst_range(0..cap * k2).unwrap(),
-                        sc2.dst(),
-                        poffs.dst_range(0..E).unwrap(),
-                        s,
-                    )
-                    .unwrap()
-            });
-            // minimal bytes: inputs read once, the whole padded outputs written once
-            let bytes = 2 * MTOK * (k1 + k2) + cap * (k1 + k2) + 4 * E * (k1 + k2);
-            b.record(
-                "per_group_colwise_dual_padded",
-                format!("({MTOK},{k1})+({MTOK},{k2})"),
-                name,
-                us,
-                bytes as u64,
-            );
-        }
-    }
-    if b.enabled("per_group_rowwise") {
-        // groups run along the token axis (the 2D left operand of the wgrad grouped GEMM)
-        for (m, k) in [(H, MTOK), (I, MTOK)] {
-            for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
-                b.case(
-                    "per_group_rowwise",
-                    format!("({m},{k})"),
-                    name,
-                    (3 * m * k + 4 * E * m) as u64,
-                    |c, s| {
-                        c.per_group_rowwise(&p, m, k, xs(m * k), offs.src(), out.dst(), sc.dst(), s)
-                    },
-                );
-            }
-        }
-    }
-    if b.enabled("colwise_3d") {
-        for (k, n) in [(H, I), (I, H)] {
-            b.case(
-                "colwise_3d",
-                format!("({E},{k},{n})"),
-                "",
-                (3 * E * k * n + 4 * E * n) as u64,
-                |c, s| c.colwise_3d(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s),
-            );
-        }
-    }
-    if b.enabled("rowwise_3d_transpose_rhs") {
-        for (k, n) in [(H, I), (I, H)] {
-            b.case(
-                "rowwise_3d_transpose_rhs",
-                format!("({E},{k},{n})"),
-                "",
-                (3 * E * k * n + 4 * E * k) as u64,
                 |c, s| {
-                    c.rowwise_3d_transpose_rhs(&p, E, k, n, xs(E * k * n), out.dst(), sc.dst(), s)
+                    let (x1, x2, offs) = (xs(MTOK * k1), xs2(MTOK * k2), offs.src());
+                    let (s1, s2) = (sc.dst(), sc2.dst());
+                    if padded {
+                        let (o1, o2) = (out2.dst_range(0..cap * k1)?, out.dst_range(0..cap * k2)?);
+                        let po = poffs.dst_range(0..E)?;
+                        c.per_group_colwise_dual_padded(
+                            &p, MTOK, k1, k2, cap, x1, x2, offs, o1, s1, o2, s2, po, s,
+                        )
+                    } else {
+                        let (o1, o2) = (out.dst(), out2.dst());
+                        c.per_group_colwise_dual(&p, MTOK, k1, k2, x1, x2, offs, o1, s1, o2, s2, s)
+                    }
+                },
+            );
+        }
+    }
+    for (op, transpose) in [("colwise_3d", false), ("rowwise_3d_transpose_rhs", true)] {
+        if !b.enabled(op) {
+            continue;
+        }
+        for (k, n) in [(H, I), (I, H)] {
+            let scales = E * if transpose { k } else { n };
+            b.case(
+                op,
+                format!("({E},{k},{n})"),
+                "",
+                (3 * E * k * n + 4 * scales) as u64,
+                |c, s| {
+                    let (x, o, sc) = (xs(E * k * n), out.dst(), sc.dst());
+                    if transpose {
+                        c.rowwise_3d_transpose_rhs(&p, E, k, n, x, o, sc, s)
+                    } else {
+                        c.colwise_3d(&p, E, k, n, x, o, sc, s)
+                    }
                 },
             );
         }
@@ -402,9 +374,14 @@ fn main() {
         }
         if b.enabled("moe_weights_dual") {
             for (k, n) in [(H, I), (I, H)] {
-                let us = b.time(|s| {
-                    b.ctx
-                        .moe_weights_dual(
+                let bytes = 4 * E * k * n + 4 * E * (k + n);
+                b.case(
+                    "moe_weights_dual",
+                    format!("({E},{k},{n})"),
+                    "",
+                    bytes as u64,
+                    |c, s| {
+                        c.moe_weights_dual(
                             &p,
                             E,
                             k,
@@ -416,87 +393,70 @@ fn main() {
                             sc2.dst(),
                             s,
                         )
-                        .unwrap()
-                });
-                let bytes = 4 * E * k * n + 4 * E * (k + n);
-                b.record(
-                    "moe_weights_dual",
-                    format!("({E},{k},{n})"),
-                    "",
-                    us,
-                    bytes as u64,
+                    },
                 );
             }
         }
-        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
+        for (name, offs) in routings {
             if b.enabled("moe_act_dual") {
                 for k in [H, I] {
-                    let us = b.time(|s| {
-                        let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
-                        b.ctx
-                            .moe_act_dual(&p, MTOK, k, xs(MTOK * k), offs.src(), d, s)
-                            .unwrap()
-                    });
                     let bytes = 4 * MTOK * k + 4 * MTOK + 4 * E * k;
-                    b.record(
+                    b.case(
                         "moe_act_dual",
                         format!("({MTOK},{k})"),
                         name,
-                        us,
                         bytes as u64,
+                        |c, s| {
+                            let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
+                            c.moe_act_dual(&p, MTOK, k, xs(MTOK * k), offs.src(), d, s)
+                        },
                     );
                 }
             }
-            if b.enabled("moe_swiglu_quant") {
-                let us = b.time(|s| {
-                    let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
-                    b.ctx
-                        .moe_swiglu_quant(&p, MTOK, I, xs(MTOK * 2 * I), offs.src(), d, s)
-                        .unwrap()
-                });
-                let bytes = 4 * MTOK * I + 2 * MTOK * I + 4 * MTOK + 4 * E * I;
-                b.record(
-                    "moe_swiglu_quant",
+            for (op, bwd) in [("moe_swiglu_quant", false), ("moe_swiglu_bwd_quant", true)] {
+                if !b.enabled(op) {
+                    continue;
+                }
+                let bytes = if bwd {
+                    2 * MTOK * I + 4 * MTOK * I + 4 * MTOK * I + 4 * MTOK + 8 * E * I
+                } else {
+                    4 * MTOK * I + 2 * MTOK * I + 4 * MTOK + 4 * E * I
+                };
+                b.case(
+                    op,
                     format!("({MTOK},{})", 2 * I),
                     name,
-                    us,
                     bytes as u64,
-                );
-            }
-            if b.enabled("moe_swiglu_bwd_quant") {
-                let us = b.time(|s| {
-                    let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
-                    b.ctx
-                        .moe_swiglu_bwd_quant(
-                            &p,
-                            MTOK,
-                            I,
-                            xs2(MTOK * I),
-                            xs(MTOK * 2 * I),
-                            offs.src(),
-                            d,
-                            s,
-                        )
-                        .unwrap()
-                });
-                let bytes = 2 * MTOK * I + 4 * MTOK * I + 4 * MTOK * I + 4 * MTOK + 8 * E * I;
-                b.record(
-                    "moe_swiglu_bwd_quant",
-                    format!("({MTOK},{})", 2 * I),
-                    name,
-                    us,
-                    bytes as u64,
+                    |c, s| {
+                        let d = dual(&mut o1, &mut o2, &mut sc, &mut sc2);
+                        let (h, offs) = (xs(MTOK * 2 * I), offs.src());
+                        if bwd {
+                            c.moe_swiglu_bwd_quant(&p, MTOK, I, xs2(MTOK * I), h, offs, d, s)
+                        } else {
+                            c.moe_swiglu_quant(&p, MTOK, I, h, offs, d, s)
+                        }
+                    },
                 );
             }
         }
     }
     if b.enabled("rowwise_2d_padded") {
-        for (name, offs) in [("balanced", &doffs_bal), ("zipf", &doffs_zipf)] {
+        for (name, offs) in routings {
             let (m, k) = (MTOK, H);
             let cap = m + 15 * E;
-            let us = b.time(|s| {
-                b.ctx
-                    .rowwise_2d_padded(
+            // minimal bytes: every input row read once, every padded output row written once
+            let mpad: usize = if name == "zipf" {
+                zipf_sizes(m, E).iter().map(|s| s.div_ceil(16) * 16).sum()
+            } else {
+                m
+            };
+            b.case(
+                "rowwise_2d_padded",
+                format!("({m},{k})"),
+                name,
+                (2 * m * k + mpad * k + 4 * mpad) as u64,
+                |c, s| {
+                    c.rowwise_2d_padded(
                         &p,
                         m,
                         k,
@@ -508,20 +468,7 @@ fn main() {
                         poffs.dst_range(0..E).unwrap(),
                         s,
                     )
-                    .unwrap()
-            });
-            // minimal bytes: every input row read once, every padded output row written once
-            let mpad: usize = if name == "zipf" {
-                zipf_sizes(m, E).iter().map(|s| s.div_ceil(16) * 16).sum()
-            } else {
-                m
-            };
-            b.record(
-                "rowwise_2d_padded",
-                format!("({m},{k})"),
-                name,
-                us,
-                (2 * m * k + mpad * k + 4 * mpad) as u64,
+                },
             );
         }
     }
@@ -543,9 +490,14 @@ fn main() {
                 ("tensorwise", Scaling::Tensorwise),
                 ("rowwise", Scaling::Rowwise),
             ] {
-                let us = b.time(|s| {
-                    b.ctx
-                        .cast_transpose(
+                let ns = if name == "rowwise" { m + k } else { 2 };
+                b.case(
+                    &format!("cast_transpose_{name}"),
+                    format!("({m},{k})"),
+                    "",
+                    (4 * m * k + 4 * ns) as u64,
+                    |c, s| {
+                        c.cast_transpose(
                             &p,
                             scaling,
                             m,
@@ -557,15 +509,7 @@ fn main() {
                             sc2.dst(),
                             s,
                         )
-                        .unwrap()
-                });
-                let ns = if name == "rowwise" { m + k } else { 2 };
-                b.record(
-                    &format!("cast_transpose_{name}"),
-                    format!("({m},{k})"),
-                    "",
-                    us,
-                    (4 * m * k + 4 * ns) as u64,
+                    },
                 );
             }
         }
@@ -656,20 +600,22 @@ fn main() {
         let (m, k) = (MTOK, H);
         for (name, r) in [("floor", MxRounding::Floor), ("rceil", MxRounding::Rceil)] {
             let mp = MxParams::new(Fp8Format::E4M3Fn, r);
-            b.case(
-                &format!("mxfp8_dim0_{name}"),
-                format!("({m},{k})"),
-                "",
-                (3 * m * k + m * k / 32) as u64,
-                |c, s| c.mxfp8_dim0(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s),
-            );
-            b.case(
-                &format!("mxfp8_dim1_{name}"),
-                format!("({m},{k})"),
-                "",
-                (3 * m * k + m * k / 32) as u64,
-                |c, s| c.mxfp8_dim1(&mp, m, k, xs(m * k), out.dst(), e8.dst(), s),
-            );
+            for dim in [0, 1] {
+                b.case(
+                    &format!("mxfp8_dim{dim}_{name}"),
+                    format!("({m},{k})"),
+                    "",
+                    (3 * m * k + m * k / 32) as u64,
+                    |c, s| {
+                        let (x, o, e8) = (xs(m * k), out.dst(), e8.dst());
+                        if dim == 1 {
+                            c.mxfp8_dim1(&mp, m, k, x, o, e8, s)
+                        } else {
+                            c.mxfp8_dim0(&mp, m, k, x, o, e8, s)
+                        }
+                    },
+                );
+            }
         }
     }
     println!("bench done in {:.1} s", t0.elapsed().as_secs_f64());

@@ -158,6 +158,32 @@ fn groups_of(offs: &[i32]) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Padded END offsets (every group rounded up to a multiple of 16 rows) and the rows they
+/// cover.
+fn padded_ends(offs: &[i32]) -> (Vec<i32>, usize) {
+    let mut ends = Vec::new();
+    let mut rows = 0;
+    for (a, b) in groups_of(offs) {
+        rows += (b - a).div_ceil(16) * 16;
+        ends.push(rows as i32);
+    }
+    (ends, rows)
+}
+
+/// Every output row of groups laid out back to back up to `ends` (the END offsets of the
+/// output rows; `offs` itself when unpadded): `f(group, output row, its input row or None
+/// for a padding row)`.
+fn for_padded_rows(offs: &[i32], ends: &[i32], mut f: impl FnMut(usize, usize, Option<usize>)) {
+    let mut ps = 0;
+    for (gi, ((a, b), &pe)) in groups_of(offs).into_iter().zip(ends).enumerate() {
+        for pr in ps..pe as usize {
+            let src = a + (pr - ps);
+            f(gi, pr, (src < b).then_some(src));
+        }
+        ps = pe as usize;
+    }
+}
+
 // ---------------------------------------------------------------------------- oracle
 
 /// A visitor over every written output element of a scalar-scale op:
@@ -284,6 +310,47 @@ impl Buf<bf16> {
     }
 }
 
+/// A grouped GEMM case on the host: the op and its groups, FP8 codes, END offsets, DEQUANT
+/// scales, the output's length.
+struct GemmCase {
+    op: GroupedOp,
+    groups: usize,
+    flops: f64,
+    a: Vec<u8>,
+    b: Vec<u8>,
+    offs: Vec<i32>,
+    sa: Vec<f32>,
+    sb: Vec<f32>,
+    out_len: usize,
+}
+
+/// A GEMM case staged in the context's memory, with its output.
+struct GemmBufs {
+    a: Buf<u8>,
+    b: Buf<u8>,
+    offs: Buf<i32>,
+    sa: Buf<f32>,
+    sb: Buf<f32>,
+    out: Buf<bf16>,
+}
+
+/// The arguments of a GEMM launch: a, b, offs, scale_a, scale_b, out.
+type GemmArgs<'a> = (
+    Src<'a, u8>,
+    Src<'a, u8>,
+    Src<'a, i32>,
+    Src<'a, f32>,
+    Src<'a, f32>,
+    Dst<'a, bf16>,
+);
+
+impl GemmBufs {
+    fn args(&mut self) -> GemmArgs<'_> {
+        let (a, b, offs) = (self.a.src(), self.b.src(), self.offs.src());
+        (a, b, offs, self.sa.src(), self.sb.src(), self.out.dst())
+    }
+}
+
 // ---------------------------------------------------------------------------- ops
 
 struct Bench<'c> {
@@ -298,7 +365,26 @@ struct Bench<'c> {
     json: bool,
 }
 
-type OpResult = Result<(), String>;
+/// What a case measured: seconds per call (None: not run), bytes and flops per call, the
+/// oracle comparison.
+struct Measured {
+    secs: Option<f64>,
+    bytes: usize,
+    flops: f64,
+    check: (String, bool),
+}
+
+type OpResult = Result<Measured, String>;
+
+/// A case that ran: `secs` per call, `bytes` and `flops` per call, the check.
+fn done(secs: f64, bytes: usize, flops: f64, check: (String, bool)) -> OpResult {
+    Ok(Measured {
+        secs: Some(secs),
+        bytes,
+        flops,
+        check,
+    })
+}
 
 impl Bench<'_> {
     fn put<T: DeviceCopy + Default>(&self, v: &[T]) -> Result<Buf<T>, String> {
@@ -359,71 +445,72 @@ impl Bench<'_> {
         }
     }
 
-    fn push(
-        &mut self,
-        op: &str,
-        shape: &str,
-        secs: Option<f64>,
-        bytes: usize,
-        flops: f64,
-        check: (String, bool),
-    ) {
+    fn push(&mut self, op: &str, shape: &str, m: Measured) {
         if !self.json {
-            eprintln!("  {op} {shape}: {}", check.0);
+            eprintln!("  {op} {shape}: {}", m.check.0);
         }
         self.rows.push(Row {
             op: op.into(),
             shape: shape.into(),
-            secs,
-            bytes: bytes as f64,
-            flops,
-            check: check.0,
-            ok: check.1,
+            secs: m.secs,
+            bytes: m.bytes as f64,
+            flops: m.flops,
+            check: m.check.0,
+            ok: m.check.1,
         });
     }
 
-    /// The row of a case that ran: `secs` per call, `bytes` and `flops` per call, the check.
-    fn done(
-        &mut self,
-        op: &str,
-        shape: &str,
-        secs: f64,
-        bytes: usize,
-        flops: f64,
-        check: (String, bool),
-    ) -> OpResult {
-        self.push(op, shape, Some(secs), bytes, flops, check);
-        Ok(())
-    }
-
-    /// Run one op case; an error (from allocation, the op or a copy) becomes a failed row.
-    fn run(&mut self, op: &str, shape: String, f: impl FnOnce(&mut Self, &str, &str) -> OpResult) {
+    /// Run one op case and record its row; an error (from allocation, the op or a copy)
+    /// becomes a failed row.
+    fn run(&mut self, op: &str, shape: String, f: impl FnOnce(&Self, &str) -> OpResult) {
         eprintln!("running {op} {shape} ...");
-        if let Err(e) = f(self, op, &shape) {
-            self.push(op, &shape, None, 0, 0.0, (format!("error: {e}"), false));
-        }
-    }
-
-    fn rowwise_2d(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
-        let x = gen_bf16(m * k, k, 1);
-        let xb = self.put(&x)?;
-        let (mut ob, mut sb) = (self.zeros::<u8>(m * k)?, self.zeros::<f32>(m)?);
-        let t = self.time(|st| {
-            self.ctx
-                .rowwise_2d(&self.p, m, k, xb.hp(), ob.dst(), sb.dst(), st)
-        })?;
-        let (o, s) = (ob.get()?, sb.get()?);
-        let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
-            for i in 0..m {
-                for j in 0..k {
-                    v(0, i * k + j, 0, i * k + j, i);
-                }
-            }
+        let m = f(self, op).unwrap_or_else(|e| Measured {
+            secs: None,
+            bytes: 0,
+            flops: 0.0,
+            check: (format!("error: {e}"), false),
         });
-        self.done(op, shape, t, 3 * m * k + 4 * m, 0.0, verdict(r.0, r.1))
+        self.push(op, &shape, m);
     }
 
-    fn tensorwise(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
+    /// A scalar-scale cast of the bf16 input `x` into `x.len()` codes and `ns` scales:
+    /// stage it, time `launch` (input, codes, scales, stream), compare with the oracle over
+    /// `visit`. Seconds per call and (bytes, scales) that differ.
+    fn scalar_cast(
+        &self,
+        x: &[bf16],
+        ns: usize,
+        mut launch: impl FnMut(HpSrc<'_>, Dst<'_, u8>, Dst<'_, f32>, StreamRef) -> hipfp8::Result<()>,
+        visit: &dyn Fn(Visit),
+    ) -> Result<(f64, (usize, usize)), String> {
+        let xb = self.put(x)?;
+        let (mut ob, mut sb) = (self.zeros::<u8>(x.len())?, self.zeros::<f32>(ns)?);
+        let t = self.time(|st| launch(xb.hp(), ob.dst(), sb.dst(), st))?;
+        let (o, s) = (ob.get()?, sb.get()?);
+        Ok((
+            t,
+            oracle_scalar(self.fmt, self.pow2, &[x], &[&o], &s, visit),
+        ))
+    }
+
+    fn rowwise_2d(&self, m: usize, k: usize) -> OpResult {
+        let x = gen_bf16(m * k, k, 1);
+        let (t, r) = self.scalar_cast(
+            &x,
+            m,
+            |x, o, s, st| self.ctx.rowwise_2d(&self.p, m, k, x, o, s, st),
+            &|v: Visit| {
+                for i in 0..m {
+                    for j in 0..k {
+                        v(0, i * k + j, 0, i * k + j, i);
+                    }
+                }
+            },
+        )?;
+        done(t, 3 * m * k + 4 * m, 0.0, verdict(r.0, r.1))
+    }
+
+    fn tensorwise(&self, m: usize, k: usize) -> OpResult {
         let n = m * k;
         let x = gen_bf16(n, k, 2);
         let xb = self.put(&x)?;
@@ -444,17 +531,10 @@ impl Bench<'_> {
         });
         let amax = x.iter().fold(0f32, |acc, v| amax_combine(acc, v.to_f32()));
         bs += usize::from(amax.to_bits() != a[0].to_bits());
-        self.done(op, shape, t, 3 * n + 8, 0.0, verdict(bb, bs))
+        done(t, 3 * n + 8, 0.0, verdict(bb, bs))
     }
 
-    fn cast_transpose(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k: usize,
-        scaling: Scaling,
-    ) -> OpResult {
+    fn cast_transpose(&self, m: usize, k: usize, scaling: Scaling) -> OpResult {
         let tw = scaling == Scaling::Tensorwise;
         let x = gen_bf16(m * k, k, 3);
         let xb = self.put(&x)?;
@@ -485,19 +565,12 @@ impl Bench<'_> {
                 }
             }
         });
-        self.done(
-            op,
-            shape,
-            t,
-            4 * m * k + 4 * all.len(),
-            0.0,
-            verdict(r.0, r.1),
-        )
+        done(t, 4 * m * k + 4 * all.len(), 0.0, verdict(r.0, r.1))
     }
 
     /// Delayed scaling: a given scale of twice the exact one (as if amax had halved since the
     /// history was taken), so the largest values saturate; codes, transpose and amax checked.
-    fn cast_transpose_scaled(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
+    fn cast_transpose_scaled(&self, m: usize, k: usize) -> OpResult {
         let x = gen_bf16(m * k, k, 3);
         let amax = x.iter().fold(0f32, |acc, v| amax_combine(acc, v.to_f32()));
         let given = 2.0 * amax_to_scale(amax, self.fmt, false);
@@ -528,147 +601,111 @@ impl Bench<'_> {
             }
         }
         let bad_amax = usize::from(a[0].to_bits() != amax.to_bits());
-        self.done(op, shape, t, 4 * m * k + 8, 0.0, verdict(bad, bad_amax))
+        done(t, 4 * m * k + 8, 0.0, verdict(bad, bad_amax))
     }
 
-    fn per_group_colwise(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k: usize,
-        g: usize,
-        skewed: bool,
-    ) -> OpResult {
-        let x = gen_bf16(m * k, k, 4);
-        let offs = group_offs(m, g, skewed);
-        let (xb, offb) = (self.put(&x)?, self.put(&offs)?);
-        let (mut ob, mut sb) = (self.zeros::<u8>(m * k)?, self.zeros::<f32>(g * k)?);
-        let t = self.time(|st| {
-            self.ctx
-                .per_group_colwise(&self.p, m, k, xb.hp(), offb.src(), ob.dst(), sb.dst(), st)
-        })?;
-        let (o, s) = (ob.get()?, sb.get()?);
-        let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
-            for (gi, (a, b)) in groups_of(&offs).into_iter().enumerate() {
-                for r in a..b {
-                    for c in 0..k {
-                        v(0, c * m + r, 0, r * k + c, gi * k + c);
-                    }
+    /// `per_group_colwise` (groups along the rows of the (m, k) input, a scale per group and
+    /// column) or `per_group_rowwise` (groups along its columns, a scale per group and row).
+    fn per_group(&self, op: &str, m: usize, k: usize, g: usize, skewed: bool) -> OpResult {
+        let rowwise = op == "per_group_rowwise";
+        let x = gen_bf16(m * k, k, if rowwise { 7 } else { 4 });
+        let offs = group_offs(if rowwise { k } else { m }, g, skewed);
+        let ns = g * if rowwise { m } else { k };
+        let offb = self.put(&offs)?;
+        let (t, r) = self.scalar_cast(
+            &x,
+            ns,
+            |x, o, s, st| {
+                let offs = offb.src();
+                if rowwise {
+                    self.ctx.per_group_rowwise(&self.p, m, k, x, offs, o, s, st)
+                } else {
+                    self.ctx.per_group_colwise(&self.p, m, k, x, offs, o, s, st)
                 }
-            }
-        });
-        self.done(op, shape, t, 3 * m * k + 4 * g * k, 0.0, verdict(r.0, r.1))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn per_group_colwise_dual(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k1: usize,
-        k2: usize,
-        g: usize,
-        skewed: bool,
-    ) -> OpResult {
-        let (x1, x2) = (gen_bf16(m * k1, k1, 5), gen_bf16(m * k2, k2, 6));
-        let offs = group_offs(m, g, skewed);
-        let (x1b, x2b, offb) = (self.put(&x1)?, self.put(&x2)?, self.put(&offs)?);
-        let (mut o1b, mut s1b) = (self.zeros::<u8>(m * k1)?, self.zeros::<f32>(g * k1)?);
-        let (mut o2b, mut s2b) = (self.zeros::<u8>(m * k2)?, self.zeros::<f32>(g * k2)?);
-        let t = self.time(|st| {
-            self.ctx.per_group_colwise_dual(
-                &self.p,
-                m,
-                k1,
-                k2,
-                x1b.hp(),
-                x2b.hp(),
-                offb.src(),
-                o1b.dst(),
-                s1b.dst(),
-                o2b.dst(),
-                s2b.dst(),
-                st,
-            )
-        })?;
-        let (o1, o2) = (o1b.get()?, o2b.get()?);
-        let all: Vec<f32> = s1b.get()?.into_iter().chain(s2b.get()?).collect();
-        let r = oracle_scalar(
-            self.fmt,
-            self.pow2,
-            &[&x1, &x2],
-            &[&o1, &o2],
-            &all,
+            },
             &|v: Visit| {
                 for (gi, (a, b)) in groups_of(&offs).into_iter().enumerate() {
-                    for r in a..b {
-                        for c in 0..k1 {
-                            v(0, c * m + r, 0, r * k1 + c, gi * k1 + c);
+                    if rowwise {
+                        for r in 0..m {
+                            for c in a..b {
+                                v(0, r * k + c, 0, r * k + c, gi * m + r);
+                            }
                         }
-                        for c in 0..k2 {
-                            v(1, c * m + r, 1, r * k2 + c, g * k1 + gi * k2 + c);
+                    } else {
+                        for r in a..b {
+                            for c in 0..k {
+                                v(0, c * m + r, 0, r * k + c, gi * k + c);
+                            }
                         }
                     }
                 }
             },
-        );
-        self.done(
-            op,
-            shape,
-            t,
-            3 * m * (k1 + k2) + 4 * all.len(),
-            0.0,
-            verdict(r.0, r.1),
-        )
+        )?;
+        done(t, 3 * m * k + 4 * ns, 0.0, verdict(r.0, r.1))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn per_group_colwise_dual_padded(
-        &mut self,
+    /// `per_group_colwise_dual`, or `per_group_colwise_dual_padded`: every group's rows
+    /// rounded up to a multiple of 16 in outputs of `m_cap` rows (zeros in the padding and
+    /// past the last group), the padded END offsets written.
+    fn per_group_colwise_dual(
+        &self,
         op: &str,
-        shape: &str,
         m: usize,
         k1: usize,
         k2: usize,
         g: usize,
         skewed: bool,
     ) -> OpResult {
-        let (x1, x2) = (gen_bf16(m * k1, k1, 12), gen_bf16(m * k2, k2, 13));
+        let padded = op == "per_group_colwise_dual_padded";
+        let (seed1, seed2) = if padded { (12, 13) } else { (5, 6) };
+        let (x1, x2) = (gen_bf16(m * k1, k1, seed1), gen_bf16(m * k2, k2, seed2));
         let offs = group_offs(m, g, skewed);
-        let m_cap = (m + 15 * g).next_multiple_of(16);
+        let m_cap = if padded {
+            (m + 15 * g).next_multiple_of(16)
+        } else {
+            m
+        };
         let (x1b, x2b, offb) = (self.put(&x1)?, self.put(&x2)?, self.put(&offs)?);
         let (mut o1b, mut s1b) = (self.zeros::<u8>(m_cap * k1)?, self.zeros::<f32>(g * k1)?);
         let (mut o2b, mut s2b) = (self.zeros::<u8>(m_cap * k2)?, self.zeros::<f32>(g * k2)?);
-        let mut pb = self.zeros::<i32>(g)?;
+        let mut pb = if padded {
+            Some(self.zeros::<i32>(g)?)
+        } else {
+            None
+        };
         let t = self.time(|st| {
-            self.ctx.per_group_colwise_dual_padded(
-                &self.p,
-                m,
-                k1,
-                k2,
-                m_cap,
-                x1b.hp(),
-                x2b.hp(),
-                offb.src(),
-                o1b.dst(),
-                s1b.dst(),
-                o2b.dst(),
-                s2b.dst(),
-                pb.dst(),
-                st,
-            )
+            let (x1, x2, offs) = (x1b.hp(), x2b.hp(), offb.src());
+            let (o1, s1, o2, s2) = (o1b.dst(), s1b.dst(), o2b.dst(), s2b.dst());
+            let p = &self.p;
+            match &mut pb {
+                Some(pb) => self.ctx.per_group_colwise_dual_padded(
+                    p,
+                    m,
+                    k1,
+                    k2,
+                    m_cap,
+                    x1,
+                    x2,
+                    offs,
+                    o1,
+                    s1,
+                    o2,
+                    s2,
+                    pb.dst(),
+                    st,
+                ),
+                None => self
+                    .ctx
+                    .per_group_colwise_dual(p, m, k1, k2, x1, x2, offs, o1, s1, o2, s2, st),
+            }
         })?;
-        let (o1, o2, po) = (o1b.get()?, o2b.get()?, pb.get()?);
+        let (o1, o2) = (o1b.get()?, o2b.get()?);
         let all: Vec<f32> = s1b.get()?.into_iter().chain(s2b.get()?).collect();
-        // Padded END offsets: every group rounded up to a multiple of 16 rows.
-        let mut want_po = Vec::new();
-        let mut rows = 0;
-        for (a, b) in groups_of(&offs) {
-            rows += (b - a).div_ceil(16) * 16;
-            want_po.push(rows as i32);
-        }
+        let (ends, rows) = if padded {
+            padded_ends(&offs)
+        } else {
+            (offs.clone(), m)
+        };
         let (bb, mut bs) = oracle_scalar(
             self.fmt,
             self.pow2,
@@ -676,25 +713,19 @@ impl Bench<'_> {
             &[&o1, &o2],
             &all,
             &|v: Visit| {
-                let mut ps = 0;
-                for (gi, ((a, b), &pe)) in groups_of(&offs).into_iter().zip(&want_po).enumerate() {
-                    for pr in ps..pe as usize {
-                        let src = a + (pr - ps);
-                        let inside = src < b;
-                        for c in 0..k1 {
-                            let xi = if inside { src * k1 + c } else { NONE };
-                            v(0, c * m_cap + pr, 0, xi, gi * k1 + c);
-                        }
-                        for c in 0..k2 {
-                            let xi = if inside { src * k2 + c } else { NONE };
-                            v(1, c * m_cap + pr, 1, xi, g * k1 + gi * k2 + c);
-                        }
+                for_padded_rows(&offs, &ends, |gi, pr, src| {
+                    for c in 0..k1 {
+                        let xi = src.map_or(NONE, |r| r * k1 + c);
+                        v(0, c * m_cap + pr, 0, xi, gi * k1 + c);
                     }
-                    ps = pe as usize;
-                }
+                    for c in 0..k2 {
+                        let xi = src.map_or(NONE, |r| r * k2 + c);
+                        v(1, c * m_cap + pr, 1, xi, g * k1 + gi * k2 + c);
+                    }
+                });
             },
         );
-        // The rows past the last padded group are zero.
+        // The rows past the last (padded) group are zero.
         let tail = |o: &[u8], k: usize| {
             (0..k)
                 .map(|c| {
@@ -706,10 +737,10 @@ impl Bench<'_> {
                 .sum::<usize>()
         };
         let bb = bb + tail(&o1, k1) + tail(&o2, k2);
-        bs += usize::from(po != want_po);
-        self.done(
-            op,
-            shape,
+        if let Some(pb) = &pb {
+            bs += usize::from(pb.get()? != ends);
+        }
+        done(
             t,
             2 * m * (k1 + k2) + m_cap * (k1 + k2) + 4 * all.len(),
             0.0,
@@ -717,110 +748,71 @@ impl Bench<'_> {
         )
     }
 
-    fn per_group_rowwise(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k: usize,
-        g: usize,
-        skewed: bool,
-    ) -> OpResult {
-        let x = gen_bf16(m * k, k, 7);
-        let offs = group_offs(k, g, skewed);
-        let (xb, offb) = (self.put(&x)?, self.put(&offs)?);
-        let (mut ob, mut sb) = (self.zeros::<u8>(m * k)?, self.zeros::<f32>(g * m)?);
-        let t = self.time(|st| {
-            self.ctx
-                .per_group_rowwise(&self.p, m, k, xb.hp(), offb.src(), ob.dst(), sb.dst(), st)
-        })?;
-        let (o, s) = (ob.get()?, sb.get()?);
-        let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
-            for (gi, (a, b)) in groups_of(&offs).into_iter().enumerate() {
-                for r in 0..m {
-                    for c in a..b {
-                        v(0, r * k + c, 0, r * k + c, gi * m + r);
-                    }
-                }
-            }
-        });
-        self.done(op, shape, t, 3 * m * k + 4 * g * m, 0.0, verdict(r.0, r.1))
-    }
-
-    fn expert_3d(&mut self, op: &str, shape: &str, e: usize, k: usize, n: usize) -> OpResult {
+    fn expert_3d(&self, op: &str, e: usize, k: usize, n: usize) -> OpResult {
         let transpose_rhs = op == "rowwise_3d_transpose_rhs";
         let x = gen_bf16(e * k * n, k, 8);
-        let xb = self.put(&x)?;
         let ns = if transpose_rhs { e * k } else { e * n };
-        let (mut ob, mut sb) = (self.zeros::<u8>(e * k * n)?, self.zeros::<f32>(ns)?);
-        let t = self.time(|st| {
-            if transpose_rhs {
-                self.ctx
-                    .rowwise_3d_transpose_rhs(&self.p, e, k, n, xb.hp(), ob.dst(), sb.dst(), st)
-            } else {
-                self.ctx
-                    .colwise_3d(&self.p, e, k, n, xb.hp(), ob.dst(), sb.dst(), st)
-            }
-        })?;
-        let (o, s) = (ob.get()?, sb.get()?);
-        let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
-            for ei in 0..e {
-                for nn in 0..n {
-                    for kk in 0..k {
-                        let xi = ei * k * n + nn * k + kk;
-                        if transpose_rhs {
-                            v(0, ei * n * k + kk * n + nn, 0, xi, ei * k + kk);
-                        } else {
-                            v(0, xi, 0, xi, ei * n + nn);
+        let (t, r) = self.scalar_cast(
+            &x,
+            ns,
+            |x, o, s, st| {
+                if transpose_rhs {
+                    self.ctx
+                        .rowwise_3d_transpose_rhs(&self.p, e, k, n, x, o, s, st)
+                } else {
+                    self.ctx.colwise_3d(&self.p, e, k, n, x, o, s, st)
+                }
+            },
+            &|v: Visit| {
+                for ei in 0..e {
+                    for nn in 0..n {
+                        for kk in 0..k {
+                            let xi = ei * k * n + nn * k + kk;
+                            if transpose_rhs {
+                                v(0, ei * n * k + kk * n + nn, 0, xi, ei * k + kk);
+                            } else {
+                                v(0, xi, 0, xi, ei * n + nn);
+                            }
                         }
                     }
                 }
-            }
-        });
-        self.done(op, shape, t, 3 * e * k * n + 4 * ns, 0.0, verdict(r.0, r.1))
+            },
+        )?;
+        done(t, 3 * e * k * n + 4 * ns, 0.0, verdict(r.0, r.1))
     }
 
-    fn blockwise(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
+    fn blockwise(&self, op: &str, m: usize, k: usize) -> OpResult {
         let square = op == "blockwise_128x128";
         let x = gen_bf16(m * k, k, 9);
-        let xb = self.put(&x)?;
         let kb = k.div_ceil(128);
         let ns = if square { m.div_ceil(128) * kb } else { m * kb };
-        let (mut ob, mut sb) = (self.zeros::<u8>(m * k)?, self.zeros::<f32>(ns)?);
-        let t = self.time(|st| {
-            if square {
-                self.ctx
-                    .blockwise_128x128(&self.p, m, k, xb.hp(), ob.dst(), sb.dst(), st)
-            } else {
-                self.ctx
-                    .blockwise_1x128(&self.p, m, k, xb.hp(), ob.dst(), sb.dst(), st)
-            }
-        })?;
-        let (o, s) = (ob.get()?, sb.get()?);
-        let r = oracle_scalar(self.fmt, self.pow2, &[&x], &[&o], &s, &|v: Visit| {
-            for i in 0..m {
-                for j in 0..k {
-                    let g = if square {
-                        (i / 128) * kb + j / 128
-                    } else {
-                        i * kb + j / 128
-                    };
-                    v(0, i * k + j, 0, i * k + j, g);
+        let (t, r) = self.scalar_cast(
+            &x,
+            ns,
+            |x, o, s, st| {
+                if square {
+                    self.ctx.blockwise_128x128(&self.p, m, k, x, o, s, st)
+                } else {
+                    self.ctx.blockwise_1x128(&self.p, m, k, x, o, s, st)
                 }
-            }
-        });
-        self.done(op, shape, t, 3 * m * k + 4 * ns, 0.0, verdict(r.0, r.1))
+            },
+            &|v: Visit| {
+                for i in 0..m {
+                    for j in 0..k {
+                        let g = if square {
+                            (i / 128) * kb + j / 128
+                        } else {
+                            i * kb + j / 128
+                        };
+                        v(0, i * k + j, 0, i * k + j, g);
+                    }
+                }
+            },
+        )?;
+        done(t, 3 * m * k + 4 * ns, 0.0, verdict(r.0, r.1))
     }
 
-    fn rowwise_2d_padded(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k: usize,
-        g: usize,
-        skewed: bool,
-    ) -> OpResult {
+    fn rowwise_2d_padded(&self, m: usize, k: usize, g: usize, skewed: bool) -> OpResult {
         let x = gen_bf16(m * k, k, 10);
         let offs = group_offs(m, g, skewed);
         let m_cap = m + 15 * g;
@@ -831,27 +823,12 @@ impl Bench<'_> {
             self.zeros::<i32>(g)?,
         );
         let t = self.time(|st| {
-            self.ctx.rowwise_2d_padded(
-                &self.p,
-                m,
-                k,
-                m_cap,
-                xb.hp(),
-                offb.src(),
-                ob.dst(),
-                sb.dst(),
-                pb.dst(),
-                st,
-            )
+            let (x, offs, o, s, po) = (xb.hp(), offb.src(), ob.dst(), sb.dst(), pb.dst());
+            self.ctx
+                .rowwise_2d_padded(&self.p, m, k, m_cap, x, offs, o, s, po, st)
         })?;
         let (o, s, po) = (ob.get()?, sb.get()?, pb.get()?);
-        // Padded END offsets: every group rounded up to a multiple of 16 rows.
-        let mut want_po = Vec::new();
-        let mut rows = 0;
-        for (a, b) in groups_of(&offs) {
-            rows += (b - a).div_ceil(16) * 16;
-            want_po.push(rows as i32);
-        }
+        let (ends, rows) = padded_ends(&offs);
         let (bb, mut bs) = oracle_scalar(
             self.fmt,
             self.pow2,
@@ -859,36 +836,18 @@ impl Bench<'_> {
             &[&o],
             &s[..rows],
             &|v: Visit| {
-                let mut ps = 0;
-                for ((a, b), &pe) in groups_of(&offs).into_iter().zip(&want_po) {
-                    for pr in ps..pe as usize {
-                        let src = a + (pr - ps);
-                        for j in 0..k {
-                            v(
-                                0,
-                                pr * k + j,
-                                0,
-                                if src < b { src * k + j } else { NONE },
-                                pr,
-                            );
-                        }
+                for_padded_rows(&offs, &ends, |_, pr, src| {
+                    for j in 0..k {
+                        v(0, pr * k + j, 0, src.map_or(NONE, |r| r * k + j), pr);
                     }
-                    ps = pe as usize;
-                }
+                });
             },
         );
-        bs += usize::from(po != want_po);
-        self.done(
-            op,
-            shape,
-            t,
-            2 * m * k + rows * k + 4 * rows,
-            0.0,
-            verdict(bb, bs),
-        )
+        bs += usize::from(po != ends);
+        done(t, 2 * m * k + rows * k + 4 * rows, 0.0, verdict(bb, bs))
     }
 
-    fn mxfp8(&mut self, op: &str, shape: &str, m: usize, k: usize) -> OpResult {
+    fn mxfp8(&self, op: &str, m: usize, k: usize) -> OpResult {
         let dim1 = op.starts_with("mxfp8_dim1");
         let rounding = if op.ends_with("floor") {
             MxRounding::Floor
@@ -946,7 +905,7 @@ impl Bench<'_> {
                     .count();
             }
         }
-        self.done(op, shape, t, 3 * m * k + ns, 0.0, verdict(bad, bad_s))
+        done(t, 3 * m * k + ns, 0.0, verdict(bad, bad_s))
     }
 
     /// FP8 codes for a GEMM operand (encoded pseudo-normal values).
@@ -957,165 +916,143 @@ impl Bench<'_> {
             .collect()
     }
 
-    fn gemm_2d3d(
-        &mut self,
-        op: &str,
-        shape: &str,
-        m: usize,
-        k: usize,
-        n: usize,
-        e: usize,
-    ) -> OpResult {
-        let flops = 2.0 * (m * k * n) as f64;
-        if self.skip_gemm(op, shape, flops) {
-            return Ok(());
+    /// The operands of a grouped GEMM case (`groups` groups) on Zipf-skewed groups: FP8
+    /// codes from `seed` and `seed + 1`, DEQUANT scales `2^-(i % pa + 4)` for a and
+    /// `1 / (1 + i % pb)` for b, `lens` = [a, b, scale_a, scale_b]. Err: the row of a case
+    /// the CPU backend would take too long for.
+    fn gemm_case(
+        &self,
+        gop: GroupedOp,
+        groups: usize,
+        lens: [usize; 4],
+        (seed, pa, pb): (u64, usize, usize),
+    ) -> Result<GemmCase, Measured> {
+        let ((x, y, z), extent, out_len) = match gop {
+            GroupedOp::TwoD3D { m, n, k } => ((m, k, n), m, m * n),
+            GroupedOp::TwoD2D { n, mt, k } => ((n, mt, k), mt, groups * n * k),
+            GroupedOp::Blockwise2D3D { .. } => unreachable!("the CLI runs the scalar-scaled GEMMs"),
+        };
+        let flops = 2.0 * (x * y * z) as f64;
+        if let Some(skipped) = self.skip_gemm(flops) {
+            return Err(skipped);
         }
-        let a = self.fp8_operand(m * k, 12);
-        let b = self.fp8_operand(e * k * n, 13);
-        let offs = group_offs(m, e, true);
-        let sa: Vec<f32> = (0..m)
-            .map(|i| f32::powi(2.0, -((i % 5) as i32) - 4))
-            .collect();
-        let sb: Vec<f32> = (0..e * n).map(|i| 1.0 / (1.0 + (i % 7) as f32)).collect();
-        let (ab, bb, offb, sab, sbb) = (
-            self.put(&a)?,
-            self.put(&b)?,
-            self.put(&offs)?,
-            self.put(&sa)?,
-            self.put(&sb)?,
-        );
-        let mut outb = self.zeros::<bf16>(m * n)?;
+        Ok(GemmCase {
+            op: gop,
+            groups,
+            flops,
+            a: self.fp8_operand(lens[0], seed),
+            b: self.fp8_operand(lens[1], seed + 1),
+            offs: group_offs(extent, groups, true),
+            sa: (0..lens[2])
+                .map(|i| f32::powi(2.0, -((i % pa) as i32) - 4))
+                .collect(),
+            sb: (0..lens[3])
+                .map(|i| 1.0 / (1.0 + (i % pb) as f32))
+                .collect(),
+            out_len,
+        })
+    }
+
+    /// Run a GEMM case: stage it, plan it, time `launch`, check every output against `want`
+    /// (the f64 reference of output `i`, given the decode table of the format).
+    fn gemm(
+        &self,
+        c: &GemmCase,
+        mut launch: impl FnMut(&Context, &GemmParams, &mut GemmBufs, StreamRef) -> hipfp8::Result<()>,
+        want: impl Fn(&[f64], usize) -> f64 + Sync,
+    ) -> OpResult {
+        let mut d = GemmBufs {
+            a: self.put(&c.a)?,
+            b: self.put(&c.b)?,
+            offs: self.put(&c.offs)?,
+            sa: self.put(&c.sa)?,
+            sb: self.put(&c.sb)?,
+            out: self.zeros(c.out_len)?,
+        };
         let gp = GemmParams::new(self.fmt, self.fmt);
         let plan = self
             .ctx
-            .grouped_gemm_plan(&gp, GroupedOp::TwoD3D { m, n, k }, e, None)
+            .grouped_gemm_plan(&gp, c.op, c.groups, None)
             .map_err(|e| e.to_string())?;
-        let t = self.time(|st| {
-            self.ctx.grouped_gemm_2d3d(
-                &gp,
-                m,
-                k,
-                n,
-                e,
-                ab.src(),
-                bb.src(),
-                offb.src(),
-                sab.src(),
-                sbb.src(),
-                outb.dst(),
-                st,
-            )
-        })?;
-        let out = outb.get()?;
+        let t = self.time(|st| launch(self.ctx, &gp, &mut d, st))?;
+        let out = d.out.get()?;
         // f64 reference on the dequantized operands.
         let dec: Vec<f64> = (0..=255u8).map(|c| self.fmt.decode(c) as f64).collect();
+        let (err, mag) = out
+            .par_iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let r = want(&dec, i);
+                ((o.to_f64() - r).abs(), r.abs())
+            })
+            .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
+        let bytes = c.a.len() + c.b.len() + 2 * c.out_len + 4 * (c.sa.len() + c.sb.len());
+        done(t, bytes, c.flops, gemm_verdict(err, mag, &plan))
+    }
+
+    fn gemm_2d3d(&self, m: usize, k: usize, n: usize, e: usize) -> OpResult {
+        let gop = GroupedOp::TwoD3D { m, n, k };
+        let lens = [m * k, e * k * n, m, e * n];
+        let c = match self.gemm_case(gop, e, lens, (12, 5, 7)) {
+            Ok(c) => c,
+            Err(skipped) => return Ok(skipped),
+        };
         let mut group_of_row = vec![0usize; m];
-        for (g, (r0, r1)) in groups_of(&offs).into_iter().enumerate() {
+        for (g, (r0, r1)) in groups_of(&c.offs).into_iter().enumerate() {
             group_of_row[r0..r1].iter_mut().for_each(|x| *x = g);
         }
-        let (err, mag) = (0..m)
-            .into_par_iter()
-            .map(|i| {
-                let g = group_of_row[i];
-                let (mut err, mut mag) = (0f64, 0f64);
-                for j in 0..n {
-                    let bcol = &b[g * n * k + j * k..][..k];
-                    let dot: f64 = a[i * k..][..k]
-                        .iter()
-                        .zip(bcol)
-                        .map(|(&x, &y)| dec[x as usize] * dec[y as usize])
-                        .sum();
-                    let r = dot * sa[i] as f64 * sb[g * n + j] as f64;
-                    err = err.max((out[i * n + j].to_f64() - r).abs());
-                    mag = mag.max(r.abs());
-                }
-                (err, mag)
-            })
-            .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
-        let bytes = m * k + e * k * n + 2 * m * n + 4 * (m + e * n);
-        self.done(op, shape, t, bytes, flops, gemm_verdict(err, mag, &plan))
+        let launch = |ctx: &Context, gp: &GemmParams, d: &mut GemmBufs, st| {
+            let (a, b, offs, sa, sb, out) = d.args();
+            ctx.grouped_gemm_2d3d(gp, m, k, n, e, a, b, offs, sa, sb, out, st)
+        };
+        self.gemm(&c, launch, |dec, idx| {
+            let (i, j) = (idx / n, idx % n);
+            let g = group_of_row[i];
+            let bcol = &c.b[g * n * k + j * k..][..k];
+            let dot: f64 = c.a[i * k..][..k]
+                .iter()
+                .zip(bcol)
+                .map(|(&x, &y)| dec[x as usize] * dec[y as usize])
+                .sum();
+            dot * c.sa[i] as f64 * c.sb[g * n + j] as f64
+        })
     }
 
-    fn gemm_2d2d(
-        &mut self,
-        op: &str,
-        shape: &str,
-        n: usize,
-        mt: usize,
-        k: usize,
-        g: usize,
-    ) -> OpResult {
-        let flops = 2.0 * (n * mt * k) as f64;
-        if self.skip_gemm(op, shape, flops) {
-            return Ok(());
-        }
-        let a = self.fp8_operand(n * mt, 14);
-        let b = self.fp8_operand(mt * k, 15);
-        let offs = group_offs(mt, g, true);
-        let sa: Vec<f32> = (0..g * n)
-            .map(|i| f32::powi(2.0, -((i % 3) as i32) - 4))
-            .collect();
-        let sb: Vec<f32> = (0..g * k).map(|i| 1.0 / (1.0 + (i % 5) as f32)).collect();
-        let (ab, bb, offb, sab, sbb) = (
-            self.put(&a)?,
-            self.put(&b)?,
-            self.put(&offs)?,
-            self.put(&sa)?,
-            self.put(&sb)?,
-        );
-        let mut outb = self.zeros::<bf16>(g * n * k)?;
-        let gp = GemmParams::new(self.fmt, self.fmt);
-        let plan = self
-            .ctx
-            .grouped_gemm_plan(&gp, GroupedOp::TwoD2D { n, mt, k }, g, None)
-            .map_err(|e| e.to_string())?;
-        let t = self.time(|st| {
-            self.ctx.grouped_gemm_2d2d(
-                &gp,
-                n,
-                mt,
-                k,
-                ab.src(),
-                bb.src(),
-                offb.src(),
-                sab.src(),
-                sbb.src(),
-                outb.dst(),
-                st,
-            )
-        })?;
-        let out = outb.get()?;
-        let dec: Vec<f64> = (0..=255u8).map(|c| self.fmt.decode(c) as f64).collect();
-        let groups = groups_of(&offs);
-        let (err, mag) = (0..g * n)
-            .into_par_iter()
-            .map(|gi| {
-                let (gg, i) = (gi / n, gi % n);
-                let (m0, m1) = groups[gg];
-                let (mut err, mut mag) = (0f64, 0f64);
-                for j in 0..k {
-                    let dot: f64 = (m0..m1)
-                        .map(|q| dec[a[i * mt + q] as usize] * dec[b[j * mt + q] as usize])
-                        .sum();
-                    let r = dot * sa[gg * n + i] as f64 * sb[gg * k + j] as f64;
-                    err = err.max((out[(gg * n + i) * k + j].to_f64() - r).abs());
-                    mag = mag.max(r.abs());
-                }
-                (err, mag)
-            })
-            .reduce(|| (0.0, 0.0), |x, y| (x.0.max(y.0), x.1.max(y.1)));
-        let bytes = n * mt + mt * k + 2 * g * n * k + 4 * g * (n + k);
-        self.done(op, shape, t, bytes, flops, gemm_verdict(err, mag, &plan))
+    fn gemm_2d2d(&self, n: usize, mt: usize, k: usize, g: usize) -> OpResult {
+        let gop = GroupedOp::TwoD2D { n, mt, k };
+        let lens = [n * mt, mt * k, g * n, g * k];
+        let c = match self.gemm_case(gop, g, lens, (14, 3, 5)) {
+            Ok(c) => c,
+            Err(skipped) => return Ok(skipped),
+        };
+        let groups = groups_of(&c.offs);
+        let launch = |ctx: &Context, gp: &GemmParams, d: &mut GemmBufs, st| {
+            let (a, b, offs, sa, sb, out) = d.args();
+            ctx.grouped_gemm_2d2d(gp, n, mt, k, a, b, offs, sa, sb, out, st)
+        };
+        self.gemm(&c, launch, |dec, idx| {
+            // out[(gg * n + i) * k + j]
+            let (gg, i, j) = (idx / (n * k), idx / k % n, idx % k);
+            let (m0, m1) = groups[gg];
+            let dot: f64 = (m0..m1)
+                .map(|q| dec[c.a[i * mt + q] as usize] * dec[c.b[j * mt + q] as usize])
+                .sum();
+            dot * c.sa[gg * n + i] as f64 * c.sb[gg * k + j] as f64
+        })
     }
 
-    /// The CPU backend's reference GEMM is not meant for DeepSeek-size problems.
-    fn skip_gemm(&mut self, op: &str, shape: &str, flops: f64) -> bool {
-        if self.ctx.backend() == BackendKind::Cpu && flops > 2e10 {
-            let why = format!("not run: {flops:.1e} FLOP is too much for the CPU backend");
-            self.push(op, shape, None, 0, flops, (why, true));
-            return true;
-        }
-        false
+    /// The CPU backend's reference GEMM is not meant for DeepSeek-size problems: the row of
+    /// a case not run.
+    fn skip_gemm(&self, flops: f64) -> Option<Measured> {
+        (self.ctx.backend() == BackendKind::Cpu && flops > 2e10).then(|| Measured {
+            secs: None,
+            bytes: 0,
+            flops,
+            check: (
+                format!("not run: {flops:.1e} FLOP is too much for the CPU backend"),
+                true,
+            ),
+        })
     }
 }
 
@@ -1203,48 +1140,48 @@ fn main() -> ExitCode {
     let (g, skew) = if small { (8, true) } else { (32, false) };
     let (dm, dk) = if small { (1024, 1000) } else { (8192, 4096) };
     let rm = if small { 1024 } else { m };
-    b.run("rowwise_2d", format!("({rm},{h})"), |b, op, sh| {
-        b.rowwise_2d(op, sh, rm, h)
+    b.run("rowwise_2d", format!("({rm},{h})"), |b, _| {
+        b.rowwise_2d(rm, h)
     });
-    b.run("tensorwise", format!("({dm},{dk})"), |b, op, sh| {
-        b.tensorwise(op, sh, dm, dk)
+    b.run("tensorwise", format!("({dm},{dk})"), |b, _| {
+        b.tensorwise(dm, dk)
     });
     for (name, sc) in [
         ("cast_transpose tensorwise", Scaling::Tensorwise),
         ("cast_transpose rowwise", Scaling::Rowwise),
     ] {
-        b.run(name, format!("({dm},{dk})"), |b, op, sh| {
-            b.cast_transpose(op, sh, dm, dk, sc)
+        b.run(name, format!("({dm},{dk})"), |b, _| {
+            b.cast_transpose(dm, dk, sc)
         });
     }
     b.run(
         "cast_transpose given scale",
         format!("({dm},{dk})"),
-        |b, op, sh| b.cast_transpose_scaled(op, sh, dm, dk),
+        |b, _| b.cast_transpose_scaled(dm, dk),
     );
     let ck = if small { 512 } else { h };
     b.run(
         "per_group_colwise",
         format!("({m},{ck}) {g} groups"),
-        |b, op, sh| b.per_group_colwise(op, sh, m, ck, g, skew),
+        |b, op| b.per_group(op, m, ck, g, skew),
     );
     let (k1, k2) = if small { (256, 384) } else { (i, h) };
     b.run(
         "per_group_colwise_dual",
         format!("({m},{k1})+({m},{k2}) {g} groups"),
-        |b, op, sh| b.per_group_colwise_dual(op, sh, m, k1, k2, g, skew),
+        |b, op| b.per_group_colwise_dual(op, m, k1, k2, g, skew),
     );
     // The padded wgrad cast on Zipf-skewed (unaligned) groups in both shape sets.
     b.run(
         "per_group_colwise_dual_padded",
         format!("({m},{k1})+({m},{k2}) {g} groups"),
-        |b, op, sh| b.per_group_colwise_dual_padded(op, sh, m, k1, k2, g, true),
+        |b, op| b.per_group_colwise_dual(op, m, k1, k2, g, true),
     );
     let rr = if small { 512 } else { h };
     b.run(
         "per_group_rowwise",
         format!("({rr},{m}) {g} groups"),
-        |b, op, sh| b.per_group_rowwise(op, sh, rr, m, g, skew),
+        |b, op| b.per_group(op, rr, m, g, skew),
     );
     let (e, ek, en) = if small {
         (8, 512, 200)
@@ -1252,16 +1189,16 @@ fn main() -> ExitCode {
         (32, 7168, 2048)
     };
     for name in ["colwise_3d", "rowwise_3d_transpose_rhs"] {
-        b.run(name, format!("({e},{ek},{en})"), |b, op, sh| {
-            b.expert_3d(op, sh, e, ek, en)
+        b.run(name, format!("({e},{ek},{en})"), |b, op| {
+            b.expert_3d(op, e, ek, en)
         });
     }
-    b.run("blockwise_1x128", format!("({dm},{h})"), |b, op, sh| {
-        b.blockwise(op, sh, dm, h)
+    b.run("blockwise_1x128", format!("({dm},{h})"), |b, op| {
+        b.blockwise(op, dm, h)
     });
     let (wm, wk) = if small { (300, 1000) } else { (7168, 4096) };
-    b.run("blockwise_128x128", format!("({wm},{wk})"), |b, op, sh| {
-        b.blockwise(op, sh, wm, wk)
+    b.run("blockwise_128x128", format!("({wm},{wk})"), |b, op| {
+        b.blockwise(op, wm, wk)
     });
     for name in [
         "mxfp8_dim0 floor",
@@ -1269,26 +1206,24 @@ fn main() -> ExitCode {
         "mxfp8_dim1 floor",
         "mxfp8_dim1 rceil",
     ] {
-        b.run(name, format!("({dm},{h})"), |b, op, sh| {
-            b.mxfp8(op, sh, dm, h)
-        });
+        b.run(name, format!("({dm},{h})"), |b, op| b.mxfp8(op, dm, h));
     }
     b.run(
         "rowwise_2d_padded",
         format!("({m},{ck}) {g} groups"),
-        |b, op, sh| b.rowwise_2d_padded(op, sh, m, ck, g, true),
+        |b, _| b.rowwise_2d_padded(m, ck, g, true),
     );
     let (gm, gk, gn) = if small { (1024, 512, 256) } else { (m, h, i) };
     b.run(
         "grouped_gemm_2d3d",
         format!("({gm},{gk})x({g},{gk},{gn})"),
-        |b, op, sh| b.gemm_2d3d(op, sh, gm, gk, gn, g),
+        |b, _| b.gemm_2d3d(gm, gk, gn, g),
     );
     let (wn, wmt, wkk) = if small { (256, 1024, 512) } else { (i, m, h) };
     b.run(
         "grouped_gemm_2d2d",
         format!("({wn},{wmt})x({wmt},{wkk}) {g} groups"),
-        |b, op, sh| b.gemm_2d2d(op, sh, wn, wmt, wkk, g),
+        |b, _| b.gemm_2d2d(wn, wmt, wkk, g),
     );
 
     let all_ok = b.rows.iter().all(|r| r.ok);

@@ -236,48 +236,36 @@ fn library_refusal(
     op: GroupedOp,
     ptrs: Option<[*const c_void; 3]>,
 ) -> Option<Fallback> {
-    let big = |v: usize| v > i32::MAX as usize;
-    match op {
-        GroupedOp::TwoD3D { m, n, k } => {
+    let shape = match op {
+        GroupedOp::TwoD3D { n, k, .. } => {
             if k % 16 != 0 || n % 8 != 0 {
-                return Some(Fallback::Shape(format!(
+                Some(format!(
                     "2D x 3D needs K % 16 == 0 and N % 8 == 0 (K = {k}, N = {n})"
-                )));
-            }
-            // CK's pipeline v3 needs more K blocks of 128 than its 2 prefetch stages
-            // (ck_grouped_gemm_impl.h kMinRed; tests/emu/ck_host_check.cpp).
-            if matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) && k <= 256 {
-                return Some(Fallback::Shape(format!(
-                    "{} needs K > 256 (K = {k})",
-                    imp.name()
-                )));
-            }
-            if big(m) || big(n) || big(k) {
-                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
+                ))
+            } else if matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) && k <= 256 {
+                // CK's pipeline v3 needs more K blocks of 128 than its 2 prefetch stages
+                // (ck_grouped_gemm_impl.h kMinRed; tests/emu/ck_host_check.cpp).
+                Some(format!("{} needs K > 256 (K = {k})", imp.name()))
+            } else {
+                None
             }
         }
-        GroupedOp::Blockwise2D3D { m, n, k } => {
-            // Whole 128-blocks along K and N: every tile of the instance (128 x 128 x 128)
-            // then meets one scale of b and one scale per row of a per K block.
-            if k % 128 != 0 || n % 128 != 0 {
-                return Some(Fallback::Shape(format!(
-                    "blockwise 2D x 3D needs K % 128 == 0 and N % 128 == 0 (K = {k}, N = {n})"
-                )));
-            }
-            if big(m) || big(n) || big(k) {
-                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
-            }
-        }
-        GroupedOp::TwoD2D { n, mt, k } => {
-            if mt % 16 != 0 || k % 8 != 0 {
-                return Some(Fallback::Shape(format!(
-                    "2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})"
-                )));
-            }
-            if big(n) || big(mt) || big(k) {
-                return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
-            }
-        }
+        // Whole 128-blocks along K and N: every tile of the instance (128 x 128 x 128)
+        // then meets one scale of b and one scale per row of a per K block.
+        GroupedOp::Blockwise2D3D { n, k, .. } => (k % 128 != 0 || n % 128 != 0).then(|| {
+            format!("blockwise 2D x 3D needs K % 128 == 0 and N % 128 == 0 (K = {k}, N = {n})")
+        }),
+        GroupedOp::TwoD2D { mt, k, .. } => (mt % 16 != 0 || k % 8 != 0)
+            .then(|| format!("2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})")),
+    };
+    if let Some(why) = shape {
+        return Some(Fallback::Shape(why));
+    }
+    let (GroupedOp::TwoD3D { m: x, n: y, k: z }
+    | GroupedOp::Blockwise2D3D { m: x, n: y, k: z }
+    | GroupedOp::TwoD2D { n: x, mt: y, k: z }) = op;
+    if [x, y, z].into_iter().any(|v| v > i32::MAX as usize) {
+        return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
     }
     if let Some(p) = ptrs {
         for (name, ptr) in ["a", "b", "out"].iter().zip(p) {

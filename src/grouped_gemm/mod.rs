@@ -10,7 +10,7 @@ pub mod params;
 pub mod rule;
 
 use crate::context::Context;
-use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, OpDecl, OpParams, op_methods};
+use crate::dispatch::{BufDecl, Dev, Elem, GpuRun, Host, OpDecl, OpParams, op_methods};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::gpu::{GroupedArgs, GroupedOp};
@@ -65,35 +65,65 @@ fn one_group_per_expert(_: &GemmParams, &(_, _, _, e): &Mkne, g: usize) -> Resul
     Ok(())
 }
 
+/// The host slices of a GEMM's buffers, as the references take them: a, b, offs, scale_a,
+/// scale_b, out.
+type Operands<'a> = (
+    &'a [u8],
+    &'a [u8],
+    &'a [i32],
+    &'a [f32],
+    &'a [f32],
+    &'a mut [bf16],
+);
+
+fn operands<'a>(h: &mut Host<'a>) -> Operands<'a> {
+    let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
+    (a, b, offs, h.src("scale_a"), h.src("scale_b"), h.dst("out"))
+}
+
+/// The declaration of a 2D x 3D GEMM (scalar or blockwise scales): `a` (M,K), `b` (E,K,N),
+/// END offsets along M and `out` (M,N), its checks and GPU arm, around its own scale
+/// buffers, reference and [`GroupedOp`] variant.
+/// `$cpu` is a `fn(fa, fb, k, n, Operands) -> Result<()>`.
+macro_rules! gemm_2d3d_decl {
+    ($c_name:literal, $scale_a:expr, $scale_b:expr, $cpu:expr, $op:ident) => {
+        OpDecl {
+            c_name: $c_name,
+            bufs: &[
+                BufDecl::input("a", Elem::U8, |&(m, k, _, _), _| checked_mul("m*k", m, k)),
+                BufDecl::input("b", Elem::U8, |&(_, k, n, e), _| {
+                    checked_mul("e*k*n", checked_mul("e*n", e, n)?, k)
+                }),
+                BufDecl::offsets("offs", |s| s.0),
+                $scale_a,
+                $scale_b,
+                BufDecl::output("out", Elem::Bf16, |&(m, _, n, _), _| {
+                    checked_mul("m*n", m, n)
+                }),
+            ],
+            nonzero: &[("k", |s| s.1)],
+            check: Some(one_group_per_expert),
+            gpu_run: GpuRun::Own,
+            cpu: |_, (fa, fb), &(_, k, n, _), h| ($cpu)(fa, fb, k, n, operands(h)),
+            gpu: |ctx, p, f, &(m, k, n, _), d, stream| {
+                gpu_run(ctx, p, f, GroupedOp::$op { m, n, k }, d, stream)
+            },
+        }
+    };
+}
+
 #[doc(hidden)]
-pub static GROUPED_GEMM_2D3D: OpDecl<GemmParams, Mkne> = OpDecl {
-    c_name: "hipfp8_grouped_gemm_2d3d",
-    bufs: &[
-        BufDecl::input("a", Elem::U8, |&(m, k, _, _), _| checked_mul("m*k", m, k)),
-        BufDecl::input("b", Elem::U8, |&(_, k, n, e), _| {
-            checked_mul("e*k*n", checked_mul("e*n", e, n)?, k)
-        }),
-        BufDecl::offsets("offs", |s| s.0),
-        BufDecl::input("scale_a", Elem::F32, |s, _| Ok(s.0)),
-        BufDecl::input("scale_b", Elem::F32, |&(_, _, n, e), _| {
-            checked_mul("e*n", e, n)
-        }),
-        BufDecl::output("out", Elem::Bf16, |&(m, _, n, _), _| {
-            checked_mul("m*n", m, n)
-        }),
-    ],
-    nonzero: &[("k", |s| s.1)],
-    check: Some(one_group_per_expert),
-    gpu_run: GpuRun::Own,
-    cpu: |_, (fa, fb), &(_, k, n, _), h| {
-        let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
-        let (sa, sb, o) = (h.src("scale_a"), h.src("scale_b"), h.dst("out"));
-        reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, o)
+pub static GROUPED_GEMM_2D3D: OpDecl<GemmParams, Mkne> = gemm_2d3d_decl!(
+    "hipfp8_grouped_gemm_2d3d",
+    BufDecl::input("scale_a", Elem::F32, |s, _| Ok(s.0)),
+    BufDecl::input("scale_b", Elem::F32, |&(_, _, n, e), _| {
+        checked_mul("e*n", e, n)
+    }),
+    |fa, fb, k, n, (a, b, offs, sa, sb, out): Operands| {
+        reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, out)
     },
-    gpu: |ctx, p, f, &(m, k, n, _), d, stream| {
-        gpu_run(ctx, p, f, GroupedOp::TwoD3D { m, n, k }, d, stream)
-    },
-};
+    TwoD3D
+);
 
 #[doc(hidden)]
 pub static GROUPED_GEMM_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl {
@@ -112,9 +142,8 @@ pub static GROUPED_GEMM_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl
     check: None,
     gpu_run: GpuRun::Own,
     cpu: |_, (fa, fb), &(n, mt, k), h| {
-        let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
-        let (sa, sb, o) = (h.src("scale_a"), h.src("scale_b"), h.dst("out"));
-        reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, o)
+        let (a, b, offs, sa, sb, out) = operands(h);
+        reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, out)
     },
     gpu: |ctx, p, f, &(n, mt, k), d, stream| {
         gpu_run(ctx, p, f, GroupedOp::TwoD2D { n, mt, k }, d, stream)
@@ -127,40 +156,23 @@ fn blocks(v: usize) -> usize {
 }
 
 #[doc(hidden)]
-pub static GROUPED_GEMM_BLOCKWISE_2D3D: OpDecl<GemmParams, Mkne> = OpDecl {
-    c_name: "hipfp8_grouped_gemm_blockwise_2d3d",
-    bufs: &[
-        BufDecl::input("a", Elem::U8, |&(m, k, _, _), _| checked_mul("m*k", m, k)),
-        BufDecl::input("b", Elem::U8, |&(_, k, n, e), _| {
-            checked_mul("e*k*n", checked_mul("e*n", e, n)?, k)
-        }),
-        BufDecl::offsets("offs", |s| s.0),
-        BufDecl::input("scale_a", Elem::F32, |&(m, k, _, _), _| {
-            checked_mul("m*ceil(k/128)", m, blocks(k))
-        }),
-        BufDecl::input("scale_b", Elem::F32, |&(_, k, n, e), _| {
-            let nb = checked_mul("e*ceil(n/128)", e, blocks(n))?;
-            checked_mul("e*ceil(n/128)*ceil(k/128)", nb, blocks(k))
-        }),
-        BufDecl::output("out", Elem::Bf16, |&(m, _, n, _), _| {
-            checked_mul("m*n", m, n)
-        }),
-    ],
-    nonzero: &[("k", |s| s.1)],
-    check: Some(one_group_per_expert),
-    gpu_run: GpuRun::Own,
-    cpu: |_, (fa, fb), &(_, k, n, _), h| {
-        let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
-        let (sa, sb, o) = (h.src("scale_a"), h.src("scale_b"), h.dst("out"));
+pub static GROUPED_GEMM_BLOCKWISE_2D3D: OpDecl<GemmParams, Mkne> = gemm_2d3d_decl!(
+    "hipfp8_grouped_gemm_blockwise_2d3d",
+    BufDecl::input("scale_a", Elem::F32, |&(m, k, _, _), _| {
+        checked_mul("m*ceil(k/128)", m, blocks(k))
+    }),
+    BufDecl::input("scale_b", Elem::F32, |&(_, k, n, e), _| {
+        let nb = checked_mul("e*ceil(n/128)", e, blocks(n))?;
+        checked_mul("e*ceil(n/128)*ceil(k/128)", nb, blocks(k))
+    }),
+    |fa, fb, k, n, (a, b, offs, sa, sb, out): Operands| {
         reference::grouped_gemm_blockwise::grouped_gemm_blockwise_2d3d(
-            fa, fb, k, n, a, b, offs, sa, sb, o,
+            fa, fb, k, n, a, b, offs, sa, sb, out,
         );
         Ok(())
     },
-    gpu: |ctx, p, f, &(m, k, n, _), d, stream| {
-        gpu_run(ctx, p, f, GroupedOp::Blockwise2D3D { m, n, k }, d, stream)
-    },
-};
+    Blockwise2D3D
+);
 
 impl Context {}
 

@@ -214,57 +214,27 @@ mod tests {
         }
     }
 
+    /// A 2D x 3D rule shape (m, n, k, groups).
+    fn d3(m: usize, n: usize, k: usize, groups: usize) -> RuleShape {
+        RuleShape::TwoD3D { m, n, k, groups }
+    }
+
+    /// A 2D x 2D rule shape (n, mt, k, groups).
+    fn d2(n: usize, mt: usize, k: usize, groups: usize) -> RuleShape {
+        RuleShape::TwoD2D { n, mt, k, groups }
+    }
+
     #[test]
     fn rule_picks_a_compiled_kind_for_every_pair_and_benchmark_shape() {
         let shapes = [
-            RuleShape::TwoD3D {
-                m: 32768,
-                n: 2048,
-                k: 7168,
-                groups: 32,
-            },
-            RuleShape::TwoD3D {
-                m: 32768,
-                n: 7168,
-                k: 2048,
-                groups: 32,
-            },
-            RuleShape::TwoD2D {
-                n: 7168,
-                mt: 32768,
-                k: 2048,
-                groups: 32,
-            },
-            RuleShape::TwoD2D {
-                n: 2048,
-                mt: 32768,
-                k: 7168,
-                groups: 32,
-            },
-            RuleShape::TwoD3D {
-                m: 16384,
-                n: 5760,
-                k: 2880,
-                groups: 32,
-            },
-            RuleShape::TwoD3D {
-                m: 16384,
-                n: 2880,
-                k: 2880,
-                groups: 32,
-            },
-            RuleShape::TwoD2D {
-                n: 2880,
-                mt: 16384,
-                k: 2880,
-                groups: 32,
-            },
-            RuleShape::TwoD3D {
-                m: 8192,
-                n: 2048,
-                k: 7168,
-                groups: 32,
-            },
+            d3(32768, 2048, 7168, 32),
+            d3(32768, 7168, 2048, 32),
+            d2(7168, 32768, 2048, 32),
+            d2(2048, 32768, 7168, 32),
+            d3(16384, 5760, 2880, 32),
+            d3(16384, 2880, 2880, 32),
+            d2(2880, 16384, 2880, 32),
+            d3(8192, 2048, 7168, 32),
         ];
         for &(fa, fb) in ALL_PAIRS {
             for s in shapes {
@@ -273,24 +243,14 @@ mod tests {
                 assert!((0..1 << 16).contains(&c.config()));
             }
         }
-        let small = RuleShape::TwoD3D {
-            m: 4096,
-            n: 2048,
-            k: 7168,
-            groups: 32,
-        };
+        let small = d3(4096, 2048, 7168, 32);
         assert_eq!(cutlass_rule(small, E4, E4).kind, 4);
         assert_eq!(
             cutlass_rule(small, E4, E5).kind,
             1,
             "kind 4 is E4M3 x E4M3 only"
         );
-        let big = RuleShape::TwoD3D {
-            m: 4097,
-            n: 2048,
-            k: 7168,
-            groups: 32,
-        };
+        let big = d3(4097, 2048, 7168, 32);
         assert_eq!(cutlass_rule(big, E4, E4).kind, 1);
         assert!(!cutlass_has_pair(E5, E5));
         assert!(!cutlass_has_pair(Fp8Format::E4M3FnUz, Fp8Format::E4M3FnUz));
