@@ -90,9 +90,11 @@ pub(crate) trait OpDesc: CastDesc {
     fn dtypes(&self) -> Self::Dtypes;
 }
 
-/// Implement [`OpDesc`]: `desc: Shape = |d| <shape from d>, [<dtype fields>];`.
+/// Implement [`Descriptor`] and [`OpDesc`]: `desc: Shape = |d| <shape from d>, [<dtype
+/// fields>];`.
 macro_rules! op_desc {
     ($($t:ident: $s:ty = |$d:ident| $shape:expr, [$($dt:ident),+];)+) => {$(
+        $crate::ffi::args::descriptor!($t);
         impl $crate::ffi::args::OpDesc for $t {
             type Shape = $s;
             type Dtypes = [u32; [$(stringify!($dt)),+].len()];
@@ -431,13 +433,28 @@ impl<'c> Views<'c> {
         len: usize,
         location: impl FnOnce() -> Result<(), FfiError>,
     ) -> Result<Src<'a, T>, FfiError> {
-        let len = Self::checked_len(what, p, len)?;
-        location()?;
-        self.claim(what, p.cast(), len * size_of::<T>(), false)?;
+        let len = self.check_view(what, p, len, false, location)?;
         // SAFETY: the module-level contract: `p` is NULL (then len is 0) or valid for reads of
         // `len` elements of memory of kind `self.loc` during the call; it is aligned and its
-        // byte size fits isize (checked above).
+        // byte size fits isize (checked).
         Ok(unsafe { Src::from_raw(p, len, self.loc) })
+    }
+
+    /// The checks of a view before it is made, in order: NULL / alignment / size, the
+    /// location verdict `location`, the overlap with the call's other views. The checked
+    /// element count.
+    fn check_view<T>(
+        &self,
+        what: &'static str,
+        p: *const T,
+        len: usize,
+        write: bool,
+        location: impl FnOnce() -> Result<(), FfiError>,
+    ) -> Result<usize, FfiError> {
+        let len = Self::checked_len(what, p, len)?;
+        location()?;
+        self.claim(what, p.cast(), len * size_of::<T>(), write)?;
+        Ok(len)
     }
 
     pub(crate) fn dst<'a, T>(
@@ -457,11 +474,30 @@ impl<'c> Views<'c> {
         len: usize,
         location: impl FnOnce() -> Result<(), FfiError>,
     ) -> Result<Dst<'a, T>, FfiError> {
-        let len = Self::checked_len(what, p, len)?;
-        location()?;
-        self.claim(what, p.cast_const().cast(), len * size_of::<T>(), true)?;
-        // SAFETY: as in `src`, for writes; no other buffer of the call overlaps it (claimed).
+        let len = self.check_view(what, p.cast_const(), len, true, location)?;
+        // SAFETY: as in `src_with`, for writes; no other buffer of the call overlaps it
+        // (claimed).
         Ok(unsafe { Dst::from_raw(p, len, self.loc) })
+    }
+
+    /// The typed view of buffer `what` of an op: an input ([`Src`]) or, when `out`, an
+    /// output ([`Dst`]) of `T`s.
+    fn typed<'a, T: 'a>(
+        &self,
+        what: &'static str,
+        (p, len): Raw,
+        out: bool,
+        location: impl FnOnce() -> Result<(), FfiError>,
+    ) -> Result<View<'a>, FfiError>
+    where
+        View<'a>: From<Src<'a, T>> + From<Dst<'a, T>>,
+    {
+        let p = p.cast::<T>();
+        Ok(if out {
+            self.dst_with(what, p.cast_mut(), len, location)?.into()
+        } else {
+            self.src_with(what, p, len, location)?.into()
+        })
     }
 
     /// A caller's grouped-GEMM workspace: NULL with 0 bytes = none (the library's cached
@@ -527,8 +563,8 @@ impl<'c> Views<'c> {
             let what = b.name;
             let out = matches!(b.role, Role::Out);
             let loc = || location_at(&mut bad, i);
-            *v = Some(match (b.elem, out) {
-                (Elem::Hp, _) => {
+            *v = Some(match b.elem {
+                Elem::Hp => {
                     let dtype = match b.dtype_of {
                         Some(like) => hp_dtypes[..n_hp]
                             .iter()
@@ -541,22 +577,13 @@ impl<'c> Views<'c> {
                     n_hp += 1;
                     View::Hp(self.hp_with(what, dtype, p, len, loc)?)
                 }
-                (Elem::U8, false) => self.src_with(what, p.cast::<u8>(), len, loc)?.into(),
-                (Elem::I32, false) => self.src_with(what, p.cast::<i32>(), len, loc)?.into(),
-                (Elem::F32, false) => self.src_with(what, p.cast::<f32>(), len, loc)?.into(),
-                (Elem::U8, true) => self
-                    .dst_with(what, p.cast_mut().cast::<u8>(), len, loc)?
-                    .into(),
-                (Elem::I32, true) => self
-                    .dst_with(what, p.cast_mut().cast::<i32>(), len, loc)?
-                    .into(),
-                (Elem::F32, true) => self
-                    .dst_with(what, p.cast_mut().cast::<f32>(), len, loc)?
-                    .into(),
-                (Elem::Bf16, true) => self
+                Elem::U8 => self.typed::<u8>(what, (p, len), out, loc)?,
+                Elem::I32 => self.typed::<i32>(what, (p, len), out, loc)?,
+                Elem::F32 => self.typed::<f32>(what, (p, len), out, loc)?,
+                Elem::Bf16 if out => self
                     .dst_with(what, p.cast_mut().cast::<bf16>(), len, loc)?
                     .into(),
-                (Elem::Bf16, false) => unreachable!("no op reads bf16 through a typed view"),
+                Elem::Bf16 => unreachable!("no op reads bf16 through a typed view"),
             });
         }
         Ok(views.map(|v| v.expect("every view made above")))
@@ -585,18 +612,10 @@ impl<'c> Views<'c> {
         const BF16: u32 = hipfp8_dtype::HIPFP8_DTYPE_BF16 as u32;
         const F32: u32 = hipfp8_dtype::HIPFP8_DTYPE_F32 as u32;
         match dtype {
-            BF16 => Ok(HpSrc::Bf16(self.src_with(
-                what,
-                p.cast::<bf16>(),
-                len,
-                location,
-            )?)),
-            F32 => Ok(HpSrc::F32(self.src_with(
-                what,
-                p.cast::<f32>(),
-                len,
-                location,
-            )?)),
+            BF16 => self
+                .src_with(what, p.cast(), len, location)
+                .map(HpSrc::Bf16),
+            F32 => self.src_with(what, p.cast(), len, location).map(HpSrc::F32),
             v => Err(Error::InvalidEnum(format!(
                 "input dtype = {v} is not a hipfp8_dtype (BF16 = 0, F32 = 1)"
             ))

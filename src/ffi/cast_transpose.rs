@@ -2,7 +2,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, descriptor, op_desc, raw};
+use super::args::{cast_desc, op_desc, raw};
 use super::quant::hipfp8_cast_2d_desc;
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
@@ -41,7 +41,6 @@ pub struct hipfp8_cast_transpose_desc {
     pub k: usize,
 }
 
-descriptor!(hipfp8_cast_transpose_desc);
 cast_desc!(hipfp8_cast_transpose_desc);
 op_desc! {
     hipfp8_cast_transpose_desc: (usize, usize, Scaling) = |d| (d.m, d.k, scaling(d.scaling)?), [input_dtype];

@@ -339,19 +339,26 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d_plan(
     plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
 }
 
-fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
+/// A `hipfp8_gemm_backend` value as a [`GemmBackend`].
+pub(crate) fn gemm_backend_of(v: u32) -> Option<GemmBackend> {
     const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
     const REFERENCE: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
     const LIBRARY: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_LIBRARY as u32;
     match v {
-        AUTO => Ok(GemmBackend::Auto),
-        REFERENCE => Ok(GemmBackend::Reference),
-        LIBRARY => Ok(GemmBackend::Library),
-        v => Err(Error::InvalidEnum(format!(
+        AUTO => Some(GemmBackend::Auto),
+        REFERENCE => Some(GemmBackend::Reference),
+        LIBRARY => Some(GemmBackend::Library),
+        _ => None,
+    }
+}
+
+fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {
+    gemm_backend_of(v).ok_or_else(|| {
+        Error::InvalidEnum(format!(
             "backend = {v} is not a hipfp8_gemm_backend (AUTO = 0, REFERENCE = 1, LIBRARY = 2)"
         ))
-        .into()),
-    }
+        .into()
+    })
 }
 
 fn gemm_params(a: u32, b: u32, backend: u32) -> Result<GemmParams, FfiError> {

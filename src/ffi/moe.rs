@@ -11,7 +11,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, descriptor, op_desc, raw};
+use super::args::{cast_desc, op_desc, raw};
 use super::quant::{hipfp8_cast_2d_desc, hipfp8_cast_3d_desc};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
@@ -37,7 +37,6 @@ pub struct hipfp8_moe_swiglu_desc {
     pub i: usize,
 }
 
-descriptor!(hipfp8_moe_swiglu_desc);
 cast_desc!(hipfp8_moe_swiglu_desc);
 op_desc! {
     hipfp8_moe_swiglu_desc: (usize, usize) = |d| (d.m, d.i), [input_dtype];

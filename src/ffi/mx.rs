@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, descriptor, format_choice, op_desc, raw};
+use super::args::{CastDesc, format_choice, op_desc, raw};
 use super::status::{FfiError, hipfp8_status};
 use super::types::hipStream_t;
 use super::{hipfp8_context, run_op};
@@ -40,7 +40,6 @@ pub struct hipfp8_mxfp8_desc {
     pub k: usize,
 }
 
-descriptor!(hipfp8_mxfp8_desc);
 op_desc! {
     hipfp8_mxfp8_desc: (usize, usize) = |d| (d.m, d.k), [input_dtype];
 }

@@ -10,7 +10,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, descriptor, op_desc, raw};
+use super::args::{cast_desc, op_desc, raw};
 use super::status::hipfp8_status;
 use super::types::hipStream_t;
 use super::{hipfp8_context, run_op};
@@ -146,14 +146,6 @@ pub struct hipfp8_cast_dual_padded_desc {
     pub m_cap: usize,
 }
 
-descriptor!(
-    hipfp8_cast_2d_desc,
-    hipfp8_cast_3d_desc,
-    hipfp8_cast_dual_desc,
-    hipfp8_tensorwise_desc,
-    hipfp8_padded_desc,
-    hipfp8_cast_dual_padded_desc
-);
 cast_desc!(
     hipfp8_cast_2d_desc,
     hipfp8_cast_3d_desc,

@@ -23,13 +23,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::args::{self, Views, descriptor, format_choice, raw};
 use super::context::{self, hipfp8_context};
-use super::grouped_gemm::hipfp8_gemm_backend;
+use super::grouped_gemm::gemm_backend_of;
 use super::run_op;
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::{hipStream_t, hipfp8_flag};
 use crate::context::Context;
 use crate::error::Error;
-use crate::grouped_gemm::params::GemmBackend;
 use crate::recipe::{self, ExpertsShape, LinearShape, NoParams, RecipeParams, WeightCache};
 use crate::view::{HpSrc, StreamRef};
 
@@ -138,20 +137,11 @@ trait RecipeDesc: args::Descriptor {
     fn params(&self) -> Result<RecipeParams, FfiError> {
         let (_, format, grad_format, flags, backend) = self.fields();
         let p = args::cast_params(format, flags)?;
-        const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
-        const REF: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
-        const LIB: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_LIBRARY as u32;
-        let backend = match backend {
-            AUTO => GemmBackend::Auto,
-            REF => GemmBackend::Reference,
-            LIB => GemmBackend::Library,
-            v => {
-                return Err(Error::InvalidEnum(format!(
-                    "backend = {v} is not a hipfp8_gemm_backend (AUTO = 0 ... LIBRARY = 2)"
-                ))
-                .into());
-            }
-        };
+        let backend = gemm_backend_of(backend).ok_or_else(|| {
+            Error::InvalidEnum(format!(
+                "backend = {backend} is not a hipfp8_gemm_backend (AUTO = 0 ... LIBRARY = 2)"
+            ))
+        })?;
         Ok(RecipeParams {
             format: p.format,
             grad_format: format_choice(grad_format)?,
@@ -164,19 +154,19 @@ trait RecipeDesc: args::Descriptor {
     }
 }
 
-impl RecipeDesc for hipfp8_moe_experts_desc {
-    fn fields(&self) -> (u32, u32, u32, u32, u32) {
-        let d = self;
-        (d.input_dtype, d.format, d.grad_format, d.flags, d.backend)
-    }
+/// Implement [`RecipeDesc`] for descriptors with `input_dtype`, `format`, `grad_format`,
+/// `flags` and `backend` fields.
+macro_rules! recipe_desc {
+    ($($t:ident),+) => {$(
+        impl RecipeDesc for $t {
+            fn fields(&self) -> (u32, u32, u32, u32, u32) {
+                let d = self;
+                (d.input_dtype, d.format, d.grad_format, d.flags, d.backend)
+            }
+        }
+    )+};
 }
-
-impl RecipeDesc for hipfp8_grouped_linear_desc {
-    fn fields(&self) -> (u32, u32, u32, u32, u32) {
-        let d = self;
-        (d.input_dtype, d.format, d.grad_format, d.flags, d.backend)
-    }
-}
+recipe_desc!(hipfp8_moe_experts_desc, hipfp8_grouped_linear_desc);
 
 fn experts_shape(d: &hipfp8_moe_experts_desc) -> ExpertsShape {
     ExpertsShape {
@@ -500,6 +490,22 @@ fn call<D: RecipeDesc, R>(
     with_cache(cache, |wc| f(&c, &d, p, &v, wc))
 }
 
+/// A forward call: [`call`] under the panic guard, the cache generation `f` used written to
+/// `generation` (checked before anything else).
+fn forward<D: RecipeDesc>(
+    name: &'static str,
+    (ctx, desc, cache): (*const hipfp8_context, *const D, *const hipfp8_weight_cache),
+    generation: *mut u64,
+    f: impl FnOnce(&Context, &D, RecipeParams, &Views, &WeightCache) -> Result<u64, FfiError>,
+) -> hipfp8_status {
+    guard(name, || {
+        let out = args::out_param("generation", generation)?;
+        let g = call(ctx, desc, cache, f)?;
+        out.write(g);
+        Ok(())
+    })
+}
+
 /// The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
 /// `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
 /// `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
@@ -523,9 +529,12 @@ pub extern "C" fn hipfp8_moe_experts_forward(
     generation: *mut u64,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    guard("hipfp8_moe_experts_forward", || {
-        let out = args::out_param("generation", generation)?;
-        let g = call(ctx, desc, cache, |c, d, p, v, wc| {
+    let call = (ctx, desc, cache);
+    forward(
+        "hipfp8_moe_experts_forward",
+        call,
+        generation,
+        |c, d, p, v, wc| {
             let x = v.hp("x", d.dtype(), x, x_len)?;
             let offs = v.src("offs", offs, num_groups)?;
             let y = v.dst("y", y.cast(), y_len)?;
@@ -533,10 +542,8 @@ pub extern "C" fn hipfp8_moe_experts_forward(
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             Ok(c.moe_experts_forward(&p, experts_shape(d), wc, x, offs, y, saved, ws, s)?)
-        })?;
-        out.write(g);
-        Ok(())
-    })
+        },
+    )
 }
 
 /// The experts block backward: from `saved` (written by the forward that returned
@@ -605,19 +612,20 @@ pub extern "C" fn hipfp8_grouped_linear_forward(
     generation: *mut u64,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    guard("hipfp8_grouped_linear_forward", || {
-        let out = args::out_param("generation", generation)?;
-        let g = call(ctx, desc, cache, |c, d, p, v, wc| {
+    let call = (ctx, desc, cache);
+    forward(
+        "hipfp8_grouped_linear_forward",
+        call,
+        generation,
+        |c, d, p, v, wc| {
             let x = v.hp("x", d.dtype(), x, x_len)?;
             let offs = v.src("offs", offs, num_groups)?;
             let y = v.dst("y", y.cast(), y_len)?;
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             Ok(c.grouped_linear_forward(&p, linear_shape(d), wc, x, offs, y, ws, s)?)
-        })?;
-        out.write(g);
-        Ok(())
-    })
+        },
+    )
 }
 
 /// The grouped linear backward from x (m*k) and dy (m*n), both of `input_dtype`: dx (m*k

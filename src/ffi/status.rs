@@ -62,57 +62,51 @@ pub enum hipfp8_status {
 
 use hipfp8_status as S;
 
+/// Every status with its static description, in value order.
+#[rustfmt::skip]
+const DESCRIPTIONS: [(hipfp8_status, &std::ffi::CStr); 21] = [
+    (S::HIPFP8_STATUS_SUCCESS, c"success"),
+    (S::HIPFP8_STATUS_INVALID_HANDLE, c"invalid context handle (NULL or destroyed)"),
+    (S::HIPFP8_STATUS_NULL_POINTER, c"required pointer is NULL"),
+    (S::HIPFP8_STATUS_INVALID_DESCRIPTOR, c"descriptor size field does not match"),
+    (S::HIPFP8_STATUS_INVALID_ENUM, c"unknown enum value or flag"),
+    (S::HIPFP8_STATUS_INVALID_SHAPE, c"invalid shape"),
+    (S::HIPFP8_STATUS_SIZE_OVERFLOW, c"size overflow"),
+    (S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED, c"layout not supported"),
+    (S::HIPFP8_STATUS_INVALID_OFFSETS, c"invalid group offsets"),
+    (S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH, c"group count mismatch"),
+    (S::HIPFP8_STATUS_UNSUPPORTED_FORMAT, c"format not supported by this op"),
+    (S::HIPFP8_STATUS_OUTPUT_TOO_SMALL, c"output buffer too small"),
+    (S::HIPFP8_STATUS_INPUT_TOO_SMALL, c"input buffer too small"),
+    (S::HIPFP8_STATUS_MISALIGNED, c"misaligned pointer"),
+    (S::HIPFP8_STATUS_WRONG_LOCATION, c"memory on the wrong device (host vs GPU)"),
+    (S::HIPFP8_STATUS_BACKEND_UNAVAILABLE, c"backend or device unavailable"),
+    (S::HIPFP8_STATUS_DEVICE_ERROR, c"GPU runtime error"),
+    (S::HIPFP8_STATUS_NOT_SUPPORTED, c"not supported on this backend"),
+    (S::HIPFP8_STATUS_INTERNAL_ERROR, c"internal error in hipfp8"),
+    (S::HIPFP8_STATUS_OVERLAPPING_BUFFERS, c"buffers of the call overlap"),
+    (S::HIPFP8_STATUS_OUT_OF_MEMORY, c"out of memory"),
+];
+
+/// The statuses of [`DESCRIPTIONS`], in value order.
+const fn statuses() -> [hipfp8_status; 21] {
+    let mut all = [S::HIPFP8_STATUS_SUCCESS; 21];
+    let mut i = 0;
+    while i < all.len() {
+        assert!(DESCRIPTIONS[i].0 as usize == i, "in value order");
+        all[i] = DESCRIPTIONS[i].0;
+        i += 1;
+    }
+    all
+}
+
 impl hipfp8_status {
     /// Every status, in value order (tests check values and strings against this).
-    pub const ALL: [hipfp8_status; 21] = [
-        S::HIPFP8_STATUS_SUCCESS,
-        S::HIPFP8_STATUS_INVALID_HANDLE,
-        S::HIPFP8_STATUS_NULL_POINTER,
-        S::HIPFP8_STATUS_INVALID_DESCRIPTOR,
-        S::HIPFP8_STATUS_INVALID_ENUM,
-        S::HIPFP8_STATUS_INVALID_SHAPE,
-        S::HIPFP8_STATUS_SIZE_OVERFLOW,
-        S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED,
-        S::HIPFP8_STATUS_INVALID_OFFSETS,
-        S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH,
-        S::HIPFP8_STATUS_UNSUPPORTED_FORMAT,
-        S::HIPFP8_STATUS_OUTPUT_TOO_SMALL,
-        S::HIPFP8_STATUS_INPUT_TOO_SMALL,
-        S::HIPFP8_STATUS_MISALIGNED,
-        S::HIPFP8_STATUS_WRONG_LOCATION,
-        S::HIPFP8_STATUS_BACKEND_UNAVAILABLE,
-        S::HIPFP8_STATUS_DEVICE_ERROR,
-        S::HIPFP8_STATUS_NOT_SUPPORTED,
-        S::HIPFP8_STATUS_INTERNAL_ERROR,
-        S::HIPFP8_STATUS_OVERLAPPING_BUFFERS,
-        S::HIPFP8_STATUS_OUT_OF_MEMORY,
-    ];
+    pub const ALL: [hipfp8_status; 21] = statuses();
 
     /// The static NUL-terminated description of a status.
     fn c_str(self) -> &'static std::ffi::CStr {
-        match self {
-            S::HIPFP8_STATUS_SUCCESS => c"success",
-            S::HIPFP8_STATUS_INVALID_HANDLE => c"invalid context handle (NULL or destroyed)",
-            S::HIPFP8_STATUS_NULL_POINTER => c"required pointer is NULL",
-            S::HIPFP8_STATUS_INVALID_DESCRIPTOR => c"descriptor size field does not match",
-            S::HIPFP8_STATUS_INVALID_ENUM => c"unknown enum value or flag",
-            S::HIPFP8_STATUS_INVALID_SHAPE => c"invalid shape",
-            S::HIPFP8_STATUS_SIZE_OVERFLOW => c"size overflow",
-            S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED => c"layout not supported",
-            S::HIPFP8_STATUS_INVALID_OFFSETS => c"invalid group offsets",
-            S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH => c"group count mismatch",
-            S::HIPFP8_STATUS_UNSUPPORTED_FORMAT => c"format not supported by this op",
-            S::HIPFP8_STATUS_OUTPUT_TOO_SMALL => c"output buffer too small",
-            S::HIPFP8_STATUS_INPUT_TOO_SMALL => c"input buffer too small",
-            S::HIPFP8_STATUS_MISALIGNED => c"misaligned pointer",
-            S::HIPFP8_STATUS_WRONG_LOCATION => c"memory on the wrong device (host vs GPU)",
-            S::HIPFP8_STATUS_BACKEND_UNAVAILABLE => c"backend or device unavailable",
-            S::HIPFP8_STATUS_DEVICE_ERROR => c"GPU runtime error",
-            S::HIPFP8_STATUS_NOT_SUPPORTED => c"not supported on this backend",
-            S::HIPFP8_STATUS_INTERNAL_ERROR => c"internal error in hipfp8",
-            S::HIPFP8_STATUS_OVERLAPPING_BUFFERS => c"buffers of the call overlap",
-            S::HIPFP8_STATUS_OUT_OF_MEMORY => c"out of memory",
-        }
+        DESCRIPTIONS[self as usize].1
     }
 }
 
