@@ -1,11 +1,11 @@
 """GPU-only tests: CUDA graph capture (fwd+bwd), no host synchronisation, bit-equality with
-torchao's FP8 paths on the same inputs, host overhead per op and per MoE layer step.
+torchao's FP8 paths on the same inputs. (Host time per op and per layer step is a benchmark,
+python/bench/host_overhead.py, not a test.)
 (The op, autograd and compile tests of the other files also run on the GPU: their `device`
 fixture includes "cuda" when a GPU is present.) Each test skips with its reason without a GPU.
 """
 
 import copy
-import time
 
 import pytest
 import torch
@@ -230,19 +230,23 @@ def test_make_graphed_callables_experts():
 def test_compile_reduce_overhead_experts():
     """torch.compile(mode="reduce-overhead") (inductor's CUDA-graph trees: warm-up and
     recording on one stream of their own) over the MoE experts, fwd+bwd, three steps with
-    changing token counts: graphs replay and match the eager module (FP8-close: inductor fuses
-    silu(g) * u without eager's bf16 rounding, see test_compile.py)."""
+    changing token counts (the graphs read them on the device): each replay equals, bit for
+    bit, the same compiled module without CUDA graphs (mode="default": the same inductor
+    kernels, launched eagerly). Against the eager module the compiled one is FP8-close, not
+    bitwise (inductor fuses silu(g) * u without eager's bf16 rounding, see test_compile.py):
+    a cosine check only."""
     torch._dynamo.reset()
     ex = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
     for p in ex.parameters():
         torch.nn.init.normal_(p, std=0.05)
-    c = torch.compile(ex, mode="reduce-overhead", fullgraph=True, dynamic=False)
+    graphed = torch.compile(ex, mode="reduce-overhead", fullgraph=True, dynamic=False)
+    plain = torch.compile(ex, mode="default", fullgraph=True, dynamic=False)
     try:
         for i, cs in enumerate(([300, 0, 500, 224], [256, 256, 256, 256], [1, 2, 3, 1018])):
             cnt = torch.tensor(cs, device="cuda")
             x = rnd(1024, 256, device="cuda", seed=30 + i, scale=1.0)
             res = []
-            for mod in (c, ex):
+            for mod in (graphed, plain, ex):
                 xx = x.clone().requires_grad_()
                 for p in ex.parameters():
                     p.grad = None
@@ -252,10 +256,11 @@ def test_compile_reduce_overhead_experts():
                             ex.w2_EDF.grad.float().clone()])
                 del out
             torch.cuda.synchronize()
-            for g, w, what in zip(*res, ("out", "grad_x", "grad_w2")):
-                assert (g - w).abs().max() <= 0.05 * w.abs().max(), f"{what} step {i} {cs}"
+            names = ("out", "grad_x", "grad_w2")
+            _bits_equal(res[0], res[1], tuple(f"{n} step {i} {cs} (graph replay vs compiled)" for n in names))
+            for g, w, what in zip(res[1], res[2], names):
                 cos = torch.nn.functional.cosine_similarity(g.flatten(), w.flatten(), dim=0)
-                assert cos > 0.999, f"{what} step {i} {cs}: cosine {cos}"
+                assert cos > 0.999, f"{what} step {i} {cs}: cosine {cos} compiled vs eager"
     finally:
         torch._dynamo.reset()
 
@@ -283,63 +288,3 @@ def test_no_host_sync():
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
 
-
-# ---- host overhead ----------------------------------------------------------------------------
-
-def _host_us(fn, n=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
-
-
-@pytest.mark.capture
-def test_host_overhead():
-    """Host time per call (tiny tensors, so the GPU never holds the host back: the launch
-    queue absorbs the calls). Targets (issue 15): <= 10 us per op; <= 50 us per MoE layer step,
-    which needs the step captured in a CUDA graph (eager and compiled steps still run ~50 op
-    calls through Python: their figures are printed for the record)."""
-    x = rnd(64, 128, device="cuda")
-    offs = offs_of([32, 32], "cuda")
-    bt = rnd(2, 64, 128, device="cuda").transpose(-2, -1)
-    a8, sa = hf.rowwise_2d(x)
-    b8, sb = hf.colwise_3d(bt)
-    isa, isb = sa.reciprocal(), sb.reciprocal()
-    ops = torch.ops.hipfp8
-    rows = {
-        "torch.ops.hipfp8.rowwise_2d": lambda: ops.rowwise_2d(x, E4, True),
-        "hipfp8.torch.rowwise_2d (dtype default)": lambda: hf.rowwise_2d(x),
-        "torch.ops.hipfp8.per_group_colwise": lambda: ops.per_group_colwise(x, offs, E4, True),
-        "torch.ops.hipfp8.cast_transpose": lambda: ops.cast_transpose(x, E4, False, False),
-        "torch.ops.hipfp8.grouped_gemm_2d3d": lambda: ops.grouped_gemm_2d3d(a8, b8, offs, isa, isb),
-        "reference: torch.empty_like(x) + x.add_(1)": lambda: x.clone().add_(1),
-    }
-    res = {k: _host_us(f) for k, f in rows.items()}
-    experts = hf.GroupedExperts(128, 64, 2, device="cuda", dtype=torch.bfloat16)
-    for p in experts.parameters():
-        torch.nn.init.normal_(p, std=0.05)
-    counts = torch.tensor([32, 32], device="cuda")
-    xr = x.clone().requires_grad_()
-
-    def layer():
-        xr.grad = None
-        for p in experts.parameters():
-            p.grad = None
-        experts(xr, counts).sum().backward()
-    res["MoE experts fwd+bwd eager (9 casts, 9 grouped GEMMs + SwiGLU)"] = _host_us(layer, 300)
-    ce = torch.compile(experts, fullgraph=True, dynamic=True)
-
-    def clayer():
-        ce(xr, counts).sum().backward()
-    res["MoE experts fwd+bwd torch.compile"] = _host_us(clayer, 300)
-    g, _ = _capture(lambda: layer())
-    res["MoE experts fwd+bwd CUDA graph replay"] = _host_us(g.replay, 300)
-    for k, v in res.items():
-        print(f"host overhead: {v:8.2f} us  {k}")
-    assert res["torch.ops.hipfp8.rowwise_2d"] <= 10.0, res
-    assert res["MoE experts fwd+bwd CUDA graph replay"] <= 50.0, res
