@@ -14,9 +14,9 @@
 // Kernel: CUTLASS's pointer-array grouped GEMM with blockwise scaling
 // (KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Sm90BlockwiseScaleConfig<1, 128,
 // 128> with both scale grids K-major, i.e. exactly the row-major grids the casts write); tile
-// 128 x 128 x 128, cluster 1 x 2. As in sm90.hip, a small kernel builds the per-group
-// arrays (shapes, pointers, strides, scale layouts) on the device from the device offsets:
-// nothing is read back, nothing synchronises.
+// 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in sm90.hip, a small kernel builds
+// the per-group arrays (shapes, pointers, strides, scale layouts) on the device from the
+// device offsets: nothing is read back, nothing synchronises.
 // Whole-call requirements (HIPFP8_KSTATUS_UNSUPPORTED otherwise, nothing launched): E4M3FN x
 // E4M3FN, K % 128 == 0, N % 128 == 0, 16-byte aligned a, b, out, extents <= INT32_MAX.
 #include "sm90_common.h"
@@ -40,7 +40,12 @@ using hipfp8_gg_cutlass::StrideD;
 constexpr int kBlock = 128;
 using E4M3 = cutlass::float_e4m3_t;
 using TileShape = Shape<_128, _128, _128>;
-using ClusterShape = Shape<_1, _2, _1>;
+// Cluster 1 x 1: the consumer warpgroups read each stage's scale tiles from shared memory with
+// plain loads, and CUTLASS's pipeline lets every consumer thread release the stage itself only
+// when the cluster has one CTA; in a larger cluster one thread per warpgroup arrives for all
+// 128, so the others' reads are not ordered before the producer's next cp.async fill of that
+// stage (a race under the PTX memory model, which compute-sanitizer's racecheck reports).
+using ClusterShape = Shape<_1, _1, _1>;
 using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlock, kBlock, cute::GMMA::Major::K,
                                                               cute::GMMA::Major::K>;
 using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
