@@ -500,15 +500,19 @@ def call_profile(fn, iters=6):
     ks = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                  and e.time_range.elapsed_us() > 0), key=lambda e: e.time_range.start)
     # split at the flush kernels (the fill of `flush`): each iteration is what follows one
-    its, cur = [], None
+    its, cur, flush_end = [], None, []
     for e in ks:
         if "fillfunctor" in e.name.lower():
             cur = []
             its.append(cur)
+            flush_end.append(e.time_range.end)
         elif cur is not None:
             cur.append((e.name, e.time_range.start, e.time_range.elapsed_us()))
     del flush
-    return its
+    # lead-in: GPU idle between the flush's end and the call's first kernel (the GPU waiting
+    # for the host to enqueue the call, which do_bench's events count)
+    lead = [it[0][1] - f for it, f in zip(its, flush_end) if it]
+    return its, lead
 
 
 def host_us(fn, n=30):
@@ -532,16 +536,18 @@ def run_gaps():
         d = c.desc()
         out = c.out()
         for who, fn in (("hipfp8", lambda: c.ours(d, out)), ("torch", c.torch_fp8)):
-            its = call_profile(fn)
+            its, lead = call_profile(fn)
             spans = [(it[-1][1] + it[-1][2] - it[0][1], sum(k[2] for k in it)) for it in its if it]
             span = sorted(s[0] for s in spans)[len(spans) // 2]
             busy = sorted(s[1] for s in spans)[len(spans) // 2]
             kern = [(n[:90], round(t, 1)) for n, _, t in its[-1]]
             r = {"op": op, "shape": c.shape, "who": who, "host_us": host_us(fn), "gpu_span_us": span,
-                 "kernel_us": busy, "idle_between_us": span - busy, "us": bench(fn) * 1e3, "kernels": kern}
+                 "kernel_us": busy, "idle_between_us": span - busy,
+                 "lead_in_us": sorted(lead)[len(lead) // 2] if lead else None,
+                 "us": bench(fn) * 1e3, "kernels": kern}
             rows.append(r)
             print(f"{op:5s} {who:6s} timed {r['us']:7.1f} us | host {r['host_us']:6.1f} us | span {span:7.1f} = "
-                  f"kernels {busy:7.1f} + idle {span - busy:6.1f} | " + ", ".join(f"{t}" for _, t in kern), flush=True)
+                  f"kernels {busy:7.1f} + idle {span - busy:6.1f} | lead-in {r['lead_in_us'] or 0:6.1f} | " + ", ".join(f"{t}" for _, t in kern), flush=True)
         c.free()
     write_json("h200-gemm-gaps.json", {"rows": rows})
 
