@@ -48,6 +48,13 @@ def pytest_report_header(config):
             + ("" if HAVE_GPU else f" (no GPU: {GPU_REASON})")]
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same global RNG state (module initializers such as
+    torch.nn.Linear draw from it), so a test's inputs do not depend on the tests before it."""
+    torch.manual_seed(0)
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param
