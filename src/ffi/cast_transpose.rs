@@ -2,11 +2,10 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, op_desc, raw};
+use super::args::{cast_desc, op_desc};
 use super::quant::hipfp8_cast_2d_desc;
-use super::status::{FfiError, hipfp8_status};
-use super::types::hipStream_t;
-use super::{hipfp8_context, run_op};
+use super::run_op;
+use super::status::FfiError;
 use crate::cast_transpose;
 use crate::error::Error;
 use crate::params::Scaling;
@@ -59,68 +58,20 @@ pub(crate) fn scaling(v: u32) -> Result<Scaling, FfiError> {
     }
 }
 
-/// Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
-/// row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
-/// tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
-/// x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_cast_transpose(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_cast_transpose_desc,
-    x: *const c_void,
-    x_len: usize,
-    out: *mut u8,
-    out_len: usize,
-    out_t: *mut u8,
-    out_t_len: usize,
-    scales: *mut f32,
-    scales_len: usize,
-    scales_t: *mut f32,
-    scales_t_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(x, x_len),
-        raw(out, out_len),
-        raw(out_t, out_t_len),
-        raw(scales, scales_len),
-        raw(scales_t, scales_t_len),
-    ];
-    run_op(ctx, desc, &cast_transpose::CAST_TRANSPOSE, bufs, stream)
-}
+c_exports! {
+    /// Cast x (m, k) to FP8 in both layouts in one pass: out (m, k) row-major and out_t (k, m)
+    /// row-major (`out_t[k_i*m + m_i]`). TENSORWISE: scales[0] and scales_t[0] both hold the
+    /// tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
+    /// x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
+    fn hipfp8_cast_transpose(hipfp8_cast_transpose_desc) = run_op(cast_transpose::CAST_TRANSPOSE):
+        x[x_len]: *const c_void, out[out_len]: *mut u8, out_t[out_t_len]: *mut u8,
+        scales[scales_len]: *mut f32, scales_t[scales_t_len]: *mut f32;
 
-/// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
-/// and out_t (k, m) row-major, both `encode(x * scale[0])`; `amax[0] = max |x|` (for the
-/// amax history). The scale is read on the device and used as is; flags must not have
-/// HIPFP8_FLAG_POW2_SCALES. Needs k > 0. x: m*k; scale: 1; out, out_t: m*k bytes each; amax: 1.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_cast_transpose_scaled(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_cast_2d_desc,
-    x: *const c_void,
-    x_len: usize,
-    scale: *const f32,
-    scale_len: usize,
-    out: *mut u8,
-    out_len: usize,
-    out_t: *mut u8,
-    out_t_len: usize,
-    amax: *mut f32,
-    amax_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(x, x_len),
-        raw(scale, scale_len),
-        raw(out, out_len),
-        raw(out_t, out_t_len),
-        raw(amax, amax_len),
-    ];
-    run_op(
-        ctx,
-        desc,
-        &cast_transpose::CAST_TRANSPOSE_SCALED,
-        bufs,
-        stream,
-    )
+    /// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
+    /// and out_t (k, m) row-major, both `encode(x * scale[0])`; `amax[0] = max |x|` (for the
+    /// amax history). The scale is read on the device and used as is; flags must not have
+    /// HIPFP8_FLAG_POW2_SCALES. Needs k > 0. x: m*k; scale: 1; out, out_t: m*k bytes each; amax: 1.
+    fn hipfp8_cast_transpose_scaled(hipfp8_cast_2d_desc) = run_op(cast_transpose::CAST_TRANSPOSE_SCALED):
+        x[x_len]: *const c_void, scale[scale_len]: *const f32, out[out_len]: *mut u8,
+        out_t[out_t_len]: *mut u8, amax[amax_len]: *mut f32;
 }

@@ -12,7 +12,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::args::{descriptor, format_choice, raw};
+use super::args::{descriptor, format_choice};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
@@ -429,119 +429,40 @@ pub extern "C" fn hipfp8_grouped_gemm_blockwise_workspace_size(
     )
 }
 
-/// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
-/// a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
-/// a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
-/// scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned);
-/// workspace: NULL and 0, or device memory (256-byte aligned) of at least
-/// `hipfp8_grouped_gemm_workspace_size` bytes, unused by other work until this GEMM ran.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_2d3d(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_2d3d_desc,
-    a: *const u8,
-    a_len: usize,
-    b: *const u8,
-    b_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    scale_a: *const f32,
-    scale_a_len: usize,
-    scale_b: *const f32,
-    scale_b_len: usize,
-    out: *mut u16,
-    out_len: usize,
-    workspace: *mut c_void,
-    workspace_bytes: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(a, a_len),
-        raw(b, b_len),
-        raw(offs, num_groups),
-        raw(scale_a, scale_a_len),
-        raw(scale_b, scale_b_len),
-        raw(out, out_len),
-    ];
-    let decl = &grouped_gemm::GROUPED_GEMM_2D3D;
-    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
-}
+c_exports! {
+    /// out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
+    /// a_g @ b_g with `scale_a[row]` and `scale_b[g*n + col]`; rows past `offs[e-1]` untouched.
+    /// a: m*k bytes; b: e*k*n bytes; offs: num_groups (== e) END offsets along m;
+    /// scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned);
+    /// workspace: NULL and 0, or device memory (256-byte aligned) of at least
+    /// `hipfp8_grouped_gemm_workspace_size` bytes, unused by other work until this GEMM ran.
+    fn hipfp8_grouped_gemm_2d3d(hipfp8_grouped_gemm_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D3D):
+        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
+        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
+        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
 
-/// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
-/// rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
-/// empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
-/// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
-/// as for `hipfp8_grouped_gemm_2d3d`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_2d2d(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_2d2d_desc,
-    a: *const u8,
-    a_len: usize,
-    b: *const u8,
-    b_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    scale_a: *const f32,
-    scale_a_len: usize,
-    scale_b: *const f32,
-    scale_b_len: usize,
-    out: *mut u16,
-    out_len: usize,
-    workspace: *mut c_void,
-    workspace_bytes: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(a, a_len),
-        raw(b, b_len),
-        raw(offs, num_groups),
-        raw(scale_a, scale_a_len),
-        raw(scale_b, scale_b_len),
-        raw(out, out_len),
-    ];
-    let decl = &grouped_gemm::GROUPED_GEMM_2D2D;
-    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
-}
+    /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
+    /// rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
+    /// empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
+    /// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
+    /// as for `hipfp8_grouped_gemm_2d3d`.
+    fn hipfp8_grouped_gemm_2d2d(hipfp8_grouped_gemm_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D2D):
+        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
+        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
+        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
 
-/// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
-/// scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),
-/// `out[i*n + j] = bf16(sum over kb = 0.. ceil(k/128)-1 of f32(sum_{k in block kb}
-/// a[i,k] b[g,j,k]) * scale_a[i*kb_n + kb] * scale_b[(g*nb_n + j/128)*kb_n + kb])`,
-/// kb_n = ceil(k/128), nb_n = ceil(n/128). Rows past `offs[e-1]` are untouched.
-/// a: m*k bytes, b: e*n*k bytes (`b[g*n*k + j*k + k_i]`, as for `hipfp8_grouped_gemm_2d3d`);
-/// offs: num_groups (== e) END offsets along m; scale_a: m*kb_n (1 / the scales
-/// `hipfp8_blockwise_1x128` writes for a); scale_b: e*nb_n*kb_n (per expert 1 / the scales
-/// `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
-/// and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_blockwise_2d3d_desc,
-    a: *const u8,
-    a_len: usize,
-    b: *const u8,
-    b_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    scale_a: *const f32,
-    scale_a_len: usize,
-    scale_b: *const f32,
-    scale_b_len: usize,
-    out: *mut u16,
-    out_len: usize,
-    workspace: *mut c_void,
-    workspace_bytes: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(a, a_len),
-        raw(b, b_len),
-        raw(offs, num_groups),
-        raw(scale_a, scale_a_len),
-        raw(scale_b, scale_b_len),
-        raw(out, out_len),
-    ];
-    let decl = &grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D;
-    gemm_call(ctx, desc, decl, bufs, (workspace, workspace_bytes), stream)
+    /// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
+    /// scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),
+    /// `out[i*n + j] = bf16(sum over kb = 0.. ceil(k/128)-1 of f32(sum_{k in block kb}
+    /// a[i,k] b[g,j,k]) * scale_a[i*kb_n + kb] * scale_b[(g*nb_n + j/128)*kb_n + kb])`,
+    /// kb_n = ceil(k/128), nb_n = ceil(n/128). Rows past `offs[e-1]` are untouched.
+    /// a: m*k bytes, b: e*n*k bytes (`b[g*n*k + j*k + k_i]`, as for `hipfp8_grouped_gemm_2d3d`);
+    /// offs: num_groups (== e) END offsets along m; scale_a: m*kb_n (1 / the scales
+    /// `hipfp8_blockwise_1x128` writes for a); scale_b: e*nb_n*kb_n (per expert 1 / the scales
+    /// `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
+    /// and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
+    fn hipfp8_grouped_gemm_blockwise_2d3d(hipfp8_grouped_gemm_blockwise_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D):
+        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
+        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
+        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
 }

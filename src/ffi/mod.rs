@@ -1,8 +1,10 @@
 //! The C ABI: `include/hipfp8.h` is generated from this module by cbindgen.
 //!
 //! # Conventions (the contract every export follows; DESIGN.md section 7)
-//! * Every function is a plain `#[unsafe(no_mangle)] pub extern "C" fn hipfp8_*`, so cbindgen
-//!   sees it without macro expansion.
+//! * Every function is an `#[unsafe(no_mangle)] pub extern "C" fn hipfp8_*`. The op exports
+//!   are written through [`c_exports!`] (one line of signature each) and the descriptors
+//!   through the macros of [`args`]; cbindgen reads the macro-expanded module
+//!   (tests/header.rs).
 //! * Every function that can fail returns a [`hipfp8_status`] (stable explicit values) and
 //!   sets the calling thread's last-error message ([`hipfp8_last_error_message`]): a
 //!   sentence naming the function and the argument at fault, or "" after success.
@@ -43,6 +45,39 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 // C signatures carry one (pointer, count) pair per buffer.
 #![allow(clippy::too_many_arguments)]
+
+/// Writes op exports. Each export is its doc comment and
+/// `fn NAME(DESC) = BODY(DECL): buf[count]: POINTER, ...;` (a grouped GEMM adds
+/// `; workspace[workspace_bytes]: *mut c_void` after its buffers), and becomes
+///
+/// ```text
+/// #[unsafe(no_mangle)]
+/// pub extern "C" fn NAME(ctx: *const hipfp8_context, desc: *const DESC,
+///     buf: POINTER, count: usize, ..., [workspace, workspace_bytes,] stream: hipStream_t)
+///     -> hipfp8_status
+/// ```
+///
+/// whose body is `BODY(ctx, desc, &DECL, [raw(buf, count), ...], [(workspace,
+/// workspace_bytes),] stream)`: [`run_op`] (or the grouped GEMMs' `gemm_call`), which runs
+/// under the panic guard of [`status`]. The buffers are the op declaration's, in its order.
+macro_rules! c_exports {
+    ($($(#[$doc:meta])*
+    fn $name:ident($desc:ty) = $body:ident($decl:path):
+        $($buf:ident[$len:ident]: $p:ty),+ $(; $ws:ident[$ws_len:ident]: $ws_p:ty)?;)+) => {$(
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(
+            ctx: *const $crate::ffi::hipfp8_context,
+            desc: *const $desc,
+            $($buf: $p, $len: usize,)+
+            $($ws: $ws_p, $ws_len: usize,)?
+            stream: $crate::ffi::hipStream_t,
+        ) -> $crate::ffi::hipfp8_status {
+            let bufs = [$($crate::ffi::args::raw($buf, $len)),+];
+            $body(ctx, desc, &$decl, bufs, $(($ws, $ws_len),)? stream)
+        }
+    )+};
+}
 
 // cbindgen emits items in module order, so this order is the header's: status and errors,
 // shared enums, the context, then the op families as docs/OPS.md lists them (the blank lines

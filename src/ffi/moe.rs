@@ -11,11 +11,9 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, op_desc, raw};
+use super::args::{cast_desc, op_desc};
 use super::quant::{hipfp8_cast_2d_desc, hipfp8_cast_3d_desc};
-use super::status::hipfp8_status;
-use super::types::hipStream_t;
-use super::{hipfp8_context, run_op};
+use super::run_op;
 use crate::moe;
 
 /// A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
@@ -42,137 +40,42 @@ op_desc! {
     hipfp8_moe_swiglu_desc: (usize, usize) = |d| (d.m, d.i), [input_dtype];
 }
 
-/// Expert weights x (e, k, n) column-major (`hipfp8_cast_3d_desc`) to both grouped-GEMM
-/// operands in one read: out/scales exactly as `hipfp8_colwise_3d` (forward B; scales[e*n]
-/// over k) and out_t/scales_t exactly as `hipfp8_rowwise_3d_transpose_rhs` (dgrad B,
-/// `out_t[e*n*k + k_i*n + n_i]`; scales_t[e*k] over n). x: e*k*n elements; out, out_t:
-/// e*k*n bytes. k and n must be > 0.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_weights_dual(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_cast_3d_desc,
-    x: *const c_void,
-    x_len: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut f32,
-    scales_len: usize,
-    out_t: *mut u8,
-    out_t_len: usize,
-    scales_t: *mut f32,
-    scales_t_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(x, x_len),
-        raw(out, out_len),
-        raw(scales, scales_len),
-        raw(out_t, out_t_len),
-        raw(scales_t, scales_t_len),
-    ];
-    run_op(ctx, desc, &moe::MOE_WEIGHTS_DUAL, bufs, stream)
-}
+c_exports! {
+    /// Expert weights x (e, k, n) column-major (`hipfp8_cast_3d_desc`) to both grouped-GEMM
+    /// operands in one read: out/scales exactly as `hipfp8_colwise_3d` (forward B; scales[e*n]
+    /// over k) and out_t/scales_t exactly as `hipfp8_rowwise_3d_transpose_rhs` (dgrad B,
+    /// `out_t[e*n*k + k_i*n + n_i]`; scales_t[e*k] over n). x: e*k*n elements; out, out_t:
+    /// e*k*n bytes. k and n must be > 0.
+    fn hipfp8_moe_weights_dual(hipfp8_cast_3d_desc) = run_op(moe::MOE_WEIGHTS_DUAL):
+        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32,
+        out_t[out_t_len]: *mut u8, scales_t[scales_t_len]: *mut f32;
 
-/// Activations or gradients x (m, k) row-major (`hipfp8_cast_2d_desc`) with END offsets along
-/// m to both grouped-GEMM operands in one read: out/scales exactly as `hipfp8_rowwise_2d`
-/// (every row; scales[m]) and out_col/scales_col exactly as `hipfp8_per_group_colwise`
-/// (`out_col[k_i*m + m_i]`; scales_col[num_groups*k]). x: m*k elements; out, out_col: m*k
-/// bytes. k must be > 0.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_act_dual(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_cast_2d_desc,
-    x: *const c_void,
-    x_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut f32,
-    scales_len: usize,
-    out_col: *mut u8,
-    out_col_len: usize,
-    scales_col: *mut f32,
-    scales_col_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(x, x_len),
-        raw(offs, num_groups),
-        raw(out, out_len),
-        raw(scales, scales_len),
-        raw(out_col, out_col_len),
-        raw(scales_col, scales_col_len),
-    ];
-    run_op(ctx, desc, &moe::MOE_ACT_DUAL, bufs, stream)
-}
+    /// Activations or gradients x (m, k) row-major (`hipfp8_cast_2d_desc`) with END offsets along
+    /// m to both grouped-GEMM operands in one read: out/scales exactly as `hipfp8_rowwise_2d`
+    /// (every row; scales[m]) and out_col/scales_col exactly as `hipfp8_per_group_colwise`
+    /// (`out_col[k_i*m + m_i]`; scales_col[num_groups*k]). x: m*k elements; out, out_col: m*k
+    /// bytes. k must be > 0.
+    fn hipfp8_moe_act_dual(hipfp8_cast_2d_desc) = run_op(moe::MOE_ACT_DUAL):
+        x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+        scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+        scales_col[scales_col_len]: *mut f32;
 
-/// SwiGLU forward fused with the down projection's casts: h = silu(gate) * up (m, i), in the
-/// input dtype's arithmetic as torch's `F.silu(g) * u` (docs/OPS.md), cast as
-/// `hipfp8_moe_act_dual` casts x, without being stored. gu: m*2i elements; offs: num_groups
-/// END offsets along m; out, out_col: m*i bytes; scales: m; scales_col: num_groups*i.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_swiglu_quant(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_swiglu_desc,
-    gu: *const c_void,
-    gu_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut f32,
-    scales_len: usize,
-    out_col: *mut u8,
-    out_col_len: usize,
-    scales_col: *mut f32,
-    scales_col_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(gu, gu_len),
-        raw(offs, num_groups),
-        raw(out, out_len),
-        raw(scales, scales_len),
-        raw(out_col, out_col_len),
-        raw(scales_col, scales_col_len),
-    ];
-    run_op(ctx, desc, &moe::MOE_SWIGLU_QUANT, bufs, stream)
-}
+    /// SwiGLU forward fused with the down projection's casts: h = silu(gate) * up (m, i), in the
+    /// input dtype's arithmetic as torch's `F.silu(g) * u` (docs/OPS.md), cast as
+    /// `hipfp8_moe_act_dual` casts x, without being stored. gu: m*2i elements; offs: num_groups
+    /// END offsets along m; out, out_col: m*i bytes; scales: m; scales_col: num_groups*i.
+    fn hipfp8_moe_swiglu_quant(hipfp8_moe_swiglu_desc) = run_op(moe::MOE_SWIGLU_QUANT):
+        gu[gu_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+        scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+        scales_col[scales_col_len]: *mut f32;
 
-/// SwiGLU backward fused with the gate/up projection's casts: from grad_h (m, i) and the
-/// forward's gu (m, 2i), both of the descriptor's dtype, d = [d_gate | d_up] (m, 2i) as torch's
-/// autograd of `F.silu(g) * u` computes it, cast as `hipfp8_moe_act_dual` casts x (k = 2i),
-/// without being stored. grad_h: m*i, gu: m*2i elements; out, out_col: m*2i bytes; scales: m;
-/// scales_col: num_groups*2i.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_swiglu_bwd_quant(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_swiglu_desc,
-    grad_h: *const c_void,
-    grad_h_len: usize,
-    gu: *const c_void,
-    gu_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut f32,
-    scales_len: usize,
-    out_col: *mut u8,
-    out_col_len: usize,
-    scales_col: *mut f32,
-    scales_col_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [
-        raw(grad_h, grad_h_len),
-        raw(gu, gu_len),
-        raw(offs, num_groups),
-        raw(out, out_len),
-        raw(scales, scales_len),
-        raw(out_col, out_col_len),
-        raw(scales_col, scales_col_len),
-    ];
-    run_op(ctx, desc, &moe::MOE_SWIGLU_BWD_QUANT, bufs, stream)
+    /// SwiGLU backward fused with the gate/up projection's casts: from grad_h (m, i) and the
+    /// forward's gu (m, 2i), both of the descriptor's dtype, d = [d_gate | d_up] (m, 2i) as torch's
+    /// autograd of `F.silu(g) * u` computes it, cast as `hipfp8_moe_act_dual` casts x (k = 2i),
+    /// without being stored. grad_h: m*i, gu: m*2i elements; out, out_col: m*2i bytes; scales: m;
+    /// scales_col: num_groups*2i.
+    fn hipfp8_moe_swiglu_bwd_quant(hipfp8_moe_swiglu_desc) = run_op(moe::MOE_SWIGLU_BWD_QUANT):
+        grad_h[grad_h_len]: *const c_void, gu[gu_len]: *const c_void, offs[num_groups]: *const i32,
+        out[out_len]: *mut u8, scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+        scales_col[scales_col_len]: *mut f32;
 }

@@ -3,10 +3,9 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, format_choice, op_desc, raw};
-use super::status::{FfiError, hipfp8_status};
-use super::types::hipStream_t;
-use super::{hipfp8_context, run_op};
+use super::args::{CastDesc, format_choice, op_desc};
+use super::run_op;
+use super::status::FfiError;
 use crate::error::Error;
 use crate::mx;
 use crate::params::{MxParams, MxRounding};
@@ -67,39 +66,15 @@ fn mx_params(format: u32, rounding: u32) -> Result<MxParams, FfiError> {
     Ok(MxParams::new(format_choice(format)?, r))
 }
 
-/// MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
-/// E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_mxfp8_dim0(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_mxfp8_desc,
-    x: *const c_void,
-    x_len: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut u8,
-    scales_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &mx::MXFP8_DIM0, bufs, stream)
-}
+c_exports! {
+    /// MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
+    /// E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
+    fn hipfp8_mxfp8_dim0(hipfp8_mxfp8_desc) = run_op(mx::MXFP8_DIM0):
+        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut u8;
 
-/// MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
-/// (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
-/// scales: k*ceil(m/32) bytes.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_mxfp8_dim1(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_mxfp8_desc,
-    x: *const c_void,
-    x_len: usize,
-    out: *mut u8,
-    out_len: usize,
-    scales: *mut u8,
-    scales_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [raw(x, x_len), raw(out, out_len), raw(scales, scales_len)];
-    run_op(ctx, desc, &mx::MXFP8_DIM1, bufs, stream)
+    /// MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
+    /// (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
+    /// scales: k*ceil(m/32) bytes.
+    fn hipfp8_mxfp8_dim1(hipfp8_mxfp8_desc) = run_op(mx::MXFP8_DIM1):
+        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut u8;
 }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::args::{self, Views, descriptor, format_choice, raw};
+use super::args::{self, Views, descriptor, format_choice};
 use super::context::{self, hipfp8_context};
 use super::grouped_gemm::gemm_backend_of;
 use super::run_op;
@@ -95,21 +95,12 @@ descriptor!(
     hipfp8_scale_reciprocal_desc
 );
 
-/// `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;
-/// 1/NaN = the canonical NaN `0x7FC00000`): the grouped GEMMs' dequant scales from the scales
-/// the casts write. scales, out: n elements.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_scale_reciprocal(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_scale_reciprocal_desc,
-    scales: *const f32,
-    scales_len: usize,
-    out: *mut f32,
-    out_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let bufs = [raw(scales, scales_len), raw(out, out_len)];
-    run_op(ctx, desc, &recipe::SCALE_RECIPROCAL, bufs, stream)
+c_exports! {
+    /// `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;
+    /// 1/NaN = the canonical NaN `0x7FC00000`): the grouped GEMMs' dequant scales from the scales
+    /// the casts write. scales, out: n elements.
+    fn hipfp8_scale_reciprocal(hipfp8_scale_reciprocal_desc) = run_op(recipe::SCALE_RECIPROCAL):
+        scales[scales_len]: *const f32, out[out_len]: *mut f32;
 }
 
 impl args::CastDesc for hipfp8_scale_reciprocal_desc {
