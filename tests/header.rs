@@ -31,7 +31,13 @@ fn expanded_ffi() -> PathBuf {
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_DIR", &target)
         .env("HIPFP8_BACKEND", "cpu")
-        .args(["rustc", "--lib", "--profile=check", "--quiet", "--manifest-path"])
+        .args([
+            "rustc",
+            "--lib",
+            "--profile=check",
+            "--quiet",
+            "--manifest-path",
+        ])
         .arg(root.join("Cargo.toml"))
         .args(["--", "-Zunpretty=expanded"])
         .output()

@@ -60,6 +60,46 @@ macro_rules! descriptor {
 }
 pub(crate) use descriptor;
 
+/// Declares descriptors: `NAME { FIELD: TYPE, ... }` (each with its doc comment) becomes the
+/// `#[repr(C)]` struct whose first field is `size` (documented `sizeof(NAME)`) followed by
+/// the fields, and its [`Descriptor`] impl. `NAME, NAME2 { ... }` declares several with the
+/// same fields. `NAME: cast("X", "OUT") { ... }` is a scale-and-cast descriptor: `size`, then
+/// `input_dtype` (the `hipfp8_dtype` of X), `format` (the `hipfp8_format` of OUT) and `flags`,
+/// then the fields, with its [`CastDesc`] impl (those fields, [`cast_params`]). Every field
+/// must be an integer (the [`Descriptor`] contract).
+macro_rules! c_desc {
+    ($(#[$doc:meta])* $name:ident: cast($x:literal, $out:literal) { $($body:tt)* }) => {
+        $crate::ffi::args::c_desc! {
+            $(#[$doc])*
+            $name {
+                #[doc = concat!(" `hipfp8_dtype` of ", $x, ".")]
+                input_dtype: u32,
+                #[doc = concat!(" `hipfp8_format` of ", $out, ".")]
+                format: u32,
+                /// `hipfp8_flag` bits.
+                flags: u32,
+                $($body)*
+            }
+        }
+        $crate::ffi::args::cast_desc!($name);
+    };
+    ($($(#[$doc:meta])* $name:ident),+ $body:tt) => {
+        $($crate::ffi::args::c_desc!(@struct $(#[$doc])* $name $body);)+
+    };
+    (@struct $(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $f:ident: $t:ty,)* }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            #[doc = concat!(" `sizeof(", stringify!($name), ")`.")]
+            pub size: usize,
+            $($(#[$fdoc])* pub $f: $t,)*
+        }
+        $crate::ffi::args::descriptor!($name);
+    };
+}
+pub(crate) use c_desc;
+
 /// A scale-and-cast descriptor: the fields that become the op's parameters (format and flags,
 /// or format and MX rounding).
 pub(crate) trait CastDesc: Descriptor {
@@ -90,11 +130,9 @@ pub(crate) trait OpDesc: CastDesc {
     fn dtypes(&self) -> Self::Dtypes;
 }
 
-/// Implement [`Descriptor`] and [`OpDesc`]: `desc: Shape = |d| <shape from d>, [<dtype
-/// fields>];`.
+/// Implement [`OpDesc`]: `desc: Shape = |d| <shape from d>, [<dtype fields>];`.
 macro_rules! op_desc {
     ($($t:ident: $s:ty = |$d:ident| $shape:expr, [$($dt:ident),+];)+) => {$(
-        $crate::ffi::args::descriptor!($t);
         impl $crate::ffi::args::OpDesc for $t {
             type Shape = $s;
             type Dtypes = [u32; [$(stringify!($dt)),+].len()];

@@ -2,7 +2,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, op_desc};
+use super::args::{c_desc, op_desc};
 use super::quant::hipfp8_cast_2d_desc;
 use super::run_op;
 use super::status::FfiError;
@@ -20,27 +20,18 @@ pub enum hipfp8_scaling {
     HIPFP8_SCALING_ROWWISE = 1,
 }
 
-/// A cast-transpose problem: x is (m, k) row-major.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_cast_transpose_desc {
-    /// `sizeof(hipfp8_cast_transpose_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of both outputs.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// `hipfp8_scaling`.
-    pub scaling: u32,
-    /// Rows of x.
-    pub m: usize,
-    /// Columns of x.
-    pub k: usize,
+c_desc! {
+    /// A cast-transpose problem: x is (m, k) row-major.
+    hipfp8_cast_transpose_desc: cast("x", "both outputs") {
+        /// `hipfp8_scaling`.
+        scaling: u32,
+        /// Rows of x.
+        m: usize,
+        /// Columns of x.
+        k: usize,
+    }
 }
 
-cast_desc!(hipfp8_cast_transpose_desc);
 op_desc! {
     hipfp8_cast_transpose_desc: (usize, usize, Scaling) = |d| (d.m, d.k, scaling(d.scaling)?), [input_dtype];
 }

@@ -12,7 +12,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::args::{descriptor, format_choice};
+use super::args::{c_desc, format_choice};
 use super::status::{FfiError, guard, hipfp8_status};
 use super::types::hipStream_t;
 use super::{args, context, hipfp8_context, op_entry};
@@ -37,78 +37,66 @@ pub enum hipfp8_gemm_backend {
     HIPFP8_GEMM_BACKEND_LIBRARY = 2,
 }
 
-/// 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
-/// b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_grouped_gemm_2d3d_desc {
-    /// `sizeof(hipfp8_grouped_gemm_2d3d_desc)`.
-    pub size: usize,
-    /// `hipfp8_format` of a.
-    pub a_format: u32,
-    /// `hipfp8_format` of b.
-    pub b_format: u32,
-    /// `hipfp8_gemm_backend`.
-    pub backend: u32,
-    /// Rows of a and out (all groups).
-    pub m: usize,
-    /// Reduced dimension.
-    pub k: usize,
-    /// Columns of b and out.
-    pub n: usize,
-    /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
-    pub e: usize,
+c_desc! {
+    /// 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
+    /// b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
+    hipfp8_grouped_gemm_2d3d_desc {
+        /// `hipfp8_format` of a.
+        a_format: u32,
+        /// `hipfp8_format` of b.
+        b_format: u32,
+        /// `hipfp8_gemm_backend`.
+        backend: u32,
+        /// Rows of a and out (all groups).
+        m: usize,
+        /// Reduced dimension.
+        k: usize,
+        /// Columns of b and out.
+        n: usize,
+        /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+        e: usize,
+    }
 }
 
-/// 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
-/// b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_grouped_gemm_2d2d_desc {
-    /// `sizeof(hipfp8_grouped_gemm_2d2d_desc)`.
-    pub size: usize,
-    /// `hipfp8_format` of a.
-    pub a_format: u32,
-    /// `hipfp8_format` of b.
-    pub b_format: u32,
-    /// `hipfp8_gemm_backend`.
-    pub backend: u32,
-    /// Rows of a.
-    pub n: usize,
-    /// The grouped, reduced dimension (tokens).
-    pub mt: usize,
-    /// Columns of b.
-    pub k: usize,
+c_desc! {
+    /// 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
+    /// b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
+    hipfp8_grouped_gemm_2d2d_desc {
+        /// `hipfp8_format` of a.
+        a_format: u32,
+        /// `hipfp8_format` of b.
+        b_format: u32,
+        /// `hipfp8_gemm_backend`.
+        backend: u32,
+        /// Rows of a.
+        n: usize,
+        /// The grouped, reduced dimension (tokens).
+        mt: usize,
+        /// Columns of b.
+        k: usize,
+    }
 }
 
-/// Blockwise-scaled 2D x 3D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d3d`): the operands
-/// of `hipfp8_grouped_gemm_2d3d`, scales per 1 x 128 block of a and 128 x 128 block of b.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_grouped_gemm_blockwise_2d3d_desc {
-    /// `sizeof(hipfp8_grouped_gemm_blockwise_2d3d_desc)`.
-    pub size: usize,
-    /// `hipfp8_format` of a.
-    pub a_format: u32,
-    /// `hipfp8_format` of b.
-    pub b_format: u32,
-    /// `hipfp8_gemm_backend`.
-    pub backend: u32,
-    /// Rows of a and out (all groups).
-    pub m: usize,
-    /// Reduced dimension.
-    pub k: usize,
-    /// Columns of b and out.
-    pub n: usize,
-    /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
-    pub e: usize,
+c_desc! {
+    /// Blockwise-scaled 2D x 3D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d3d`): the operands
+    /// of `hipfp8_grouped_gemm_2d3d`, scales per 1 x 128 block of a and 128 x 128 block of b.
+    hipfp8_grouped_gemm_blockwise_2d3d_desc {
+        /// `hipfp8_format` of a.
+        a_format: u32,
+        /// `hipfp8_format` of b.
+        b_format: u32,
+        /// `hipfp8_gemm_backend`.
+        backend: u32,
+        /// Rows of a and out (all groups).
+        m: usize,
+        /// Reduced dimension.
+        k: usize,
+        /// Columns of b and out.
+        n: usize,
+        /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
+        e: usize,
+    }
 }
-
-descriptor!(
-    hipfp8_grouped_gemm_2d3d_desc,
-    hipfp8_grouped_gemm_2d2d_desc,
-    hipfp8_grouped_gemm_blockwise_2d3d_desc
-);
 
 /// A grouped-GEMM descriptor: its formats and backend (the parameters), the op a plan
 /// describes and the shape a call runs.

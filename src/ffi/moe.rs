@@ -11,31 +11,22 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, op_desc};
+use super::args::{c_desc, op_desc};
 use super::quant::{hipfp8_cast_2d_desc, hipfp8_cast_3d_desc};
 use super::run_op;
 use crate::moe;
 
-/// A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
-/// (m, 2i) row-major, the gate/up GEMM output (gate = columns `[0, i)`, up = `[i, 2i)`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_moe_swiglu_desc {
-    /// `sizeof(hipfp8_moe_swiglu_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of every input (gu, and grad_h for the backward).
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the outputs.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// Rows (tokens, the grouped dimension).
-    pub m: usize,
-    /// The intermediate size: columns of h and grad_h (> 0).
-    pub i: usize,
+c_desc! {
+    /// A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
+    /// (m, 2i) row-major, the gate/up GEMM output (gate = columns `[0, i)`, up = `[i, 2i)`).
+    hipfp8_moe_swiglu_desc: cast("every input (gu, and grad_h for the backward)", "the outputs") {
+        /// Rows (tokens, the grouped dimension).
+        m: usize,
+        /// The intermediate size: columns of h and grad_h (> 0).
+        i: usize,
+    }
 }
 
-cast_desc!(hipfp8_moe_swiglu_desc);
 op_desc! {
     hipfp8_moe_swiglu_desc: (usize, usize) = |d| (d.m, d.i), [input_dtype];
 }

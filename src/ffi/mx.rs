@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use super::args::{CastDesc, format_choice, op_desc};
+use super::args::{CastDesc, c_desc, format_choice, op_desc};
 use super::run_op;
 use super::status::FfiError;
 use crate::error::Error;
@@ -20,23 +20,21 @@ pub enum hipfp8_mx_rounding {
     HIPFP8_MX_ROUNDING_RCEIL = 1,
 }
 
-/// An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
-/// (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_mxfp8_desc {
-    /// `sizeof(hipfp8_mxfp8_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the elements.
-    pub format: u32,
-    /// `hipfp8_mx_rounding`.
-    pub rounding: u32,
-    /// Rows of x.
-    pub m: usize,
-    /// Columns of x.
-    pub k: usize,
+c_desc! {
+    /// An MXFP8 problem: x is (m, k) row-major. `format` must resolve to an OCP format
+    /// (E4M3FN or E5M2; UNSUPPORTED_FORMAT otherwise: the MX spec has no FNUZ elements).
+    hipfp8_mxfp8_desc {
+        /// `hipfp8_dtype` of x.
+        input_dtype: u32,
+        /// `hipfp8_format` of the elements.
+        format: u32,
+        /// `hipfp8_mx_rounding`.
+        rounding: u32,
+        /// Rows of x.
+        m: usize,
+        /// Columns of x.
+        k: usize,
+    }
 }
 
 op_desc! {

@@ -10,148 +10,92 @@
 
 use std::ffi::c_void;
 
-use super::args::{cast_desc, op_desc};
+use super::args::{c_desc, op_desc};
 use super::run_op;
 use crate::quant;
 
-/// A 2D scale-and-cast problem: x is (m, k) row-major.
-///
-/// Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
-/// `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`, `hipfp8_cast_transpose_scaled`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_cast_2d_desc {
-    /// `sizeof(hipfp8_cast_2d_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the output.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// Rows.
-    pub m: usize,
-    /// Columns (the contiguous dimension).
-    pub k: usize,
+c_desc! {
+    /// A 2D scale-and-cast problem: x is (m, k) row-major.
+    ///
+    /// Used by `hipfp8_rowwise_2d`, `hipfp8_per_group_colwise`, `hipfp8_per_group_rowwise`,
+    /// `hipfp8_blockwise_1x128`, `hipfp8_blockwise_128x128`, `hipfp8_cast_transpose_scaled`.
+    hipfp8_cast_2d_desc: cast("x", "the output") {
+        /// Rows.
+        m: usize,
+        /// Columns (the contiguous dimension).
+        k: usize,
+    }
 }
 
-/// A 3D expert-weight problem: x is (e, k, n) column-major, `x[e*k*n + n_i*k + k_i]`.
-/// Used by `hipfp8_colwise_3d` and `hipfp8_rowwise_3d_transpose_rhs`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_cast_3d_desc {
-    /// `sizeof(hipfp8_cast_3d_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the output.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// Experts.
-    pub e: usize,
-    /// Rows of each expert matrix (contiguous: column-major).
-    pub k: usize,
-    /// Columns of each expert matrix.
-    pub n: usize,
+c_desc! {
+    /// A 3D expert-weight problem: x is (e, k, n) column-major, `x[e*k*n + n_i*k + k_i]`.
+    /// Used by `hipfp8_colwise_3d` and `hipfp8_rowwise_3d_transpose_rhs`.
+    hipfp8_cast_3d_desc: cast("x", "the output") {
+        /// Experts.
+        e: usize,
+        /// Rows of each expert matrix (contiguous: column-major).
+        k: usize,
+        /// Columns of each expert matrix.
+        n: usize,
+    }
 }
 
-/// Two per-group colwise casts sharing m and the offsets (`hipfp8_per_group_colwise_dual`):
-/// x1 is (m, k1), x2 is (m, k2), both row-major.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_cast_dual_desc {
-    /// `sizeof(hipfp8_cast_dual_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x1.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of both outputs.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// `hipfp8_dtype` of x2.
-    pub input_dtype2: u32,
-    /// Rows of both inputs (the grouped dimension).
-    pub m: usize,
-    /// Columns of x1.
-    pub k1: usize,
-    /// Columns of x2.
-    pub k2: usize,
+c_desc! {
+    /// Two per-group colwise casts sharing m and the offsets (`hipfp8_per_group_colwise_dual`):
+    /// x1 is (m, k1), x2 is (m, k2), both row-major.
+    hipfp8_cast_dual_desc: cast("x1", "both outputs") {
+        /// `hipfp8_dtype` of x2.
+        input_dtype2: u32,
+        /// Rows of both inputs (the grouped dimension).
+        m: usize,
+        /// Columns of x1.
+        k1: usize,
+        /// Columns of x2.
+        k2: usize,
+    }
 }
 
-/// A tensorwise cast of n elements (`hipfp8_tensorwise`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_tensorwise_desc {
-    /// `sizeof(hipfp8_tensorwise_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the output.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// Elements.
-    pub n: usize,
+c_desc! {
+    /// A tensorwise cast of n elements (`hipfp8_tensorwise`).
+    hipfp8_tensorwise_desc: cast("x", "the output") {
+        /// Elements.
+        n: usize,
+    }
 }
 
-/// A rowwise cast that pads token groups to multiples of 16 rows
-/// (`hipfp8_rowwise_2d_padded`): x is (m, k) row-major, the output has m_cap rows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_padded_desc {
-    /// `sizeof(hipfp8_padded_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the output.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// Rows of x.
-    pub m: usize,
-    /// Columns.
-    pub k: usize,
-    /// Rows of the output; must be >= m + 15 * num_groups (the worst case, so a GPU caller
-    /// can size it without reading the offsets).
-    pub m_cap: usize,
+c_desc! {
+    /// A rowwise cast that pads token groups to multiples of 16 rows
+    /// (`hipfp8_rowwise_2d_padded`): x is (m, k) row-major, the output has m_cap rows.
+    hipfp8_padded_desc: cast("x", "the output") {
+        /// Rows of x.
+        m: usize,
+        /// Columns.
+        k: usize,
+        /// Rows of the output; must be >= m + 15 * num_groups (the worst case, so a GPU caller
+        /// can size it without reading the offsets).
+        m_cap: usize,
+    }
 }
 
-/// The dual per-group colwise cast into the padded layout
-/// (`hipfp8_per_group_colwise_dual_padded`): x1 is (m, k1), x2 is (m, k2), both row-major;
-/// the outputs have m_cap rows (tokens).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_cast_dual_padded_desc {
-    /// `sizeof(hipfp8_cast_dual_padded_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of x1.
-    pub input_dtype: u32,
-    /// `hipfp8_format` of both outputs.
-    pub format: u32,
-    /// `hipfp8_flag` bits.
-    pub flags: u32,
-    /// `hipfp8_dtype` of x2.
-    pub input_dtype2: u32,
-    /// Rows of both inputs (the grouped dimension).
-    pub m: usize,
-    /// Columns of x1.
-    pub k1: usize,
-    /// Columns of x2.
-    pub k2: usize,
-    /// Rows (tokens) of the padded outputs; must be >= m + 15 * num_groups and a multiple of
-    /// 16: pass round_up(m + 15 * num_groups, 16).
-    pub m_cap: usize,
+c_desc! {
+    /// The dual per-group colwise cast into the padded layout
+    /// (`hipfp8_per_group_colwise_dual_padded`): x1 is (m, k1), x2 is (m, k2), both row-major;
+    /// the outputs have m_cap rows (tokens).
+    hipfp8_cast_dual_padded_desc: cast("x1", "both outputs") {
+        /// `hipfp8_dtype` of x2.
+        input_dtype2: u32,
+        /// Rows of both inputs (the grouped dimension).
+        m: usize,
+        /// Columns of x1.
+        k1: usize,
+        /// Columns of x2.
+        k2: usize,
+        /// Rows (tokens) of the padded outputs; must be >= m + 15 * num_groups and a multiple of
+        /// 16: pass round_up(m + 15 * num_groups, 16).
+        m_cap: usize,
+    }
 }
 
-cast_desc!(
-    hipfp8_cast_2d_desc,
-    hipfp8_cast_3d_desc,
-    hipfp8_cast_dual_desc,
-    hipfp8_tensorwise_desc,
-    hipfp8_padded_desc,
-    hipfp8_cast_dual_padded_desc
-);
 op_desc! {
     hipfp8_cast_2d_desc: (usize, usize) = |d| (d.m, d.k), [input_dtype];
     hipfp8_cast_3d_desc: (usize, usize, usize) = |d| (d.e, d.k, d.n), [input_dtype];

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::args::{self, Views, descriptor, format_choice};
+use super::args::{self, Views, c_desc, format_choice};
 use super::context::{self, hipfp8_context};
 use super::grouped_gemm::gemm_backend_of;
 use super::run_op;
@@ -32,68 +32,50 @@ use crate::error::Error;
 use crate::recipe::{self, ExpertsShape, LinearShape, NoParams, RecipeParams, WeightCache};
 use crate::view::{HpSrc, StreamRef};
 
-/// The experts block (`hipfp8_moe_experts_forward` / `_backward`): m routed tokens grouped by
-/// e END offsets, model dim d, intermediate dim i; W13 (e, 2i, d) row-major (gate rows
-/// `[0, i)`, up rows `[i, 2i)` of each expert), W2 (e, d, i) row-major.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_moe_experts_desc {
-    /// `sizeof(hipfp8_moe_experts_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of the high-precision inputs (x and the weights; dy).
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the activations and weights.
-    pub format: u32,
-    /// `hipfp8_format` of the gradients.
-    pub grad_format: u32,
-    /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
-    pub flags: u32,
-    /// `hipfp8_gemm_backend` of the grouped GEMMs.
-    pub backend: u32,
-    pub m: usize,
-    pub d: usize,
-    pub i: usize,
-    pub e: usize,
+c_desc! {
+    /// The experts block (`hipfp8_moe_experts_forward` / `_backward`): m routed tokens grouped by
+    /// e END offsets, model dim d, intermediate dim i; W13 (e, 2i, d) row-major (gate rows
+    /// `[0, i)`, up rows `[i, 2i)` of each expert), W2 (e, d, i) row-major.
+    hipfp8_moe_experts_desc {
+        /// `hipfp8_dtype` of the high-precision inputs (x and the weights; dy).
+        input_dtype: u32,
+        /// `hipfp8_format` of the activations and weights.
+        format: u32,
+        /// `hipfp8_format` of the gradients.
+        grad_format: u32,
+        /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+        flags: u32,
+        /// `hipfp8_gemm_backend` of the grouped GEMMs.
+        backend: u32,
+        m: usize, d: usize, i: usize, e: usize,
+    }
 }
 
-/// One grouped linear layer (`hipfp8_grouped_linear_forward` / `_backward`): x (m, k) grouped
-/// by e END offsets times W (e, k, n) column-major (`w[e_i*k*n + n_i*k + k_i]`, torch's
-/// (e, n, k) row-major), y (m, n).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_grouped_linear_desc {
-    /// `sizeof(hipfp8_grouped_linear_desc)`.
-    pub size: usize,
-    /// `hipfp8_dtype` of the high-precision inputs (x, dy, the weights).
-    pub input_dtype: u32,
-    /// `hipfp8_format` of the activations and weights.
-    pub format: u32,
-    /// `hipfp8_format` of the gradients.
-    pub grad_format: u32,
-    /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
-    pub flags: u32,
-    /// `hipfp8_gemm_backend` of the grouped GEMMs.
-    pub backend: u32,
-    pub m: usize,
-    pub k: usize,
-    pub n: usize,
-    pub e: usize,
+c_desc! {
+    /// One grouped linear layer (`hipfp8_grouped_linear_forward` / `_backward`): x (m, k) grouped
+    /// by e END offsets times W (e, k, n) column-major (`w[e_i*k*n + n_i*k + k_i]`, torch's
+    /// (e, n, k) row-major), y (m, n).
+    hipfp8_grouped_linear_desc {
+        /// `hipfp8_dtype` of the high-precision inputs (x, dy, the weights).
+        input_dtype: u32,
+        /// `hipfp8_format` of the activations and weights.
+        format: u32,
+        /// `hipfp8_format` of the gradients.
+        grad_format: u32,
+        /// `hipfp8_flag` bits (HIPFP8_FLAG_POW2_SCALES).
+        flags: u32,
+        /// `hipfp8_gemm_backend` of the grouped GEMMs.
+        backend: u32,
+        m: usize, k: usize, n: usize, e: usize,
+    }
 }
 
-/// `hipfp8_scale_reciprocal`: n scales.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct hipfp8_scale_reciprocal_desc {
-    /// `sizeof(hipfp8_scale_reciprocal_desc)`.
-    pub size: usize,
-    pub n: usize,
+c_desc! {
+    /// `hipfp8_scale_reciprocal`: n scales.
+    hipfp8_scale_reciprocal_desc {
+        n: usize,
+    }
 }
-
-descriptor!(
-    hipfp8_moe_experts_desc,
-    hipfp8_grouped_linear_desc,
-    hipfp8_scale_reciprocal_desc
-);
 
 c_exports! {
     /// `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;
