@@ -55,14 +55,14 @@ c_exports! {
     /// tensor scale (1 element each). ROWWISE: scales[m] per row of x, scales_t[k] per column of
     /// x. Needs k > 0. x: m*k; out, out_t: m*k bytes each.
     fn hipfp8_cast_transpose(hipfp8_cast_transpose_desc) = run_op(cast_transpose::CAST_TRANSPOSE):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, out_t[out_t_len]: *mut u8,
-        scales[scales_len]: *mut f32, scales_t[scales_t_len]: *mut f32;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, out_t[out_t_len]: *mut u8,
+         scales[scales_len]: *mut f32, scales_t[scales_t_len]: *mut f32);
 
     /// Cast-transpose with the caller's scale (delayed scaling) from ONE read of x: out (m, k)
     /// and out_t (k, m) row-major, both `encode(x * scale[0])`; `amax[0] = max |x|` (for the
     /// amax history). The scale is read on the device and used as is; flags must not have
     /// HIPFP8_FLAG_POW2_SCALES. Needs k > 0. x: m*k; scale: 1; out, out_t: m*k bytes each; amax: 1.
     fn hipfp8_cast_transpose_scaled(hipfp8_cast_2d_desc) = run_op(cast_transpose::CAST_TRANSPOSE_SCALED):
-        x[x_len]: *const c_void, scale[scale_len]: *const f32, out[out_len]: *mut u8,
-        out_t[out_t_len]: *mut u8, amax[amax_len]: *mut f32;
+        (x[x_len]: *const c_void, scale[scale_len]: *const f32, out[out_len]: *mut u8,
+         out_t[out_t_len]: *mut u8, amax[amax_len]: *mut f32);
 }

@@ -424,21 +424,13 @@ c_exports! {
     /// scale_a: m; scale_b: e*n; out: m*n bf16 (as uint16_t bits, 2-byte aligned);
     /// workspace: NULL and 0, or device memory (256-byte aligned) of at least
     /// `hipfp8_grouped_gemm_workspace_size` bytes, unused by other work until this GEMM ran.
-    fn hipfp8_grouped_gemm_2d3d(hipfp8_grouped_gemm_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D3D):
-        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
-        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
-        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
-
+    fn hipfp8_grouped_gemm_2d3d(hipfp8_grouped_gemm_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D3D),
     /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
     /// rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
     /// empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
     /// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
     /// as for `hipfp8_grouped_gemm_2d3d`.
-    fn hipfp8_grouped_gemm_2d2d(hipfp8_grouped_gemm_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D2D):
-        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
-        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
-        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
-
+    fn hipfp8_grouped_gemm_2d2d(hipfp8_grouped_gemm_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D2D),
     /// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
     /// scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),
     /// `out[i*n + j] = bf16(sum over kb = 0.. ceil(k/128)-1 of f32(sum_{k in block kb}
@@ -450,7 +442,7 @@ c_exports! {
     /// `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
     /// and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
     fn hipfp8_grouped_gemm_blockwise_2d3d(hipfp8_grouped_gemm_blockwise_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D):
-        a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
-        scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
-        out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void;
+        (a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
+         scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
+         out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void);
 }

@@ -46,9 +46,10 @@
 // C signatures carry one (pointer, count) pair per buffer.
 #![allow(clippy::too_many_arguments)]
 
-/// Writes op exports. Each export is its doc comment and
-/// `fn NAME(DESC) = BODY(DECL): buf[count]: POINTER, ...;` (a grouped GEMM adds
-/// `; workspace[workspace_bytes]: *mut c_void` after its buffers), and becomes
+/// Writes op exports. An export is its doc comment and `fn NAME(DESC) = BODY(DECL)`; a
+/// group of consecutive exports with the same buffers is written
+/// `fn ..., fn ...: (buf[count]: POINTER, ...);` (a grouped GEMM adds
+/// `; workspace[workspace_bytes]: *mut c_void` after its buffers). Each export becomes
 ///
 /// ```text
 /// #[unsafe(no_mangle)]
@@ -61,9 +62,11 @@
 /// workspace_bytes),] stream)`: [`run_op`] (or the grouped GEMMs' `gemm_call`), which runs
 /// under the panic guard of [`status`]. The buffers are the op declaration's, in its order.
 macro_rules! c_exports {
-    ($($(#[$doc:meta])*
-    fn $name:ident($desc:ty) = $body:ident($decl:path):
-        $($buf:ident[$len:ident]: $p:ty),+ $(; $ws:ident[$ws_len:ident]: $ws_p:ty)?;)+) => {$(
+    ($($($(#[$doc:meta])* fn $name:ident($desc:ty) = $body:ident($decl:path)),+: $bufs:tt;)+) => {
+        $($(c_exports!(@one $(#[$doc])* $name($desc) = $body($decl) $bufs);)+)+
+    };
+    (@one $(#[$doc:meta])* $name:ident($desc:ty) = $body:ident($decl:path)
+        ($($buf:ident[$len:ident]: $p:ty),+ $(; $ws:ident[$ws_len:ident]: $ws_p:ty)?)) => {
         $(#[$doc])*
         #[unsafe(no_mangle)]
         pub extern "C" fn $name(
@@ -76,7 +79,7 @@ macro_rules! c_exports {
             let bufs = [$($crate::ffi::args::raw($buf, $len)),+];
             $body(ctx, desc, &$decl, bufs, $(($ws, $ws_len),)? stream)
         }
-    )+};
+    };
 }
 
 // cbindgen emits items in module order, so this order is the header's: status and errors,

@@ -38,8 +38,8 @@ c_exports! {
     /// `out_t[e*n*k + k_i*n + n_i]`; scales_t[e*k] over n). x: e*k*n elements; out, out_t:
     /// e*k*n bytes. k and n must be > 0.
     fn hipfp8_moe_weights_dual(hipfp8_cast_3d_desc) = run_op(moe::MOE_WEIGHTS_DUAL):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32,
-        out_t[out_t_len]: *mut u8, scales_t[scales_t_len]: *mut f32;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32,
+         out_t[out_t_len]: *mut u8, scales_t[scales_t_len]: *mut f32);
 
     /// Activations or gradients x (m, k) row-major (`hipfp8_cast_2d_desc`) with END offsets along
     /// m to both grouped-GEMM operands in one read: out/scales exactly as `hipfp8_rowwise_2d`
@@ -47,18 +47,18 @@ c_exports! {
     /// (`out_col[k_i*m + m_i]`; scales_col[num_groups*k]). x: m*k elements; out, out_col: m*k
     /// bytes. k must be > 0.
     fn hipfp8_moe_act_dual(hipfp8_cast_2d_desc) = run_op(moe::MOE_ACT_DUAL):
-        x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
-        scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
-        scales_col[scales_col_len]: *mut f32;
+        (x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+         scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+         scales_col[scales_col_len]: *mut f32);
 
     /// SwiGLU forward fused with the down projection's casts: h = silu(gate) * up (m, i), in the
     /// input dtype's arithmetic as torch's `F.silu(g) * u` (docs/OPS.md), cast as
     /// `hipfp8_moe_act_dual` casts x, without being stored. gu: m*2i elements; offs: num_groups
     /// END offsets along m; out, out_col: m*i bytes; scales: m; scales_col: num_groups*i.
     fn hipfp8_moe_swiglu_quant(hipfp8_moe_swiglu_desc) = run_op(moe::MOE_SWIGLU_QUANT):
-        gu[gu_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
-        scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
-        scales_col[scales_col_len]: *mut f32;
+        (gu[gu_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+         scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+         scales_col[scales_col_len]: *mut f32);
 
     /// SwiGLU backward fused with the gate/up projection's casts: from grad_h (m, i) and the
     /// forward's gu (m, 2i), both of the descriptor's dtype, d = [d_gate | d_up] (m, 2i) as torch's
@@ -66,7 +66,7 @@ c_exports! {
     /// without being stored. grad_h: m*i, gu: m*2i elements; out, out_col: m*2i bytes; scales: m;
     /// scales_col: num_groups*2i.
     fn hipfp8_moe_swiglu_bwd_quant(hipfp8_moe_swiglu_desc) = run_op(moe::MOE_SWIGLU_BWD_QUANT):
-        grad_h[grad_h_len]: *const c_void, gu[gu_len]: *const c_void, offs[num_groups]: *const i32,
-        out[out_len]: *mut u8, scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
-        scales_col[scales_col_len]: *mut f32;
+        (grad_h[grad_h_len]: *const c_void, gu[gu_len]: *const c_void, offs[num_groups]: *const i32,
+         out[out_len]: *mut u8, scales[scales_len]: *mut f32, out_col[out_col_len]: *mut u8,
+         scales_col[scales_col_len]: *mut f32);
 }

@@ -67,12 +67,10 @@ fn mx_params(format: u32, rounding: u32) -> Result<MxParams, FfiError> {
 c_exports! {
     /// MXFP8 along rows (blocks of 32 consecutive elements of a row): out (m, k) row-major;
     /// E8M0 scales (m, ceil(k/32)) row-major. x: m*k; out: m*k bytes; scales: m*ceil(k/32) bytes.
-    fn hipfp8_mxfp8_dim0(hipfp8_mxfp8_desc) = run_op(mx::MXFP8_DIM0):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut u8;
-
+    fn hipfp8_mxfp8_dim0(hipfp8_mxfp8_desc) = run_op(mx::MXFP8_DIM0),
     /// MXFP8 along columns (blocks of 32 consecutive rows of a column): out (k, m) row-major
     /// (= column-major (m, k)); E8M0 scales (k, ceil(m/32)) row-major. x: m*k; out: m*k bytes;
     /// scales: k*ceil(m/32) bytes.
     fn hipfp8_mxfp8_dim1(hipfp8_mxfp8_desc) = run_op(mx::MXFP8_DIM1):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut u8;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut u8);
 }

@@ -110,71 +110,65 @@ c_exports! {
     /// Rowwise scale-and-cast: `out[i*k + j] = encode(x[i*k + j] * scales[i])`, `scales[i]`
     /// from the amax of row i. Forward A operand and dgrad grad_out. Needs k > 0.
     /// x: m*k elements of `input_dtype`; out: m*k bytes; scales: m.
-    fn hipfp8_rowwise_2d(hipfp8_cast_2d_desc) = run_op(quant::ROWWISE_2D):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32;
-
+    fn hipfp8_rowwise_2d(hipfp8_cast_2d_desc) = run_op(quant::ROWWISE_2D),
     /// Colwise cast of 3D expert weights (forward B operand): out has x's layout,
     /// `scales[e_i*n + n_i]` from the amax over k. Needs k > 0.
     /// x: e*k*n elements; out: e*k*n bytes; scales: e*n.
-    fn hipfp8_colwise_3d(hipfp8_cast_3d_desc) = run_op(quant::COLWISE_3D):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32;
-
+    fn hipfp8_colwise_3d(hipfp8_cast_3d_desc) = run_op(quant::COLWISE_3D),
     /// Transpose-rowwise cast of 3D expert weights (dgrad B operand): out is (e, n, k)
     /// column-major, `out[e_i*n*k + k_i*n + n_i]`; `scales[e_i*k + k_i]` from the amax over n.
     /// Needs n > 0. x: e*k*n elements; out: e*k*n bytes; scales: e*k.
     fn hipfp8_rowwise_3d_transpose_rhs(hipfp8_cast_3d_desc) = run_op(quant::ROWWISE_3D_TRANSPOSE_RHS):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32);
 
     /// Per-group colwise cast (wgrad operands), groups along m: out is column-major
     /// `out[k_i*m + m_i]`; `scales[g*k + k_i]` from the amax over group g's rows of column k_i.
     /// x: m*k elements; offs: num_groups END offsets along m; out: m*k bytes; scales:
     /// num_groups*k.
     fn hipfp8_per_group_colwise(hipfp8_cast_2d_desc) = run_op(quant::PER_GROUP_COLWISE):
-        x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
-        scales[scales_len]: *mut f32;
+        (x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+         scales[scales_len]: *mut f32);
 
     /// Two `hipfp8_per_group_colwise` casts sharing m and the offsets, in one launch (wgrad:
     /// grad_out and the activations together). x1: m*k1, x2: m*k2 elements; out1: m*k1 and
     /// out2: m*k2 bytes; scales1: num_groups*k1, scales2: num_groups*k2. The GPU kernel takes
     /// one dtype for both inputs (NOT_SUPPORTED otherwise; the CPU takes any pair).
     fn hipfp8_per_group_colwise_dual(hipfp8_cast_dual_desc) = run_op(quant::PER_GROUP_COLWISE_DUAL):
-        x1[x1_len]: *const c_void, x2[x2_len]: *const c_void, offs[num_groups]: *const i32,
-        out1[out1_len]: *mut u8, scales1[scales1_len]: *mut f32, out2[out2_len]: *mut u8,
-        scales2[scales2_len]: *mut f32;
+        (x1[x1_len]: *const c_void, x2[x2_len]: *const c_void, offs[num_groups]: *const i32,
+         out1[out1_len]: *mut u8, scales1[scales1_len]: *mut f32, out2[out2_len]: *mut u8,
+         scales2[scales2_len]: *mut f32);
 
     /// Per-group rowwise cast, groups along k (columns): out row-major; `scales[g*m + m_i]` from
     /// the amax over row m_i within group g's columns. x: m*k elements; offs: num_groups END
     /// offsets along k; out: m*k bytes; scales: num_groups*m.
     fn hipfp8_per_group_rowwise(hipfp8_cast_2d_desc) = run_op(quant::PER_GROUP_ROWWISE):
-        x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
-        scales[scales_len]: *mut f32;
+        (x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+         scales[scales_len]: *mut f32);
 
     /// Tensorwise cast: `amax[0]` over all n elements, `scale[0]` from it, `out[i] =
     /// encode(x[i] * scale[0])`. Two phases on a GPU, no host sync. x: n elements; out: n
     /// bytes; scale: 1; amax: 1.
     fn hipfp8_tensorwise(hipfp8_tensorwise_desc) = run_op(quant::TENSORWISE):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scale[scale_len]: *mut f32,
-        amax[amax_len]: *mut f32;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, scale[scale_len]: *mut f32,
+         amax[amax_len]: *mut f32);
 
     /// Tensorwise cast with the caller's scale (delayed scaling): `out[i] = encode(x[i] *
     /// scale[0])`, `amax[0] = max |x|` (for the amax history). One read of x; the scale is read
     /// on the device and used as is. flags must not have HIPFP8_FLAG_POW2_SCALES. x: n elements;
     /// scale: 1; out: n bytes; amax: 1.
     fn hipfp8_tensorwise_scaled(hipfp8_tensorwise_desc) = run_op(quant::TENSORWISE_SCALED):
-        x[x_len]: *const c_void, scale[scale_len]: *const f32, out[out_len]: *mut u8,
-        amax[amax_len]: *mut f32;
+        (x[x_len]: *const c_void, scale[scale_len]: *const f32, out[out_len]: *mut u8,
+         amax[amax_len]: *mut f32);
 
     /// Blockwise 1x128 cast (DeepSeek-V3 activations): scales (m, ceil(k/128)) row-major; a
     /// row's last block reduces over the columns that exist. x: m*k; out: m*k bytes; scales:
     /// m*ceil(k/128).
-    fn hipfp8_blockwise_1x128(hipfp8_cast_2d_desc) = run_op(quant::BLOCKWISE_1X128):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32;
-
+    fn hipfp8_blockwise_1x128(hipfp8_cast_2d_desc) = run_op(quant::BLOCKWISE_1X128),
     /// Blockwise 128x128 cast (DeepSeek-V3 weights): scales (ceil(m/128), ceil(k/128))
     /// row-major; edge tiles reduce over what exists. x: m*k; out: m*k bytes; scales:
     /// ceil(m/128)*ceil(k/128).
     fn hipfp8_blockwise_128x128(hipfp8_cast_2d_desc) = run_op(quant::BLOCKWISE_128X128):
-        x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32;
+        (x[x_len]: *const c_void, out[out_len]: *mut u8, scales[scales_len]: *mut f32);
 
     /// Rowwise cast that pads every token group to a multiple of 16 rows in one pass (for
     /// grouped GEMMs that need aligned groups): group g's rows land at `padded_offs[g-1]...` in
@@ -182,8 +176,8 @@ c_exports! {
     /// receives the padded END offsets; rows past the padded end are untouched.
     /// x: m*k; offs: num_groups; out: m_cap*k bytes; scales: m_cap; padded_offs: num_groups.
     fn hipfp8_rowwise_2d_padded(hipfp8_padded_desc) = run_op(quant::ROWWISE_2D_PADDED):
-        x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
-        scales[scales_len]: *mut f32, padded_offs[padded_offs_len]: *mut i32;
+        (x[x_len]: *const c_void, offs[num_groups]: *const i32, out[out_len]: *mut u8,
+         scales[scales_len]: *mut f32, padded_offs[padded_offs_len]: *mut i32);
 
     /// `hipfp8_per_group_colwise_dual` into a padded layout, so that the 2D x 2D grouped GEMM
     /// (wgrad) sees every group at a 16-token boundary: group g's rows land at the padded rows
@@ -194,7 +188,7 @@ c_exports! {
     /// bytes; scales1: num_groups*k1, scales2: num_groups*k2; padded_offs: num_groups. The GPU
     /// kernel takes one dtype for both inputs (NOT_SUPPORTED otherwise).
     fn hipfp8_per_group_colwise_dual_padded(hipfp8_cast_dual_padded_desc) = run_op(quant::PER_GROUP_COLWISE_DUAL_PADDED):
-        x1[x1_len]: *const c_void, x2[x2_len]: *const c_void, offs[num_groups]: *const i32,
-        out1[out1_len]: *mut u8, scales1[scales1_len]: *mut f32, out2[out2_len]: *mut u8,
-        scales2[scales2_len]: *mut f32, padded_offs[padded_offs_len]: *mut i32;
+        (x1[x1_len]: *const c_void, x2[x2_len]: *const c_void, offs[num_groups]: *const i32,
+         out1[out1_len]: *mut u8, scales1[scales1_len]: *mut f32, out2[out2_len]: *mut u8,
+         scales2[scales2_len]: *mut f32, padded_offs[padded_offs_len]: *mut i32);
 }

@@ -82,7 +82,7 @@ c_exports! {
     /// 1/NaN = the canonical NaN `0x7FC00000`): the grouped GEMMs' dequant scales from the scales
     /// the casts write. scales, out: n elements.
     fn hipfp8_scale_reciprocal(hipfp8_scale_reciprocal_desc) = run_op(recipe::SCALE_RECIPROCAL):
-        scales[scales_len]: *const f32, out[out_len]: *mut f32;
+        (scales[scales_len]: *const f32, out[out_len]: *mut f32);
 }
 
 impl args::CastDesc for hipfp8_scale_reciprocal_desc {
