@@ -301,40 +301,17 @@ pub extern "C" fn hipfp8_context_resolve_format(
     })
 }
 
-/// Copy the device name ("host CPU (N threads)", "AMD Instinct MI300X", ...) into `buf`.
-/// `*len` (if `len` is not NULL) receives its length without the NUL. Call with `buf` NULL to
-/// ask the length only; otherwise `buf_len` must be at least length + 1 (OUTPUT_TOO_SMALL,
-/// nothing written, if not).
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_context_device_name(
-    ctx: *const hipfp8_context,
-    buf: *mut c_char,
-    buf_len: usize,
-    len: *mut usize,
-) -> hipfp8_status {
-    str_query(
-        "hipfp8_context_device_name",
-        ctx,
-        Context::device_name,
-        (buf, buf_len, len),
-    )
-}
-
-/// Copy the architecture string ("cpu", "gfx942", "gfx950", "sm_90", ...) into `buf`, with
-/// the same rules as `hipfp8_context_device_name`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_context_arch(
-    ctx: *const hipfp8_context,
-    buf: *mut c_char,
-    buf_len: usize,
-    len: *mut usize,
-) -> hipfp8_status {
-    str_query(
-        "hipfp8_context_arch",
-        ctx,
-        Context::arch,
-        (buf, buf_len, len),
-    )
+c_fns! {
+    (buf: *mut c_char, buf_len: usize, len: *mut usize) {
+        /// Copy the device name ("host CPU (N threads)", "AMD Instinct MI300X", ...) into `buf`.
+        /// `*len` (if `len` is not NULL) receives its length without the NUL. Call with `buf` NULL to
+        /// ask the length only; otherwise `buf_len` must be at least length + 1 (OUTPUT_TOO_SMALL,
+        /// nothing written, if not).
+        fn hipfp8_context_device_name = str_query(Context::device_name, (buf, buf_len, len));
+        /// Copy the architecture string ("cpu", "gfx942", "gfx950", "sm_90", ...) into `buf`, with
+        /// the same rules as `hipfp8_context_device_name`.
+        fn hipfp8_context_arch = str_query(Context::arch, (buf, buf_len, len));
+    }
 }
 
 fn exact_format(f: Fp8Format) -> hipfp8_format {

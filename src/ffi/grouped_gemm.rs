@@ -186,24 +186,6 @@ struct PlanOut {
     len: *mut usize,
 }
 
-impl PlanOut {
-    fn new(
-        implementation: *mut u32,
-        reason: *mut u32,
-        buf: *mut c_char,
-        buf_len: usize,
-        len: *mut usize,
-    ) -> Self {
-        PlanOut {
-            implementation,
-            reason,
-            buf,
-            buf_len,
-            len,
-        }
-    }
-}
-
 /// Write a plan to the caller's out-parameters (all checked before anything is written).
 fn write_plan(plan: &GemmPlan, o: &PlanOut) -> Result<(), FfiError> {
     let imp = args::out_param("implementation", o.implementation)?;
@@ -222,13 +204,13 @@ fn plan_query<D: GemmDesc>(
     func: &'static str,
     ctx: *const hipfp8_context,
     desc: *const D,
-    ptrs: Option<[*const c_void; 3]>,
+    (a, b, out_ptr): (*const u8, *const u8, *const u16),
     num_groups: usize,
     out: PlanOut,
 ) -> hipfp8_status {
     op_entry(func, ctx, desc, |c, d, _| {
         let p = d.params()?;
-        let plan = c.grouped_gemm_plan(&p, d.op(), num_groups, ptrs)?;
+        let plan = c.grouped_gemm_plan(&p, d.op(), num_groups, ptr3(a, b, out_ptr))?;
         write_plan(&plan, &out)
     })
 }
@@ -259,72 +241,29 @@ fn ptr3(a: *const u8, b: *const u8, out: *const u16) -> Option<[*const c_void; 3
     }
 }
 
-/// Which implementation `hipfp8_grouped_gemm_2d3d` would run with this descriptor (formats,
-/// backend, shape) and these pointers (a, b, out: only their 16-byte alignment matters; all
-/// three NULL = assume aligned), without running anything: `*implementation` a
-/// `hipfp8_gemm_impl`, `*reason` a `hipfp8_gemm_reason` (NONE unless the reference kernel),
-/// and a one-line description into `buf` (e.g. "cutlass-sm90 coop-128x256-c2x1/raster-m/swz1"
-/// or "reference (cutlass-sm90 has no instance for E5M2 x E5M2 ...)"). The call runs exactly
-/// this plan: AUTO takes the reference kernel only where the plan says so; with
-/// HIPFP8_GEMM_BACKEND_LIBRARY a fallback plan is NOT_SUPPORTED here as in the call.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_2d3d_plan(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_2d3d_desc,
-    a: *const u8,
-    b: *const u8,
-    out: *const u16,
-    num_groups: usize,
-    implementation: *mut u32,
-    reason: *mut u32,
-    buf: *mut c_char,
-    buf_len: usize,
-    len: *mut usize,
-) -> hipfp8_status {
-    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
-    let name = "hipfp8_grouped_gemm_2d3d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
-}
-
-/// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_2d2d_plan(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_2d2d_desc,
-    a: *const u8,
-    b: *const u8,
-    out: *const u16,
-    num_groups: usize,
-    implementation: *mut u32,
-    reason: *mut u32,
-    buf: *mut c_char,
-    buf_len: usize,
-    len: *mut usize,
-) -> hipfp8_status {
-    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
-    let name = "hipfp8_grouped_gemm_2d2d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
-}
-
-/// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
-/// CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_blockwise_2d3d_plan(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_gemm_blockwise_2d3d_desc,
-    a: *const u8,
-    b: *const u8,
-    out: *const u16,
-    num_groups: usize,
-    implementation: *mut u32,
-    reason: *mut u32,
-    buf: *mut c_char,
-    buf_len: usize,
-    len: *mut usize,
-) -> hipfp8_status {
-    let o = PlanOut::new(implementation, reason, buf, buf_len, len);
-    let name = "hipfp8_grouped_gemm_blockwise_2d3d_plan";
-    plan_query(name, ctx, desc, ptr3(a, b, out), num_groups, o)
+c_fns! {
+    (
+        a: *const u8, b: *const u8, out: *const u16, num_groups: usize,
+        implementation: *mut u32, reason: *mut u32, buf: *mut c_char, buf_len: usize, len: *mut usize
+    ) {
+        /// Which implementation `hipfp8_grouped_gemm_2d3d` would run with this descriptor (formats,
+        /// backend, shape) and these pointers (a, b, out: only their 16-byte alignment matters; all
+        /// three NULL = assume aligned), without running anything: `*implementation` a
+        /// `hipfp8_gemm_impl`, `*reason` a `hipfp8_gemm_reason` (NONE unless the reference kernel),
+        /// and a one-line description into `buf` (e.g. "cutlass-sm90 coop-128x256-c2x1/raster-m/swz1"
+        /// or "reference (cutlass-sm90 has no instance for E5M2 x E5M2 ...)"). The call runs exactly
+        /// this plan: AUTO takes the reference kernel only where the plan says so; with
+        /// HIPFP8_GEMM_BACKEND_LIBRARY a fallback plan is NOT_SUPPORTED here as in the call.
+        fn hipfp8_grouped_gemm_2d3d_plan(desc: hipfp8_grouped_gemm_2d3d_desc) =
+            plan_query((a, b, out), num_groups, PlanOut { implementation, reason, buf, buf_len, len });
+        /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_2d2d`.
+        fn hipfp8_grouped_gemm_2d2d_plan(desc: hipfp8_grouped_gemm_2d2d_desc) =
+            plan_query((a, b, out), num_groups, PlanOut { implementation, reason, buf, buf_len, len });
+        /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
+        /// CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
+        fn hipfp8_grouped_gemm_blockwise_2d3d_plan(desc: hipfp8_grouped_gemm_blockwise_2d3d_desc) =
+            plan_query((a, b, out), num_groups, PlanOut { implementation, reason, buf, buf_len, len });
+    }
 }
 
 /// A `hipfp8_gemm_backend` value as a [`GemmBackend`].
@@ -353,35 +292,13 @@ fn gemm_params(a: u32, b: u32, backend: u32) -> Result<GemmParams, FfiError> {
     Ok(GemmParams::new(format_choice(a)?, format_choice(b)?).with_backend(gemm_backend(backend)?))
 }
 
-/// Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
-/// with these formats and backend (either layout); 0 when the reference kernel or the CPU
-/// runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_workspace_size(
-    ctx: *const hipfp8_context,
-    a_format: u32,
-    b_format: u32,
-    backend: u32,
-    num_groups: usize,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    let q = crate::Context::grouped_gemm_workspace_size;
-    let f = (a_format, b_format, backend);
-    workspace_query(
-        "hipfp8_grouped_gemm_workspace_size",
-        ctx,
-        f,
-        num_groups,
-        bytes,
-        q,
-    )
-}
-
 /// The size queries: `query` on the context for the formats and backend `f`.
 fn workspace_query(
     func: &'static str,
     ctx: *const hipfp8_context,
-    (a_format, b_format, backend): (u32, u32, u32),
+    a_format: u32,
+    b_format: u32,
+    backend: u32,
     num_groups: usize,
     bytes: *mut usize,
     query: fn(&crate::Context, &GemmParams, usize) -> crate::error::Result<usize>,
@@ -395,26 +312,21 @@ fn workspace_query(
     })
 }
 
-/// `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_gemm_blockwise_workspace_size(
-    ctx: *const hipfp8_context,
-    a_format: u32,
-    b_format: u32,
-    backend: u32,
-    num_groups: usize,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    let q = crate::Context::grouped_gemm_blockwise_workspace_size;
-    let f = (a_format, b_format, backend);
-    workspace_query(
-        "hipfp8_grouped_gemm_blockwise_workspace_size",
-        ctx,
-        f,
-        num_groups,
-        bytes,
-        q,
-    )
+c_fns! {
+    (a_format: u32, b_format: u32, backend: u32, num_groups: usize, bytes: *mut usize) {
+        /// Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
+        /// with these formats and backend (either layout); 0 when the reference kernel or the CPU
+        /// runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
+        fn hipfp8_grouped_gemm_workspace_size = workspace_query(
+            a_format, b_format, backend, num_groups, bytes,
+            crate::Context::grouped_gemm_workspace_size
+        );
+        /// `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
+        fn hipfp8_grouped_gemm_blockwise_workspace_size = workspace_query(
+            a_format, b_format, backend, num_groups, bytes,
+            crate::Context::grouped_gemm_blockwise_workspace_size
+        );
+    }
 }
 
 c_exports! {

@@ -82,6 +82,38 @@ macro_rules! c_exports {
     };
 }
 
+/// Writes exports that are one call of a helper: `(PARAMS) { fn NAME = HELPER(ARGS); ... }`
+/// (`fn NAME(desc: DESC) = ...` for an export whose second parameter is `desc: *const DESC`;
+/// the exports of a group share PARAMS) becomes
+///
+/// ```text
+/// #[unsafe(no_mangle)]
+/// pub extern "C" fn NAME(ctx: *const hipfp8_context, [desc: *const DESC,] PARAMS)
+///     -> hipfp8_status
+/// ```
+///
+/// returning `HELPER("NAME", ctx, [desc,] ARGS)`. Every helper runs its body under the panic
+/// guard of [`status`].
+macro_rules! c_fns {
+    ($($params:tt {
+        $($(#[$doc:meta])* fn $name:ident$(($d:ident: $desc:ty))? = $helper:ident($($arg:expr),*);)+
+    })+) => {
+        $($(c_fns!(@one $(#[$doc])* $name$(($d: $desc))? = $helper($($arg),*) $params);)+)+
+    };
+    (@one $(#[$doc:meta])* $name:ident$(($d:ident: $desc:ty))? = $helper:ident($($arg:expr),*)
+        ($($p:ident: $pt:ty),*)) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(
+            ctx: *const $crate::ffi::hipfp8_context,
+            $($d: *const $desc,)?
+            $($p: $pt),*
+        ) -> $crate::ffi::hipfp8_status {
+            $helper(stringify!($name), ctx, $($d,)? $($arg),*)
+        }
+    };
+}
+
 // cbindgen emits items in module order, so this order is the header's: status and errors,
 // shared enums, the context, then the op families as docs/OPS.md lists them (the blank lines
 // keep rustfmt from sorting the declarations).

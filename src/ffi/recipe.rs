@@ -365,85 +365,25 @@ fn size_of_call<D: RecipeDesc>(
     })
 }
 
-/// Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
-/// their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_experts_saved_size(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_experts_desc,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_of_call(
-        "hipfp8_moe_experts_saved_size",
-        ctx,
-        desc,
-        bytes,
-        |c, d, _| c.moe_experts_saved_size(experts_shape(d)),
-    )
-}
-
-/// Bytes of the workspace of `hipfp8_moe_experts_forward`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_experts_forward_workspace_size(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_experts_desc,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_of_call(
-        "hipfp8_moe_experts_forward_workspace_size",
-        ctx,
-        desc,
-        bytes,
-        |c, d, p| c.moe_experts_forward_workspace_size(p, experts_shape(d)),
-    )
-}
-
-/// Bytes of the workspace of `hipfp8_moe_experts_backward`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_experts_backward_workspace_size(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_experts_desc,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_of_call(
-        "hipfp8_moe_experts_backward_workspace_size",
-        ctx,
-        desc,
-        bytes,
-        |c, d, p| c.moe_experts_backward_workspace_size(p, experts_shape(d)),
-    )
-}
-
-/// Bytes of the workspace of `hipfp8_grouped_linear_forward`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_linear_forward_workspace_size(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_linear_desc,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_of_call(
-        "hipfp8_grouped_linear_forward_workspace_size",
-        ctx,
-        desc,
-        bytes,
-        |c, d, p| c.grouped_linear_forward_workspace_size(p, linear_shape(d)),
-    )
-}
-
-/// Bytes of the workspace of `hipfp8_grouped_linear_backward`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_linear_backward_workspace_size(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_linear_desc,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_of_call(
-        "hipfp8_grouped_linear_backward_workspace_size",
-        ctx,
-        desc,
-        bytes,
-        |c, d, p| c.grouped_linear_backward_workspace_size(p, linear_shape(d)),
-    )
+c_fns! {
+    (bytes: *mut usize) {
+        /// Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
+        /// their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
+        fn hipfp8_moe_experts_saved_size(desc: hipfp8_moe_experts_desc) =
+            size_of_call(bytes, |c, d, _| c.moe_experts_saved_size(experts_shape(d)));
+        /// Bytes of the workspace of `hipfp8_moe_experts_forward`.
+        fn hipfp8_moe_experts_forward_workspace_size(desc: hipfp8_moe_experts_desc) =
+            size_of_call(bytes, |c, d, p| c.moe_experts_forward_workspace_size(p, experts_shape(d)));
+        /// Bytes of the workspace of `hipfp8_moe_experts_backward`.
+        fn hipfp8_moe_experts_backward_workspace_size(desc: hipfp8_moe_experts_desc) =
+            size_of_call(bytes, |c, d, p| c.moe_experts_backward_workspace_size(p, experts_shape(d)));
+        /// Bytes of the workspace of `hipfp8_grouped_linear_forward`.
+        fn hipfp8_grouped_linear_forward_workspace_size(desc: hipfp8_grouped_linear_desc) =
+            size_of_call(bytes, |c, d, p| c.grouped_linear_forward_workspace_size(p, linear_shape(d)));
+        /// Bytes of the workspace of `hipfp8_grouped_linear_backward`.
+        fn hipfp8_grouped_linear_backward_workspace_size(desc: hipfp8_grouped_linear_desc) =
+            size_of_call(bytes, |c, d, p| c.grouped_linear_backward_workspace_size(p, linear_shape(d)));
+    }
 }
 
 // ---------------------------------------------------------------------------------- calls

@@ -39,66 +39,44 @@ fn size_query(
     })
 }
 
-/// Device bytes of zeroed scratch the column-reducing casts need: per_group_colwise with
-/// `k1` columns (`k2` = 0), per_group_colwise_dual with `k1` and `k2`, rowwise_3d_transpose_rhs
-/// with `num_groups` = E and `k1` = K. 0 on a CPU context.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_colwise_workspace_size(
+/// [`size_query`] of `hipfp8_cast_transpose_workspace_size`: `scaling_kind` is checked first.
+fn cast_transpose_size(
+    name: &'static str,
     ctx: *const hipfp8_context,
-    num_groups: usize,
-    k1: usize,
-    k2: usize,
+    (m, k, scaling_kind): (usize, usize, u32),
     bytes: *mut usize,
 ) -> hipfp8_status {
-    size_query("hipfp8_colwise_workspace_size", ctx, bytes, |c| {
-        c.colwise_workspace_size(num_groups, k1, k2)
-    })
+    match scaling(scaling_kind) {
+        Ok(s) => size_query(name, ctx, bytes, |c| {
+            c.cast_transpose_workspace_size(m, k, s)
+        }),
+        Err(e) => guard(name, || Err(e)),
+    }
 }
 
-/// Device bytes of zeroed scratch `hipfp8_cast_transpose` of an (m, k) matrix needs with
-/// `scaling` (a `hipfp8_scaling`). 0 on a CPU context.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_cast_transpose_workspace_size(
-    ctx: *const hipfp8_context,
-    m: usize,
-    k: usize,
-    scaling_kind: u32,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    let s = match scaling(scaling_kind) {
-        Ok(s) => s,
-        Err(e) => return guard("hipfp8_cast_transpose_workspace_size", || Err(e)),
-    };
-    size_query("hipfp8_cast_transpose_workspace_size", ctx, bytes, |c| {
-        c.cast_transpose_workspace_size(m, k, s)
-    })
-}
-
-/// Device bytes of zeroed scratch per_group_rowwise and rowwise_2d_padded need for
-/// `num_groups` groups. 0 on a CPU context.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_rows_workspace_size(
-    ctx: *const hipfp8_context,
-    num_groups: usize,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_query("hipfp8_grouped_rows_workspace_size", ctx, bytes, |c| {
-        c.grouped_scratch_size(num_groups)
-    })
-}
-
-/// Device bytes of zeroed scratch the grouped MoE casts (`hipfp8_moe_act_dual`,
-/// `hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`) need for `num_groups` groups. 0
-/// on a CPU context.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_workspace_size(
-    ctx: *const hipfp8_context,
-    num_groups: usize,
-    bytes: *mut usize,
-) -> hipfp8_status {
-    size_query("hipfp8_moe_workspace_size", ctx, bytes, |c| {
-        c.moe_workspace_size(num_groups)
-    })
+c_fns! {
+    (num_groups: usize, k1: usize, k2: usize, bytes: *mut usize) {
+        /// Device bytes of zeroed scratch the column-reducing casts need: per_group_colwise with
+        /// `k1` columns (`k2` = 0), per_group_colwise_dual with `k1` and `k2`, rowwise_3d_transpose_rhs
+        /// with `num_groups` = E and `k1` = K. 0 on a CPU context.
+        fn hipfp8_colwise_workspace_size =
+            size_query(bytes, |c| c.colwise_workspace_size(num_groups, k1, k2));
+    }
+    (m: usize, k: usize, scaling_kind: u32, bytes: *mut usize) {
+        /// Device bytes of zeroed scratch `hipfp8_cast_transpose` of an (m, k) matrix needs with
+        /// `scaling` (a `hipfp8_scaling`). 0 on a CPU context.
+        fn hipfp8_cast_transpose_workspace_size = cast_transpose_size((m, k, scaling_kind), bytes);
+    }
+    (num_groups: usize, bytes: *mut usize) {
+        /// Device bytes of zeroed scratch per_group_rowwise and rowwise_2d_padded need for
+        /// `num_groups` groups. 0 on a CPU context.
+        fn hipfp8_grouped_rows_workspace_size =
+            size_query(bytes, |c| c.grouped_scratch_size(num_groups));
+        /// Device bytes of zeroed scratch the grouped MoE casts (`hipfp8_moe_act_dual`,
+        /// `hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`) need for `num_groups` groups. 0
+        /// on a CPU context.
+        fn hipfp8_moe_workspace_size = size_query(bytes, |c| c.moe_workspace_size(num_groups));
+    }
 }
 
 /// Give `stream` the caller's zeroed device memory as the scratch of the casts that need it
