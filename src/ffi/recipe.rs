@@ -407,7 +407,9 @@ fn call<D: RecipeDesc, R>(
 /// `generation` (checked before anything else).
 fn forward<D: RecipeDesc>(
     name: &'static str,
-    (ctx, desc, cache): (*const hipfp8_context, *const D, *const hipfp8_weight_cache),
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    cache: *const hipfp8_weight_cache,
     generation: *mut u64,
     f: impl FnOnce(&Context, &D, RecipeParams, &Views, &WeightCache) -> Result<u64, FfiError>,
 ) -> hipfp8_status {
@@ -419,35 +421,30 @@ fn forward<D: RecipeDesc>(
     })
 }
 
-/// The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
-/// `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
-/// `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
-/// backward), using `workspace` (`hipfp8_moe_experts_forward_workspace_size` bytes), and
-/// the cache generation it used to `generation`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_experts_forward(
+/// A backward call: [`call`] under the panic guard.
+fn backward<D: RecipeDesc>(
+    name: &'static str,
     ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_experts_desc,
+    desc: *const D,
     cache: *const hipfp8_weight_cache,
-    x: *const c_void,
-    x_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    y: *mut u16,
-    y_len: usize,
-    saved: *mut u8,
-    saved_len: usize,
-    workspace: *mut u8,
-    workspace_len: usize,
-    generation: *mut u64,
-    stream: hipStream_t,
+    f: impl FnOnce(&Context, &D, RecipeParams, &Views, &WeightCache) -> Result<(), FfiError>,
 ) -> hipfp8_status {
-    let call = (ctx, desc, cache);
-    forward(
-        "hipfp8_moe_experts_forward",
-        call,
-        generation,
-        |c, d, p, v, wc| {
+    guard(name, || call(ctx, desc, cache, f))
+}
+
+c_fns! {
+    (
+        cache: *const hipfp8_weight_cache, x: *const c_void, x_len: usize, offs: *const i32,
+        num_groups: usize, y: *mut u16, y_len: usize, saved: *mut u8, saved_len: usize,
+        workspace: *mut u8, workspace_len: usize, generation: *mut u64, stream: hipStream_t
+    ) {
+        /// The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
+        /// `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
+        /// `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
+        /// backward), using `workspace` (`hipfp8_moe_experts_forward_workspace_size` bytes), and
+        /// the cache generation it used to `generation`.
+        fn hipfp8_moe_experts_forward(desc: hipfp8_moe_experts_desc) =
+            forward(cache, generation, |c, d, p, v, wc| {
             let x = v.hp("x", d.dtype(), x, x_len)?;
             let offs = v.src("offs", offs, num_groups)?;
             let y = v.dst("y", y.cast(), y_len)?;
@@ -455,40 +452,22 @@ pub extern "C" fn hipfp8_moe_experts_forward(
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             Ok(c.moe_experts_forward(&p, experts_shape(d), wc, x, offs, y, saved, ws, s)?)
-        },
-    )
-}
-
-/// The experts block backward: from `saved` (written by the forward that returned
-/// `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
-/// the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
-/// W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
-/// (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
-/// refreshed since that forward.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_moe_experts_backward(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_moe_experts_desc,
-    cache: *const hipfp8_weight_cache,
-    generation: u64,
-    saved: *const u8,
-    saved_len: usize,
-    dy: *const c_void,
-    dy_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    dx: *mut u16,
-    dx_len: usize,
-    dw13: *mut u16,
-    dw13_len: usize,
-    dw2: *mut u16,
-    dw2_len: usize,
-    workspace: *mut u8,
-    workspace_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    guard("hipfp8_moe_experts_backward", || {
-        call(ctx, desc, cache, |c, d, p, v, wc| {
+        });
+    }
+    (
+        cache: *const hipfp8_weight_cache, generation: u64, saved: *const u8, saved_len: usize,
+        dy: *const c_void, dy_len: usize, offs: *const i32, num_groups: usize, dx: *mut u16,
+        dx_len: usize, dw13: *mut u16, dw13_len: usize, dw2: *mut u16, dw2_len: usize,
+        workspace: *mut u8, workspace_len: usize, stream: hipStream_t
+    ) {
+        /// The experts block backward: from `saved` (written by the forward that returned
+        /// `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
+        /// the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
+        /// W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
+        /// (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
+        /// refreshed since that forward.
+        fn hipfp8_moe_experts_backward(desc: hipfp8_moe_experts_desc) =
+            backward(cache, |c, d, p, v, wc| {
             let saved = v.src("saved", saved, saved_len)?;
             let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
             let offs = v.src("offs", offs, num_groups)?;
@@ -498,75 +477,40 @@ pub extern "C" fn hipfp8_moe_experts_backward(
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             let sh = experts_shape(d);
-            Ok(c.moe_experts_backward(
-                &p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s,
-            )?)
-        })
-    })
-}
-
-/// The grouped linear forward: y (m*n bf16; rows past `offs[e-1]` untouched) from x (m*k
-/// elements of `input_dtype`) and the cache's FP8 weights, using `workspace`
-/// (`hipfp8_grouped_linear_forward_workspace_size` bytes); the generation it used to
-/// `generation`.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_linear_forward(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_linear_desc,
-    cache: *const hipfp8_weight_cache,
-    x: *const c_void,
-    x_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    y: *mut u16,
-    y_len: usize,
-    workspace: *mut u8,
-    workspace_len: usize,
-    generation: *mut u64,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    let call = (ctx, desc, cache);
-    forward(
-        "hipfp8_grouped_linear_forward",
-        call,
-        generation,
-        |c, d, p, v, wc| {
+            Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
+        });
+    }
+    (
+        cache: *const hipfp8_weight_cache, x: *const c_void, x_len: usize, offs: *const i32,
+        num_groups: usize, y: *mut u16, y_len: usize, workspace: *mut u8, workspace_len: usize,
+        generation: *mut u64, stream: hipStream_t
+    ) {
+        /// The grouped linear forward: y (m*n bf16; rows past `offs[e-1]` untouched) from x (m*k
+        /// elements of `input_dtype`) and the cache's FP8 weights, using `workspace`
+        /// (`hipfp8_grouped_linear_forward_workspace_size` bytes); the generation it used to
+        /// `generation`.
+        fn hipfp8_grouped_linear_forward(desc: hipfp8_grouped_linear_desc) =
+            forward(cache, generation, |c, d, p, v, wc| {
             let x = v.hp("x", d.dtype(), x, x_len)?;
             let offs = v.src("offs", offs, num_groups)?;
             let y = v.dst("y", y.cast(), y_len)?;
             let ws = v.dst("workspace", workspace, workspace_len)?;
             let s = StreamRef(stream.cast());
             Ok(c.grouped_linear_forward(&p, linear_shape(d), wc, x, offs, y, ws, s)?)
-        },
-    )
-}
-
-/// The grouped linear backward from x (m*k) and dy (m*n), both of `input_dtype`: dx (m*k
-/// bf16; rows past `offs[e-1]` untouched) and dW (e*k*n bf16, W's layout), using `workspace`
-/// (`hipfp8_grouped_linear_backward_workspace_size` bytes). `generation`: what the forward
-/// returned.
-#[unsafe(no_mangle)]
-pub extern "C" fn hipfp8_grouped_linear_backward(
-    ctx: *const hipfp8_context,
-    desc: *const hipfp8_grouped_linear_desc,
-    cache: *const hipfp8_weight_cache,
-    generation: u64,
-    x: *const c_void,
-    x_len: usize,
-    dy: *const c_void,
-    dy_len: usize,
-    offs: *const i32,
-    num_groups: usize,
-    dx: *mut u16,
-    dx_len: usize,
-    dw: *mut u16,
-    dw_len: usize,
-    workspace: *mut u8,
-    workspace_len: usize,
-    stream: hipStream_t,
-) -> hipfp8_status {
-    guard("hipfp8_grouped_linear_backward", || {
-        call(ctx, desc, cache, |c, d, p, v, wc| {
+        });
+    }
+    (
+        cache: *const hipfp8_weight_cache, generation: u64, x: *const c_void, x_len: usize,
+        dy: *const c_void, dy_len: usize, offs: *const i32, num_groups: usize, dx: *mut u16,
+        dx_len: usize, dw: *mut u16, dw_len: usize, workspace: *mut u8, workspace_len: usize,
+        stream: hipStream_t
+    ) {
+        /// The grouped linear backward from x (m*k) and dy (m*n), both of `input_dtype`: dx (m*k
+        /// bf16; rows past `offs[e-1]` untouched) and dW (e*k*n bf16, W's layout), using `workspace`
+        /// (`hipfp8_grouped_linear_backward_workspace_size` bytes). `generation`: what the forward
+        /// returned.
+        fn hipfp8_grouped_linear_backward(desc: hipfp8_grouped_linear_desc) =
+            backward(cache, |c, d, p, v, wc| {
             let x = v.hp("x", d.dtype(), x, x_len)?;
             let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
             let offs = v.src("offs", offs, num_groups)?;
@@ -576,6 +520,6 @@ pub extern "C" fn hipfp8_grouped_linear_backward(
             let s = StreamRef(stream.cast());
             let sh = linear_shape(d);
             Ok(c.grouped_linear_backward(&p, sh, wc, generation, x, dy, offs, dx, dw, ws, s)?)
-        })
-    })
+        });
+    }
 }
