@@ -23,7 +23,6 @@ use super::types::{hipfp8_dtype, hipfp8_flag, hipfp8_format};
 use crate::context::{Context, VerifiedPointers};
 use crate::dispatch::{Elem, OpDecl, OpParams, Role, View};
 use crate::error::Error;
-use crate::format::Fp8Format;
 use crate::grouped_gemm::params::GemmWorkspace;
 use crate::params::{CastParams, FormatChoice};
 use crate::view::{Dst, HpSrc, Loc, Src};
@@ -244,26 +243,11 @@ fn check_aligned<T>(what: &'static str, p: *const T) -> Result<(), FfiError> {
 
 /// `hipfp8_format` value -> [`FormatChoice`].
 pub(crate) fn format_choice(v: u32) -> Result<FormatChoice, FfiError> {
-    use hipfp8_format as F;
-    const AUTO: u32 = F::HIPFP8_FORMAT_AUTO as u32;
-    const AUTO_E5M2: u32 = F::HIPFP8_FORMAT_AUTO_E5M2 as u32;
-    const E4M3FN: u32 = F::HIPFP8_FORMAT_E4M3FN as u32;
-    const E5M2: u32 = F::HIPFP8_FORMAT_E5M2 as u32;
-    const E4M3FNUZ: u32 = F::HIPFP8_FORMAT_E4M3FNUZ as u32;
-    const E5M2FNUZ: u32 = F::HIPFP8_FORMAT_E5M2FNUZ as u32;
-    Ok(match v {
-        AUTO => FormatChoice::Auto,
-        AUTO_E5M2 => FormatChoice::AutoE5M2,
-        E4M3FN => Fp8Format::E4M3Fn.into(),
-        E5M2 => Fp8Format::E5M2.into(),
-        E4M3FNUZ => Fp8Format::E4M3FnUz.into(),
-        E5M2FNUZ => Fp8Format::E5M2FnUz.into(),
-        v => {
-            return Err(Error::InvalidEnum(format!(
-                "format = {v} is not a hipfp8_format (AUTO = 0 ... E5M2FNUZ = 5)"
-            ))
-            .into());
-        }
+    hipfp8_format::value(v).ok_or_else(|| {
+        Error::InvalidEnum(format!(
+            "format = {v} is not a hipfp8_format (AUTO = 0 ... E5M2FNUZ = 5)"
+        ))
+        .into()
     })
 }
 

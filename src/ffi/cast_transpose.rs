@@ -10,14 +10,14 @@ use crate::cast_transpose;
 use crate::error::Error;
 use crate::params::Scaling;
 
-/// Scaling granularity of `hipfp8_cast_transpose`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_scaling {
-    /// One scale for the whole tensor: scales[0] == scales_t[0].
-    HIPFP8_SCALING_TENSORWISE = 0,
-    /// scales[m] per row of x for out, scales_t[k] per column of x for out_t.
-    HIPFP8_SCALING_ROWWISE = 1,
+c_enum! {
+    /// Scaling granularity of `hipfp8_cast_transpose`.
+    hipfp8_scaling => Scaling {
+        /// One scale for the whole tensor: scales[0] == scales_t[0].
+        HIPFP8_SCALING_TENSORWISE = 0 => Scaling::Tensorwise,
+        /// scales[m] per row of x for out, scales_t[k] per column of x for out_t.
+        HIPFP8_SCALING_ROWWISE = 1 => Scaling::Rowwise,
+    }
 }
 
 c_desc! {
@@ -37,16 +37,12 @@ op_desc! {
 }
 
 pub(crate) fn scaling(v: u32) -> Result<Scaling, FfiError> {
-    const T: u32 = hipfp8_scaling::HIPFP8_SCALING_TENSORWISE as u32;
-    const R: u32 = hipfp8_scaling::HIPFP8_SCALING_ROWWISE as u32;
-    match v {
-        T => Ok(Scaling::Tensorwise),
-        R => Ok(Scaling::Rowwise),
-        v => Err(Error::InvalidEnum(format!(
+    hipfp8_scaling::value(v).ok_or_else(|| {
+        Error::InvalidEnum(format!(
             "scaling = {v} is not a hipfp8_scaling (TENSORWISE = 0, ROWWISE = 1)"
         ))
-        .into()),
-    }
+        .into()
+    })
 }
 
 c_exports! {

@@ -23,18 +23,18 @@ use crate::grouped_gemm::gpu::{GemmPlan, GroupedOp};
 use crate::grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams};
 use crate::view::StreamRef;
 
-/// Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_gemm_backend {
-    /// The vendor library when it supports the call (formats, shape and alignment rules),
-    /// else the reference kernel. The environment variable HIPFP8_GROUPED_GEMM_BACKEND
-    /// (auto / reference / library) can override AUTO.
-    HIPFP8_GEMM_BACKEND_AUTO = 0,
-    /// The portable reference kernel (every format pair and shape).
-    HIPFP8_GEMM_BACKEND_REFERENCE = 1,
-    /// The vendor library only: a call it cannot take is NOT_SUPPORTED.
-    HIPFP8_GEMM_BACKEND_LIBRARY = 2,
+c_enum! {
+    /// Which grouped-GEMM implementation a GPU context runs (ignored on the CPU).
+    hipfp8_gemm_backend => GemmBackend {
+        /// The vendor library when it supports the call (formats, shape and alignment rules),
+        /// else the reference kernel. The environment variable HIPFP8_GROUPED_GEMM_BACKEND
+        /// (auto / reference / library) can override AUTO.
+        HIPFP8_GEMM_BACKEND_AUTO = 0 => GemmBackend::Auto,
+        /// The portable reference kernel (every format pair and shape).
+        HIPFP8_GEMM_BACKEND_REFERENCE = 1 => GemmBackend::Reference,
+        /// The vendor library only: a call it cannot take is NOT_SUPPORTED.
+        HIPFP8_GEMM_BACKEND_LIBRARY = 2 => GemmBackend::Library,
+    }
 }
 
 c_desc! {
@@ -131,38 +131,38 @@ gemm_desc! {
         Blockwise2D3D { m, n, k };
 }
 
-/// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_gemm_impl {
-    /// A CPU context: the host reference.
-    HIPFP8_GEMM_IMPL_CPU = 0,
-    /// The portable GPU reference kernel (every format pair and shape; slow).
-    HIPFP8_GEMM_IMPL_REFERENCE = 1,
-    /// CUTLASS on NVIDIA sm_90.
-    HIPFP8_GEMM_IMPL_CUTLASS_SM90 = 2,
-    /// Composable Kernel on gfx942 (MI300X/MI325X).
-    HIPFP8_GEMM_IMPL_CK_GFX942 = 3,
-    /// Composable Kernel on gfx950 (MI355X).
-    HIPFP8_GEMM_IMPL_CK_GFX950 = 4,
+c_enum! {
+    /// Which implementation a grouped GEMM runs (`hipfp8_grouped_gemm_2d3d_plan`).
+    hipfp8_gemm_impl {
+        /// A CPU context: the host reference.
+        HIPFP8_GEMM_IMPL_CPU = 0,
+        /// The portable GPU reference kernel (every format pair and shape; slow).
+        HIPFP8_GEMM_IMPL_REFERENCE = 1,
+        /// CUTLASS on NVIDIA sm_90.
+        HIPFP8_GEMM_IMPL_CUTLASS_SM90 = 2,
+        /// Composable Kernel on gfx942 (MI300X/MI325X).
+        HIPFP8_GEMM_IMPL_CK_GFX942 = 3,
+        /// Composable Kernel on gfx950 (MI355X).
+        HIPFP8_GEMM_IMPL_CK_GFX950 = 4,
+    }
 }
 
-/// Why a grouped GEMM runs the reference kernel (`hipfp8_grouped_gemm_2d3d_plan`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_gemm_reason {
-    /// Not the reference kernel (or a CPU context).
-    HIPFP8_GEMM_REASON_NONE = 0,
-    /// HIPFP8_GEMM_BACKEND_REFERENCE, or HIPFP8_GROUPED_GEMM_BACKEND=reference.
-    HIPFP8_GEMM_REASON_REQUESTED = 1,
-    /// No library for this device in this build.
-    HIPFP8_GEMM_REASON_NO_LIBRARY = 2,
-    /// The library has no instance for this format pair.
-    HIPFP8_GEMM_REASON_FORMAT_PAIR = 3,
-    /// A whole-call shape rule of the library (K % 16, N % 8, Mt % 16, extents).
-    HIPFP8_GEMM_REASON_SHAPE = 4,
-    /// a, b or out is not 16-byte aligned.
-    HIPFP8_GEMM_REASON_ALIGNMENT = 5,
+c_enum! {
+    /// Why a grouped GEMM runs the reference kernel (`hipfp8_grouped_gemm_2d3d_plan`).
+    hipfp8_gemm_reason {
+        /// Not the reference kernel (or a CPU context).
+        HIPFP8_GEMM_REASON_NONE = 0,
+        /// HIPFP8_GEMM_BACKEND_REFERENCE, or HIPFP8_GROUPED_GEMM_BACKEND=reference.
+        HIPFP8_GEMM_REASON_REQUESTED = 1,
+        /// No library for this device in this build.
+        HIPFP8_GEMM_REASON_NO_LIBRARY = 2,
+        /// The library has no instance for this format pair.
+        HIPFP8_GEMM_REASON_FORMAT_PAIR = 3,
+        /// A whole-call shape rule of the library (K % 16, N % 8, Mt % 16, extents).
+        HIPFP8_GEMM_REASON_SHAPE = 4,
+        /// a, b or out is not 16-byte aligned.
+        HIPFP8_GEMM_REASON_ALIGNMENT = 5,
+    }
 }
 
 fn impl_code(imp: GemmImpl) -> u32 {
@@ -268,15 +268,7 @@ c_fns! {
 
 /// A `hipfp8_gemm_backend` value as a [`GemmBackend`].
 pub(crate) fn gemm_backend_of(v: u32) -> Option<GemmBackend> {
-    const AUTO: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO as u32;
-    const REFERENCE: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE as u32;
-    const LIBRARY: u32 = hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_LIBRARY as u32;
-    match v {
-        AUTO => Some(GemmBackend::Auto),
-        REFERENCE => Some(GemmBackend::Reference),
-        LIBRARY => Some(GemmBackend::Library),
-        _ => None,
-    }
+    hipfp8_gemm_backend::value(v)
 }
 
 fn gemm_backend(v: u32) -> Result<GemmBackend, FfiError> {

@@ -46,6 +46,41 @@
 // C signatures carry one (pointer, count) pair per buffer.
 #![allow(clippy::too_many_arguments)]
 
+/// Declares a C enum: `NAME { VARIANT = VALUE, ... }` (each with its doc comment) becomes the
+/// `#[repr(u32)]` enum. `NAME => T { VARIANT = VALUE => EXPR, ... }` also gives
+/// `NAME::from_u32` (the variant of a value) and `NAME::value` (its EXPR, a `T`): what a
+/// `uint32_t` field or parameter holding a value of the enum means.
+macro_rules! c_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $n:literal,)+ }) => {
+        $(#[$doc])*
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vdoc])* $v = $n,)+
+        }
+    };
+    ($(#[$doc:meta])* $name:ident => $t:ty {
+        $($(#[$vdoc:meta])* $v:ident = $n:literal => $val:expr,)+
+    }) => {
+        c_enum! { $(#[$doc])* $name { $($(#[$vdoc])* $v = $n,)+ } }
+        impl $name {
+            /// The variant whose value is `v`.
+            pub(crate) const fn from_u32(v: u32) -> Option<Self> {
+                $(if v == $n {
+                    return Some(Self::$v);
+                })+
+                None
+            }
+            /// What the value `v` means.
+            pub(crate) fn value(v: u32) -> Option<$t> {
+                Some(match Self::from_u32(v)? {
+                    $(Self::$v => $val,)+
+                })
+            }
+        }
+    };
+}
+
 /// Writes op exports. An export is its doc comment and `fn NAME(DESC) = BODY(DECL)`; a
 /// group of consecutive exports with the same buffers is written
 /// `fn ..., fn ...: (buf[count]: POINTER, ...);` (a grouped GEMM adds

@@ -10,14 +10,14 @@ use crate::error::Error;
 use crate::mx;
 use crate::params::{MxParams, MxRounding};
 
-/// How an MX block's E8M0 scale exponent is chosen from its amax.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_mx_rounding {
-    /// `e = floor(log2(amax)) - emax_elem` (the OCP MX spec; torchao's default).
-    HIPFP8_MX_ROUNDING_FLOOR = 0,
-    /// `e = ceil(log2(amax / max_elem))` (never saturates; NVIDIA's recipe).
-    HIPFP8_MX_ROUNDING_RCEIL = 1,
+c_enum! {
+    /// How an MX block's E8M0 scale exponent is chosen from its amax.
+    hipfp8_mx_rounding => MxRounding {
+        /// `e = floor(log2(amax)) - emax_elem` (the OCP MX spec; torchao's default).
+        HIPFP8_MX_ROUNDING_FLOOR = 0 => MxRounding::Floor,
+        /// `e = ceil(log2(amax / max_elem))` (never saturates; NVIDIA's recipe).
+        HIPFP8_MX_ROUNDING_RCEIL = 1 => MxRounding::Rceil,
+    }
 }
 
 c_desc! {
@@ -49,18 +49,11 @@ impl CastDesc for hipfp8_mxfp8_desc {
 }
 
 fn mx_params(format: u32, rounding: u32) -> Result<MxParams, FfiError> {
-    const FLOOR: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_FLOOR as u32;
-    const RCEIL: u32 = hipfp8_mx_rounding::HIPFP8_MX_ROUNDING_RCEIL as u32;
-    let r = match rounding {
-        FLOOR => MxRounding::Floor,
-        RCEIL => MxRounding::Rceil,
-        v => {
-            return Err(Error::InvalidEnum(format!(
-                "rounding = {v} is not a hipfp8_mx_rounding (FLOOR = 0, RCEIL = 1)"
-            ))
-            .into());
-        }
-    };
+    let r = hipfp8_mx_rounding::value(rounding).ok_or_else(|| {
+        Error::InvalidEnum(format!(
+            "rounding = {rounding} is not a hipfp8_mx_rounding (FLOOR = 0, RCEIL = 1)"
+        ))
+    })?;
     Ok(MxParams::new(format_choice(format)?, r))
 }
 

@@ -8,106 +8,85 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::error::Error;
 
-/// Result of every fallible call. The values are part of the ABI and never change; new
-/// codes are only appended.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum hipfp8_status {
-    HIPFP8_STATUS_SUCCESS = 0,
-    /// The context is NULL, already destroyed, or not a context at all.
-    HIPFP8_STATUS_INVALID_HANDLE = 1,
-    /// A required pointer (buffer, descriptor, out-parameter) is NULL.
-    HIPFP8_STATUS_NULL_POINTER = 2,
-    /// A descriptor's `size` field is not the size of a descriptor version this library knows.
-    HIPFP8_STATUS_INVALID_DESCRIPTOR = 3,
-    /// An enum value (format, dtype, backend, mode) or flag bit that is not defined.
-    HIPFP8_STATUS_INVALID_ENUM = 4,
-    /// A dimension or combination of dimensions is not allowed (e.g. a reduced dim of 0).
-    HIPFP8_STATUS_INVALID_SHAPE = 5,
-    /// A product of dimensions (or a byte count) does not fit the address space / indices.
-    HIPFP8_STATUS_SIZE_OVERFLOW = 6,
-    /// The requested layout is not supported by this op.
-    HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED = 7,
-    /// Group offsets are negative, decreasing, or past the grouped extent.
-    HIPFP8_STATUS_INVALID_OFFSETS = 8,
-    /// Two arguments disagree on the number of groups.
-    HIPFP8_STATUS_GROUP_COUNT_MISMATCH = 9,
-    /// The format is valid but not usable by this op (e.g. FNUZ for MXFP8).
-    HIPFP8_STATUS_UNSUPPORTED_FORMAT = 10,
-    /// An output buffer holds fewer elements than the op writes.
-    HIPFP8_STATUS_OUTPUT_TOO_SMALL = 11,
-    /// An input buffer holds fewer elements than the op reads.
-    HIPFP8_STATUS_INPUT_TOO_SMALL = 12,
-    /// A pointer is not aligned to its element type.
-    HIPFP8_STATUS_MISALIGNED = 13,
-    /// Host memory given to a GPU context, or device memory to a CPU context.
-    HIPFP8_STATUS_WRONG_LOCATION = 14,
-    /// The requested backend or device is not available in this build or on this machine.
-    HIPFP8_STATUS_BACKEND_UNAVAILABLE = 15,
-    /// The GPU runtime reported an error (the message has its code and text).
-    HIPFP8_STATUS_DEVICE_ERROR = 16,
-    /// The op is not implemented on this backend, or a GPU launcher cannot take the arguments
-    /// (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
-    /// backend, docs/OPS.md).
-    HIPFP8_STATUS_NOT_SUPPORTED = 17,
-    /// A bug in hipfp8 (a caught panic); the message says where.
-    HIPFP8_STATUS_INTERNAL_ERROR = 18,
-    /// Two buffers of the call overlap and at least one of them is an output (inputs may
-    /// share memory with each other).
-    HIPFP8_STATUS_OVERLAPPING_BUFFERS = 19,
-    /// Memory the library allocates for the call (CPU scratch, a GPU workspace) could not be
-    /// had; nothing was written and the context stays usable.
-    HIPFP8_STATUS_OUT_OF_MEMORY = 20,
+c_enum! {
+    /// Result of every fallible call. The values are part of the ABI and never change; new
+    /// codes are only appended.
+    // `value`: the static description of a status (hipfp8_status_string).
+    hipfp8_status => &'static std::ffi::CStr {
+        HIPFP8_STATUS_SUCCESS = 0 => c"success",
+        /// The context is NULL, already destroyed, or not a context at all.
+        HIPFP8_STATUS_INVALID_HANDLE = 1 => c"invalid context handle (NULL or destroyed)",
+        /// A required pointer (buffer, descriptor, out-parameter) is NULL.
+        HIPFP8_STATUS_NULL_POINTER = 2 => c"required pointer is NULL",
+        /// A descriptor's `size` field is not the size of a descriptor version this library knows.
+        HIPFP8_STATUS_INVALID_DESCRIPTOR = 3 => c"descriptor size field does not match",
+        /// An enum value (format, dtype, backend, mode) or flag bit that is not defined.
+        HIPFP8_STATUS_INVALID_ENUM = 4 => c"unknown enum value or flag",
+        /// A dimension or combination of dimensions is not allowed (e.g. a reduced dim of 0).
+        HIPFP8_STATUS_INVALID_SHAPE = 5 => c"invalid shape",
+        /// A product of dimensions (or a byte count) does not fit the address space / indices.
+        HIPFP8_STATUS_SIZE_OVERFLOW = 6 => c"size overflow",
+        /// The requested layout is not supported by this op.
+        HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED = 7 => c"layout not supported",
+        /// Group offsets are negative, decreasing, or past the grouped extent.
+        HIPFP8_STATUS_INVALID_OFFSETS = 8 => c"invalid group offsets",
+        /// Two arguments disagree on the number of groups.
+        HIPFP8_STATUS_GROUP_COUNT_MISMATCH = 9 => c"group count mismatch",
+        /// The format is valid but not usable by this op (e.g. FNUZ for MXFP8).
+        HIPFP8_STATUS_UNSUPPORTED_FORMAT = 10 => c"format not supported by this op",
+        /// An output buffer holds fewer elements than the op writes.
+        HIPFP8_STATUS_OUTPUT_TOO_SMALL = 11 => c"output buffer too small",
+        /// An input buffer holds fewer elements than the op reads.
+        HIPFP8_STATUS_INPUT_TOO_SMALL = 12 => c"input buffer too small",
+        /// A pointer is not aligned to its element type.
+        HIPFP8_STATUS_MISALIGNED = 13 => c"misaligned pointer",
+        /// Host memory given to a GPU context, or device memory to a CPU context.
+        HIPFP8_STATUS_WRONG_LOCATION = 14 => c"memory on the wrong device (host vs GPU)",
+        /// The requested backend or device is not available in this build or on this machine.
+        HIPFP8_STATUS_BACKEND_UNAVAILABLE = 15 => c"backend or device unavailable",
+        /// The GPU runtime reported an error (the message has its code and text).
+        HIPFP8_STATUS_DEVICE_ERROR = 16 => c"GPU runtime error",
+        /// The op is not implemented on this backend, or a GPU launcher cannot take the arguments
+        /// (the one such limit: more than 2^31 - 1 groups; any smaller group count works on every
+        /// backend, docs/OPS.md).
+        HIPFP8_STATUS_NOT_SUPPORTED = 17 => c"not supported on this backend",
+        /// A bug in hipfp8 (a caught panic); the message says where.
+        HIPFP8_STATUS_INTERNAL_ERROR = 18 => c"internal error in hipfp8",
+        /// Two buffers of the call overlap and at least one of them is an output (inputs may
+        /// share memory with each other).
+        HIPFP8_STATUS_OVERLAPPING_BUFFERS = 19 => c"buffers of the call overlap",
+        /// Memory the library allocates for the call (CPU scratch, a GPU workspace) could not be
+        /// had; nothing was written and the context stays usable.
+        HIPFP8_STATUS_OUT_OF_MEMORY = 20 => c"out of memory",
+    }
 }
 
 use hipfp8_status as S;
 
-/// Every status with its static description, in value order.
-#[rustfmt::skip]
-const DESCRIPTIONS: [(hipfp8_status, &std::ffi::CStr); 21] = [
-    (S::HIPFP8_STATUS_SUCCESS, c"success"),
-    (S::HIPFP8_STATUS_INVALID_HANDLE, c"invalid context handle (NULL or destroyed)"),
-    (S::HIPFP8_STATUS_NULL_POINTER, c"required pointer is NULL"),
-    (S::HIPFP8_STATUS_INVALID_DESCRIPTOR, c"descriptor size field does not match"),
-    (S::HIPFP8_STATUS_INVALID_ENUM, c"unknown enum value or flag"),
-    (S::HIPFP8_STATUS_INVALID_SHAPE, c"invalid shape"),
-    (S::HIPFP8_STATUS_SIZE_OVERFLOW, c"size overflow"),
-    (S::HIPFP8_STATUS_LAYOUT_NOT_SUPPORTED, c"layout not supported"),
-    (S::HIPFP8_STATUS_INVALID_OFFSETS, c"invalid group offsets"),
-    (S::HIPFP8_STATUS_GROUP_COUNT_MISMATCH, c"group count mismatch"),
-    (S::HIPFP8_STATUS_UNSUPPORTED_FORMAT, c"format not supported by this op"),
-    (S::HIPFP8_STATUS_OUTPUT_TOO_SMALL, c"output buffer too small"),
-    (S::HIPFP8_STATUS_INPUT_TOO_SMALL, c"input buffer too small"),
-    (S::HIPFP8_STATUS_MISALIGNED, c"misaligned pointer"),
-    (S::HIPFP8_STATUS_WRONG_LOCATION, c"memory on the wrong device (host vs GPU)"),
-    (S::HIPFP8_STATUS_BACKEND_UNAVAILABLE, c"backend or device unavailable"),
-    (S::HIPFP8_STATUS_DEVICE_ERROR, c"GPU runtime error"),
-    (S::HIPFP8_STATUS_NOT_SUPPORTED, c"not supported on this backend"),
-    (S::HIPFP8_STATUS_INTERNAL_ERROR, c"internal error in hipfp8"),
-    (S::HIPFP8_STATUS_OVERLAPPING_BUFFERS, c"buffers of the call overlap"),
-    (S::HIPFP8_STATUS_OUT_OF_MEMORY, c"out of memory"),
-];
+/// The number of statuses.
+const COUNT: usize = 21;
 
-/// The statuses of [`DESCRIPTIONS`], in value order.
-const fn statuses() -> [hipfp8_status; 21] {
-    let mut all = [S::HIPFP8_STATUS_SUCCESS; 21];
+/// The statuses, in value order (checked: the values are 0..COUNT).
+const fn statuses() -> [hipfp8_status; COUNT] {
+    let mut all = [S::HIPFP8_STATUS_SUCCESS; COUNT];
     let mut i = 0;
-    while i < all.len() {
-        assert!(DESCRIPTIONS[i].0 as usize == i, "in value order");
-        all[i] = DESCRIPTIONS[i].0;
+    while i < COUNT {
+        all[i] = match hipfp8_status::from_u32(i as u32) {
+            Some(s) => s,
+            None => panic!("status values are 0..COUNT"),
+        };
         i += 1;
     }
+    assert!(
+        hipfp8_status::from_u32(COUNT as u32).is_none(),
+        "COUNT statuses"
+    );
     all
 }
 
 impl hipfp8_status {
     /// Every status, in value order (tests check values and strings against this).
-    pub const ALL: [hipfp8_status; 21] = statuses();
-
-    /// The static NUL-terminated description of a status.
-    fn c_str(self) -> &'static std::ffi::CStr {
-        DESCRIPTIONS[self as usize].1
-    }
+    pub const ALL: [hipfp8_status; COUNT] = statuses();
 }
 
 /// Why an entry point failed: an op's [`Error`] or a failure only the C boundary has.
@@ -234,9 +213,8 @@ pub(crate) fn guard(
 /// values give "unknown hipfp8_status"). Does not touch the last-error message.
 #[unsafe(no_mangle)]
 pub extern "C" fn hipfp8_status_string(status: u32) -> *const c_char {
-    hipfp8_status::ALL
-        .get(status as usize)
-        .map_or(c"unknown hipfp8_status", |s| s.c_str())
+    hipfp8_status::value(status)
+        .unwrap_or(c"unknown hipfp8_status")
         .as_ptr()
 }
 
