@@ -59,15 +59,21 @@ macro_rules! descriptor {
 }
 pub(crate) use descriptor;
 
-/// Declares descriptors: `NAME { FIELD: TYPE, ... }` (each with its doc comment) becomes the
-/// `#[repr(C)]` struct whose first field is `size` (documented `sizeof(NAME)`) followed by
-/// the fields, and its [`Descriptor`] impl. `NAME, NAME2 { ... }` declares several with the
-/// same fields. `NAME: cast("X", "OUT") { ... }` is a scale-and-cast descriptor: `size`, then
-/// `input_dtype` (the `hipfp8_dtype` of X), `format` (the `hipfp8_format` of OUT) and `flags`,
-/// then the fields, with its [`CastDesc`] impl (those fields, [`cast_params`]). Every field
-/// must be an integer (the [`Descriptor`] contract).
+/// Declares descriptors, one after another: `NAME { FIELD: TYPE, ... }` (each with its doc
+/// comment) becomes the `#[repr(C)]` struct whose first field is `size` (documented
+/// `sizeof(NAME)`) followed by the fields, and its [`Descriptor`] impl. Heads shared by a
+/// family come before the fields:
+/// * `NAME: cast("X", "OUT") { ... }`: a scale-and-cast descriptor, `input_dtype` (the
+///   `hipfp8_dtype` of X), `format` (the `hipfp8_format` of OUT) and `flags`, with its
+///   [`CastDesc`] impl ([`cast_params`]);
+/// * `NAME: cast_dual { ... }`: two inputs x1 and x2 sharing m, `cast("x1", "both outputs")`
+///   then `input_dtype2`, `m`, `k1` and `k2`;
+/// * `NAME: gemm { ... }`: a grouped GEMM, `a_format`, `b_format` and `backend`.
+///
+/// Every field must be an integer (the [`Descriptor`] contract).
 macro_rules! c_desc {
-    ($(#[$doc:meta])* $name:ident: cast($x:literal, $out:literal) { $($body:tt)* }) => {
+    () => {};
+    ($(#[$doc:meta])* $name:ident: cast($x:literal, $out:literal) { $($body:tt)* } $($rest:tt)*) => {
         $crate::ffi::args::c_desc! {
             $(#[$doc])*
             $name {
@@ -81,11 +87,41 @@ macro_rules! c_desc {
             }
         }
         $crate::ffi::args::cast_desc!($name);
+        $crate::ffi::args::c_desc! { $($rest)* }
     };
-    ($($(#[$doc:meta])* $name:ident),+ $body:tt) => {
-        $($crate::ffi::args::c_desc!(@struct $(#[$doc])* $name $body);)+
+    ($(#[$doc:meta])* $name:ident: cast_dual { $($body:tt)* } $($rest:tt)*) => {
+        $crate::ffi::args::c_desc! {
+            $(#[$doc])*
+            $name: cast("x1", "both outputs") {
+                /// `hipfp8_dtype` of x2.
+                input_dtype2: u32,
+                /// Rows of both inputs (the grouped dimension).
+                m: usize,
+                /// Columns of x1.
+                k1: usize,
+                /// Columns of x2.
+                k2: usize,
+                $($body)*
+            }
+            $($rest)*
+        }
     };
-    (@struct $(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $f:ident: $t:ty,)* }) => {
+    ($(#[$doc:meta])* $name:ident: gemm { $($body:tt)* } $($rest:tt)*) => {
+        $crate::ffi::args::c_desc! {
+            $(#[$doc])*
+            $name {
+                /// `hipfp8_format` of a.
+                a_format: u32,
+                /// `hipfp8_format` of b.
+                b_format: u32,
+                /// `hipfp8_gemm_backend`.
+                backend: u32,
+                $($body)*
+            }
+            $($rest)*
+        }
+    };
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $f:ident: $t:ty,)* } $($rest:tt)*) => {
         $(#[$doc])*
         #[repr(C)]
         #[derive(Clone, Copy, Debug)]
@@ -95,6 +131,7 @@ macro_rules! c_desc {
             $($(#[$fdoc])* pub $f: $t,)*
         }
         $crate::ffi::args::descriptor!($name);
+        $crate::ffi::args::c_desc! { $($rest)* }
     };
 }
 pub(crate) use c_desc;

@@ -40,13 +40,7 @@ c_enum! {
 c_desc! {
     /// 2D x 3D grouped GEMM, groups along m (forward and dgrad): a (m, k) row-major,
     /// b (e, k, n) column-major `b[e_i*n*k + n_i*k + k_i]`, one group per expert.
-    hipfp8_grouped_gemm_2d3d_desc {
-        /// `hipfp8_format` of a.
-        a_format: u32,
-        /// `hipfp8_format` of b.
-        b_format: u32,
-        /// `hipfp8_gemm_backend`.
-        backend: u32,
+    hipfp8_grouped_gemm_2d3d_desc: gemm {
         /// Rows of a and out (all groups).
         m: usize,
         /// Reduced dimension.
@@ -56,18 +50,10 @@ c_desc! {
         /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
         e: usize,
     }
-}
 
-c_desc! {
     /// 2D x 2D grouped GEMM, groups along the reduced dimension mt (wgrad): a (n, mt) row-major,
     /// b (mt, k) column-major `b[k_i*mt + m_i]`, out (num_groups, n, k).
-    hipfp8_grouped_gemm_2d2d_desc {
-        /// `hipfp8_format` of a.
-        a_format: u32,
-        /// `hipfp8_format` of b.
-        b_format: u32,
-        /// `hipfp8_gemm_backend`.
-        backend: u32,
+    hipfp8_grouped_gemm_2d2d_desc: gemm {
         /// Rows of a.
         n: usize,
         /// The grouped, reduced dimension (tokens).
@@ -75,18 +61,10 @@ c_desc! {
         /// Columns of b.
         k: usize,
     }
-}
 
-c_desc! {
     /// Blockwise-scaled 2D x 3D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d3d`): the operands
     /// of `hipfp8_grouped_gemm_2d3d`, scales per 1 x 128 block of a and 128 x 128 block of b.
-    hipfp8_grouped_gemm_blockwise_2d3d_desc {
-        /// `hipfp8_format` of a.
-        a_format: u32,
-        /// `hipfp8_format` of b.
-        b_format: u32,
-        /// `hipfp8_gemm_backend`.
-        backend: u32,
+    hipfp8_grouped_gemm_blockwise_2d3d_desc: gemm {
         /// Rows of a and out (all groups).
         m: usize,
         /// Reduced dimension.

@@ -25,9 +25,7 @@ c_desc! {
         /// Columns (the contiguous dimension).
         k: usize,
     }
-}
 
-c_desc! {
     /// A 3D expert-weight problem: x is (e, k, n) column-major, `x[e*k*n + n_i*k + k_i]`.
     /// Used by `hipfp8_colwise_3d` and `hipfp8_rowwise_3d_transpose_rhs`.
     hipfp8_cast_3d_desc: cast("x", "the output") {
@@ -38,32 +36,18 @@ c_desc! {
         /// Columns of each expert matrix.
         n: usize,
     }
-}
 
-c_desc! {
     /// Two per-group colwise casts sharing m and the offsets (`hipfp8_per_group_colwise_dual`):
     /// x1 is (m, k1), x2 is (m, k2), both row-major.
-    hipfp8_cast_dual_desc: cast("x1", "both outputs") {
-        /// `hipfp8_dtype` of x2.
-        input_dtype2: u32,
-        /// Rows of both inputs (the grouped dimension).
-        m: usize,
-        /// Columns of x1.
-        k1: usize,
-        /// Columns of x2.
-        k2: usize,
+    hipfp8_cast_dual_desc: cast_dual {
     }
-}
 
-c_desc! {
     /// A tensorwise cast of n elements (`hipfp8_tensorwise`).
     hipfp8_tensorwise_desc: cast("x", "the output") {
         /// Elements.
         n: usize,
     }
-}
 
-c_desc! {
     /// A rowwise cast that pads token groups to multiples of 16 rows
     /// (`hipfp8_rowwise_2d_padded`): x is (m, k) row-major, the output has m_cap rows.
     hipfp8_padded_desc: cast("x", "the output") {
@@ -75,21 +59,11 @@ c_desc! {
         /// can size it without reading the offsets).
         m_cap: usize,
     }
-}
 
-c_desc! {
     /// The dual per-group colwise cast into the padded layout
     /// (`hipfp8_per_group_colwise_dual_padded`): x1 is (m, k1), x2 is (m, k2), both row-major;
     /// the outputs have m_cap rows (tokens).
-    hipfp8_cast_dual_padded_desc: cast("x1", "both outputs") {
-        /// `hipfp8_dtype` of x2.
-        input_dtype2: u32,
-        /// Rows of both inputs (the grouped dimension).
-        m: usize,
-        /// Columns of x1.
-        k1: usize,
-        /// Columns of x2.
-        k2: usize,
+    hipfp8_cast_dual_padded_desc: cast_dual {
         /// Rows (tokens) of the padded outputs; must be >= m + 15 * num_groups and a multiple of
         /// 16: pass round_up(m + 15 * num_groups, 16).
         m_cap: usize,

@@ -49,9 +49,7 @@ c_desc! {
         backend: u32,
         m: usize, d: usize, i: usize, e: usize,
     }
-}
 
-c_desc! {
     /// One grouped linear layer (`hipfp8_grouped_linear_forward` / `_backward`): x (m, k) grouped
     /// by e END offsets times W (e, k, n) column-major (`w[e_i*k*n + n_i*k + k_i]`, torch's
     /// (e, n, k) row-major), y (m, n).
@@ -68,9 +66,7 @@ c_desc! {
         backend: u32,
         m: usize, k: usize, n: usize, e: usize,
     }
-}
 
-c_desc! {
     /// `hipfp8_scale_reciprocal`: n scales.
     hipfp8_scale_reciprocal_desc {
         n: usize,
