@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use half::bf16;
+
 use super::args::{self, Views, c_desc, format_choice};
 use super::context::{self, hipfp8_context};
 use super::grouped_gemm::gemm_backend_of;
@@ -30,7 +32,7 @@ use super::types::{hipStream_t, hipfp8_flag};
 use crate::context::Context;
 use crate::error::Error;
 use crate::recipe::{self, ExpertsShape, LinearShape, NoParams, RecipeParams, WeightCache};
-use crate::view::{HpSrc, StreamRef};
+use crate::view::{Dst, HpSrc, Src, StreamRef};
 
 c_desc! {
     /// The experts block (`hipfp8_moe_experts_forward` / `_backward`): m routed tokens grouped by
@@ -417,6 +419,22 @@ fn forward<D: RecipeDesc>(
     })
 }
 
+/// The buffers a forward reads and writes first: x (of the descriptor's dtype), the offsets
+/// and y.
+type ForwardIo = ((*const c_void, usize), (*const i32, usize), (*mut u16, usize));
+
+/// The views of [`ForwardIo`], made in that order.
+fn forward_io<'a, D: RecipeDesc>(
+    v: &Views,
+    d: &D,
+    ((x, x_len), (offs, num_groups), (y, y_len)): ForwardIo,
+) -> Result<(HpSrc<'a>, Src<'a, i32>, Dst<'a, bf16>), FfiError> {
+    let x = v.hp("x", d.dtype(), x, x_len)?;
+    let offs = v.src("offs", offs, num_groups)?;
+    let y = v.dst("y", y.cast(), y_len)?;
+    Ok((x, offs, y))
+}
+
 /// A backward call: [`call`] under the panic guard.
 fn backward<D: RecipeDesc>(
     name: &'static str,
@@ -441,14 +459,12 @@ c_fns! {
         /// the cache generation it used to `generation`.
         fn hipfp8_moe_experts_forward(desc: hipfp8_moe_experts_desc) =
             forward(cache, generation, |c, d, p, v, wc| {
-            let x = v.hp("x", d.dtype(), x, x_len)?;
-            let offs = v.src("offs", offs, num_groups)?;
-            let y = v.dst("y", y.cast(), y_len)?;
-            let saved = v.dst("saved", saved, saved_len)?;
-            let ws = v.dst("workspace", workspace, workspace_len)?;
-            let s = StreamRef(stream.cast());
-            Ok(c.moe_experts_forward(&p, experts_shape(d), wc, x, offs, y, saved, ws, s)?)
-        });
+                let (x, offs, y) = forward_io(v, d, ((x, x_len), (offs, num_groups), (y, y_len)))?;
+                let saved = v.dst("saved", saved, saved_len)?;
+                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let s = StreamRef(stream.cast());
+                Ok(c.moe_experts_forward(&p, experts_shape(d), wc, x, offs, y, saved, ws, s)?)
+            });
     }
     (
         cache: *const hipfp8_weight_cache, generation: u64, saved: *const u8, saved_len: usize,
@@ -464,17 +480,17 @@ c_fns! {
         /// refreshed since that forward.
         fn hipfp8_moe_experts_backward(desc: hipfp8_moe_experts_desc) =
             backward(cache, |c, d, p, v, wc| {
-            let saved = v.src("saved", saved, saved_len)?;
-            let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
-            let offs = v.src("offs", offs, num_groups)?;
-            let dx = v.dst("dx", dx.cast(), dx_len)?;
-            let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
-            let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
-            let ws = v.dst("workspace", workspace, workspace_len)?;
-            let s = StreamRef(stream.cast());
-            let sh = experts_shape(d);
-            Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
-        });
+                let saved = v.src("saved", saved, saved_len)?;
+                let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
+                let offs = v.src("offs", offs, num_groups)?;
+                let dx = v.dst("dx", dx.cast(), dx_len)?;
+                let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
+                let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
+                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let s = StreamRef(stream.cast());
+                let sh = experts_shape(d);
+                Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
+            });
     }
     (
         cache: *const hipfp8_weight_cache, x: *const c_void, x_len: usize, offs: *const i32,
@@ -487,13 +503,11 @@ c_fns! {
         /// `generation`.
         fn hipfp8_grouped_linear_forward(desc: hipfp8_grouped_linear_desc) =
             forward(cache, generation, |c, d, p, v, wc| {
-            let x = v.hp("x", d.dtype(), x, x_len)?;
-            let offs = v.src("offs", offs, num_groups)?;
-            let y = v.dst("y", y.cast(), y_len)?;
-            let ws = v.dst("workspace", workspace, workspace_len)?;
-            let s = StreamRef(stream.cast());
-            Ok(c.grouped_linear_forward(&p, linear_shape(d), wc, x, offs, y, ws, s)?)
-        });
+                let (x, offs, y) = forward_io(v, d, ((x, x_len), (offs, num_groups), (y, y_len)))?;
+                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let s = StreamRef(stream.cast());
+                Ok(c.grouped_linear_forward(&p, linear_shape(d), wc, x, offs, y, ws, s)?)
+            });
     }
     (
         cache: *const hipfp8_weight_cache, generation: u64, x: *const c_void, x_len: usize,
@@ -507,15 +521,15 @@ c_fns! {
         /// returned.
         fn hipfp8_grouped_linear_backward(desc: hipfp8_grouped_linear_desc) =
             backward(cache, |c, d, p, v, wc| {
-            let x = v.hp("x", d.dtype(), x, x_len)?;
-            let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
-            let offs = v.src("offs", offs, num_groups)?;
-            let dx = v.dst("dx", dx.cast(), dx_len)?;
-            let dw = v.dst("dw", dw.cast(), dw_len)?;
-            let ws = v.dst("workspace", workspace, workspace_len)?;
-            let s = StreamRef(stream.cast());
-            let sh = linear_shape(d);
-            Ok(c.grouped_linear_backward(&p, sh, wc, generation, x, dy, offs, dx, dw, ws, s)?)
-        });
+                let x = v.hp("x", d.dtype(), x, x_len)?;
+                let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
+                let offs = v.src("offs", offs, num_groups)?;
+                let dx = v.dst("dx", dx.cast(), dx_len)?;
+                let dw = v.dst("dw", dw.cast(), dw_len)?;
+                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let s = StreamRef(stream.cast());
+                let sh = linear_shape(d);
+                Ok(c.grouped_linear_backward(&p, sh, wc, generation, x, dy, offs, dx, dw, ws, s)?)
+            });
     }
 }
