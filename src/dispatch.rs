@@ -607,22 +607,25 @@ macro_rules! op_methods {
 pub(crate) use op_methods;
 
 /// The CPU arm of a cast with one high-precision input `x`, FP8 `out` and `scales`:
-/// `$f(fmt, p.$param, <dims of the shape>, x, out, scales)` (a reference that returns
-/// nothing), or with `offs` read before the outputs, `$f(fmt, p.$param, <dims>, x, offs, out,
-/// scales)` (a reference that checks the offsets).
+/// `$f($rule(fmt, p.$param), shape, x, Scaled(out, scales))` (a reference that returns
+/// nothing), or with `offs`, `$f($rule(fmt, p.$param), Grouped { m, k, x, offs },
+/// Scaled(out, scales))` (a reference that checks the offsets).
 macro_rules! cast_cpu {
-    ($f:path, $param:ident, ($($dim:ident),+)) => {
-        |p, fmt, &($($dim),+), h| {
-            let (out, scales) = (h.dst("out"), h.dst("scales"));
-            $crate::view::with_hp!(h.hp("x"), |x| $f(fmt, p.$param, $($dim,)+ x, out, scales));
+    ($f:path, $rule:path, $param:ident) => {
+        |p, fmt, &shape, h| {
+            let out = $crate::reference::Scaled::new(h.dst("out"), h.dst("scales"));
+            let rule = $rule(fmt, p.$param);
+            $crate::view::with_hp!(h.hp("x"), |x| $f(rule, shape, x, out));
             Ok(())
         }
     };
-    ($f:path, $param:ident, ($($dim:ident),+), offs) => {
-        |p, fmt, &($($dim),+), h| {
-            let (offs, out, scales) = (h.src("offs"), h.dst("out"), h.dst("scales"));
+    ($f:path, $rule:path, $param:ident, offs) => {
+        |p, fmt, &(m, k), h| {
+            let offs = h.src("offs");
+            let out = $crate::reference::Scaled::new(h.dst("out"), h.dst("scales"));
+            let rule = $rule(fmt, p.$param);
             $crate::view::with_hp!(h.hp("x"), |x| {
-                $f(fmt, p.$param, $($dim,)+ x, offs, out, scales)
+                $f(rule, $crate::reference::Grouped { m, k, x, offs }, out)
             })
         }
     };

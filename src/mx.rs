@@ -8,6 +8,7 @@ use crate::dispatch::{
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::reference;
+use crate::reference::mx::MxRule;
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::checked_mul;
@@ -67,9 +68,9 @@ const fn mx_decl(
         check: None,
         gpu_run: GpuRun::Checked { noop: empty_mk },
         cpu: if dim1 {
-            cast_cpu!(reference::mx::mxfp8_dim1, rounding, (m, k))
+            cast_cpu!(reference::mx::mxfp8_dim1, MxRule::new, rounding)
         } else {
-            cast_cpu!(reference::mx::mxfp8_dim0, rounding, (m, k))
+            cast_cpu!(reference::mx::mxfp8_dim0, MxRule::new, rounding)
         },
         gpu: if dim1 {
             |_, p, fmt, &s, d, stream| mx_launch(true, p, fmt, s, d, stream)

@@ -12,7 +12,7 @@ use crate::dispatch::{
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
-use crate::reference;
+use crate::reference::{self, Grouped, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::{checked_mul, require_no_pow2};
@@ -117,10 +117,10 @@ impl RowKernel {
             check: None,
             gpu_run: GpuRun::Checked { noop: empty_mk },
             cpu: match self {
-                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
+                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, Rule::new, pow2_scales),
                 RowKernel::Colwise3d => panic!("colwise_3d is declared on its (e, k, n) shape"),
-                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, pow2_scales, (m, k)),
-                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, pow2_scales, (m, k)),
+                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, Rule::new, pow2_scales),
+                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, Rule::new, pow2_scales),
             },
             gpu: match self {
                 RowKernel::Rowwise | RowKernel::Colwise3d => {
@@ -160,9 +160,9 @@ const fn ekn_decl(
         check: None,
         gpu_run: GpuRun::Checked { noop: empty_ekn },
         cpu: if transpose {
-            cast_cpu!(rowwise_3d_transpose_rhs, pow2_scales, (e, k, n))
+            cast_cpu!(rowwise_3d_transpose_rhs, Rule::new, pow2_scales)
         } else {
-            cast_cpu!(colwise_3d, pow2_scales, (e, k, n))
+            cast_cpu!(colwise_3d, Rule::new, pow2_scales)
         },
         gpu: if transpose {
             launch_transpose_rhs
@@ -278,9 +278,9 @@ const fn grouped_decl(
             },
         },
         cpu: if colwise {
-            cast_cpu!(per_group_colwise, pow2_scales, (m, k), offs)
+            cast_cpu!(per_group_colwise, Rule::new, pow2_scales, offs)
         } else {
-            cast_cpu!(per_group_rowwise, pow2_scales, (m, k), offs)
+            cast_cpu!(per_group_rowwise, Rule::new, pow2_scales, offs)
         },
         gpu: if colwise {
             launch_grouped::<true>
@@ -327,16 +327,13 @@ fn dual_cpu(
     h: &mut Host<'_>,
 ) -> Result<()> {
     let offs = h.src("offs");
-    let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
-    let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
-    let pw = p.pow2_scales;
+    let out1 = Scaled::new(h.dst("out1"), h.dst("scales1"));
+    let out2 = Scaled::new(h.dst("out2"), h.dst("scales2"));
+    let rule = Rule::new(fmt, p.pow2_scales);
     let padded = m_cap.map(|m_cap| (m_cap, h.dst("padded_offs")));
-    with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| match padded {
-        None =>
-            reference::quant::per_group_colwise_dual(fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2),
-        Some((m_cap, po)) => reference::quant::per_group_colwise_dual_padded(
-            fmt, pw, m_cap, k1, k2, a, b, offs, o1, s1, o2, s2, po,
-        ),
+    let shape = (m, k1, k2);
+    with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
+        reference::quant::per_group_colwise_dual(rule, shape, a, b, offs, out1, out2, padded)
     }))
 }
 
@@ -498,13 +495,11 @@ pub static TENSORWISE: OpDecl<CastParams, usize> = OpDecl {
     gpu_run: GpuRun::Checked { noop: never_noop },
     cpu: |p, fmt, &n, h| {
         let (o, s, a) = (h.dst("out"), h.dst("scale"), h.dst("amax"));
-        with_hp!(h.hp("x"), |x| reference::quant::tensorwise(
-            fmt,
-            p.pow2_scales,
+        let rule = Rule::new(fmt, p.pow2_scales);
+        (s[0], a[0]) = with_hp!(h.hp("x"), |x| reference::quant::tensorwise(
+            rule,
             &x[..n],
-            o,
-            &mut s[0],
-            &mut a[0]
+            o
         ));
         Ok(())
     },
@@ -573,19 +568,16 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |_, g| g == 0,
     },
-    cpu: |p, fmt, &(_, k, _), h| {
+    cpu: |p, fmt, &(m, k, _), h| {
         let offs = h.src("offs");
-        let (o, s, po) = (h.dst("out"), h.dst("scales"), h.dst("padded_offs"));
-        with_hp!(h.hp("x"), |x| reference::quant::rowwise_2d_padded(
-            fmt,
-            p.pow2_scales,
-            k,
-            x,
-            offs,
-            o,
-            s,
-            po
-        ))
+        let (out, po) = (
+            Scaled::new(h.dst("out"), h.dst("scales")),
+            h.dst("padded_offs"),
+        );
+        let rule = Rule::new(fmt, p.pow2_scales);
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::rowwise_2d_padded(rule, Grouped { m, k, x, offs }, out, po)
+        })
     },
     gpu: |ctx, p, fmt, &(m, k, _), d, stream| {
         let g = d.groups();
