@@ -632,6 +632,24 @@ macro_rules! cast_cpu {
 }
 pub(crate) use cast_cpu;
 
+/// The GPU arm of a cast with one high-precision input `x`, FP8 `out` and `scales` of an
+/// (m, k) shape: queue `$launcher(x, out, scales, m, k, format, $flag, dtype of x, stream)`
+/// (`$flag`: pow2, or the MX rounding); its status is `$op`'s.
+macro_rules! launch_cast {
+    ($launcher:path, $op:expr, $flag:expr, $fmt:expr, $shape:expr, $d:expr, $stream:expr) => {{
+        let d: &$crate::dispatch::Dev = $d;
+        let (m, k): (usize, usize) = $shape;
+        let (x, o, s, dt) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"), d.dtype("x"));
+        let (m, k, f, flag) = (m as i64, k as i64, $fmt as i32, $flag as i32);
+        // SAFETY: validated by Context::run: device memory of this context's GPU holding m*k
+        // inputs, m*k output bytes and the scales the op's declaration sized; the launchers
+        // only queue work on the stream (docs/KERNEL_ABI.md).
+        let st = unsafe { $launcher(x, o, s, m, k, f, flag, dt, $stream.0) };
+        $crate::runtime::check_status($op, st)
+    }};
+}
+pub(crate) use launch_cast;
+
 /// The byte count a launcher's size query (`what`, for the error) writes through its
 /// out-pointer.
 pub(crate) fn device_bytes(what: &str, query: impl FnOnce(&mut u64) -> c_int) -> Result<usize> {
