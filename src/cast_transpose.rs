@@ -4,7 +4,7 @@
 use crate::context::Context;
 use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, len_mk, len_one, never_noop, op_methods};
 use crate::params::CastParams;
-use crate::reference;
+use crate::reference::{self, Dual, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::require_no_pow2;
@@ -31,11 +31,15 @@ pub static CAST_TRANSPOSE: OpDecl<CastParams, (usize, usize, Scaling)> = OpDecl 
     check: None,
     gpu_run: GpuRun::Checked { noop: never_noop },
     cpu: |p, fmt, &(m, k, scaling), h| {
-        let (o, ot) = (h.dst("out"), h.dst("out_t"));
-        let (s, st) = (h.dst("scales"), h.dst("scales_t"));
-        let pw = p.pow2_scales;
+        let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+        let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
+        let rule = Rule::new(fmt, p.pow2_scales);
         with_hp!(h.hp("x"), |x| reference::cast_transpose::cast_transpose(
-            fmt, pw, scaling, m, k, x, o, ot, s, st
+            rule,
+            scaling,
+            (m, k),
+            x,
+            Dual { rows, cols }
         ))
     },
     gpu: |ctx, p, fmt, &(m, k, scaling), d, stream| {

@@ -607,27 +607,48 @@ macro_rules! op_methods {
 pub(crate) use op_methods;
 
 /// The CPU arm of a cast with one high-precision input `x`, FP8 `out` and `scales`:
-/// `$f(fmt, p.$param, <dims of the shape>, x, out, scales)` (a reference that returns
-/// nothing), or with `offs` read before the outputs, `$f(fmt, p.$param, <dims>, x, offs, out,
-/// scales)` (a reference that checks the offsets).
+/// `$f($rule(fmt, p.$param), shape, x, Scaled(out, scales))` (a reference that returns
+/// nothing), or with `offs`, `$f($rule(fmt, p.$param), Grouped { m, k, x, offs },
+/// Scaled(out, scales))` (a reference that checks the offsets).
 macro_rules! cast_cpu {
-    ($f:path, $param:ident, ($($dim:ident),+)) => {
-        |p, fmt, &($($dim),+), h| {
-            let (out, scales) = (h.dst("out"), h.dst("scales"));
-            $crate::view::with_hp!(h.hp("x"), |x| $f(fmt, p.$param, $($dim,)+ x, out, scales));
+    ($f:path, $rule:path, $param:ident) => {
+        |p, fmt, &shape, h| {
+            let out = $crate::reference::Scaled::new(h.dst("out"), h.dst("scales"));
+            let rule = $rule(fmt, p.$param);
+            $crate::view::with_hp!(h.hp("x"), |x| $f(rule, shape, x, out));
             Ok(())
         }
     };
-    ($f:path, $param:ident, ($($dim:ident),+), offs) => {
-        |p, fmt, &($($dim),+), h| {
-            let (offs, out, scales) = (h.src("offs"), h.dst("out"), h.dst("scales"));
+    ($f:path, $rule:path, $param:ident, offs) => {
+        |p, fmt, &(m, k), h| {
+            let offs = h.src("offs");
+            let out = $crate::reference::Scaled::new(h.dst("out"), h.dst("scales"));
+            let rule = $rule(fmt, p.$param);
             $crate::view::with_hp!(h.hp("x"), |x| {
-                $f(fmt, p.$param, $($dim,)+ x, offs, out, scales)
+                $f(rule, $crate::reference::Grouped { m, k, x, offs }, out)
             })
         }
     };
 }
 pub(crate) use cast_cpu;
+
+/// The GPU arm of a cast with one high-precision input `x`, FP8 `out` and `scales` of an
+/// (m, k) shape: queue `$launcher(x, out, scales, m, k, format, $flag, dtype of x, stream)`
+/// (`$flag`: pow2, or the MX rounding); its status is `$op`'s.
+macro_rules! launch_cast {
+    ($launcher:path, $op:expr, $flag:expr, $fmt:expr, $shape:expr, $d:expr, $stream:expr) => {{
+        let d: &$crate::dispatch::Dev = $d;
+        let (m, k): (usize, usize) = $shape;
+        let (x, o, s, dt) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"), d.dtype("x"));
+        let (m, k, f, flag) = (m as i64, k as i64, $fmt as i32, $flag as i32);
+        // SAFETY: validated by Context::run: device memory of this context's GPU holding m*k
+        // inputs, m*k output bytes and the scales the op's declaration sized; the launchers
+        // only queue work on the stream (docs/KERNEL_ABI.md).
+        let st = unsafe { $launcher(x, o, s, m, k, f, flag, dt, $stream.0) };
+        $crate::runtime::check_status($op, st)
+    }};
+}
+pub(crate) use launch_cast;
 
 /// The byte count a launcher's size query (`what`, for the error) writes through its
 /// out-pointer.

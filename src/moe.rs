@@ -12,7 +12,7 @@ use crate::dispatch::{
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
-use crate::reference;
+use crate::reference::{self, Dual, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::checked_mul;
@@ -78,19 +78,11 @@ const fn one_input_bufs(
 }
 
 /// The offsets and the four outputs of a grouped dual cast, as its reference takes them.
-#[allow(clippy::type_complexity)]
-fn dual_host<'a>(
-    h: &mut Host<'a>,
-) -> (
-    &'a [i32],
-    &'a mut [u8],
-    &'a mut [f32],
-    &'a mut [u8],
-    &'a mut [f32],
-) {
+fn dual_host<'a>(h: &mut Host<'a>) -> (&'a [i32], Dual<'a>) {
     let offs = h.src("offs");
-    let (o, s) = (h.dst("out"), h.dst("scales"));
-    (offs, o, s, h.dst("out_col"), h.dst("scales_col"))
+    let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+    let cols = Scaled::new(h.dst("out_col"), h.dst("scales_col"));
+    (offs, Dual { rows, cols })
 }
 
 /// A grouped dual cast launches when it has rows to cast or group scales to write.
@@ -199,31 +191,41 @@ fn grouped_cpu(
     &(m, cols): &(usize, usize),
     h: &mut Host<'_>,
 ) -> Result<()> {
-    let (offs, o, s, oc, sc) = dual_host(h);
-    let pw = p.pow2_scales;
+    let (offs, out) = dual_host(h);
+    let rule = Rule::new(fmt, p.pow2_scales);
+    // gu has 2*cols columns (checked by the op).
     macro_rules! bwd {
-        ($dh:expr, $gu:expr) => {
-            reference::moe::swiglu_bwd_quant(
-                fmt,
-                pw,
+        ($dh:expr, $gu:expr) => {{
+            let gu = reference::Grouped {
                 m,
-                cols,
-                $dh.host_slice(),
-                $gu.host_slice(),
+                k: 2 * cols,
+                x: $gu.host_slice(),
                 offs,
-                o,
-                s,
-                oc,
-                sc,
-            )
-        };
+            };
+            reference::moe::swiglu_bwd_quant(rule, gu, $dh.host_slice(), out)
+        }};
     }
     match k {
         Grouped::Act => with_hp!(h.hp("x"), |x| {
-            reference::moe::act_dual(fmt, pw, m, cols, x, offs, o, s, oc, sc)
+            reference::moe::act_dual(
+                rule,
+                reference::Grouped {
+                    m,
+                    k: cols,
+                    x,
+                    offs,
+                },
+                out,
+            )
         }),
-        Grouped::Swiglu => with_hp!(h.hp("gu"), |gu| {
-            reference::moe::swiglu_quant(fmt, pw, m, cols, gu, offs, o, s, oc, sc)
+        Grouped::Swiglu => with_hp!(h.hp("gu"), |x| {
+            let x = reference::Grouped {
+                m,
+                k: 2 * cols,
+                x,
+                offs,
+            };
+            reference::moe::swiglu_quant(rule, x, out)
         }),
         Grouped::SwigluBwd => match (h.hp("grad_h"), h.hp("gu")) {
             (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
@@ -291,11 +293,11 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
         noop: |&(e, _, _), _| e == 0,
     },
     cpu: |p, fmt, &(e, k, n), h| {
-        let (o, s) = (h.dst("out"), h.dst("scales"));
-        let (ot, st) = (h.dst("out_t"), h.dst("scales_t"));
-        let pw = p.pow2_scales;
+        let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+        let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
+        let rule = Rule::new(fmt, p.pow2_scales);
         with_hp!(h.hp("x"), |x| {
-            reference::moe::weights_dual(fmt, pw, e, k, n, x, o, s, ot, st)
+            reference::moe::weights_dual(rule, (e, k, n), x, Dual { rows, cols })
         });
         Ok(())
     },

@@ -3,15 +3,16 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Elem, GpuRun, LenFn, OpDecl, OpParams, cast_cpu, empty_mk, len_mk, op_methods,
+    BufDecl, Elem, GpuRun, LenFn, OpDecl, OpParams, cast_cpu, empty_mk, launch_cast, len_mk,
+    op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::reference;
-use crate::runtime::check_status;
+use crate::reference::mx::MxRule;
 use crate::sys;
 use crate::validate::checked_mul;
-use crate::view::{Dst, HpSrc, StreamRef};
+use crate::view::{Dst, HpSrc};
 
 pub use crate::params::{MxParams, MxRounding};
 
@@ -20,37 +21,6 @@ impl OpParams for MxParams {
     fn resolve_on(&self, ctx: &Context) -> Result<Fp8Format> {
         ctx.mx_format(self)
     }
-}
-
-/// Queue the launch of one MXFP8 direction (dim 1 when `dim1`) on `stream`.
-fn mx_launch(
-    dim1: bool,
-    p: &MxParams,
-    fmt: Fp8Format,
-    (m, k): (usize, usize),
-    d: &Dev,
-    stream: StreamRef,
-) -> Result<()> {
-    let (x, o, sc, mm, kk, f, r, dt) = (
-        d.ptr("x"),
-        d.ptr("out"),
-        d.ptr("scales"),
-        m as i64,
-        k as i64,
-        fmt as i32,
-        p.rounding as i32,
-        d.dtype("x"),
-    );
-    // SAFETY: validated by Context::run: device memory of this GPU with m*k inputs and output
-    // bytes and the E8M0 scales of every 32-block; the launchers only queue work on `stream`.
-    let st = unsafe {
-        if dim1 {
-            sys::hipfp8_mxfp8_dim1_launch(x, o, sc, mm, kk, f, r, dt, stream.0)
-        } else {
-            sys::hipfp8_mxfp8_dim0_launch(x, o, sc, mm, kk, f, r, dt, stream.0)
-        }
-    };
-    check_status(if dim1 { "mxfp8_dim1" } else { "mxfp8_dim0" }, st)
 }
 
 /// An MXFP8 direction (dim 1 when `dim1`): x (m, k), FP8 `out` (m*k bytes), E8M0 `scales`
@@ -67,14 +37,20 @@ const fn mx_decl(
         check: None,
         gpu_run: GpuRun::Checked { noop: empty_mk },
         cpu: if dim1 {
-            cast_cpu!(reference::mx::mxfp8_dim1, rounding, (m, k))
+            cast_cpu!(reference::mx::mxfp8_dim1, MxRule::new, rounding)
         } else {
-            cast_cpu!(reference::mx::mxfp8_dim0, rounding, (m, k))
+            cast_cpu!(reference::mx::mxfp8_dim0, MxRule::new, rounding)
         },
         gpu: if dim1 {
-            |_, p, fmt, &s, d, stream| mx_launch(true, p, fmt, s, d, stream)
+            |_, p, fmt, &s, d, st| {
+                let (op, r) = ("mxfp8_dim1", p.rounding);
+                launch_cast!(sys::hipfp8_mxfp8_dim1_launch, op, r, fmt, s, d, st)
+            }
         } else {
-            |_, p, fmt, &s, d, stream| mx_launch(false, p, fmt, s, d, stream)
+            |_, p, fmt, &s, d, st| {
+                let (op, r) = ("mxfp8_dim0", p.rounding);
+                launch_cast!(sys::hipfp8_mxfp8_dim0_launch, op, r, fmt, s, d, st)
+            }
         },
     }
 }

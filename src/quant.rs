@@ -6,13 +6,13 @@
 
 use crate::context::Context;
 use crate::dispatch::{
-    BufDecl, Dev, Dim, Elem, GpuRun, Host, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk, len_m,
-    len_mk, len_one, never_noop, op_methods,
+    BufDecl, Dev, Dim, Elem, GpuRun, Host, LenFn, OpDecl, cast_cpu, dtype_name, empty_mk,
+    launch_cast, len_m, len_mk, len_one, never_noop, op_methods,
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::CastParams;
-use crate::reference;
+use crate::reference::{self, Grouped, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::{checked_mul, require_no_pow2};
@@ -39,62 +39,13 @@ const fn cast_bufs<S>(scales: LenFn<S>, x: LenFn<S>) -> [BufDecl<S>; 3] {
     ]
 }
 
-/// The launchers that take (x, out, scales, rows, k, format, pow2, dtype, stream).
+/// The (m, k) casts whose launchers take (x, out, scales, rows, k, format, pow2, dtype,
+/// stream) ([`launch_cast`]).
 #[derive(Clone, Copy)]
 enum RowKernel {
     Rowwise,
-    /// The rowwise kernel over the E*N columns of 3D expert weights.
-    Colwise3d,
     Block1x128,
     Block128x128,
-}
-
-impl RowKernel {
-    /// The op's name (for errors).
-    const fn name(self) -> &'static str {
-        match self {
-            RowKernel::Rowwise => "rowwise_2d",
-            RowKernel::Colwise3d => "colwise_3d",
-            RowKernel::Block1x128 => "blockwise_1x128",
-            RowKernel::Block128x128 => "blockwise_128x128",
-        }
-    }
-}
-
-/// Queue `kernel` over `rows` rows of `k` elements.
-fn launch_rows(
-    kernel: RowKernel,
-    p: &CastParams,
-    fmt: Fp8Format,
-    (rows, k): (usize, usize),
-    d: &Dev,
-    stream: StreamRef,
-) -> Result<()> {
-    let (x, o, s) = (d.ptr("x"), d.ptr("out"), d.ptr("scales"));
-    let (m, k, f, pw, dt) = (
-        rows as i64,
-        k as i64,
-        fmt as i32,
-        p.pow2_scales as i32,
-        d.dtype("x"),
-    );
-    // SAFETY: validated by Context::run: device memory of this context's GPU holding rows*k
-    // inputs, rows*k output bytes and the scales the op's declaration sized; the launchers only
-    // queue work on `stream` (docs/KERNEL_ABI.md).
-    let st = unsafe {
-        match kernel {
-            RowKernel::Rowwise | RowKernel::Colwise3d => {
-                sys::hipfp8_rowwise_2d_launch(x, o, s, m, k, f, pw, dt, stream.0)
-            }
-            RowKernel::Block1x128 => {
-                sys::hipfp8_blockwise_1x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
-            }
-            RowKernel::Block128x128 => {
-                sys::hipfp8_blockwise_128x128_launch(x, o, s, m, k, f, pw, dt, stream.0)
-            }
-        }
-    };
-    check_status(kernel.name(), st)
 }
 
 /// k > 0 (the reduced dimension of a rowwise cast).
@@ -102,7 +53,7 @@ const K_NONZERO: &[(&str, Dim<(usize, usize)>)] = &[("k", |s| s.1)];
 
 impl RowKernel {
     /// The declaration of the (m, k) op of the kernel `self` with the buffers `bufs`
-    /// (`k_nonzero`: the op needs k > 0). Colwise3d has its own (e, k, n) declaration.
+    /// (`k_nonzero`: the op needs k > 0).
     const fn decl(
         self,
         c_name: &'static str,
@@ -117,21 +68,31 @@ impl RowKernel {
             check: None,
             gpu_run: GpuRun::Checked { noop: empty_mk },
             cpu: match self {
-                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, pow2_scales, (m, k)),
-                RowKernel::Colwise3d => panic!("colwise_3d is declared on its (e, k, n) shape"),
-                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, pow2_scales, (m, k)),
-                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, pow2_scales, (m, k)),
+                RowKernel::Rowwise => cast_cpu!(reference::rowwise_2d, Rule::new, pow2_scales),
+                RowKernel::Block1x128 => cast_cpu!(blockwise_1x128, Rule::new, pow2_scales),
+                RowKernel::Block128x128 => cast_cpu!(blockwise_128x128, Rule::new, pow2_scales),
             },
             gpu: match self {
-                RowKernel::Rowwise | RowKernel::Colwise3d => {
-                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Rowwise, p, fmt, s, d, st)
-                }
-                RowKernel::Block1x128 => {
-                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block1x128, p, fmt, s, d, st)
-                }
-                RowKernel::Block128x128 => {
-                    |_, p, fmt, &s, d, st| launch_rows(RowKernel::Block128x128, p, fmt, s, d, st)
-                }
+                RowKernel::Rowwise => |_, p, fmt, &s, d, st| {
+                    let pw = p.pow2_scales;
+                    launch_cast!(
+                        sys::hipfp8_rowwise_2d_launch,
+                        "rowwise_2d",
+                        pw,
+                        fmt,
+                        s,
+                        d,
+                        st
+                    )
+                },
+                RowKernel::Block1x128 => |_, p, fmt, &s, d, st| {
+                    let (op, pw) = ("blockwise_1x128", p.pow2_scales);
+                    launch_cast!(sys::hipfp8_blockwise_1x128_launch, op, pw, fmt, s, d, st)
+                },
+                RowKernel::Block128x128 => |_, p, fmt, &s, d, st| {
+                    let (op, pw) = ("blockwise_128x128", p.pow2_scales);
+                    launch_cast!(sys::hipfp8_blockwise_128x128_launch, op, pw, fmt, s, d, st)
+                },
             },
         }
     }
@@ -160,16 +121,25 @@ const fn ekn_decl(
         check: None,
         gpu_run: GpuRun::Checked { noop: empty_ekn },
         cpu: if transpose {
-            cast_cpu!(rowwise_3d_transpose_rhs, pow2_scales, (e, k, n))
+            cast_cpu!(rowwise_3d_transpose_rhs, Rule::new, pow2_scales)
         } else {
-            cast_cpu!(colwise_3d, pow2_scales, (e, k, n))
+            cast_cpu!(colwise_3d, Rule::new, pow2_scales)
         },
         gpu: if transpose {
             launch_transpose_rhs
         } else {
             // Column-major (E,K,N) is E*N contiguous runs of K: the rowwise kernel over E*N rows.
-            |_, p, fmt, &(e, k, n), d, stream| {
-                launch_rows(RowKernel::Colwise3d, p, fmt, (e * n, k), d, stream)
+            |_, p, fmt, &(e, k, n), d, st| {
+                let (op, pw) = ("colwise_3d", p.pow2_scales);
+                launch_cast!(
+                    sys::hipfp8_rowwise_2d_launch,
+                    op,
+                    pw,
+                    fmt,
+                    (e * n, k),
+                    d,
+                    st
+                )
             }
         },
     }
@@ -278,9 +248,9 @@ const fn grouped_decl(
             },
         },
         cpu: if colwise {
-            cast_cpu!(per_group_colwise, pow2_scales, (m, k), offs)
+            cast_cpu!(per_group_colwise, Rule::new, pow2_scales, offs)
         } else {
-            cast_cpu!(per_group_rowwise, pow2_scales, (m, k), offs)
+            cast_cpu!(per_group_rowwise, Rule::new, pow2_scales, offs)
         },
         gpu: if colwise {
             launch_grouped::<true>
@@ -327,16 +297,13 @@ fn dual_cpu(
     h: &mut Host<'_>,
 ) -> Result<()> {
     let offs = h.src("offs");
-    let (o1, s1) = (h.dst("out1"), h.dst("scales1"));
-    let (o2, s2) = (h.dst("out2"), h.dst("scales2"));
-    let pw = p.pow2_scales;
+    let out1 = Scaled::new(h.dst("out1"), h.dst("scales1"));
+    let out2 = Scaled::new(h.dst("out2"), h.dst("scales2"));
+    let rule = Rule::new(fmt, p.pow2_scales);
     let padded = m_cap.map(|m_cap| (m_cap, h.dst("padded_offs")));
-    with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| match padded {
-        None =>
-            reference::quant::per_group_colwise_dual(fmt, pw, m, k1, k2, a, b, offs, o1, s1, o2, s2),
-        Some((m_cap, po)) => reference::quant::per_group_colwise_dual_padded(
-            fmt, pw, m_cap, k1, k2, a, b, offs, o1, s1, o2, s2, po,
-        ),
+    let shape = (m, k1, k2);
+    with_hp!(h.hp("x1"), |a| with_hp!(h.hp("x2"), |b| {
+        reference::quant::per_group_colwise_dual(rule, shape, a, b, offs, out1, out2, padded)
     }))
 }
 
@@ -384,26 +351,12 @@ fn launch_dual(
                 None => sys::hipfp8_per_group_colwise_dual_launch(
                     x1, x2, offs, o1, s1, o2, s2, m, k1, k2, g, f, pw, d1, ws, st,
                 ),
-                Some(m_cap) => sys::hipfp8_per_group_colwise_dual_padded_launch(
-                    x1,
-                    x2,
-                    offs,
-                    o1,
-                    s1,
-                    o2,
-                    s2,
-                    d.ptr("padded_offs"),
-                    m,
-                    k1,
-                    k2,
-                    m_cap as i64,
-                    g,
-                    f,
-                    pw,
-                    d1,
-                    ws,
-                    st,
-                ),
+                Some(m_cap) => {
+                    let (po, mc) = (d.ptr("padded_offs"), m_cap as i64);
+                    sys::hipfp8_per_group_colwise_dual_padded_launch(
+                        x1, x2, offs, o1, s1, o2, s2, po, m, k1, k2, mc, g, f, pw, d1, ws, st,
+                    )
+                }
             }
         };
         check_status(op, code)
@@ -498,13 +451,11 @@ pub static TENSORWISE: OpDecl<CastParams, usize> = OpDecl {
     gpu_run: GpuRun::Checked { noop: never_noop },
     cpu: |p, fmt, &n, h| {
         let (o, s, a) = (h.dst("out"), h.dst("scale"), h.dst("amax"));
-        with_hp!(h.hp("x"), |x| reference::quant::tensorwise(
-            fmt,
-            p.pow2_scales,
+        let rule = Rule::new(fmt, p.pow2_scales);
+        (s[0], a[0]) = with_hp!(h.hp("x"), |x| reference::quant::tensorwise(
+            rule,
             &x[..n],
-            o,
-            &mut s[0],
-            &mut a[0]
+            o
         ));
         Ok(())
     },
@@ -573,19 +524,16 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
     gpu_run: GpuRun::Checked {
         noop: |_, g| g == 0,
     },
-    cpu: |p, fmt, &(_, k, _), h| {
+    cpu: |p, fmt, &(m, k, _), h| {
         let offs = h.src("offs");
-        let (o, s, po) = (h.dst("out"), h.dst("scales"), h.dst("padded_offs"));
-        with_hp!(h.hp("x"), |x| reference::quant::rowwise_2d_padded(
-            fmt,
-            p.pow2_scales,
-            k,
-            x,
-            offs,
-            o,
-            s,
-            po
-        ))
+        let (out, po) = (
+            Scaled::new(h.dst("out"), h.dst("scales")),
+            h.dst("padded_offs"),
+        );
+        let rule = Rule::new(fmt, p.pow2_scales);
+        with_hp!(h.hp("x"), |x| {
+            reference::quant::rowwise_2d_padded(rule, Grouped { m, k, x, offs }, out, po)
+        })
     },
     gpu: |ctx, p, fmt, &(m, k, _), d, stream| {
         let g = d.groups();

@@ -17,7 +17,7 @@ use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
 use hipfp8::Fp8Format;
-use hipfp8::reference::moe;
+use hipfp8::reference::{Dual, Grouped, Rule, Scaled, moe};
 use moe_support::{SPLITS, split_offsets};
 use support::{cxx, have_tool, root, run, scratch};
 
@@ -111,20 +111,43 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
     };
     let (mut o, mut s) = (vec![SENT_U8; no + 7], vec![SENT_F32; ns + 7]);
     let (mut o2, mut s2) = (vec![SENT_U8; no + 7], vec![SENT_F32; ns2 + 7]);
-    let (f, p, offs) = (c.fmt, c.pow2, &c.offs[..]);
+    let (rule, offs) = (Rule::new(c.fmt, c.pow2), &c.offs[..]);
+    let rows = Scaled::new(&mut o, &mut s);
+    let cols = Scaled::new(&mut o2, &mut s2);
+    let out = Dual { rows, cols };
     macro_rules! go {
         ($x:expr, $dh:expr) => {
             match c.op {
-                0 => moe::weights_dual(f, p, d0, d1, d2, $x, &mut o, &mut s, &mut o2, &mut s2),
-                1 => {
-                    moe::act_dual(f, p, d0, d1, $x, offs, &mut o, &mut s, &mut o2, &mut s2).unwrap()
-                }
-                2 => moe::swiglu_quant(f, p, d0, d1, $x, offs, &mut o, &mut s, &mut o2, &mut s2)
-                    .unwrap(),
-                _ => moe::swiglu_bwd_quant(
-                    f, p, d0, d1, $dh, $x, offs, &mut o, &mut s, &mut o2, &mut s2,
+                0 => moe::weights_dual(rule, (d0, d1, d2), $x, out),
+                1 => moe::act_dual(
+                    rule,
+                    Grouped {
+                        m: d0,
+                        k: d1,
+                        x: $x,
+                        offs,
+                    },
+                    out,
                 )
                 .unwrap(),
+                2 => {
+                    let gu = Grouped {
+                        m: d0,
+                        k: 2 * d1,
+                        x: $x,
+                        offs,
+                    };
+                    moe::swiglu_quant(rule, gu, out).unwrap()
+                }
+                _ => {
+                    let gu = Grouped {
+                        m: d0,
+                        k: 2 * d1,
+                        x: $x,
+                        offs,
+                    };
+                    moe::swiglu_bwd_quant(rule, gu, $dh, out).unwrap()
+                }
             }
         };
     }

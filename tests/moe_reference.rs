@@ -15,7 +15,7 @@ mod moe_support;
 
 use common::{SENT_F32, SENT_U8, Tensor, config, dim, fill_strategy, fmt_strategy, same_bits};
 use hipfp8::reference::moe::{self, GluElem};
-use hipfp8::reference::{Hp, quant, rowwise_2d};
+use hipfp8::reference::{Dual, Grouped, Hp, Rule, Scaled, quant, rowwise_2d};
 use hipfp8::{Fp8Format, bf16};
 use moe_support::{SPLITS, Split, split_offsets};
 use proptest::prelude::*;
@@ -65,10 +65,12 @@ fn weights_case<T: Hp>(
 ) -> Result<(), TestCaseError> {
     let ekn = e * k * n;
     let (mut o, mut s, mut ot, mut st) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
-    moe::weights_dual(fmt, pow2, e, k, n, x, &mut o, &mut s, &mut ot, &mut st);
+    let (rule, shape) = (Rule::new(fmt, pow2), (e, k, n));
+    let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut ot, &mut st));
+    moe::weights_dual(rule, shape, x, Dual { rows, cols });
     let (mut o2, mut s2, mut ot2, mut st2) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
-    quant::colwise_3d(fmt, pow2, e, k, n, x, &mut o2, &mut s2);
-    quant::rowwise_3d_transpose_rhs(fmt, pow2, e, k, n, x, &mut ot2, &mut st2);
+    quant::colwise_3d(rule, shape, x, Scaled::new(&mut o2, &mut s2));
+    quant::rowwise_3d_transpose_rhs(rule, shape, x, Scaled::new(&mut ot2, &mut st2));
     same_outputs(
         &format!("weights_dual e={e} k={k} n={n} {fmt:?} pow2={pow2}"),
         &[(&o, &s), (&ot, &st)],
@@ -146,8 +148,10 @@ fn composed<T: Hp>(
 ) -> (Vec<u8>, Vec<f32>, Vec<u8>, Vec<f32>) {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
-    rowwise_2d(fmt, pow2, m, k, x, &mut o, &mut s);
-    quant::per_group_colwise(fmt, pow2, m, k, x, offs, &mut oc, &mut sc).unwrap();
+    let rule = Rule::new(fmt, pow2);
+    rowwise_2d(rule, (m, k), x, Scaled::new(&mut o, &mut s));
+    let x = Grouped { m, k, x, offs };
+    quant::per_group_colwise(rule, x, Scaled::new(&mut oc, &mut sc)).unwrap();
     (o, s, oc, sc)
 }
 
@@ -161,7 +165,9 @@ fn act_case<T: Hp>(
 ) -> Result<(), TestCaseError> {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
-    moe::act_dual(fmt, pow2, m, k, x, offs, &mut o, &mut s, &mut oc, &mut sc).unwrap();
+    let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut oc, &mut sc));
+    let input = Grouped { m, k, x, offs };
+    moe::act_dual(Rule::new(fmt, pow2), input, Dual { rows, cols }).unwrap();
     let (o2, s2, oc2, sc2) = composed(fmt, pow2, m, k, x, offs);
     same_outputs(
         &format!("act_dual m={m} k={k} offs={offs:?} {fmt:?} pow2={pow2}"),
@@ -180,7 +186,14 @@ fn swiglu_case<T: GluElem>(
 ) -> Result<(), TestCaseError> {
     let g = offs.len();
     let (mut o, mut s, mut oc, mut sc) = (outs(m * i), scs(m), outs(m * i), scs(g * i));
-    moe::swiglu_quant(fmt, pow2, m, i, gu, offs, &mut o, &mut s, &mut oc, &mut sc).unwrap();
+    let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut oc, &mut sc));
+    let input = Grouped {
+        m,
+        k: 2 * i,
+        x: gu,
+        offs,
+    };
+    moe::swiglu_quant(Rule::new(fmt, pow2), input, Dual { rows, cols }).unwrap();
     // h in the input dtype, then today's casts of it.
     let h: Vec<T> = (0..m * i)
         .map(|j| {
@@ -207,10 +220,14 @@ fn swiglu_bwd_case<T: GluElem>(
 ) -> Result<(), TestCaseError> {
     let (g, w) = (offs.len(), 2 * i);
     let (mut o, mut s, mut oc, mut sc) = (outs(m * w), scs(m), outs(m * w), scs(g * w));
-    moe::swiglu_bwd_quant(
-        fmt, pow2, m, i, dh, gu, offs, &mut o, &mut s, &mut oc, &mut sc,
-    )
-    .unwrap();
+    let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut oc, &mut sc));
+    let input = Grouped {
+        m,
+        k: w,
+        x: gu,
+        offs,
+    };
+    moe::swiglu_bwd_quant(Rule::new(fmt, pow2), input, dh, Dual { rows, cols }).unwrap();
     let d: Vec<T> = (0..m * w)
         .map(|j| {
             let (r, c) = (j / w, j % w);

@@ -2,41 +2,37 @@
 
 use rayon::prelude::*;
 
-use super::Hp;
 use super::quant::{COL_BLOCK, ColScratch, colwise_over_ranges, tensorwise, tensorwise_scaled};
+use super::{Dual, Hp, Rule};
 use crate::error::Result;
 use crate::format::Fp8Format;
 use crate::params::Scaling;
 
-/// See [`crate::Context::cast_transpose`]. `k > 0`. Tensorwise: `scales[0] == scales_t[0]`
-/// is the tensor scale and `out_t` is the exact transpose of `out`. Rowwise: `out` is the
-/// rowwise cast (`scales[M]`), `out_t[k*M + m]` the colwise cast (`scales_t[K]`), i.e. the
-/// rowwise cast of x^T.
+/// See [`crate::Context::cast_transpose`]. `k > 0`. Tensorwise: `out.rows.scales[0] ==
+/// out.cols.scales[0]` is the tensor scale and `out.cols.codes` is the exact transpose of
+/// `out.rows.codes`. Rowwise: `out.rows` is the rowwise cast (M scales), `out.cols.codes[k*M +
+/// m]` the colwise cast (K scales), i.e. the rowwise cast of x^T.
 pub fn cast_transpose<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
+    rule: Rule,
     scaling: Scaling,
-    m: usize,
-    k: usize,
+    (m, k): (usize, usize),
     x: &[T],
-    out: &mut [u8],
-    out_t: &mut [u8],
-    scales: &mut [f32],
-    scales_t: &mut [f32],
+    out: Dual<'_>,
 ) -> Result<()> {
     let x = &x[..m * k];
+    let Dual { rows, cols } = out;
     match scaling {
         Scaling::Tensorwise => {
-            let mut amax = 0.0;
-            tensorwise(fmt, pow2, x, &mut out[..m * k], &mut scales[0], &mut amax);
-            scales_t[0] = scales[0];
-            transpose_codes(m, k, &out[..m * k], out_t);
+            let codes = &mut rows.codes[..m * k];
+            (rows.scales[0], _) = tensorwise(rule, x, codes);
+            cols.scales[0] = rows.scales[0];
+            transpose_codes(m, k, codes, cols.codes);
         }
         Scaling::Rowwise => {
             let scratch = ColScratch::new(&[(0, m)], k)?;
             rayon::join(
-                || super::rowwise_2d(fmt, pow2, m, k, x, out, scales),
-                || colwise_over_ranges(fmt, pow2, m, k, x, scratch, out_t, scales_t),
+                || super::rowwise_2d(rule, (m, k), x, rows),
+                || colwise_over_ranges(rule, (m, k), x, scratch, cols),
             );
         }
     }
@@ -62,10 +58,7 @@ pub fn cast_transpose_scaled<T: Hp>(
 /// One scale for every element, so the transposed codes are the codes transposed:
 /// `out_t[j*m + r] = out[r*k + j]`.
 fn transpose_codes(m: usize, k: usize, out: &[u8], out_t: &mut [u8]) {
-    if m == 0 {
-        return;
-    }
-    if k == 0 {
+    if m == 0 || k == 0 {
         return;
     }
     out_t[..m * k]

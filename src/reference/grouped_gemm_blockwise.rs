@@ -147,10 +147,13 @@ mod tests {
         let fmt = Fp8Format::E4M3Fn;
         let mut q = vec![0u8; nr * kc];
         let mut s = vec![0f32; bn * bk];
-        crate::reference::quant::blockwise_128x128(fmt, false, nr, kc, &w, &mut q, &mut s);
+        let rule = crate::reference::Rule::new(fmt, false);
+        let out = crate::reference::Scaled::new(&mut q, &mut s);
+        crate::reference::quant::blockwise_128x128(rule, (nr, kc), &w, out);
         let mut qt = vec![0u8; kc * nr];
         let mut st = vec![0f32; bk * bn];
-        crate::reference::quant::blockwise_128x128(fmt, false, kc, nr, &wt, &mut qt, &mut st);
+        let out = crate::reference::Scaled::new(&mut qt, &mut st);
+        crate::reference::quant::blockwise_128x128(rule, (kc, nr), &wt, out);
         for x in 0..bn {
             for y in 0..bk {
                 assert_eq!(s[x * bk + y].to_bits(), st[y * bn + x].to_bits());

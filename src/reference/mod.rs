@@ -32,6 +32,15 @@ pub(crate) fn try_scratch<T: Clone + Default>(what: &str, n: usize) -> Result<Ve
     Ok(v)
 }
 
+/// An empty vector with room for `jobs` per-group jobs of an op (`what`) over `groups` groups,
+/// or OUT_OF_MEMORY (as [`try_scratch`]).
+pub(crate) fn try_jobs<T>(what: &str, groups: usize, jobs: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(jobs)
+        .map_err(|_| Error::OutOfMemory(format!("{what}: scratch for {groups} groups")))?;
+    Ok(v)
+}
+
 /// Elements per parallel chunk of `block` rows (columns) of `stride` elements when there are
 /// `count` of them: `block.min(count) * stride`, which never exceeds `count * stride` (checked
 /// by the op), so it cannot overflow for a huge `stride` and a small `count`.
@@ -63,58 +72,104 @@ pub fn amax_of<T: Hp>(xs: &[T]) -> f32 {
     xs.iter().fold(0.0f32, |a, &x| amax_combine(a, x.to_f32()))
 }
 
-/// Blocks of `b` consecutive elements along each row of the (m, k) row-major `x`:
-/// `scale_of(amax of the block)` is the block's stored scale and its multiplier, `out =
-/// encode(x * multiplier)`; `scales` (m, ceil(k/b)) row-major. The last block of a row
-/// reduces over the columns that exist.
-pub(crate) fn row_blocks<T: Hp, S: Send>(
+/// The rule of the amax-scaled casts: the FP8 element format, and whether every scale is
+/// rounded down to a power of two ([`amax_to_scale`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub fmt: Fp8Format,
+    pub pow2: bool,
+}
+
+impl Rule {
+    pub const fn new(fmt: Fp8Format, pow2: bool) -> Rule {
+        Rule { fmt, pow2 }
+    }
+
+    /// The scale of a block with this amax.
+    #[inline]
+    pub fn scale(self, amax: f32) -> f32 {
+        amax_to_scale(amax, self.fmt, self.pow2)
+    }
+
+    /// The stored scale and the multiplier of a block with this amax: the same number.
+    #[inline]
+    fn stored(self, amax: f32) -> (f32, f32) {
+        let s = self.scale(amax);
+        (s, s)
+    }
+}
+
+/// An FP8 output: its codes and its scales (`S`: f32, or the E8M0 codes of MX).
+pub struct Scaled<'a, S = f32> {
+    pub codes: &'a mut [u8],
+    pub scales: &'a mut [S],
+}
+
+impl<'a, S> Scaled<'a, S> {
+    pub fn new(codes: &'a mut [u8], scales: &'a mut [S]) -> Self {
+        Scaled { codes, scales }
+    }
+}
+
+/// Both scaled layouts of one operand: `rows`, the row-major codes scaled per row, and
+/// `cols`, the transposed (column-major) codes scaled per column (or per group and column).
+pub struct Dual<'a> {
+    pub rows: Scaled<'a>,
+    pub cols: Scaled<'a>,
+}
+
+/// A grouped (m, k) row-major input: `x` with the END offsets `offs` of its groups (along m;
+/// [`quant::per_group_rowwise`]: along k).
+#[derive(Clone, Copy)]
+pub struct Grouped<'a, T> {
+    pub m: usize,
+    pub k: usize,
+    pub x: &'a [T],
+    pub offs: &'a [i32],
+}
+
+/// Tiles of `bm` x `bk` elements of the (m, k) row-major `x`: `scale_of(amax of the tile)` is
+/// the tile's stored scale and its multiplier, `out.codes = encode(x * multiplier)`;
+/// `out.scales` (ceil(m/bm), ceil(k/bk)) row-major. Edge tiles reduce over what exists. The
+/// engine of the rowwise (1 x k), 1 x 128, 128 x 128 and MX dim-0 (1 x 32) casts.
+pub(crate) fn tiles<T: Hp, S: Send>(
     fmt: Fp8Format,
-    m: usize,
-    k: usize,
-    b: usize,
+    (m, k): (usize, usize),
+    (bm, bk): (usize, usize),
     x: &[T],
-    out: &mut [u8],
-    scales: &mut [S],
+    out: Scaled<'_, S>,
     scale_of: impl Fn(f32) -> (S, f32) + Sync,
 ) {
-    let nb = k.div_ceil(b);
     if m == 0 || k == 0 {
         return;
     }
-    out[..m * k]
-        .par_chunks_mut(k)
-        .zip(scales[..m * nb].par_chunks_mut(nb))
-        .zip(x[..m * k].par_chunks(k))
-        .for_each(|((o, s), row)| {
-            for ((ob, s), xb) in o.chunks_mut(b).zip(s.iter_mut()).zip(row.chunks(b)) {
-                let (code, mult) = scale_of(amax_of(xb));
+    let (nbm, nbk) = (m.div_ceil(bm), k.div_ceil(bk));
+    out.codes[..m * k]
+        .par_chunks_mut(chunk_len(bm, m, k))
+        .zip(out.scales[..nbm * nbk].par_chunks_mut(nbk))
+        .enumerate()
+        .for_each(|(bi, (ob, sb))| {
+            let r0 = bi * bm;
+            let rows = ob.len() / k;
+            let xt = &x[r0 * k..(r0 + rows) * k];
+            for (bj, s) in sb.iter_mut().enumerate() {
+                let c0 = bj * bk;
+                let c1 = (c0 + bk).min(k);
+                let a = xt
+                    .chunks(k)
+                    .fold(0.0f32, |a, row| amax_combine(a, amax_of(&row[c0..c1])));
+                let (code, mult) = scale_of(a);
                 *s = code;
-                for (o, &v) in ob.iter_mut().zip(xb) {
-                    *o = fmt.encode(v.to_f32() * mult);
+                for (orow, xrow) in ob.chunks_mut(k).zip(xt.chunks(k)) {
+                    for (o, &v) in orow[c0..c1].iter_mut().zip(&xrow[c0..c1]) {
+                        *o = fmt.encode(v.to_f32() * mult);
+                    }
                 }
             }
         });
 }
 
-/// See [`crate::Context::rowwise_2d`].
-pub fn rowwise_2d<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
-) {
-    out[..m * k]
-        .par_chunks_mut(k)
-        .zip(scales[..m].par_iter_mut())
-        .zip(x[..m * k].par_chunks(k))
-        .for_each(|((o, s), row)| {
-            let sc = amax_to_scale(amax_of(row), fmt, pow2);
-            *s = sc;
-            for (o, &v) in o.iter_mut().zip(row) {
-                *o = fmt.encode(v.to_f32() * sc);
-            }
-        });
+/// See [`crate::Context::rowwise_2d`]: one tile per row.
+pub fn rowwise_2d<T: Hp>(rule: Rule, (m, k): (usize, usize), x: &[T], out: Scaled<'_>) {
+    tiles(rule.fmt, (m, k), (1, k), x, out, |a| rule.stored(a))
 }

@@ -15,27 +15,18 @@ use half::bf16;
 use rayon::prelude::*;
 
 use super::quant::group_ranges;
-use super::{Hp, amax_of, try_scratch};
+use super::{Dual, Grouped, Hp, Rule, amax_of, try_jobs, try_scratch};
 use crate::error::Result;
-use crate::format::Fp8Format;
 use crate::scaling::{amax_combine, amax_to_scale};
 
 /// See [`crate::Context::moe_weights_dual`]. `x` is (E,K,N) column-major (expert e = an
 /// (N rows, K columns) row-major matrix). Writes `out[e*N*K + n*K + k]` with
 /// `scales[e*N + n]` (amax over k: colwise_3d) and `out_t[e*N*K + k*N + n]` with
 /// `scales_t[e*K + k]` (amax over n: rowwise_3d_transpose_rhs). Needs `k > 0` and `n > 0`.
-pub fn weights_dual<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    e: usize,
-    k: usize,
-    n: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
-    out_t: &mut [u8],
-    scales_t: &mut [f32],
-) {
+pub fn weights_dual<T: Hp>(rule: Rule, (e, k, n): (usize, usize, usize), x: &[T], out: Dual<'_>) {
+    let Rule { fmt, pow2 } = rule;
+    let Dual { rows, cols } = out;
+    let (out, scales, out_t, scales_t) = (rows.codes, rows.scales, cols.codes, cols.scales);
     if e == 0 {
         return;
     }
@@ -76,18 +67,11 @@ pub fn weights_dual<T: Hp>(
 /// Writes `out[m*K + k]` with `scales[m]` (amax over row m: rowwise_2d, every row, grouped or
 /// not) and `out_col[k*M + m]` with `scales_col[g*K + k]` (amax over the group's rows of
 /// column k: per_group_colwise; rows past `offs[G-1]` are not written there). Needs `k > 0`.
-pub fn act_dual<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
-    out_col: &mut [u8],
-    scales_col: &mut [f32],
-) -> Result<()> {
+pub fn act_dual<T: Hp>(rule: Rule, x: Grouped<'_, T>, out: Dual<'_>) -> Result<()> {
+    let Rule { fmt, pow2 } = rule;
+    let Grouped { m, k, x, offs } = x;
+    let Dual { rows, cols } = out;
+    let (out, scales, out_col, scales_col) = (rows.codes, rows.scales, cols.codes, cols.scales);
     let g = offs.len();
     // Every row's rowwise cast plus, per group, its column amax into scales_col (group-major,
     // so each group owns a contiguous slice); one read of each row for both.
@@ -98,10 +82,7 @@ pub fn act_dual<T: Hp>(
     // The rows after the last group (rowwise only) are one more range without column scales.
     let end = ranges[..g].last().map_or(0, |r| r.1);
     ranges[g] = (end, m);
-    let mut jobs = Vec::new();
-    jobs.try_reserve_exact(g + 1).map_err(|_| {
-        crate::error::Error::OutOfMemory(format!("act_dual: scratch for {g} groups"))
-    })?;
+    let mut jobs = try_jobs("act_dual", g, g + 1)?;
     let (mut o_rest, mut s_rest): (&mut [u8], &mut [f32]) = (&mut out[..m * k], &mut scales[..m]);
     let mut c_rest: &mut [f32] = &mut scales_col[..g * k];
     for (i, &(r0, r1)) in ranges.iter().enumerate() {
@@ -289,52 +270,48 @@ pub fn swiglu_bwd<T: GluElem>(dh: T, g: T, u: T) -> (f32, f32) {
     (d_gate, d_up)
 }
 
-/// See [`crate::Context::moe_swiglu_quant`]. `gu` (M, 2I) row-major: gate = columns `[0, I)`,
-/// up = `[I, 2I)`. `h = swiglu_h(gate, up)` (M, I) is cast like [`act_dual`]: `out[m*I + i]`
-/// with `scales[m]`, `out_col[i*M + m]` with `scales_col[g*I + i]`. Needs `i > 0`.
-pub fn swiglu_quant<T: GluElem>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    i: usize,
-    gu: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
-    out_col: &mut [u8],
-    scales_col: &mut [f32],
-) -> Result<()> {
+/// See [`crate::Context::moe_swiglu_quant`]. `gu` (M, 2I) row-major (`gu.k` = 2I): gate =
+/// columns `[0, I)`, up = `[I, 2I)`. `h = swiglu_h(gate, up)` (M, I) is cast like
+/// [`act_dual`]: `out.rows` (M, I) with a scale per row, `out.cols` (I*M column-major) with
+/// `scales[g*I + i]`. Needs `I > 0`.
+pub fn swiglu_quant<T: GluElem>(rule: Rule, gu: Grouped<'_, T>, out: Dual<'_>) -> Result<()> {
+    let (m, i) = (gu.m, gu.k / 2);
     let mut h = try_scratch::<f32>("swiglu h", m * i)?;
     h.par_chunks_mut(i)
-        .zip(gu[..m * 2 * i].par_chunks(2 * i))
+        .zip(gu.x[..m * 2 * i].par_chunks(2 * i))
         .for_each(|(hr, r)| {
             let (gate, up) = r.split_at(i);
             for ((h, &g), &u) in hr.iter_mut().zip(gate).zip(up) {
                 *h = swiglu_h(g, u);
             }
         });
-    act_dual(fmt, pow2, m, i, &h, offs, out, scales, out_col, scales_col)
+    let offs = gu.offs;
+    act_dual(
+        rule,
+        Grouped {
+            m,
+            k: i,
+            x: &h,
+            offs,
+        },
+        out,
+    )
 }
 
-/// See [`crate::Context::moe_swiglu_bwd_quant`]. `grad_h` (M, I), `gu` (M, 2I) the forward's
-/// input. `d = [d_gate | d_up]` (M, 2I) from [`swiglu_bwd`] is cast like [`act_dual`]:
-/// `out[m*2I + j]` with `scales[m]`, `out_col[j*M + m]` with `scales_col[g*2I + j]`.
+/// See [`crate::Context::moe_swiglu_bwd_quant`]. `gu` (M, 2I) the forward's input (`gu.k` =
+/// 2I), `grad_h` (M, I). `d = [d_gate | d_up]` (M, 2I) from [`swiglu_bwd`] is cast like
+/// [`act_dual`]: `out.rows` (M, 2I) with a scale per row, `out.cols` (2I*M column-major)
+/// with `scales[g*2I + j]`.
 pub fn swiglu_bwd_quant<T: GluElem>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    i: usize,
+    rule: Rule,
+    gu: Grouped<'_, T>,
     grad_h: &[T],
-    gu: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
-    out_col: &mut [u8],
-    scales_col: &mut [f32],
+    out: Dual<'_>,
 ) -> Result<()> {
+    let (m, i) = (gu.m, gu.k / 2);
     let mut d = try_scratch::<f32>("swiglu backward d", m * 2 * i)?;
     d.par_chunks_mut(2 * i)
-        .zip(gu[..m * 2 * i].par_chunks(2 * i))
+        .zip(gu.x[..m * 2 * i].par_chunks(2 * i))
         .zip(grad_h[..m * i].par_chunks(i))
         .for_each(|((dr, r), dh)| {
             let (gate, up) = r.split_at(i);
@@ -343,16 +320,6 @@ pub fn swiglu_bwd_quant<T: GluElem>(
                 (dg[j], du[j]) = swiglu_bwd(dh[j], gate[j], up[j]);
             }
         });
-    act_dual(
-        fmt,
-        pow2,
-        m,
-        2 * i,
-        &d,
-        offs,
-        out,
-        scales,
-        out_col,
-        scales_col,
-    )
+    let (k, offs) = (gu.k, gu.offs);
+    act_dual(rule, Grouped { m, k, x: &d, offs }, out)
 }

@@ -42,8 +42,8 @@
 
 use rayon::prelude::*;
 
-use super::Hp;
-use super::quant::{COL_BLOCK, column_amax};
+use super::quant::{COL_BLOCK, ColBlock};
+use super::{Hp, Scaled};
 use crate::format::Fp8Format;
 use crate::params::MxRounding;
 
@@ -114,32 +114,35 @@ pub fn mx_scale(amax: f32, fmt: Fp8Format, rounding: MxRounding) -> (u8, f32) {
     }
 }
 
+/// The rule of the MXFP8 casts: the element format and the rounding of the E8M0 scales.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MxRule {
+    pub fmt: Fp8Format,
+    pub rounding: MxRounding,
+}
+
+impl MxRule {
+    pub const fn new(fmt: Fp8Format, rounding: MxRounding) -> MxRule {
+        MxRule { fmt, rounding }
+    }
+
+    /// [`mx_scale`] of a block with this amax.
+    #[inline]
+    pub fn scale(self, amax: f32) -> (u8, f32) {
+        mx_scale(amax, self.fmt, self.rounding)
+    }
+}
+
 /// See [`crate::Context::mxfp8_dim0`]: blocks along rows; scales (m, ceil(k/32)).
-pub fn mxfp8_dim0<T: Hp>(
-    fmt: Fp8Format,
-    rounding: MxRounding,
-    m: usize,
-    k: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [u8],
-) {
-    super::row_blocks(fmt, m, k, MX_BLOCK, x, out, scales, |a| {
-        mx_scale(a, fmt, rounding)
-    })
+pub fn mxfp8_dim0<T: Hp>(rule: MxRule, (m, k): (usize, usize), x: &[T], out: Scaled<'_, u8>) {
+    super::tiles(rule.fmt, (m, k), (1, MX_BLOCK), x, out, |a| rule.scale(a))
 }
 
 /// See [`crate::Context::mxfp8_dim1`]: blocks along columns (32 rows of one column);
 /// output (k, m) row-major `[c*m + r]`, scales (k, ceil(m/32)) row-major.
-pub fn mxfp8_dim1<T: Hp>(
-    fmt: Fp8Format,
-    rounding: MxRounding,
-    m: usize,
-    k: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [u8],
-) {
+pub fn mxfp8_dim1<T: Hp>(rule: MxRule, (m, k): (usize, usize), x: &[T], out: Scaled<'_, u8>) {
+    let MxRule { fmt, rounding } = rule;
+    let Scaled { codes: out, scales } = out;
     let nb = m.div_ceil(MX_BLOCK);
     if m == 0 || k == 0 {
         return;
@@ -156,14 +159,14 @@ pub fn mxfp8_dim1<T: Hp>(
             for j in 0..nb {
                 let r0 = j * MX_BLOCK;
                 let r1 = (r0 + MX_BLOCK).min(m);
-                column_amax(x, k, c0, cn, r0, r1, &mut acc);
+                let block = ColBlock::new(k, (c0, cn), (r0, r1));
+                block.amax(x, &mut acc);
                 for c in 0..cn {
                     let (code, mu) = mx_scale(acc[c], fmt, rounding);
                     sb[c * nb + j] = code;
                     mult[c] = mu;
                 }
-                for r in r0..r1 {
-                    let row = &x[r * k + c0..r * k + c0 + cn];
+                for (r, row) in block.rows(x) {
                     for (c, (&v, &mu)) in row.iter().zip(&mult).enumerate() {
                         ob[c * m + r] = fmt.encode(v.to_f32() * mu);
                     }

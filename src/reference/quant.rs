@@ -6,10 +6,10 @@
 
 use rayon::prelude::*;
 
-use super::{Hp, amax_of, chunk_len, try_scratch};
+use super::{Grouped, Hp, Rule, Scaled, amax_of, chunk_len, try_jobs, try_scratch};
 use crate::error::Result;
 use crate::format::Fp8Format;
-use crate::scaling::{amax_combine, amax_to_scale};
+use crate::scaling::amax_combine;
 
 /// Columns handled by one task in the column-reducing ops: wide enough that each row segment
 /// read is a few cache lines, narrow enough to give every thread work on modest K.
@@ -24,83 +24,80 @@ pub(crate) fn group_ranges(offs: &[i32]) -> impl Iterator<Item = (usize, usize)>
     })
 }
 
-/// Column amax over rows `r0..r1` of a row-major matrix with `ld` columns, for the `cn`
-/// columns starting at `c0`, into `acc` (reset first).
-pub(crate) fn column_amax<T: Hp>(
-    x: &[T],
-    ld: usize,
-    c0: usize,
-    cn: usize,
-    r0: usize,
-    r1: usize,
-    acc: &mut [f32],
-) {
-    acc[..cn].fill(0.0);
-    for r in r0..r1 {
-        let row = &x[r * ld + c0..r * ld + c0 + cn];
-        for (a, &v) in acc[..cn].iter_mut().zip(row) {
-            *a = amax_combine(*a, v.to_f32());
-        }
-    }
+/// The `cn` columns from `c0` of the rows `r0..r1` of a row-major matrix with `ld` columns:
+/// the unit of work of the column-reducing casts.
+#[derive(Clone, Copy)]
+pub(crate) struct ColBlock {
+    pub(crate) ld: usize,
+    pub(crate) c0: usize,
+    pub(crate) cn: usize,
+    pub(crate) r0: usize,
+    pub(crate) r1: usize,
 }
 
-/// Transposing cast of a column block: for rows `r0..r1` and columns `c0..c0+cn` of the
-/// row-major `x` (`ld` columns), `out[(c - c0) * out_ld + r] = encode(x[r, c] * scale[c - c0])`.
-pub(crate) fn transposed_cast<T: Hp>(
-    fmt: Fp8Format,
-    x: &[T],
-    ld: usize,
-    c0: usize,
-    cn: usize,
-    r0: usize,
-    r1: usize,
-    scale: &[f32],
-    out: &mut [u8],
-    out_ld: usize,
-) {
-    for r in r0..r1 {
-        let row = &x[r * ld + c0..r * ld + c0 + cn];
-        for (j, (&v, &s)) in row.iter().zip(scale).enumerate() {
-            out[j * out_ld + r] = fmt.encode(v.to_f32() * s);
+impl ColBlock {
+    /// Columns (c0, cn) of rows (r0, r1) of a matrix with `ld` columns.
+    pub(crate) fn new(ld: usize, (c0, cn): (usize, usize), (r0, r1): (usize, usize)) -> Self {
+        ColBlock { ld, c0, cn, r0, r1 }
+    }
+
+    /// Each row's index with the block's part of it in `x`.
+    pub(crate) fn rows<T>(self, x: &[T]) -> impl Iterator<Item = (usize, &[T])> {
+        let ColBlock { ld, c0, cn, r0, r1 } = self;
+        (r0..r1).map(move |r| (r, &x[r * ld + c0..r * ld + c0 + cn]))
+    }
+
+    /// The block's column amax in `x`, into `acc` (reset first).
+    pub(crate) fn amax<T: Hp>(self, x: &[T], acc: &mut [f32]) {
+        let acc = &mut acc[..self.cn];
+        acc.fill(0.0);
+        for (_, row) in self.rows(x) {
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a = amax_combine(*a, v.to_f32());
+            }
+        }
+    }
+
+    /// The block's transposing cast: `out[(c - c0) * out_ld + r] = encode(x[r, c] * scale[c -
+    /// c0])`.
+    fn cast_transposed<T: Hp>(
+        self,
+        fmt: Fp8Format,
+        x: &[T],
+        scale: &[f32],
+        out: &mut [u8],
+        out_ld: usize,
+    ) {
+        for (r, row) in self.rows(x) {
+            for (j, (&v, &s)) in row.iter().zip(scale).enumerate() {
+                out[j * out_ld + r] = fmt.encode(v.to_f32() * s);
+            }
         }
     }
 }
 
 /// See [`crate::Context::colwise_3d`]. Column-major (E,K,N) is E*N contiguous columns of K,
 /// so this is rowwise over E*N rows.
-pub fn colwise_3d<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    e: usize,
-    k: usize,
-    n: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
-) {
-    super::rowwise_2d(fmt, pow2, e * n, k, x, out, scales)
+pub fn colwise_3d<T: Hp>(rule: Rule, (e, k, n): (usize, usize, usize), x: &[T], out: Scaled<'_>) {
+    super::rowwise_2d(rule, (e * n, k), x, out)
 }
 
 /// See [`crate::Context::rowwise_3d_transpose_rhs`]. Expert e's input is an (N rows, K cols)
 /// row-major matrix; its output is the (K, N) row-major transpose, scaled per k over n.
 pub fn rowwise_3d_transpose_rhs<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    e: usize,
-    k: usize,
-    n: usize,
+    rule: Rule,
+    (e, k, n): (usize, usize, usize),
     x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
+    out: Scaled<'_>,
 ) {
     // e == 0 first: n*k is only checked by the op when e > 0.
     if e == 0 || n == 0 || k == 0 {
         return;
     }
     let nk = n * k;
-    out[..e * nk]
+    out.codes[..e * nk]
         .par_chunks_mut(nk)
-        .zip(scales[..e * k].par_chunks_mut(k))
+        .zip(out.scales[..e * k].par_chunks_mut(k))
         .enumerate()
         .for_each(|(ei, (oe, se))| {
             let xe = &x[ei * nk..(ei + 1) * nk];
@@ -110,30 +107,22 @@ pub fn rowwise_3d_transpose_rhs<T: Hp>(
                 .for_each(|(b, (ob, sb))| {
                     let c0 = b * COL_BLOCK;
                     let cn = sb.len();
+                    let block = ColBlock::new(k, (c0, cn), (0, n));
                     let mut acc = [0.0f32; COL_BLOCK];
-                    column_amax(xe, k, c0, cn, 0, n, &mut acc);
+                    block.amax(xe, &mut acc);
                     for (s, &a) in sb.iter_mut().zip(&acc[..cn]) {
-                        *s = amax_to_scale(a, fmt, pow2);
+                        *s = rule.scale(a);
                     }
-                    transposed_cast(fmt, xe, k, c0, cn, 0, n, sb, ob, n);
+                    block.cast_transposed(rule.fmt, xe, sb, ob, n);
                 });
         });
 }
 
-/// See [`crate::Context::per_group_colwise`]. `offs` must be validated (non-decreasing,
+/// See [`crate::Context::per_group_colwise`]. `x.offs` must be validated (non-decreasing,
 /// `<= m`). Output column-major `[k*m + row]`; scales `[g*k + col]`.
-pub fn per_group_colwise<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
-) -> Result<()> {
-    let scratch = ColScratch::new_grouped(offs, k)?;
-    colwise_over_ranges(fmt, pow2, m, k, x, scratch, out, scales);
+pub fn per_group_colwise<T: Hp>(rule: Rule, x: Grouped<'_, T>, out: Scaled<'_>) -> Result<()> {
+    let scratch = ColScratch::new_grouped(x.offs, x.k)?;
+    colwise_over_ranges(rule, (x.m, x.k), x.x, scratch, out);
     Ok(())
 }
 
@@ -158,7 +147,7 @@ impl ColScratch {
         Self::with_ranges(r, offs.len(), k, false)
     }
 
-    /// The padded layout of [`per_group_colwise_dual_padded`] (`ranges` from [`padded_ranges`]).
+    /// The padded layout of [`per_group_colwise_dual`] (`ranges` from [`padded_ranges`]).
     fn new_padded(ranges: &[(usize, usize, usize)], k: usize) -> Result<ColScratch> {
         Self::with_ranges(ranges.iter().copied(), ranges.len(), k, true)
     }
@@ -184,24 +173,22 @@ impl ColScratch {
 }
 
 /// Column-scaled transposing cast over explicit row ranges (the groups) into a column-major
-/// output of `out_rows` rows (`out[c*out_rows + p0 + (r - r0)]` for row r of group
-/// (r0, r1, p0)), `scales[g*k + c]`: the engine of `per_group_colwise`, of its padded dual and
+/// output of `out_rows` rows (`out.codes[c*out_rows + p0 + (r - r0)]` for row r of group
+/// (r0, r1, p0)), `out.scales[g*k + c]`: the engine of `per_group_colwise`, of its duals and
 /// of cast-transpose's transposed output (one range, all rows).
 pub(crate) fn colwise_over_ranges<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    out_rows: usize,
-    k: usize,
+    rule: Rule,
+    (out_rows, k): (usize, usize),
     x: &[T],
     scratch: ColScratch,
-    out: &mut [u8],
-    scales: &mut [f32],
+    out: Scaled<'_>,
 ) {
     let ColScratch {
         ranges,
         mut sc,
         zero_rest,
     } = scratch;
+    let Scaled { codes, scales } = out;
     let g = ranges.len();
     if k == 0 || g == 0 {
         return;
@@ -209,13 +196,13 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
     if out_rows == 0 {
         // Every group is empty (validated offsets are all 0; the padded layout has
         // out_rows >= m + 15*G > 0).
-        scales[..g * k].fill(amax_to_scale(0.0, fmt, pow2));
+        scales[..g * k].fill(rule.scale(0.0));
         return;
     }
     // Each task owns COL_BLOCK output rows (= input columns) and its G x cn block of the
     // scratch scales (block-major: block b at g * b * COL_BLOCK), scattered afterwards
     // because the scale layout is group-major.
-    out[..k * out_rows]
+    codes[..k * out_rows]
         .par_chunks_mut(chunk_len(COL_BLOCK, k, out_rows))
         .zip(sc.par_chunks_mut(chunk_len(COL_BLOCK, k, g)))
         .enumerate()
@@ -227,14 +214,15 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
             }
             let mut acc = [0.0f32; COL_BLOCK];
             for (gi, &(r0, r1, p0)) in ranges.iter().enumerate() {
-                column_amax(x, k, c0, cn, r0, r1, &mut acc);
+                let block = ColBlock::new(k, (c0, cn), (r0, r1));
+                block.amax(x, &mut acc);
                 let s = &mut sc[gi * cn..(gi + 1) * cn];
                 for (s, &a) in s.iter_mut().zip(&acc[..cn]) {
-                    *s = amax_to_scale(a, fmt, pow2);
+                    *s = rule.scale(a);
                 }
                 // p0 >= r0 (padding only adds rows before a group), so row r lands at
                 // (c - c0) * out_rows + p0 + (r - r0) of `ob`.
-                transposed_cast(fmt, x, k, c0, cn, r0, r1, s, &mut ob[p0 - r0..], out_rows);
+                block.cast_transposed(rule.fmt, x, s, &mut ob[p0 - r0..], out_rows);
             }
         });
     for (b, sc) in sc.chunks(chunk_len(COL_BLOCK, k, g)).enumerate() {
@@ -246,69 +234,80 @@ pub(crate) fn colwise_over_ranges<T: Hp>(
     }
 }
 
-/// See [`crate::Context::per_group_colwise_dual`]: two independent single calls.
+/// See [`crate::Context::per_group_colwise_dual`]: two independent single calls over the
+/// same (validated) offsets, `x1` (m, k1) and `x2` (m, k2).
+///
+/// `padded` = `Some((m_cap, padded_offs))`: [`crate::Context::per_group_colwise_dual_padded`],
+/// every group moved to a 16-row aligned start of an (m_cap)-row column-major output, every
+/// other output byte zero, and `padded_offs` the padded END offsets. Requires `m_cap >=
+/// offs[G-1]` padded (the API checks the stronger, data-independent `m_cap >= m + 15*G`).
 pub fn per_group_colwise_dual<T: Hp, U: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k1: usize,
-    k2: usize,
+    rule: Rule,
+    (m, k1, k2): (usize, usize, usize),
     x1: &[T],
     x2: &[U],
     offs: &[i32],
-    out1: &mut [u8],
-    scales1: &mut [f32],
-    out2: &mut [u8],
-    scales2: &mut [f32],
+    out1: Scaled<'_>,
+    out2: Scaled<'_>,
+    padded: Option<(usize, &mut [i32])>,
 ) -> Result<()> {
-    // Both scratches before either tensor is written.
-    let s1 = ColScratch::new_grouped(offs, k1)?;
-    let s2 = ColScratch::new_grouped(offs, k2)?;
+    if offs.is_empty() {
+        return Ok(());
+    }
+    // Every scratch before anything is written (padded_offs is written last).
+    let (s1, s2, out_rows, po) = match padded {
+        None => {
+            let s1 = ColScratch::new_grouped(offs, k1)?;
+            (s1, ColScratch::new_grouped(offs, k2)?, m, None)
+        }
+        Some((m_cap, padded_offs)) => {
+            let mut po = try_scratch("padded offsets", offs.len())?;
+            let ranges = padded_ranges(offs, &mut po)?;
+            let s1 = ColScratch::new_padded(&ranges, k1)?;
+            let s2 = ColScratch::new_padded(&ranges, k2)?;
+            (s1, s2, m_cap, Some((po, padded_offs)))
+        }
+    };
     rayon::join(
-        || colwise_over_ranges(fmt, pow2, m, k1, x1, s1, out1, scales1),
-        || colwise_over_ranges(fmt, pow2, m, k2, x2, s2, out2, scales2),
+        || colwise_over_ranges(rule, (out_rows, k1), x1, s1, out1),
+        || colwise_over_ranges(rule, (out_rows, k2), x2, s2, out2),
     );
+    if let Some((po, padded_offs)) = po {
+        padded_offs[..offs.len()].copy_from_slice(&po);
+    }
     Ok(())
 }
 
 /// See [`crate::Context::per_group_rowwise`]. Offsets run along K (columns); scales
 /// `[g*m + row]`; columns past the last offset are not written.
-pub fn per_group_rowwise<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
-) -> Result<()> {
+pub fn per_group_rowwise<T: Hp>(rule: Rule, x: Grouped<'_, T>, out: Scaled<'_>) -> Result<()> {
+    let Grouped { m, k, x, offs } = x;
     let g = offs.len();
     if g == 0 {
         return Ok(());
     }
     if k == 0 {
-        scales[..g * m].fill(amax_to_scale(0.0, fmt, pow2));
+        out.scales[..g * m].fill(rule.scale(0.0));
         return Ok(());
     }
     // Row-major scratch of per-row scales, transposed into the group-major output after.
     let mut rs = try_scratch::<f32>("per_group_rowwise scales", m * g)?;
-    out[..m * k]
+    out.codes[..m * k]
         .par_chunks_mut(k)
         .zip(rs.par_chunks_mut(g))
         .zip(x[..m * k].par_chunks(k))
         .for_each(|((o, s), row)| {
             for ((c0, c1), s) in group_ranges(offs).zip(s.iter_mut()) {
-                let sc = amax_to_scale(amax_of(&row[c0..c1]), fmt, pow2);
+                let sc = rule.scale(amax_of(&row[c0..c1]));
                 *s = sc;
                 for (o, &v) in o[c0..c1].iter_mut().zip(&row[c0..c1]) {
-                    *o = fmt.encode(v.to_f32() * sc);
+                    *o = rule.fmt.encode(v.to_f32() * sc);
                 }
             }
         });
     for (i, s) in rs.chunks(g).enumerate() {
         for (gi, &v) in s.iter().enumerate() {
-            scales[gi * m + i] = v;
+            out.scales[gi * m + i] = v;
         }
     }
     Ok(())
@@ -333,20 +332,13 @@ pub(crate) fn cast_with_scale<T: Hp>(fmt: Fp8Format, scale: f32, x: &[T], out: &
         });
 }
 
-/// See [`crate::Context::tensorwise`]: one amax over all `n` elements, one scale.
-pub fn tensorwise<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    x: &[T],
-    out: &mut [u8],
-    scale: &mut f32,
-    amax: &mut f32,
-) {
+/// See [`crate::Context::tensorwise`]: one amax over all `n` elements, one scale; returns
+/// (scale, amax).
+pub fn tensorwise<T: Hp>(rule: Rule, x: &[T], out: &mut [u8]) -> (f32, f32) {
     let a = amax_par(x);
-    let s = amax_to_scale(a, fmt, pow2);
-    cast_with_scale(fmt, s, x, &mut out[..x.len()]);
-    *scale = s;
-    *amax = a;
+    let s = rule.scale(a);
+    cast_with_scale(rule.fmt, s, x, &mut out[..x.len()]);
+    (s, a)
 }
 
 /// See [`crate::Context::tensorwise_scaled`]: `out[i] = encode(x[i] * scale)` with the
@@ -358,60 +350,14 @@ pub fn tensorwise_scaled<T: Hp>(fmt: Fp8Format, scale: f32, x: &[T], out: &mut [
 
 /// See [`crate::Context::blockwise_1x128`]: scales (m, ceil(k/128)) row-major; the last block
 /// of a row reduces over the columns that exist.
-pub fn blockwise_1x128<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
-) {
-    super::row_blocks(fmt, m, k, 128, x, out, scales, |a| {
-        let sc = amax_to_scale(a, fmt, pow2);
-        (sc, sc)
-    })
+pub fn blockwise_1x128<T: Hp>(rule: Rule, (m, k): (usize, usize), x: &[T], out: Scaled<'_>) {
+    super::tiles(rule.fmt, (m, k), (1, 128), x, out, |a| rule.stored(a))
 }
 
 /// See [`crate::Context::blockwise_128x128`]: scales (ceil(m/128), ceil(k/128)) row-major;
 /// edge tiles reduce over what exists.
-pub fn blockwise_128x128<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m: usize,
-    k: usize,
-    x: &[T],
-    out: &mut [u8],
-    scales: &mut [f32],
-) {
-    const B: usize = 128;
-    let (nbm, nbk) = (m.div_ceil(B), k.div_ceil(B));
-    if m == 0 || k == 0 {
-        return;
-    }
-    out[..m * k]
-        .par_chunks_mut(chunk_len(B, m, k))
-        .zip(scales[..nbm * nbk].par_chunks_mut(nbk))
-        .enumerate()
-        .for_each(|(bi, (ob, sb))| {
-            let r0 = bi * B;
-            let rows = ob.len() / k;
-            let xt = &x[r0 * k..(r0 + rows) * k];
-            for (bj, s) in sb.iter_mut().enumerate() {
-                let c0 = bj * B;
-                let c1 = (c0 + B).min(k);
-                let a = xt
-                    .chunks(k)
-                    .fold(0.0f32, |a, row| amax_combine(a, amax_of(&row[c0..c1])));
-                let sc = amax_to_scale(a, fmt, pow2);
-                *s = sc;
-                for (orow, xrow) in ob.chunks_mut(k).zip(xt.chunks(k)) {
-                    for (o, &v) in orow[c0..c1].iter_mut().zip(&xrow[c0..c1]) {
-                        *o = fmt.encode(v.to_f32() * sc);
-                    }
-                }
-            }
-        });
+pub fn blockwise_128x128<T: Hp>(rule: Rule, (m, k): (usize, usize), x: &[T], out: Scaled<'_>) {
+    super::tiles(rule.fmt, (m, k), (128, 128), x, out, |a| rule.stored(a))
 }
 
 /// Padded size of a group of `rows` rows.
@@ -420,31 +366,23 @@ pub fn pad16(rows: usize) -> usize {
     rows.div_ceil(16) * 16
 }
 
-/// See [`crate::Context::rowwise_2d_padded`]. Requires `m_cap >= offs[G-1]` padded (the API
-/// checks the stronger, data-independent `m_cap >= m + 15*G`).
+/// See [`crate::Context::rowwise_2d_padded`]: the groups of `x` (`x.m` unused: the rows are
+/// the offsets') moved to 16-row aligned starts. Requires `m_cap >= offs[G-1]` padded (the
+/// API checks the stronger, data-independent `m_cap >= m + 15*G`).
 pub fn rowwise_2d_padded<T: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    k: usize,
-    x: &[T],
-    offs: &[i32],
-    out: &mut [u8],
-    scales: &mut [f32],
+    rule: Rule,
+    x: Grouped<'_, T>,
+    out: Scaled<'_>,
     padded_offs: &mut [i32],
 ) -> Result<()> {
-    let zero_scale = amax_to_scale(0.0, fmt, pow2);
+    let Grouped { k, x, offs, .. } = x;
+    let zero_scale = rule.scale(0.0);
     let mut dst = 0usize;
     // Per group: a disjoint (source rows, destination rows) pair, split off sequentially and
     // then processed in parallel.
-    let mut out_rest: &mut [u8] = out;
-    let mut sc_rest: &mut [f32] = scales;
-    let mut jobs = Vec::new();
-    jobs.try_reserve_exact(offs.len()).map_err(|_| {
-        crate::error::Error::OutOfMemory(format!(
-            "rowwise_2d_padded: scratch for {} groups",
-            offs.len()
-        ))
-    })?;
+    let mut out_rest: &mut [u8] = out.codes;
+    let mut sc_rest: &mut [f32] = out.scales;
+    let mut jobs = try_jobs("rowwise_2d_padded", offs.len(), offs.len())?;
     for ((r0, r1), po) in group_ranges(offs).zip(padded_offs.iter_mut()) {
         let rows = r1 - r0;
         let prows = pad16(rows);
@@ -459,23 +397,17 @@ pub fn rowwise_2d_padded<T: Hp>(
     jobs.into_par_iter().for_each(|(r0, rows, o, s)| {
         let (o_data, o_pad) = o.split_at_mut(rows * k);
         let (s_data, s_pad) = s.split_at_mut(rows);
-        super::rowwise_2d(
-            fmt,
-            pow2,
-            rows,
-            k,
-            &x[r0 * k..(r0 + rows) * k],
-            o_data,
-            s_data,
-        );
-        o_pad.fill(fmt.encode(0.0));
+        let xg = &x[r0 * k..(r0 + rows) * k];
+        super::rowwise_2d(rule, (rows, k), xg, Scaled::new(o_data, s_data));
+        o_pad.fill(rule.fmt.encode(0.0));
         s_pad.fill(zero_scale);
     });
     Ok(())
 }
 
-/// The padded row ranges of [`per_group_colwise_dual_padded`]: per group (start, end, padded
-/// start), with `padded_offs[g]` = padded start + pad16(end - start), allocated fallibly.
+/// The padded row ranges of the padded [`per_group_colwise_dual`]: per group (start, end,
+/// padded start), with `padded_offs[g]` = padded start + pad16(end - start), allocated
+/// fallibly.
 fn padded_ranges(offs: &[i32], padded_offs: &mut [i32]) -> Result<Vec<(usize, usize, usize)>> {
     let mut r = try_scratch("padded colwise group ranges", offs.len())?;
     let mut dst = 0usize;
@@ -489,41 +421,6 @@ fn padded_ranges(offs: &[i32], padded_offs: &mut [i32]) -> Result<Vec<(usize, us
         *po = dst as i32;
     }
     Ok(r)
-}
-
-/// See [`crate::Context::per_group_colwise_dual_padded`]: [`per_group_colwise_dual`] with
-/// every group moved to a 16-row aligned start of an (m_cap)-row column-major output and
-/// every other output byte zero. Requires `m_cap >= offs[G-1]` padded (the API checks the
-/// stronger, data-independent `m_cap >= m + 15*G`).
-pub fn per_group_colwise_dual_padded<T: Hp, U: Hp>(
-    fmt: Fp8Format,
-    pow2: bool,
-    m_cap: usize,
-    k1: usize,
-    k2: usize,
-    x1: &[T],
-    x2: &[U],
-    offs: &[i32],
-    out1: &mut [u8],
-    scales1: &mut [f32],
-    out2: &mut [u8],
-    scales2: &mut [f32],
-    padded_offs: &mut [i32],
-) -> Result<()> {
-    if offs.is_empty() {
-        return Ok(());
-    }
-    // Every scratch before anything is written (padded_offs is written last).
-    let mut po = try_scratch("padded offsets", offs.len())?;
-    let ranges = padded_ranges(offs, &mut po)?;
-    let s1 = ColScratch::new_padded(&ranges, k1)?;
-    let s2 = ColScratch::new_padded(&ranges, k2)?;
-    rayon::join(
-        || colwise_over_ranges(fmt, pow2, m_cap, k1, x1, s1, out1, scales1),
-        || colwise_over_ranges(fmt, pow2, m_cap, k2, x2, s2, out2, scales2),
-    );
-    padded_offs[..offs.len()].copy_from_slice(&po);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -577,11 +474,10 @@ mod tests {
                 let (mut o1, mut s1) = (vec![0xA5u8; k1 * m_cap], vec![-1f32; g * k1]);
                 let (mut o2, mut s2) = (vec![0xA5u8; k2 * m_cap], vec![-1f32; g * k2]);
                 let mut po = vec![-1i32; g];
-                per_group_colwise_dual_padded(
-                    fmt, pow2, m_cap, k1, k2, &x1, &x2, &offs, &mut o1, &mut s1, &mut o2, &mut s2,
-                    &mut po,
-                )
-                .unwrap();
+                let (rule, sh) = (Rule::new(fmt, pow2), (m, k1, k2));
+                let o = (Scaled::new(&mut o1, &mut s1), Scaled::new(&mut o2, &mut s2));
+                let padded = Some((m_cap, &mut po[..]));
+                per_group_colwise_dual(rule, sh, &x1, &x2, &offs, o.0, o.1, padded).unwrap();
                 // zero-padded inputs and padded offsets
                 let (mut p1, mut p2) = (vec![bf16::ZERO; m_cap * k1], vec![0f32; m_cap * k2]);
                 let (mut lo, mut lp) = (0, 0);
@@ -601,21 +497,20 @@ mod tests {
                 let mut offs_all = want_po.clone();
                 offs_all.push(m_cap as i32);
                 let (mut t1a, mut t2a) = (vec![0f32; (g + 1) * k1], vec![0f32; (g + 1) * k2]);
-                per_group_colwise_dual(
-                    fmt, pow2, m_cap, k1, k2, &p1, &p2, &offs_all, &mut q1, &mut t1a, &mut q2,
-                    &mut t2a,
-                )
-                .unwrap();
+                let q = (
+                    Scaled::new(&mut q1, &mut t1a),
+                    Scaled::new(&mut q2, &mut t2a),
+                );
+                let sh_cap = (m_cap, k1, k2);
+                per_group_colwise_dual(rule, sh_cap, &p1, &p2, &offs_all, q.0, q.1, None).unwrap();
                 t1.copy_from_slice(&t1a[..g * k1]);
                 t2.copy_from_slice(&t2a[..g * k2]);
                 assert!(o1 == q1 && o2 == q2, "{sizes:?} {fmt}: data differ");
                 // scales: bits equal to the padded composition's and to the unpadded op's
                 let (mut u1, mut u2) = (vec![0f32; g * k1], vec![0f32; g * k2]);
                 let (mut v1, mut v2) = (vec![0u8; m * k1], vec![0u8; m * k2]);
-                per_group_colwise_dual(
-                    fmt, pow2, m, k1, k2, &x1, &x2, &offs, &mut v1, &mut u1, &mut v2, &mut u2,
-                )
-                .unwrap();
+                let v = (Scaled::new(&mut v1, &mut u1), Scaled::new(&mut v2, &mut u2));
+                per_group_colwise_dual(rule, sh, &x1, &x2, &offs, v.0, v.1, None).unwrap();
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&s1), bits(&t1), "{sizes:?} {fmt}");
                 assert_eq!(bits(&s2), bits(&t2), "{sizes:?} {fmt}");
@@ -636,20 +531,15 @@ mod tests {
         let (mut o2, mut s2) = (vec![0xA5u8; k2 * m_cap], vec![0f32; k2]);
         let mut po = [0i32];
         let f = Fp8Format::E4M3Fn;
-        per_group_colwise_dual_padded(
-            f,
-            false,
-            m_cap,
-            k1,
-            k2,
+        per_group_colwise_dual(
+            Rule::new(f, false),
+            (2, k1, k2),
             &x1,
             &x2,
             &[2],
-            &mut o1,
-            &mut s1,
-            &mut o2,
-            &mut s2,
-            &mut po,
+            Scaled::new(&mut o1, &mut s1),
+            Scaled::new(&mut o2, &mut s2),
+            Some((m_cap, &mut po)),
         )
         .unwrap();
         assert_eq!(po, [16]);
