@@ -421,7 +421,11 @@ fn forward<D: RecipeDesc>(
 
 /// The buffers a forward reads and writes first: x (of the descriptor's dtype), the offsets
 /// and y.
-type ForwardIo = ((*const c_void, usize), (*const i32, usize), (*mut u16, usize));
+type ForwardIo = (
+    (*const c_void, usize),
+    (*const i32, usize),
+    (*mut u16, usize),
+);
 
 /// The views of [`ForwardIo`], made in that order.
 fn forward_io<'a, D: RecipeDesc>(
