@@ -78,9 +78,11 @@ def test_experts_module_fullgraph(device):
         cnt = torch.tensor(counts, device=device)
         # inductor fuses silu(g) * u without eager's intermediate bf16 rounding, so h's FP8
         # cast can land one FP8 step apart: FP8-close, not bitwise (the casts and GEMMs
-        # themselves are exact compiled: see the tests above)
+        # themselves are exact compiled: see the tests above). A few such flips summed in one
+        # output element: the bound is twice the largest max|got - want| / max|want| over
+        # 212 seeds x both steps on the CPU, the cosine 4x the largest 1 - cos (bench/NOTES.md)
         got, want = c(x, cnt).float(), m(x, cnt).float()
-        assert (got - want).abs().max() <= 0.05 * want.abs().max()
+        assert (got - want).abs().max() <= 0.15 * want.abs().max()
         assert torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.999
 
 
