@@ -26,7 +26,7 @@ fn expanded_ffi() -> PathBuf {
     // target/debug/.. is the target directory of this run
     let target = profile_dir().parent().unwrap().join("header-expand");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
+    let out = run(Command::new(cargo)
         .current_dir(&root)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_DIR", &target)
@@ -39,14 +39,7 @@ fn expanded_ffi() -> PathBuf {
             "--manifest-path",
         ])
         .arg(root.join("Cargo.toml"))
-        .args(["--", "-Zunpretty=expanded"])
-        .output()
-        .expect("running cargo rustc -Zunpretty=expanded");
-    assert!(
-        out.status.success(),
-        "cargo rustc -Zunpretty=expanded failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--", "-Zunpretty=expanded"]));
     let crate_src = String::from_utf8(out.stdout).expect("expanded source is UTF-8");
     // The pretty-printer writes `pub mod ffi {` at column 0 and closes it with the first `}`
     // alone on a line at column 0 after it.
