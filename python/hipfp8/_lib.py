@@ -9,7 +9,7 @@ work queued on its stream would be legal, but nothing is gained by it).
 import ctypes
 import os
 import threading
-from ctypes import POINTER, c_char_p, c_int32, c_size_t, c_uint32, c_void_p
+from ctypes import POINTER, c_char_p, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
 
 __all__ = [
     "Hipfp8Error",
@@ -78,6 +78,11 @@ Gemm2d3d = _struct("Gemm2d3d", [("a_format", c_uint32), ("b_format", c_uint32),
 Gemm2d2d = _struct("Gemm2d2d", [("a_format", c_uint32), ("b_format", c_uint32),
                                 ("backend", c_uint32), ("n", c_size_t), ("mt", c_size_t),
                                 ("k", c_size_t)])
+Swiglu = _struct("Swiglu", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                            ("m", c_size_t), ("i", c_size_t)])
+Experts = _struct("Experts", [("input_dtype", c_uint32), ("format", c_uint32),
+                              ("grad_format", c_uint32), ("flags", c_uint32), ("backend", c_uint32),
+                              ("m", c_size_t), ("d", c_size_t), ("i", c_size_t), ("e", c_size_t)])
 
 # Every op: (context, descriptor, then one (pointer, element count) pair per buffer, stream).
 _P, _N = c_void_p, c_size_t
@@ -100,6 +105,9 @@ _OPS = {
     "mxfp8_dim0": (Mxfp8, _BUF * 3),
     "mxfp8_dim1": (Mxfp8, _BUF * 3),
     "moe_weights_dual": (Cast3d, _BUF * 5),  # x, out, scales, out_t, scales_t
+    "moe_act_dual": (Cast2d, _BUF * 6),  # x, offs, out, scales, out_col, scales_col
+    "moe_swiglu_quant": (Swiglu, _BUF * 6),  # gu, offs, out, scales, out_col, scales_col
+    "moe_swiglu_bwd_quant": (Swiglu, _BUF * 7),  # grad_h, gu, offs, out, ... scales_col
     "grouped_gemm_2d3d": (Gemm2d3d, _BUF * 7),  # a, b, offs, sa, sb, out, workspace
     "grouped_gemm_2d2d": (Gemm2d2d, _BUF * 7),
 }
@@ -139,6 +147,26 @@ class _Lib:
             ("hipfp8_context_arch", c_uint32, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
             ("hipfp8_grouped_gemm_workspace_size", c_uint32,
              [c_void_p, c_uint32, c_uint32, c_uint32, c_size_t, POINTER(c_size_t)]),
+            # the experts recipe (include/hipfp8.h: "The experts block")
+            ("hipfp8_moe_experts_weight_cache_create", c_uint32,
+             [c_void_p, POINTER(Experts), POINTER(c_void_p)]),
+            ("hipfp8_weight_cache_destroy", c_uint32, [c_void_p]),
+            ("hipfp8_weight_cache_refresh", c_uint32,
+             [c_void_p, c_void_p, c_uint32, _P, _N, _P, _N, POINTER(c_uint64), c_void_p]),
+            ("hipfp8_weight_cache_invalidate", c_uint32, [c_void_p]),
+            ("hipfp8_weight_cache_generation", c_uint32, [c_void_p, POINTER(c_uint64)]),
+            ("hipfp8_moe_experts_saved_size", c_uint32,
+             [c_void_p, POINTER(Experts), POINTER(c_size_t)]),
+            ("hipfp8_moe_experts_forward_workspace_size", c_uint32,
+             [c_void_p, POINTER(Experts), POINTER(c_size_t)]),
+            ("hipfp8_moe_experts_backward_workspace_size", c_uint32,
+             [c_void_p, POINTER(Experts), POINTER(c_size_t)]),
+            # ctx, desc, cache, x, offs, y, saved, workspace, generation, stream
+            ("hipfp8_moe_experts_forward", c_uint32,
+             [c_void_p, POINTER(Experts), c_void_p] + _BUF * 5 + [POINTER(c_uint64), c_void_p]),
+            # ctx, desc, cache, generation, saved, dy, offs, dx, dw13, dw2, workspace, stream
+            ("hipfp8_moe_experts_backward", c_uint32,
+             [c_void_p, POINTER(Experts), c_void_p, c_uint64] + _BUF * 7 + [c_void_p]),
         ]:
             f = getattr(d, name)
             f.restype, f.argtypes = res, args
@@ -203,6 +231,26 @@ class Context:
         check(L.dll.hipfp8_context_arch(self.handle, buf, 64, ctypes.byref(n)), "arch")
         self.arch = buf.value.decode()
         self._ws = {}
+        self._experts = {}
+
+    def experts_sizes(self, desc):
+        """(saved, forward workspace, backward workspace) bytes of an experts descriptor
+        (`Experts`), cached by its contents."""
+        key = (desc.input_dtype, desc.format, desc.grad_format, desc.flags, desc.backend,
+               desc.m, desc.d, desc.i, desc.e)
+        v = self._experts.get(key)
+        if v is None:
+            d = lib().dll
+            v = []
+            for f in (d.hipfp8_moe_experts_saved_size, d.hipfp8_moe_experts_forward_workspace_size,
+                      d.hipfp8_moe_experts_backward_workspace_size):
+                n = c_size_t()
+                check(f(self.handle, ctypes.byref(desc), ctypes.byref(n)), f.__name__)
+                v.append(n.value)
+            if len(self._experts) > 4096:
+                self._experts.clear()
+            v = self._experts[key] = tuple(v)
+        return v
 
     def workspace_size(self, a_format, b_format, groups):
         key = (a_format, b_format, groups)

@@ -1,4 +1,6 @@
-"""FP8 grouped GEMM with autograd (the MoE experts) and a torchtitan GroupedExperts drop-in.
+"""FP8 grouped GEMM with autograd (the MoE experts) and a torchtitan GroupedExperts drop-in
+(by default the fused experts recipe of hipfp8.torch.fused_experts; the grouped_mm path with
+`fused=False`).
 
 `grouped_mm(A, B_t, offs)` follows torch._grouped_mm's contract (A (M,K) row-major, B_t (E,K,N)
 column-major per expert, int32 END offsets along M) with torchao 0.18's rowwise FP8 recipe
@@ -24,6 +26,7 @@ import torch
 from torch import nn
 
 from . import ops
+from .fused_experts import ExpertsWeightCache, experts
 
 __all__ = ["grouped_mm", "GroupedExperts", "swap_grouped_experts", "weight_cache"]
 
@@ -156,67 +159,121 @@ def grouped_mm(A, B_t, offs, out_dtype=torch.bfloat16, float8_dtype=None):
     return _GroupedMM.apply(A, B_t, offs, out_dtype, fp8)
 
 
+def _experts_forward(mod, x_RD, num_tokens_per_expert_E, fused, cache, fp8):
+    """torchtitan 0.3's GroupedExperts.forward of `mod`'s parameters: the fused recipe
+    (`experts`) when `fused`, else its three grouped GEMMs through `mod._grouped_mm` and
+    torch's bf16 SwiGLU."""
+    offs = torch.cumsum(num_tokens_per_expert_E, dim=0, dtype=torch.int32)
+    w1, w2, w3 = mod.w1_EFD, mod.w2_EDF, mod.w3_EFD
+    if hasattr(w1, "to_local"):  # DTensor parameters (EP / TP), as torchtitan does
+        w1, w2, w3 = w1.to_local(), w2.to_local(), w3.to_local()
+    x = x_RD.bfloat16()
+    if fused:
+        # the weights as they are (bf16 or f32: cast to FP8 from that dtype), so the cache
+        # sees the parameters' own storage and version counters
+        if not (w1.dtype == w2.dtype == w3.dtype and w1.dtype in ops.HP_DTYPE):
+            w1, w2, w3 = w1.bfloat16(), w2.bfloat16(), w3.bfloat16()
+        return experts(x, offs, w1, w3, w2, cache, float8_dtype=fp8).type_as(x_RD)
+    h = nn.functional.silu(mod._grouped_mm(A=x, B_t=w1.bfloat16().transpose(-2, -1), offs=offs))
+    h = h * mod._grouped_mm(A=x, B_t=w3.bfloat16().transpose(-2, -1), offs=offs)
+    return mod._grouped_mm(A=h, B_t=w2.bfloat16().transpose(-2, -1), offs=offs).type_as(x_RD)
+
+
 class GroupedExperts(nn.Module):
     """torchtitan 0.3's `GroupedExperts` (SwiGLU experts; parameters w1_EFD (E,F,D), w2_EDF
-    (E,D,F), w3_EFD (E,F,D); forward(x_RD, num_tokens_per_expert_E)) with the three grouped
-    GEMMs in FP8 through `grouped_mm`. Same parameter names, shapes and state dict, so a
-    checkpoint loads either way; `from_torchtitan(m)` shares the parameters of an existing one.
+    (E,D,F), w3_EFD (E,F,D); forward(x_RD, num_tokens_per_expert_E)) in FP8. Same parameter
+    names, shapes and state dict, so a checkpoint loads either way; `from_torchtitan(m)` shares
+    the parameters of an existing one.
+
+    `fused=True` (the default): the experts recipe, one library call per pass with the FP8
+    weights in `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change;
+    call `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs).
+    `fused=False`: three `grouped_mm` calls and torch's bf16 SwiGLU.
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
-                 dtype=None):
+                 dtype=None, fused=True):
         super().__init__()
         kw = {"device": device, "dtype": dtype}
         self.num_experts = num_experts
         self.float8_dtype = float8_dtype
+        self.fused = fused
+        self.weight_cache = ExpertsWeightCache()
         self.w1_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim, **kw))
         self.w2_EDF = nn.Parameter(torch.empty(num_experts, dim, hidden_dim, **kw))
         self.w3_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim, **kw))
 
     @classmethod
-    def from_torchtitan(cls, m, float8_dtype=None):
+    def from_torchtitan(cls, m, float8_dtype=None, fused=True):
         """A GroupedExperts sharing the parameters (the same Parameter objects) of `m`."""
         new = cls.__new__(cls)
         nn.Module.__init__(new)
         new.num_experts = m.num_experts
         new.float8_dtype = float8_dtype
+        new.fused = fused
+        new.weight_cache = ExpertsWeightCache()
         new.w1_EFD, new.w2_EDF, new.w3_EFD = m.w1_EFD, m.w2_EDF, m.w3_EFD
         return new
+
+    def refresh_weight_cache(self):
+        """Re-quantize the weights into the cache now (fused mode)."""
+        _refresh(self, self.weight_cache, self.float8_dtype)
 
     def _grouped_mm(self, *, A, B_t, offs):
         return grouped_mm(A, B_t, offs, float8_dtype=self.float8_dtype)
 
     def forward(self, x_RD, num_tokens_per_expert_E):
-        offs = torch.cumsum(num_tokens_per_expert_E, dim=0, dtype=torch.int32)
-        w1, w2, w3 = self.w1_EFD, self.w2_EDF, self.w3_EFD
-        if hasattr(w1, "to_local"):  # DTensor parameters (EP / TP), as torchtitan does
-            w1, w2, w3 = w1.to_local(), w2.to_local(), w3.to_local()
-        x = x_RD.bfloat16()
-        h = nn.functional.silu(self._grouped_mm(A=x, B_t=w1.bfloat16().transpose(-2, -1), offs=offs))
-        h = h * self._grouped_mm(A=x, B_t=w3.bfloat16().transpose(-2, -1), offs=offs)
-        return self._grouped_mm(A=h, B_t=w2.bfloat16().transpose(-2, -1), offs=offs).type_as(x_RD)
+        return _experts_forward(self, x_RD, num_tokens_per_expert_E, self.fused,
+                                self.weight_cache, self.float8_dtype)
+
+
+def _refresh(mod, cache, fp8):
+    w1, w2, w3 = mod.w1_EFD, mod.w2_EDF, mod.w3_EFD
+    if hasattr(w1, "to_local"):
+        w1, w2, w3 = w1.to_local(), w2.to_local(), w3.to_local()
+    with torch.no_grad():
+        cache.refresh(w1, w3, w2, fp8)
 
 
 def _fp8_grouped_mm_seam(self, *, A, B_t, offs):
     return grouped_mm(A, B_t, offs, float8_dtype=getattr(self, "_hipfp8_float8_dtype", None))
 
 
-def swap_grouped_experts(model, float8_dtype=None):
-    """Route every torchtitan GroupedExperts in `model` through hipfp8's FP8 grouped GEMM, in
-    place: each module keeps its class behaviour, parameters and state dict; only its
-    `_grouped_mm` seam (torchtitan 0.3's hook for low-precision variants) is replaced by
-    `grouped_mm`. Returns the number of modules swapped."""
+def _swapped_forward(self, x_RD, num_tokens_per_expert_E):
+    return _experts_forward(self, x_RD, num_tokens_per_expert_E, self._hipfp8_fused,
+                            self._hipfp8_cache, self._hipfp8_float8_dtype)
+
+
+def _swapped_refresh(self):
+    _refresh(self, self._hipfp8_cache, self._hipfp8_float8_dtype)
+
+
+def swap_grouped_experts(model, float8_dtype=None, fused=True):
+    """Route every torchtitan GroupedExperts in `model` through hipfp8 FP8, in place: each
+    module keeps its parameters and state dict. `fused=True` (the default): its forward becomes
+    the fused experts recipe (hipfp8.torch.fused_experts, one library call per pass, FP8 weights
+    cached in `m._hipfp8_cache`; `m.refresh_weight_cache()` re-quantizes them now).
+    `fused=False`: only its `_grouped_mm` seam (torchtitan 0.3's hook for low-precision
+    variants) is replaced by `grouped_mm`, torchtitan's forward runs as is. Both modes replace
+    the seam, so the module's `_grouped_mm` is FP8 either way. Returns the number of modules
+    swapped."""
     n = 0
     for m in model.modules():
         if (type(m).__name__ == "GroupedExperts" and hasattr(m, "w1_EFD")
                 and hasattr(m, "_grouped_mm") and not isinstance(m, GroupedExperts)):
-            cls = type(m)
-            sub = _swapped.get(cls)
+            cls = getattr(type(m), "_hipfp8_base", type(m))
+            sub = _swapped.get((cls, fused))
             if sub is None:
-                sub = _swapped[cls] = type("Float8" + cls.__name__, (cls,),
-                                           {"_grouped_mm": _fp8_grouped_mm_seam})
+                body = {"_grouped_mm": _fp8_grouped_mm_seam, "_hipfp8_base": cls,
+                        "refresh_weight_cache": _swapped_refresh}
+                if fused:
+                    body["forward"] = _swapped_forward
+                sub = _swapped[(cls, fused)] = type("Float8" + cls.__name__, (cls,), body)
             m.__class__ = sub
             m._hipfp8_float8_dtype = float8_dtype
+            m._hipfp8_fused = fused
+            if getattr(m, "_hipfp8_cache", None) is None:
+                m._hipfp8_cache = ExpertsWeightCache()
             n += 1
     return n
 

@@ -23,7 +23,8 @@ __all__ = [
     "rowwise_2d", "colwise_3d", "rowwise_3d_transpose_rhs", "per_group_colwise",
     "per_group_colwise_dual", "per_group_colwise_dual_padded", "per_group_rowwise", "tensorwise", "tensorwise_scaled",
     "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
-    "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual",
+    "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual", "moe_act_dual",
+    "moe_swiglu_quant", "moe_swiglu_bwd_quant",
     "grouped_gemm_2d3d", "grouped_gemm_2d2d",
 ]
 
@@ -318,6 +319,71 @@ _rowwise_3d_transpose_rhs = _cast3d("rowwise_3d_transpose_rhs", lambda e, k, n, 
 _moe_weights_dual = _cast3d("moe_weights_dual", lambda e, k, n, dt: [
     ((e, k, n), (k * n, 1, k), dt), ((e, n), (n, 1), _F32),
     ((e, n, k), (n * k, 1, n), dt), ((e, k), (k, 1), _F32)], outs_n=4)
+
+
+# The fused MoE casts of activations: both grouped-GEMM operands from one read ----------------
+def _act_dual_specs(m, k, g, dt):
+    """rowwise_2d's outputs (every row) then per_group_colwise's (rows past offs[-1] of the
+    column-major data are not written)."""
+    return [((m, k), (k, 1), dt), ((m,), (1,), _F32), ((m, k), (1, m), dt), ((g, k), (k, 1), _F32)]
+
+
+def _act_dual_plan(x, offs, dtype, pow2):
+    op = "moe_act_dual"
+    dev = _device(op, x, offs)
+    hp = _hp(op, "x", x, 2)
+    _offs(op, offs, dev)
+    f = _fmt(op, dtype)
+    m, k = x.shape
+    return (_act_dual_specs(m, k, offs.shape[0], dtype), _desc(L.Cast2d, hp, f, int(pow2), m, k),
+            (x, offs))
+
+
+_moe_act_dual = _register("moe_act_dual(Tensor x, Tensor offs, ScalarType dtype, bool pow2)"
+                          " -> (Tensor, Tensor, Tensor, Tensor)", _act_dual_plan)
+
+
+def _gu_args(op, gu, offs):
+    """The checks of the SwiGLU casts' gu (M, 2I) and offsets; returns (device, dtype id, m, i)."""
+    dev = _device(op, gu, offs)
+    hp = _hp(op, "gu", gu, 2)
+    _offs(op, offs, dev)
+    m, i2 = gu.shape
+    if i2 % 2:
+        _fail(op, f"gu must be (M, 2I) ([gate | up]), got an odd column count: {tuple(gu.shape)}")
+    return dev, hp, m, i2 // 2
+
+
+def _swiglu_plan(gu, offs, dtype, pow2):
+    op = "moe_swiglu_quant"
+    _, hp, m, i = _gu_args(op, gu, offs)
+    f = _fmt(op, dtype)
+    return (_act_dual_specs(m, i, offs.shape[0], dtype), _desc(L.Swiglu, hp, f, int(pow2), m, i),
+            (gu, offs))
+
+
+_moe_swiglu_quant = _register("moe_swiglu_quant(Tensor gu, Tensor offs, ScalarType dtype, bool pow2)"
+                              " -> (Tensor, Tensor, Tensor, Tensor)", _swiglu_plan)
+
+
+def _swiglu_bwd_plan(grad_h, gu, offs, dtype, pow2):
+    op = "moe_swiglu_bwd_quant"
+    dev, hp, m, i = _gu_args(op, gu, offs)
+    _device(op, grad_h, gu)
+    if _hp(op, "grad_h", grad_h, 2) != hp:
+        _fail(op, f"grad_h and gu must have one dtype, got {grad_h.dtype} and {gu.dtype}",
+              TypeError)
+    if tuple(grad_h.shape) != (m, i):
+        _fail(op, f"grad_h must be (M, I) = {(m, i)} for gu {tuple(gu.shape)}, got "
+                  f"{tuple(grad_h.shape)}")
+    f = _fmt(op, dtype)
+    return (_act_dual_specs(m, 2 * i, offs.shape[0], dtype),
+            _desc(L.Swiglu, hp, f, int(pow2), m, i), (grad_h, gu, offs))
+
+
+_moe_swiglu_bwd_quant = _register(
+    "moe_swiglu_bwd_quant(Tensor grad_h, Tensor gu, Tensor offs, ScalarType dtype, bool pow2)"
+    " -> (Tensor, Tensor, Tensor, Tensor)", _swiglu_bwd_plan)
 
 
 # Per-group casts (x, offs, dtype, pow2) -------------------------------------------------------
@@ -619,6 +685,24 @@ def moe_weights_dual(x, dtype=None, pow2=True):
     """(E,K,N) column-major -> colwise_3d(x) and rowwise_3d_transpose_rhs(x) from one call:
     fp8 (E,K,N), scales (E,N), fp8 (E,N,K) column-major, scales (E,K)."""
     return _moe_weights_dual(x, _dt(x, dtype), pow2)
+
+
+def moe_act_dual(x, offs, dtype=None, pow2=True):
+    """(M,K) + END offsets along M -> rowwise_2d(x) and per_group_colwise(x, offs) from one read:
+    fp8 (M,K), scales (M,), fp8 (M,K) column-major, scales (G,K)."""
+    return _moe_act_dual(x, offs, _dt(x, dtype), pow2)
+
+
+def moe_swiglu_quant(gu, offs, dtype=None, pow2=True):
+    """gu (M, 2I) = [gate | up] -> h = silu(gate) * up (M, I) in gu's dtype's arithmetic
+    (torch's `F.silu(g) * u`, docs/OPS.md), cast as moe_act_dual casts x, h never stored."""
+    return _moe_swiglu_quant(gu, offs, _dt(gu, dtype), pow2)
+
+
+def moe_swiglu_bwd_quant(grad_h, gu, offs, dtype=None, pow2=True):
+    """d = [d_gate | d_up] (M, 2I), torch's autograd of `F.silu(g) * u` from grad_h (M, I) and
+    the forward's gu (M, 2I), cast as moe_act_dual casts x, d never stored."""
+    return _moe_swiglu_bwd_quant(grad_h, gu, offs, _dt(grad_h, dtype), pow2)
 
 
 def per_group_colwise(x, offs, dtype=None, pow2=True):
