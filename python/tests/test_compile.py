@@ -1,5 +1,5 @@
-"""torch.compile(fullgraph=True): no graph break in grouped_mm (fwd+bwd), the experts or the
-linear; token counts vary without recompiling; compiled results equal eager bit for bit."""
+"""torch.compile(fullgraph=True): no graph break in grouped_mm (fwd+bwd), the experts (both
+modes) or the linear; token counts vary without recompiling; compiled results equal eager bit for bit."""
 
 import pytest
 import torch
@@ -66,8 +66,34 @@ def test_float8_linear_fullgraph(device, recipe):
             assert torch.equal(g, w), f"{what} differs compiled vs eager (M={m})"
 
 
-def test_experts_module_fullgraph(device):
+def test_fused_experts_fullgraph(device):
+    """The fused experts recipe compiled: two opaque custom ops (no graph break), bit-equal to
+    eager (nothing for inductor to fuse differently), forward and every gradient; token
+    counts vary without recompiling; the weight cache is refreshed by neither."""
     m = hf.GroupedExperts(64, 96, 4, device=device, dtype=torch.bfloat16)
+    for p in m.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    c = torch.compile(m, fullgraph=True, dynamic=True)
+    for i, counts in enumerate([[7, 0, 40, 17], [30, 30, 2, 2]]):
+        if i == 1:
+            torch.compiler.set_stance("fail_on_recompile")
+        x = rnd(64, 64, device=device, seed=i, scale=1.0)
+        cnt = torch.tensor(counts, device=device)
+        res = []
+        for fn in (c, m):
+            xx = x.clone().requires_grad_()
+            for p in m.parameters():
+                p.grad = None
+            y = fn(xx, cnt)
+            y.float().square().sum().backward()
+            res.append([y, xx.grad] + [p.grad.clone() for p in m.parameters()])
+        for g, w, what in zip(*res, ("y", "grad_x", "grad_w1", "grad_w2", "grad_w3")):
+            assert torch.equal(g, w), f"{what} differs compiled vs eager ({counts})"
+    assert m.weight_cache.refreshes == 1
+
+
+def test_experts_module_fullgraph(device):
+    m = hf.GroupedExperts(64, 96, 4, device=device, dtype=torch.bfloat16, fused=False)
     for p in m.parameters():
         torch.nn.init.normal_(p, std=0.05)
     c = torch.compile(m, fullgraph=True, dynamic=True)

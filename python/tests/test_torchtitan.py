@@ -1,6 +1,7 @@
-"""torchtitan 0.3's GroupedExperts swapped for hipfp8's FP8 grouped GEMM on a tiny config:
-same parameters and state dict; output and gradients equal the FP8 recipe computed with
-hipfp8.torch.grouped_mm directly, and stay close to torchtitan's BF16 answer."""
+"""torchtitan 0.3's GroupedExperts swapped for hipfp8 FP8 on a tiny config, both modes (the fused
+experts recipe, the default, and the grouped_mm seam): same parameters and state dict; output
+and gradients equal hipfp8's own GroupedExperts in the same mode on the same parameters, and
+stay close to torchtitan's BF16 answer."""
 
 import pytest
 import torch
@@ -21,12 +22,13 @@ def tiny(device):
     return m
 
 
-def test_swap_in_place(device):
+@pytest.mark.parametrize("fused", [True, False])
+def test_swap_in_place(device, fused):
     ref = tiny(device)
     m = tiny(device)
     sd_before = {k: (v.shape, v.dtype) for k, v in m.state_dict().items()}
     params_before = [id(p) for p in m.parameters()]
-    assert hf.swap_grouped_experts(m) == 1
+    assert hf.swap_grouped_experts(m, fused=fused) == 1
     assert isinstance(m, moe.GroupedExperts)
     assert {k: (v.shape, v.dtype) for k, v in m.state_dict().items()} == sd_before
     assert [id(p) for p in m.parameters()] == params_before
@@ -37,7 +39,7 @@ def test_swap_in_place(device):
     y = m(x, counts)
     y.float().square().sum().backward()
     # hipfp8's own module on the same parameters gives the same bits
-    mine = hf.GroupedExperts.from_torchtitan(ref)
+    mine = hf.GroupedExperts.from_torchtitan(ref, fused=fused)
     x2 = x.detach().clone().requires_grad_()
     y2 = mine(x2, counts)
     y2.float().square().sum().backward()
@@ -49,3 +51,24 @@ def test_swap_in_place(device):
     y3 = ref(x3, counts)
     cos = torch.nn.functional.cosine_similarity(y.float().flatten(), y3.float().flatten(), dim=0)
     assert cos > 0.99, float(cos)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_swap_fused_matches_unfused_forward(device, dtype):
+    """With bf16 parameters the fused swap's forward equals the seam swap's bit for bit on the
+    CPU (the same casts and GEMMs; the SwiGLU's exp is the only possible difference,
+    test_experts.py). f32 parameters: the fused path casts them to FP8 directly, the seam path
+    rounds them to bf16 first (torchtitan's `w.bfloat16()`): FP8-close. A module swapped twice
+    switches mode."""
+    m = tiny(device).to(dtype)
+    x = rnd(64, 64, device=device, scale=1.0)
+    counts = torch.tensor([7, 0, 40, 17], device=device)
+    hf.swap_grouped_experts(m, fused=False)
+    want = m(x, counts)
+    assert hf.swap_grouped_experts(m, fused=True) == 1
+    got = m(x, counts)
+    assert m._hipfp8_cache.refreshes == 1
+    if device == "cpu" and dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+    cos = torch.nn.functional.cosine_similarity(got.float().flatten(), want.float().flatten(), dim=0)
+    assert cos > 0.999

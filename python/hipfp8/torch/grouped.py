@@ -259,9 +259,9 @@ def swap_grouped_experts(model, float8_dtype=None, fused=True):
     swapped."""
     n = 0
     for m in model.modules():
-        if (type(m).__name__ == "GroupedExperts" and hasattr(m, "w1_EFD")
+        cls = getattr(type(m), "_hipfp8_base", type(m))  # a module swapped before: its class
+        if (cls.__name__ == "GroupedExperts" and hasattr(m, "w1_EFD")
                 and hasattr(m, "_grouped_mm") and not isinstance(m, GroupedExperts)):
-            cls = getattr(type(m), "_hipfp8_base", type(m))
             sub = _swapped.get((cls, fused))
             if sub is None:
                 body = {"_grouped_mm": _fp8_grouped_mm_seam, "_hipfp8_base": cls,
