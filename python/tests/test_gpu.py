@@ -168,6 +168,53 @@ def test_cuda_graph_float8_linear_fwd_bwd(recipe):
         assert torch.equal(r, w), f"{recipe} {what}: graph replay differs from eager"
 
 
+@pytest.mark.capture
+def test_cuda_graph_fused_experts_fwd_bwd():
+    """The fused experts recipe, forward + backward, captured on one stream: the replay equals
+    eager bit for bit; new token counts between replays (read on the device); after an in-place
+    weight update and refresh_weight_cache() (outside the graph) the replay reads the refreshed
+    FP8 weights and equals eager again."""
+    ex = hf.GroupedExperts(512, 256, 4, device="cuda", dtype=torch.bfloat16)
+    for p in ex.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    x = rnd(2048, 512, device="cuda", seed=1, scale=1.0).requires_grad_()
+    counts = torch.tensor([512, 512, 512, 512], device="cuda")
+    dy = rnd(2048, 512, device="cuda", seed=2, scale=0.01)
+
+    def step(x, counts, dy):
+        x.grad = None
+        for p in ex.parameters():
+            p.grad = None
+        y = ex(x, counts)
+        y.backward(dy)
+        return [y, x.grad] + [p.grad for p in ex.parameters()]
+
+    names = ("y", "grad_x", "grad_w1", "grad_w2", "grad_w3")
+    want = [t.detach().clone() for t in step(x, counts, dy)]
+    g, got = _capture(step, x, counts, dy)
+    refreshes = ex.weight_cache.refreshes
+    for t in got:
+        t.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    _bits_equal(got, want, names, against="eager")
+    counts.copy_(torch.tensor([1000, 24, 0, 1024], device="cuda"))
+    g.replay()
+    replay = [t.clone() for t in got]
+    want = [t.detach().clone() for t in step(x, counts, dy)]
+    torch.cuda.synchronize()
+    _bits_equal(replay, want, tuple(f"{n} (new counts)" for n in names))
+    with torch.no_grad():
+        ex.w2_EDF.mul_(1.5)
+    ex.refresh_weight_cache()
+    g.replay()
+    replay = [t.clone() for t in got]
+    want = [t.detach().clone() for t in step(x, counts, dy)]
+    torch.cuda.synchronize()
+    _bits_equal(replay, want, tuple(f"{n} (refreshed weights)" for n in names))
+    assert ex.weight_cache.refreshes == refreshes + 1  # the eager step found it fresh
+
+
 def _bits_equal(got, want, what, against="eager"):
     for g, w, name in zip(got, want, what):
         assert torch.equal(g, w), f"{name}: graphed differs from {against}"
@@ -199,11 +246,13 @@ def test_make_graphed_callables_float8_linear(recipe):
 
 
 @pytest.mark.capture
-def test_make_graphed_callables_experts():
-    """The MoE experts (3 FP8 grouped GEMMs forward, 6 backward, 9 casts) through
-    hf.make_graphed_callables: bit-equal to eager, with the token counts changed between
-    replays (the graphs read them on the device)."""
-    ex = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
+@pytest.mark.parametrize("fused", [True, False])
+def test_make_graphed_callables_experts(fused):
+    """The MoE experts (fused: the recipe's one forward and one backward call; unfused: 3 FP8
+    grouped GEMMs forward, 6 backward, 9 casts) through hf.make_graphed_callables: bit-equal to
+    eager, with the token counts changed between replays (the graphs read them on the
+    device)."""
+    ex = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16, fused=fused)
     for p in ex.parameters():
         torch.nn.init.normal_(p, std=0.05)
     ref = copy.deepcopy(ex)
@@ -236,7 +285,7 @@ def test_compile_reduce_overhead_experts():
     bitwise (inductor fuses silu(g) * u without eager's bf16 rounding, see test_compile.py):
     a cosine check only."""
     torch._dynamo.reset()
-    ex = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
+    ex = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16, fused=False)
     for p in ex.parameters():
         torch.nn.init.normal_(p, std=0.05)
     graphed = torch.compile(ex, mode="reduce-overhead", fullgraph=True, dynamic=False)
@@ -267,10 +316,12 @@ def test_compile_reduce_overhead_experts():
 
 
 def test_no_host_sync():
-    """torch's sync debug mode raises on any synchronising call in a training step."""
+    """torch's sync debug mode raises on any synchronising call in a training step (the
+    fused experts' first step includes the weight cache's creation and refresh)."""
     A, W, offs = moe_inputs(m=1024, k=256, n=128, e=4)
     experts = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
-    for p in experts.parameters():
+    unfused = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16, fused=False)
+    for p in list(experts.parameters()) + list(unfused.parameters()):
         torch.nn.init.normal_(p, std=0.05)
     lin = {r: hf.Float8Linear(256, 128, recipe=r, device="cuda", dtype=torch.bfloat16)
            for r in ("tensorwise", "rowwise", "delayed")}
@@ -281,6 +332,7 @@ def test_no_host_sync():
     try:
         for _ in range(2):
             experts(x, counts).float().sum().backward()
+            unfused(x, counts).float().sum().backward()
             for m in lin.values():
                 m(x).float().sum().backward()
             q = hf.per_group_colwise_dual(A, A, offs)
