@@ -10,11 +10,14 @@ each as BF16 torch._grouped_mm (the layer also torch.compile'd: that is the base
 counts, BENCHMARKS.md), torchao 0.18's FP8 rowwise path (the projection: its autograd
 function; block and layer: torchtitan's Float8 recipe, groups padded to 16 by its torchao
 dispatcher and `quantize_(Float8TrainingOpConfig)`, the layer compiled as that recipe
-requires) and hipfp8 (hipfp8.torch.grouped_mm / swap_grouped_experts, eager; the layer also
-compiled). Balanced and Zipf routing; fresh grads (.grad None before each step) and
+requires) and hipfp8 (the projection: hipfp8.torch.grouped_mm; block and layer:
+swap_grouped_experts in both modes, its default the fused experts recipe (one library call per
+pass, `impl: "recipe"`) and `fused=False`, three grouped_mm calls and torch's SwiGLU
+(`impl: "grouped_mm"`); eager; the layer also compiled). Rows keep `variant: "hipfp8"` for
+both and say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and
 accumulating grads (.grad kept, every backward adds); 1 and 4 micro-batches per step (4 inputs,
-grads accumulating over them: hipfp8 keeps its FP8 weights across them when
-hipfp8.torch.weight_cache exists). Per measurement: median of N CUDA-event timings after
+grads accumulating over them: hipfp8's grouped_mm path keeps its FP8 weights across them
+inside hipfp8.torch.weight_cache(); the recipe's weight cache does so by itself). Per measurement: median of N CUDA-event timings after
 warm-up, torch.cuda.max_memory_allocated of one step. Per variant, one profiled step (balanced,
 fresh, 1 micro-batch) split into casts / GEMMs / other kernels / gaps by kernel name. Numerics:
 hipfp8's outputs and gradients against torchao's (bit for bit where the recipe is the same; how
@@ -53,6 +56,16 @@ import hipfp8.torch as hf  # noqa: E402
 FULL = {"M": 32768, "E": 32, "K": 7168, "N": 2048, "T": 4096, "TOPK": 8}
 SMOKE = {"M": 256, "E": 8, "K": 64, "N": 32, "T": 64, "TOPK": 4}
 VARIANTS = ("bf16", "torchao", "hipfp8")
+# hipfp8's two experts paths, as run variants: "hipfp8" is the fused recipe in block and layer
+# (the projection, one grouped GEMM, has only grouped_mm), "hipfp8_mm" the grouped_mm path.
+HIPFP8 = ("hipfp8", "hipfp8_mm")
+
+
+def variant_impl(case, v):
+    """(the row's variant, its impl) of run variant `v` in `case`."""
+    if v not in HIPFP8:
+        return v, None
+    return "hipfp8", ("recipe" if v == "hipfp8" and case != "projection" else "grouped_mm")
 COMBOS = (("fresh", 1), ("acc", 1), ("fresh", 4), ("acc", 4))  # (grads, micro-batches)
 
 
@@ -133,8 +146,8 @@ def to_variant(module, experts, variant):
         moe, _, _ = torchtitan_moe()
         quantize_(experts, config=Float8TrainingOpConfig(),
                   filter_fn=lambda m, _fqn: isinstance(m, moe.GroupedExperts))
-    elif variant == "hipfp8":
-        assert hf.swap_grouped_experts(module) == 1
+    elif variant in HIPFP8:
+        assert hf.swap_grouped_experts(module, fused=(variant == "hipfp8")) == 1
     return module
 
 
@@ -395,22 +408,25 @@ class Run:
                     for p in params:
                         p.grad = None
 
-            ctx = self.cache if (variant == "hipfp8" and mb > 1 and self.cache) else contextlib.nullcontext
+            ctx = self.cache if (variant in HIPFP8 and mb > 1 and self.cache) else contextlib.nullcontext
 
             def step():
                 with ctx():
                     for x, dy in zip(xs, dys):
                         fwd(x).backward(dy)
             us, peak, iters = self.measure(step, reset, g["held"]())
+            v, impl = variant_impl(case, variant)
             self.rows.append({"case": case, "shape": shape, "split": split, "grads": grads,
-                              "microbatches": mb, "variant": variant, "compiled": compiled,
-                              "us": us, "peak_mem_bytes": peak, "iters": iters})
+                              "microbatches": mb, "variant": v, "impl": impl,
+                              "compiled": compiled, "us": us, "peak_mem_bytes": peak,
+                              "iters": iters})
             self.log(f"{tag:32} {grads:5} x{mb}: "
                      + (f"{us:10.1f} us  peak {peak / 2**30:6.2f} GiB  (N={iters})" if us else "ran"))
             if grads == "fresh" and mb == 1 and split == "balanced" and not self.smoke \
                     and not self.a.no_profile:
                 sp, top = profile_step(step, reset)
-                self.splits.append({"case": case, "variant": variant, "compiled": compiled,
+                self.splits.append({"case": case, "variant": v, "impl": impl,
+                                    "compiled": compiled,
                                     "us": us, **{k: round(v, 1) for k, v in sp.items()},
                                     "top": [[n[:120], round(v, 1)] for n, v in top]})
             del xs, dys
@@ -539,9 +555,14 @@ class Run:
         pair once). The results then leave the GPU: to the host when `more_later` (variants of
         this (case, split) still to come), else dropped."""
         r = {k[2:]: v for k, v in self.results.items() if k[:2] == (case, split)}
-        pairs = [(("hipfp8", False), o) for o in (("torchao", True), ("torchao", False),
-                                                   ("bf16", True), ("bf16", False))]
-        pairs.append((("hipfp8", True), ("hipfp8", False)))
+        others = (("torchao", True), ("torchao", False), ("bf16", True), ("bf16", False))
+        pairs = [((h, False), o) for h in HIPFP8 for o in others]
+        pairs += [(("hipfp8", False), ("hipfp8_mm", False)), (("hipfp8", True), ("hipfp8", False)),
+                  (("hipfp8_mm", True), ("hipfp8_mm", False))]
+
+        def label(vc):
+            v, impl = variant_impl(case, vc[0])
+            return v + (f" {impl}" if impl else "") + (" compiled" if vc[1] else "")
         for mine, other in pairs:
             key = (case, split, mine, other)
             if mine not in r or other not in r or key in self.compared:
@@ -553,8 +574,7 @@ class Run:
                 d = diff(t, r[other][what])
                 d["cosine"] = cosine(t, r[other][what])
                 self.checks.append({"case": case, "split": split, "what": what,
-                                    "mine": mine[0] + (" compiled" if mine[1] else ""),
-                                    "vs": other[0] + (" compiled" if other[1] else ""), **d})
+                                    "mine": label(mine), "vs": label(other), **d})
         for k in [k for k in self.results if k[:2] == (case, split)]:
             if more_later:
                 self.results[k] = {w: t.cpu() for w, t in self.results[k].items()}
@@ -592,16 +612,17 @@ class Run:
                 plan.append(("projection", split, [("bf16", False), ("torchao", False),
                                                    ("hipfp8", False)]))
             if "layer" in cases:
-                lv = [("bf16", not self.smoke), ("hipfp8", False), ("torchao", True),
-                      ("bf16", False)]
-                plan.append(("layer", split, lv[:3] if self.smoke else lv))
+                lv = [("bf16", not self.smoke), ("hipfp8", False), ("hipfp8_mm", False),
+                      ("torchao", True), ("bf16", False)]
+                plan.append(("layer", split, lv[:4] if self.smoke else lv))
             if "block" in cases:
                 plan.append(("block", split, [("bf16", False), ("torchao", False),
-                                              ("hipfp8", False)]))
+                                              ("hipfp8", False), ("hipfp8_mm", False)]))
         if not self.smoke and not self.a.no_compile:  # the optional compiled extras, last
             for split in self.a.splits:
                 if "layer" in cases:
-                    plan.append(("layer", split, [("hipfp8", True), ("torchao", False)]))
+                    plan.append(("layer", split, [("hipfp8", True), ("torchao", False),
+                                                  ("hipfp8_mm", True)]))
         if self.smoke or self.a.no_compile:
             plan = [(c, s, [(v, False) for v, _ in vs]) for c, s, vs in plan]
             plan = [(c, s, list(dict.fromkeys(vs))) for c, s, vs in plan]
@@ -623,8 +644,9 @@ class Run:
                 # the baseline: compiled BF16 where there is one (the layer), else eager
                 if k not in base or r["compiled"]:
                     base[k] = r
-        lines = ["| case | split | grads | mb | variant | compiled | us | us/mb | vs BF16 | "
-                 "peak GiB | mem vs BF16 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines = ["| case | split | grads | mb | variant | impl | compiled | us | us/mb | "
+                 "vs BF16 | peak GiB | mem vs BF16 |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in self.rows:
             b = base.get((r["case"], r["split"], r["grads"], r["microbatches"]))
             us = r["us"]
@@ -632,11 +654,13 @@ class Run:
             mem = f"{r['peak_mem_bytes'] / b['peak_mem_bytes']:.2f}" if (b and us) else "-"
             lines.append(
                 f"| {r['case']} | {r['split']} | {r['grads']} | {r['microbatches']} | "
-                f"{r['variant']} | {'yes' if r['compiled'] else 'no'} | {us if us else '-'} | "
+                f"{r['variant']} | {r['impl'] or '-'} | {'yes' if r['compiled'] else 'no'} | "
+                f"{us if us else '-'} | "
                 f"{round(us / r['microbatches'], 1) if us else '-'} | {ratio} | "
                 f"{r['peak_mem_bytes'] / 2**30:.2f} | {mem} |" if us else
                 f"| {r['case']} | {r['split']} | {r['grads']} | {r['microbatches']} | "
-                f"{r['variant']} | {'yes' if r['compiled'] else 'no'} | - | - | - | - | - |")
+                f"{r['variant']} | {r['impl'] or '-'} | {'yes' if r['compiled'] else 'no'} | "
+                "- | - | - | - | - |")
         return lines
 
     def write(self, final=True):
@@ -662,11 +686,12 @@ class Run:
         if self.splits:
             md += ["", "## Where the time goes (one profiled step: balanced, fresh, 1 micro-batch; "
                    "kernel us by name: GEMMs, casts, other kernels; gap = step - kernels)", "",
-                   "| case | variant | compiled | step us | GEMM | casts | rest | gap |",
-                   "|---|---|---|---|---|---|---|---|"]
+                   "| case | variant | impl | compiled | step us | GEMM | casts | rest | gap |",
+                   "|---|---|---|---|---|---|---|---|---|"]
             for s in self.splits:
                 gap = s["us"] - s["gemm"] - s["casts"] - s["rest"]
-                md.append(f"| {s['case']} | {s['variant']} | {'yes' if s['compiled'] else 'no'} | "
+                md.append(f"| {s['case']} | {s['variant']} | {s['impl'] or '-'} | "
+                          f"{'yes' if s['compiled'] else 'no'} | "
                           f"{s['us']} | {s['gemm']} | {s['casts']} | {s['rest']} | {gap:.1f} |")
         if self.checks:
             md += ["", "## hipfp8 against the others: outputs and gradients (one fresh step)", "",
@@ -690,7 +715,8 @@ class Run:
         if not final:
             return 0
         for s in self.splits:
-            print(f"time split {s['case']} {s['variant']}{' compiled' if s['compiled'] else ''}: "
+            print(f"time split {s['case']} {s['variant']} {s['impl'] or ''}"
+                  f"{' compiled' if s['compiled'] else ''}: "
                   f"step {s['us']} us, GEMM {s['gemm']}, casts {s['casts']}, rest {s['rest']}")
         bad_casts = [c for c in self.casts if not c["identical"]]
         for c in bad_casts:

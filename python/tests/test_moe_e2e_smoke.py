@@ -13,8 +13,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(ROOT, "bench", "moe_e2e.py")
-ROW_KEYS = {"case", "shape", "split", "grads", "microbatches", "variant", "compiled", "us",
-            "peak_mem_bytes", "iters"}
+ROW_KEYS = {"case", "shape", "split", "grads", "microbatches", "variant", "impl", "compiled",
+            "us", "peak_mem_bytes", "iters"}
 
 pytest.importorskip("torchao", reason="torchao 0.18 is not installed (python/ci/torch-env.sh installs it)")
 pytest.importorskip("torchtitan.models.common.moe",
@@ -47,10 +47,15 @@ def test_rows(smoke):
         assert r["split"] in ("balanced", "zipf") and r["grads"] in ("fresh", "acc")
         assert r["microbatches"] in (1, 4) and r["variant"] in ("bf16", "torchao", "hipfp8")
         assert r["us"] is None and r["peak_mem_bytes"] is None  # no timing claims on the CPU
-    # every case x split x grads x micro-batches for the variants with a CPU path
-    got = {(r["case"], r["split"], r["grads"], r["microbatches"], r["variant"]) for r in rows}
-    want = {(c, s, g, m, v) for c in ("projection", "block", "layer") for s in ("balanced", "zipf")
-            for g in ("fresh", "acc") for m in (1, 4) for v in ("bf16", "hipfp8")}
+    # every case x split x grads x micro-batches for the variants with a CPU path; hipfp8's
+    # block and layer in both implementations (the fused recipe, the grouped_mm path)
+    got = {(r["case"], r["split"], r["grads"], r["microbatches"], r["variant"], r["impl"])
+           for r in rows}
+    impls = {"projection": ("grouped_mm",), "block": ("recipe", "grouped_mm"),
+             "layer": ("recipe", "grouped_mm")}
+    want = {(c, s, g, m, v, i) for c in ("projection", "block", "layer")
+            for s in ("balanced", "zipf") for g in ("fresh", "acc") for m in (1, 4)
+            for v, i in [("bf16", None)] + [("hipfp8", i) for i in impls[c]]}
     assert got == want, sorted(want - got)
     assert not [s for s in smoke["skipped"] if s.startswith("failed")], smoke["skipped"]
     assert all("torchao" in s for s in smoke["skipped"]), smoke["skipped"]
@@ -66,10 +71,25 @@ def test_casts_equal_torchao_reference(smoke):
 
 def test_close_to_bf16(smoke):
     checks = [c for c in smoke["checks"] if c["vs"] == "bf16"]
-    assert {(c["case"], c["split"]) for c in checks} == {
-        (c, s) for c in ("projection", "block", "layer") for s in ("balanced", "zipf")}
+    assert {(c["case"], c["split"], c["mine"]) for c in checks} == {
+        ("projection", s, "hipfp8 grouped_mm") for s in ("balanced", "zipf")} | {
+        (c, s, m) for c in ("block", "layer") for s in ("balanced", "zipf")
+        for m in ("hipfp8 recipe", "hipfp8 grouped_mm")}
     for c in checks:
         assert c["cosine"] > 0.99, c
+
+
+def test_recipe_vs_grouped_mm(smoke):
+    """The two hipfp8 paths on the same module: the forward equal bit for bit (bf16 weights,
+    CPU: the same casts and GEMMs, the same SwiGLU bits here), every weight gradient close."""
+    checks = [c for c in smoke["checks"]
+              if c["mine"] == "hipfp8 recipe" and c["vs"] == "hipfp8 grouped_mm"]
+    assert {(c["case"], c["split"]) for c in checks} == {
+        (c, s) for c in ("block", "layer") for s in ("balanced", "zipf")}
+    for c in checks:
+        if c["what"] == "out":
+            assert c["identical"], c
+        assert c["cosine"] > 0.999, c
 
 
 def test_kernel_categories():
