@@ -321,26 +321,12 @@ _moe_weights_dual = _cast3d("moe_weights_dual", lambda e, k, n, dt: [
     ((e, n, k), (n * k, 1, n), dt), ((e, k), (k, 1), _F32)], outs_n=4)
 
 
-# The fused MoE casts of activations: both grouped-GEMM operands from one read ----------------
+# The fused MoE casts: both grouped-GEMM operands of activations (moe_act_dual, registered with
+# the per-group casts below) or of the SwiGLU's output / gradient from one read ----------------
 def _act_dual_specs(m, k, g, dt):
     """rowwise_2d's outputs (every row) then per_group_colwise's (rows past offs[-1] of the
     column-major data are not written)."""
     return [((m, k), (k, 1), dt), ((m,), (1,), _F32), ((m, k), (1, m), dt), ((g, k), (k, 1), _F32)]
-
-
-def _act_dual_plan(x, offs, dtype, pow2):
-    op = "moe_act_dual"
-    dev = _device(op, x, offs)
-    hp = _hp(op, "x", x, 2)
-    _offs(op, offs, dev)
-    f = _fmt(op, dtype)
-    m, k = x.shape
-    return (_act_dual_specs(m, k, offs.shape[0], dtype), _desc(L.Cast2d, hp, f, int(pow2), m, k),
-            (x, offs))
-
-
-_moe_act_dual = _register("moe_act_dual(Tensor x, Tensor offs, ScalarType dtype, bool pow2)"
-                          " -> (Tensor, Tensor, Tensor, Tensor)", _act_dual_plan)
 
 
 def _gu_args(op, gu, offs):
@@ -387,7 +373,7 @@ _moe_swiglu_bwd_quant = _register(
 
 
 # Per-group casts (x, offs, dtype, pow2) -------------------------------------------------------
-def _grouped(name, outs):
+def _grouped(name, outs, outs_n=2):
     def plan(x, offs, dtype, pow2):
         dev = _device(name, x, offs)
         hp = _hp(name, "x", x, 2)
@@ -396,14 +382,15 @@ def _grouped(name, outs):
         m, k = x.shape
         return (outs(m, k, offs.shape[0], dtype), _desc(L.Cast2d, hp, f, int(pow2), m, k),
                 (x, offs))
-    return _register(f"{name}(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> (Tensor, Tensor)",
-                     plan)
+    ret = ", ".join(["Tensor"] * outs_n)
+    return _register(f"{name}(Tensor x, Tensor offs, ScalarType dtype, bool pow2) -> ({ret})", plan)
 
 
 _per_group_colwise = _grouped("per_group_colwise", lambda m, k, g, dt: [
     ((m, k), (1, m), dt), ((g, k), (k, 1), _F32)])
 _per_group_rowwise = _grouped("per_group_rowwise", lambda m, k, g, dt: [
     ((m, k), (k, 1), dt), ((g, m), (m, 1), _F32)])
+_moe_act_dual = _grouped("moe_act_dual", _act_dual_specs, outs_n=4)
 
 
 def _dual_plan(x1, x2, offs, dtype, pow2):
