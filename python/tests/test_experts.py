@@ -155,9 +155,11 @@ def test_backward_across_refresh_refused(device):
     with pytest.raises(hipfp8.Hipfp8Error, match="generation"):
         y.float().sum().backward()
     assert x.grad is None and all(p.grad is None for p in m.parameters())
-    # a released cache (a new library cache on the next forward) is refused too
+    # a released cache, and one made anew by the next forward, are refused too
     y = m(x, cnt)
     m.weight_cache.release()
+    with pytest.raises(RuntimeError, match="made anew"):
+        y.float().sum().backward(retain_graph=True)
     m(x.detach(), cnt)
     with pytest.raises(RuntimeError, match="made anew"):
         y.float().sum().backward()

@@ -110,7 +110,7 @@ class ExpertsWeightCache:
         """Free the library cache (the next forward makes and refreshes a new one)."""
         h, self._handle = getattr(self, "_handle", None), None
         self._shape = self._weights = None
-        self.generation = 0
+        self.serial = self.generation = 0  # a pending backward of this cache is refused
         if h is not None and L._the_lib is not None:
             L.lib().dll.hipfp8_weight_cache_destroy(h)
 
