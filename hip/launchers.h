@@ -10,3 +10,4 @@
 #include "grouped_gemm/launchers.h"
 #include "moe/launchers.h"
 #include "recipe/launchers.h"
+#include "route/launchers.h"

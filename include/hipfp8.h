@@ -886,6 +886,81 @@ typedef struct hipfp8_moe_swiglu_desc {
 } hipfp8_moe_swiglu_desc;
 
 /**
+ * A dispatch (`hipfp8_moe_dispatch_dual`, `hipfp8_moe_combine_bwd_dual`): t tokens of k
+ * columns, topk slots each, groups padded to multiples of `align` rows in a layout of
+ * `m_cap >= t*topk + num_groups*(align - 1)` rows.
+ */
+typedef struct hipfp8_moe_dispatch_desc {
+  /**
+   * `sizeof(hipfp8_moe_dispatch_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of the tokens (x, or dout).
+   */
+  uint32_t input_dtype;
+  /**
+   * `hipfp8_format` of the outputs.
+   */
+  uint32_t format;
+  /**
+   * `hipfp8_flag` bits.
+   */
+  uint32_t flags;
+  /**
+   * Tokens.
+   */
+  size_t t;
+  /**
+   * Columns of a token (> 0).
+   */
+  size_t k;
+  /**
+   * Routed slots per token (> 0).
+   */
+  size_t topk;
+  /**
+   * Each padded group's row count is a multiple of this (> 0; 1: no padding).
+   */
+  size_t align;
+  /**
+   * Rows of the padded layout.
+   */
+  size_t m_cap;
+} hipfp8_moe_dispatch_desc;
+
+/**
+ * A combine (`hipfp8_moe_combine`, `hipfp8_moe_combine_bwd_scores`): t tokens of k columns,
+ * topk slots each, the experts' output y in a padded layout of m_cap rows.
+ */
+typedef struct hipfp8_moe_combine_desc {
+  /**
+   * `sizeof(hipfp8_moe_combine_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_dtype` of y (and of dout).
+   */
+  uint32_t input_dtype;
+  /**
+   * Tokens.
+   */
+  size_t t;
+  /**
+   * Columns.
+   */
+  size_t k;
+  /**
+   * Routed slots per token.
+   */
+  size_t topk;
+  /**
+   * Rows of y.
+   */
+  size_t m_cap;
+} hipfp8_moe_combine_desc;
+
+/**
  * `hipfp8_scale_reciprocal`: n scales.
  */
 typedef struct hipfp8_scale_reciprocal_desc {
@@ -1657,6 +1732,102 @@ hipfp8_status hipfp8_moe_swiglu_bwd_quant(const struct hipfp8_context *ctx,
                                           float *scales_col,
                                           size_t scales_col_len,
                                           hipStream_t stream);
+
+/**
+ * Token dispatch fused with the padding of each expert group and both grouped-GEMM casts:
+ * x (t, k) row-major; expert g's slots (`perm` positions `[offs[g-1], offs[g])`) become,
+ * in that order, the padded rows from `offs_pad[g-1]` (0 for g = 0), each group padded with
+ * zero rows to a multiple of `align`. Writes `offs_pad[num_groups]` (padded END offsets),
+ * `slot_row[t*topk]` (each slot's padded row; -1 for slots past `offs[num_groups-1]`),
+ * out/scales (m_cap*k bytes, m_cap scales: `hipfp8_rowwise_2d` of the padded matrix) and
+ * out_col/scales_col (`out_col[k_i*m_cap + row]`, num_groups*k scales:
+ * `hipfp8_per_group_colwise` of it on offs_pad); rows from `offs_pad[num_groups-1]` to
+ * m_cap are zero bytes in both layouts.
+ */
+hipfp8_status hipfp8_moe_dispatch_dual(const struct hipfp8_context *ctx,
+                                       const struct hipfp8_moe_dispatch_desc *desc,
+                                       const void *x,
+                                       size_t x_len,
+                                       const int32_t *perm,
+                                       size_t perm_len,
+                                       const int32_t *offs,
+                                       size_t num_groups,
+                                       int32_t *offs_pad,
+                                       size_t offs_pad_len,
+                                       int32_t *slot_row,
+                                       size_t slot_row_len,
+                                       uint8_t *out,
+                                       size_t out_len,
+                                       float *scales,
+                                       size_t scales_len,
+                                       uint8_t *out_col,
+                                       size_t out_col_len,
+                                       float *scales_col,
+                                       size_t scales_col_len,
+                                       hipStream_t stream);
+
+/**
+ * The combine's backward into the experts' output gradient: as `hipfp8_moe_dispatch_dual`
+ * with slot s's row `T(weights[s] * dout[s / topk])` (one f32 multiply rounded to dout's
+ * dtype T). dout: t*k elements; weights: t*topk.
+ */
+hipfp8_status hipfp8_moe_combine_bwd_dual(const struct hipfp8_context *ctx,
+                                          const struct hipfp8_moe_dispatch_desc *desc,
+                                          const void *dout,
+                                          size_t dout_len,
+                                          const float *weights,
+                                          size_t weights_len,
+                                          const int32_t *perm,
+                                          size_t perm_len,
+                                          const int32_t *offs,
+                                          size_t num_groups,
+                                          int32_t *offs_pad,
+                                          size_t offs_pad_len,
+                                          int32_t *slot_row,
+                                          size_t slot_row_len,
+                                          uint8_t *out,
+                                          size_t out_len,
+                                          float *scales,
+                                          size_t scales_len,
+                                          uint8_t *out_col,
+                                          size_t out_col_len,
+                                          float *scales_col,
+                                          size_t scales_col_len,
+                                          hipStream_t stream);
+
+/**
+ * The score-weighted combine: `out[t] = bf16(sum_j weights[t*topk+j] * y[slot_row[t*topk+j]])`
+ * (f32 products added in j order, rounded once; slots with row -1 add nothing). y: m_cap*k
+ * elements; slot_row, weights: t*topk; out: t*k bf16.
+ */
+hipfp8_status hipfp8_moe_combine(const struct hipfp8_context *ctx,
+                                 const struct hipfp8_moe_combine_desc *desc,
+                                 const void *y,
+                                 size_t y_len,
+                                 const int32_t *slot_row,
+                                 size_t slot_row_len,
+                                 const float *weights,
+                                 size_t weights_len,
+                                 bf16 *out,
+                                 size_t out_len,
+                                 hipStream_t stream);
+
+/**
+ * The combine's weight gradient: `dweights[s] = dot(dout[s / topk], y[slot_row[s]])` in f32
+ * (docs/OPS.md gives the order), 0 for slots with row -1. dout: t*k, y: m_cap*k elements
+ * of the descriptor's dtype; slot_row, dweights: t*topk.
+ */
+hipfp8_status hipfp8_moe_combine_bwd_scores(const struct hipfp8_context *ctx,
+                                            const struct hipfp8_moe_combine_desc *desc,
+                                            const void *dout,
+                                            size_t dout_len,
+                                            const void *y,
+                                            size_t y_len,
+                                            const int32_t *slot_row,
+                                            size_t slot_row_len,
+                                            float *dweights,
+                                            size_t dweights_len,
+                                            hipStream_t stream);
 
 /**
  * `out[j] = 1 / scales[j]` for j < n, the IEEE f32 quotient (torch's `Tensor.reciprocal`;

@@ -40,6 +40,17 @@ impl OpParams for CastParams {
     }
 }
 
+/// The parameters of an op that has none (`scale_reciprocal`, the MoE combine).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoParams;
+
+impl OpParams for NoParams {
+    type Resolved = ();
+    fn resolve_on(&self, _: &Context) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// The element type of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Elem {

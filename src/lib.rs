@@ -5,7 +5,7 @@
 //! The modules form floors; a module uses only modules of lower floors (docs/ARCHITECTURE.md):
 //! `sys`, `error`, `knobs`, `format` → `view`, `params`, `scaling`, `validate` → `runtime`, `reference`
 //! → `workspace` → `context` → `dispatch` → op families (`quant`, `cast_transpose`, `mx`, `moe`,
-//! `grouped_gemm`) → `recipe` → `ffi` → the binaries.
+//! `route`, `grouped_gemm`) → `recipe` → `ffi` → the binaries.
 #![allow(clippy::too_many_arguments)] // op signatures mirror the C ABI: flat shape/pointer lists
 pub mod cast_transpose;
 pub mod context;
@@ -21,6 +21,7 @@ pub mod params;
 pub mod quant;
 pub mod recipe;
 pub mod reference;
+pub mod route;
 pub mod runtime;
 pub mod scaling;
 pub mod sys;
@@ -29,6 +30,7 @@ pub mod view;
 pub mod workspace;
 
 pub use context::{BackendKind, Context};
+pub use dispatch::NoParams;
 pub use error::{Error, Result};
 pub use format::Fp8Format;
 pub use grouped_gemm::gpu::{Fallback, GemmPlan, GroupedOp};
@@ -56,6 +58,9 @@ pub mod decl {
         ROWWISE_3D_TRANSPOSE_RHS, TENSORWISE, TENSORWISE_SCALED,
     };
     pub use crate::recipe::SCALE_RECIPROCAL;
+    pub use crate::route::{
+        MOE_COMBINE, MOE_COMBINE_BWD_DUAL, MOE_COMBINE_BWD_SCORES, MOE_DISPATCH_DUAL,
+    };
 }
 
 /// The public paths of earlier releases, kept as aliases (nothing inside the crate uses them).

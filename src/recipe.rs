@@ -36,7 +36,8 @@ use std::marker::PhantomData;
 use half::bf16;
 
 use crate::context::{BackendKind, Context};
-use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl, OpParams};
+pub use crate::dispatch::NoParams;
+use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmParams};
@@ -50,17 +51,6 @@ use crate::view::{Dst, HpSrc, Loc, Src, StreamRef};
 use crate::workspace::Workspace;
 
 // ------------------------------------------------------------------------ the reciprocal op
-
-/// The parameters of an op that has none ([`SCALE_RECIPROCAL`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoParams;
-
-impl OpParams for NoParams {
-    type Resolved = ();
-    fn resolve_on(&self, _: &Context) -> Result<()> {
-        Ok(())
-    }
-}
 
 #[doc(hidden)]
 pub static SCALE_RECIPROCAL: OpDecl<NoParams, usize> = OpDecl {

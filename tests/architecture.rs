@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("mx", 8),
     ("grouped_gemm", 8),
     ("moe", 8),
+    ("route", 8),
     ("recipe", 9),
     ("ffi", 10),
 ];

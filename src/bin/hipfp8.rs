@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use hipfp8::device::DeviceCopy;
+use hipfp8::route::DispatchShape;
 use hipfp8::scaling::{amax_combine, amax_to_scale};
 use hipfp8::{
     BackendKind, CastParams, Context, DeviceBuffer, Dst, Event, FormatChoice, Fp8Format,
@@ -145,6 +146,10 @@ fn group_offs(total: usize, g: usize, skewed: bool) -> Vec<i32> {
             Some(*end as i32)
         })
         .collect()
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn groups_of(offs: &[i32]) -> Vec<(usize, usize)> {
@@ -847,6 +852,106 @@ impl Bench<'_> {
         done(t, 2 * m * k + rows * k + 4 * rows, 0.0, verdict(bb, bs))
     }
 
+    /// The MoE dispatch (route.rs): t tokens, top-`topk` of `g` experts (a fixed shuffle of the
+    /// slots, Zipf or equal group sizes that are not multiples of 16), groups padded to 16.
+    /// Oracle: the padded layout by its definition, then amax -> scale -> encode per padded
+    /// row and per padded group's column; the rows past the last group zero in both layouts.
+    fn moe_dispatch(&self, t: usize, k: usize, topk: usize, g: usize, skewed: bool) -> OpResult {
+        let m = t * topk;
+        let x = gen_bf16(t * k, k, 14);
+        // Slot order: i -> i * step mod m with a step coprime to m (a permutation); group
+        // ends moved off the multiples of 16 (kept non-decreasing).
+        let step = (7919..)
+            .step_by(2)
+            .find(|s| gcd(*s, m.max(1)) == 1)
+            .unwrap_or(1);
+        let perm: Vec<i32> = (0..m).map(|i| ((i * step) % m.max(1)) as i32).collect();
+        let mut offs = group_offs(m, g, skewed);
+        for i in 0..g.saturating_sub(1) {
+            let prev = if i == 0 { 0 } else { offs[i - 1] };
+            offs[i] = (offs[i] - (i % 7) as i32).max(prev);
+        }
+        let s = DispatchShape {
+            t,
+            k,
+            topk,
+            align: 16,
+            m_cap: m + 15 * g,
+        };
+        let (xb, pb, ob) = (self.put(&x)?, self.put(&perm)?, self.put(&offs)?);
+        let (mut padb, mut rowb) = (self.zeros::<i32>(g)?, self.zeros::<i32>(m)?);
+        let (mut o1, mut s1) = (self.zeros::<u8>(s.m_cap * k)?, self.zeros::<f32>(s.m_cap)?);
+        let (mut o2, mut s2) = (self.zeros::<u8>(s.m_cap * k)?, self.zeros::<f32>(g * k)?);
+        let time = self.time(|st| {
+            self.ctx.moe_dispatch_dual(
+                &self.p,
+                s,
+                xb.hp(),
+                pb.src(),
+                ob.src(),
+                padb.dst(),
+                rowb.dst(),
+                o1.dst(),
+                s1.dst(),
+                o2.dst(),
+                s2.dst(),
+                st,
+            )
+        })?;
+        let (pad, rows, out, out_col) = (padb.get()?, rowb.get()?, o1.get()?, o2.get()?);
+        let ns = s.m_cap;
+        let all: Vec<f32> = s1.get()?.into_iter().chain(s2.get()?).collect();
+        // The definition: each group's slots in perm order, then zero rows up to 16.
+        let (mut want_pad, mut src) = (Vec::new(), vec![NONE; ns]);
+        let mut want_rows = vec![-1i32; m];
+        let (mut lo, mut at) = (0usize, 0usize);
+        for &end in &offs {
+            for (i, &sl) in perm[lo..end as usize].iter().enumerate() {
+                want_rows[sl as usize] = (at + i) as i32;
+                src[at + i] = sl as usize / topk;
+            }
+            at += (end as usize - lo).div_ceil(16) * 16;
+            want_pad.push(at as i32);
+            lo = end as usize;
+        }
+        let (bb, mut bs) = oracle_scalar(
+            self.fmt,
+            self.pow2,
+            &[&x],
+            &[&out, &out_col],
+            &all,
+            &|v: Visit| {
+                let mut gs = 0;
+                for (gi, &ge) in want_pad.iter().enumerate() {
+                    for pr in gs..ge as usize {
+                        for j in 0..k {
+                            let xi = if src[pr] == NONE {
+                                NONE
+                            } else {
+                                src[pr] * k + j
+                            };
+                            v(0, pr * k + j, 0, xi, pr);
+                            v(1, j * ns + pr, 0, xi, ns + gi * k + j);
+                        }
+                    }
+                    gs = ge as usize;
+                }
+                for pr in at..ns {
+                    for j in 0..k {
+                        v(0, pr * k + j, 0, NONE, pr);
+                    }
+                }
+            },
+        );
+        let tail_bytes = (0..k)
+            .flat_map(|j| (at..ns).map(move |pr| j * ns + pr))
+            .filter(|&i| out_col[i] != 0)
+            .count();
+        bs += usize::from(pad != want_pad) + usize::from(rows != want_rows);
+        let bytes = 2 * t * k + 2 * ns * k + 4 * (ns + g * k + m);
+        done(time, bytes, 0.0, verdict(bb + tail_bytes, bs))
+    }
+
     fn mxfp8(&self, op: &str, m: usize, k: usize) -> OpResult {
         let dim1 = op.starts_with("mxfp8_dim1");
         let rounding = if op.ends_with("floor") {
@@ -1212,6 +1317,12 @@ fn main() -> ExitCode {
         "rowwise_2d_padded",
         format!("({m},{ck}) {g} groups"),
         |b, _| b.rowwise_2d_padded(m, ck, g, true),
+    );
+    let (rt, rk) = if small { (300, 256) } else { (4096, h) };
+    b.run(
+        "moe_dispatch_dual",
+        format!("({rt},{rk}) top-8 of {g}, pad 16"),
+        |b, _| b.moe_dispatch(rt, rk, 8, g, true),
     );
     let (gm, gk, gn) = if small { (1024, 512, 256) } else { (m, h, i) };
     b.run(

@@ -169,6 +169,8 @@ pub mod grouped_gemm;
 
 pub mod moe;
 
+pub mod route;
+
 pub mod recipe;
 
 pub mod args;
@@ -180,6 +182,7 @@ pub use moe::*;
 pub use mx::*;
 pub use quant::*;
 pub use recipe::*;
+pub use route::*;
 pub use status::*;
 pub use types::*;
 pub use workspace::*;

@@ -9,6 +9,7 @@ pub mod moe;
 pub mod mx;
 pub mod quant;
 pub mod recipe;
+pub mod route;
 
 use half::bf16;
 use rayon::prelude::*;

@@ -328,4 +328,30 @@ foreign! {
     ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.
     "hipfp8_scale_reciprocal_launch" => pub fn hipfp8_scale_reciprocal_launch(
         in_: *const f32, out: *mut f32, n: i64, stream: hipStream_t) -> c_int;
+    /// Zeroed workspace bytes of hipfp8_moe_dispatch_dual_launch for `groups` groups (the clamped
+    ///offsets); 0 for no groups. Every launch leaves it zero.
+    "hipfp8_moe_route_workspace_bytes" => pub fn hipfp8_moe_route_workspace_bytes(
+        groups: i64, bytes: *mut u64) -> c_int;
+    /// Dispatch fused with the padding and both casts: x (t, k) row-major (`weights` null), or the
+    ///combine's backward (x = dout, row of slot s = T(weights[s] * dout[s / topk])); perm[t*topk]
+    ///the slots in expert order, offs[groups] END offsets over it. Writes offs_pad[groups],
+    ///slot_row[t*topk], out[m_cap*k] with scales[m_cap] (rowwise) and out_col[c*m_cap + r] with
+    ///scales_col[g*k + c] (per padded group); rows past offs_pad[groups-1] are zero rows.
+    ///m_cap >= t*topk + groups*(align-1); workspace: hipfp8_moe_route_workspace_bytes(groups)
+    ///zeroed bytes.
+    "hipfp8_moe_dispatch_dual_launch" => pub fn hipfp8_moe_dispatch_dual_launch(
+        x: *const c_void, weights: *const f32, perm: *const i32, offs: *const i32,
+        offs_pad: *mut i32, slot_row: *mut i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
+        scales_col: *mut f32, t: i64, k: i64, topk: i64, groups: i64, align: i64, m_cap: i64,
+        format: c_int, pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// Combine: out[t*k] (bf16) = sum over j of weights[t*topk+j] * y[slot_row[t*topk+j]] (y:
+    ///m_cap rows of k, in_dtype), f32, rounded once; rows outside [0, m_cap) add nothing.
+    "hipfp8_moe_combine_launch" => pub fn hipfp8_moe_combine_launch(
+        y: *const c_void, slot_row: *const i32, weights: *const f32, out: *mut u16, t: i64, k: i64,
+        topk: i64, m_cap: i64, in_dtype: c_int, stream: hipStream_t) -> c_int;
+    /// The combine's weight gradient: dweights[s] = dot(dout[s / topk], y[slot_row[s]]) in f32 (256
+    ///lanes, then pairwise), 0 for rows outside [0, m_cap); dout (t, k) and y of in_dtype.
+    "hipfp8_moe_combine_bwd_scores_launch" => pub fn hipfp8_moe_combine_bwd_scores_launch(
+        dout: *const c_void, y: *const c_void, slot_row: *const i32, dweights: *mut f32, t: i64,
+        k: i64, topk: i64, m_cap: i64, in_dtype: c_int, stream: hipStream_t) -> c_int;
 }
