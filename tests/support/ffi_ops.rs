@@ -9,7 +9,7 @@ use std::ptr::null_mut;
 
 use hipfp8::decl::{self, OpDecl, OpParams};
 use hipfp8::ffi::*;
-use hipfp8::{CastParams, Scaling};
+use hipfp8::Scaling;
 
 use hipfp8_status::*;
 
@@ -148,6 +148,9 @@ pub struct Op {
     /// Offsets of the enum-valued descriptor fields (format, dtype, ...) and of `flags`.
     pub enum_fields: Vec<(&'static str, usize)>,
     pub flags_field: Option<usize>,
+    /// Whether the op takes HIPFP8_FLAG_DEQUANT_SCALES (the fused MoE casts); every other op
+    /// with a `flags` field refuses it.
+    pub dequant_scales: bool,
     /// Dimensions that are reduced over and so must be > 0.
     pub reduced: Vec<usize>,
     /// Dimension fields whose product sizes the buffers (set huge to overflow).
@@ -171,6 +174,7 @@ impl Op {
             desc_size: size_of::<D>(),
             enum_fields: vec![],
             flags_field: None,
+            dequant_scales: false,
             reduced: vec![],
             product: vec![],
             offs: None,
@@ -185,6 +189,11 @@ impl Op {
     }
     pub fn flags(mut self, off: usize) -> Op {
         self.flags_field = Some(off);
+        self
+    }
+    /// The op takes HIPFP8_FLAG_DEQUANT_SCALES.
+    pub fn dequant_scales(mut self) -> Op {
+        self.dequant_scales = true;
         self
     }
     pub fn reduced(mut self, off: usize) -> Op {
@@ -381,8 +390,8 @@ impl Op {
 }
 
 /// A [`hipfp8_cast_2d_desc`] op: x of `dtype` (`esz` bytes) is (m, k).
-pub fn cast_2d(
-    decl: &'static OpDecl<CastParams, (usize, usize)>,
+pub fn cast_2d<P: OpParams>(
+    decl: &'static OpDecl<P, (usize, usize)>,
     (m, k): (usize, usize),
     (dtype, esz): (u32, usize),
     offs: &[i32],
@@ -789,6 +798,7 @@ fn moe_ops(ops: &mut Vec<Op>) {
         let op = Op::from_decl(&decl::MOE_WEIGHTS_DUAL, (e, k, n), &[2], &[], d, call);
         ops.push(
             cast_fields!(op, D)
+                .dequant_scales()
                 .product(off!(D, e, k, n))
                 .reduced(offset_of!(D, k))
                 .reduced(offset_of!(D, n)),
@@ -796,7 +806,7 @@ fn moe_ops(ops: &mut Vec<Op>) {
     }
     let call = c_call!(hipfp8_moe_act_dual, 0, 1, 2, 3, 4, 5);
     let op = cast_2d(&decl::MOE_ACT_DUAL, (5, 3), (F32, 4), &GROUPS, call);
-    ops.push(op.reduced(offset_of!(hipfp8_cast_2d_desc, k)));
+    ops.push(op.dequant_scales().reduced(offset_of!(hipfp8_cast_2d_desc, k)));
     type D = hipfp8_moe_swiglu_desc;
     let (m, i) = (5usize, 3usize);
     for (dtype, esz) in [(BF16, 2), (F32, 4)] {
@@ -818,6 +828,7 @@ fn moe_ops(ops: &mut Vec<Op>) {
         };
         ops.push(
             cast_fields!(op, D)
+                .dequant_scales()
                 .reduced(offset_of!(D, i))
                 .product(off!(D, m, i)),
         );
