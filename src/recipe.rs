@@ -747,10 +747,7 @@ impl ExpertsShape {
         self.check()?;
         let (md, mi, ..) = self.counts();
         let m4 = bytes_of::<f32>("scales", self.m)?;
-        carve(
-            "experts forward workspace",
-            &[zb, gb, md, m4, mi, m4],
-        )
+        carve("experts forward workspace", &[zb, gb, md, m4, mi, m4])
     }
 
     fn bwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {

@@ -222,20 +222,18 @@ fn dequant_scales_flag_only_on_the_moe_casts() {
     let mut taken = Vec::new();
     for op in all_ops() {
         let Some(off) = op.flags_field else {
-            assert!(!op.dequant_scales, "{}: dequant scales without flags", op.name);
+            assert!(
+                !op.dequant_scales,
+                "{}: dequant scales without flags",
+                op.name
+            );
             continue;
         };
         let mut o = op.clone();
         o.set_desc_u32(off, hipfp8_flag::HIPFP8_FLAG_DEQUANT_SCALES as u32);
         let st = o.invoke(ctx.0);
         if op.dequant_scales {
-            assert_eq!(
-                st,
-                HIPFP8_STATUS_SUCCESS,
-                "{}: {}",
-                op.name,
-                last_error()
-            );
+            assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}: {}", op.name, last_error());
             taken.push(op.name);
         } else {
             o.expect_fail(

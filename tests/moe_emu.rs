@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
-use hipfp8::{Fp8Format, ScaleOutput};
 use hipfp8::reference::{Dual, Grouped, Rule, Scaled, moe};
+use hipfp8::{Fp8Format, ScaleOutput};
 use moe_support::{SCALE_OUTPUTS, SPLITS, split_offsets};
 use support::{cxx, have_tool, root, run, scratch};
 

@@ -179,8 +179,19 @@ fn special_outputs(
     let (mut w, mut ws, mut wt, mut wts) = (outs(ekn), scs(e * wn), outs(ekn), scs(e * wk));
     let (wo, wso) = ((&mut w).into(), (&mut ws).into());
     let x = x[..ekn].into();
-    c.moe_weights_dual(p, e, wk, wn, x, wo, wso, (&mut wt).into(), (&mut wts).into(), st)
-        .unwrap();
+    c.moe_weights_dual(
+        p,
+        e,
+        wk,
+        wn,
+        x,
+        wo,
+        wso,
+        (&mut wt).into(),
+        (&mut wts).into(),
+        st,
+    )
+    .unwrap();
     vec![(o, s), (oc, sc), (w, ws), (wt, wts)]
 }
 
@@ -196,7 +207,9 @@ fn dequant_scales_of_special_groups() {
     // Rows: all zeros, a NaN, an Inf, finite; as (1, 3, 4) weights: the same 12 values.
     let nan = f32::NAN;
     let inf = f32::INFINITY;
-    let x = [0.0, 0.0, 0.0, 1.0, nan, -2.0, inf, 3.0, 0.5, -4.0, 0.25, 1.5];
+    let x = [
+        0.0, 0.0, 0.0, 1.0, nan, -2.0, inf, 3.0, 0.5, -4.0, 0.25, 1.5,
+    ];
     let offs = [1, 2, 2, 3, 4];
     for fmt in Fp8Format::ALL {
         for pow2 in [false, true] {
@@ -213,11 +226,19 @@ fn dequant_scales_of_special_groups() {
                     } else {
                         reciprocal(f)
                     };
-                    assert_eq!(d.to_bits(), want.to_bits(), "{what} scale {i}: {f:e} -> {d:e}");
+                    assert_eq!(
+                        d.to_bits(),
+                        want.to_bits(),
+                        "{what} scale {i}: {f:e} -> {d:e}"
+                    );
                 }
             }
             let rows = &b[0].1;
-            assert!(rows[0].is_finite() && rows[0] > 0.0, "zero row: {:e}", rows[0]);
+            assert!(
+                rows[0].is_finite() && rows[0] > 0.0,
+                "zero row: {:e}",
+                rows[0]
+            );
             assert_eq!(rows[1].to_bits(), 0x7FC0_0000, "NaN row");
             assert_eq!(rows[2], f32::INFINITY, "Inf row");
             // Column groups: rows [0,1), [1,2), empty, [2,3), [3,4): the empty group's scales

@@ -7,9 +7,9 @@ use std::ffi::{CStr, c_void};
 use std::mem::{offset_of, size_of};
 use std::ptr::null_mut;
 
+use hipfp8::Scaling;
 use hipfp8::decl::{self, OpDecl, OpParams};
 use hipfp8::ffi::*;
-use hipfp8::Scaling;
 
 use hipfp8_status::*;
 
@@ -806,7 +806,10 @@ fn moe_ops(ops: &mut Vec<Op>) {
     }
     let call = c_call!(hipfp8_moe_act_dual, 0, 1, 2, 3, 4, 5);
     let op = cast_2d(&decl::MOE_ACT_DUAL, (5, 3), (F32, 4), &GROUPS, call);
-    ops.push(op.dequant_scales().reduced(offset_of!(hipfp8_cast_2d_desc, k)));
+    ops.push(
+        op.dequant_scales()
+            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
+    );
     type D = hipfp8_moe_swiglu_desc;
     let (m, i) = (5usize, 3usize);
     for (dtype, esz) in [(BF16, 2), (F32, 4)] {
