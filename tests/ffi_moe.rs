@@ -146,7 +146,7 @@ fn moe_c_exports_equal_rust_methods() {
                 let p = MoeCastParams::new(fmt, pow2).with_scales(so);
                 let dtype = if bf { BF16 } else { F32 };
                 let dq_flag = hipfp8_flag::HIPFP8_FLAG_DEQUANT_SCALES as u32;
-                let (format, flags) = (cfmt as u32, pow2 as u32 | dq as u32 * dq_flag);
+                let (format, flags) = (cfmt as u32, pow2 as u32 | (dq as u32 * dq_flag));
                 let what = format!("{fmt:?} pow2={pow2} bf16={bf} {so:?}");
 
                 // weights (e, k, n)
