@@ -182,6 +182,15 @@ __host__ __device__ inline float amax_to_scale(uint32_t amax_bits, bool pow2) {
   return pow2 ? round_down_pow2(s) : s;
 }
 
+// The dequant scale of a forward scale s (what the grouped GEMMs take): 1 / s as the IEEE f32
+// division (f64 holds 1/s to 53 bits, so one rounding to f32 is the correctly rounded f32
+// quotient: 2*24 + 2 <= 53), 1/0 = +Inf, NaN -> the canonical quiet NaN 0x7FC00000, as
+// src/reference/recipe.rs's `reciprocal`. Used by the reciprocal kernel and by the casts that
+// store dequant scales.
+__host__ __device__ inline float dequant_scale(float s) {
+  return s != s ? u2f(0x7FC00000u) : (float)(1.0 / (double)s);
+}
+
 // amax_to_scale without a division, bit-identical to it for every amax bit pattern (checked
 // exhaustively on the host: bench/scale_host_check.cu; IEEE f64 fma and integer ops only, so
 // host, NVIDIA and AMD compute the same bits). Why: nvcc's f64 (and f32) IEEE division has an

@@ -277,6 +277,13 @@ enum hipfp8_flag
    * Round every scale down to a power of two (torchao's MoE default).
    */
   HIPFP8_FLAG_POW2_SCALES = 1,
+  /**
+   * The scale outputs hold the grouped GEMMs' dequant scales 1 / s (bit for bit
+   * `hipfp8_scale_reciprocal` of the forward scales) instead of the forward scales s;
+   * the codes are the same. The fused MoE casts (`hipfp8_moe_*`) only: every other op
+   * returns NOT_SUPPORTED.
+   */
+  HIPFP8_FLAG_DEQUANT_SCALES = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1798,7 +1805,7 @@ hipfp8_status hipfp8_moe_combine_bwd_dual(const struct hipfp8_context *ctx,
 /**
  * The score-weighted combine: `out[t] = bf16(sum_j weights[t*topk+j] * y[slot_row[t*topk+j]])`
  * (f32 products added in j order, rounded once; slots with row -1 add nothing). y: m_cap*k
- * elements; slot_row, weights: t*topk; out: t*k bf16.
+ * elements; slot_row, weights: t*topk; out: t*k bf16 (as uint16_t bits).
  */
 hipfp8_status hipfp8_moe_combine(const struct hipfp8_context *ctx,
                                  const struct hipfp8_moe_combine_desc *desc,
@@ -1808,7 +1815,7 @@ hipfp8_status hipfp8_moe_combine(const struct hipfp8_context *ctx,
                                  size_t slot_row_len,
                                  const float *weights,
                                  size_t weights_len,
-                                 bf16 *out,
+                                 uint16_t *out,
                                  size_t out_len,
                                  hipStream_t stream);
 

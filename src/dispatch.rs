@@ -19,7 +19,7 @@ use half::bf16;
 use crate::context::{BackendKind, Context};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::params::{CastParams, Scaling};
+use crate::params::{CastParams, MoeCastParams, Scaling};
 use crate::runtime::{check_status, require_gpu};
 use crate::sys;
 use crate::validate::checked_mul;
@@ -34,6 +34,13 @@ pub trait OpParams {
 }
 
 impl OpParams for CastParams {
+    type Resolved = Fp8Format;
+    fn resolve_on(&self, ctx: &Context) -> Result<Fp8Format> {
+        Ok(ctx.resolve(self.format))
+    }
+}
+
+impl OpParams for MoeCastParams {
     type Resolved = Fp8Format;
     fn resolve_on(&self, ctx: &Context) -> Result<Fp8Format> {
         Ok(ctx.resolve(self.format))

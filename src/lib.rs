@@ -36,7 +36,9 @@ pub use format::Fp8Format;
 pub use grouped_gemm::gpu::{Fallback, GemmPlan, GroupedOp};
 pub use grouped_gemm::params::{GemmBackend, GemmImpl, GemmParams, GemmWorkspace};
 pub use half::{bf16, f16};
-pub use params::{CastParams, FormatChoice, Layout, MxParams, MxRounding, Scaling};
+pub use params::{
+    CastParams, FormatChoice, Layout, MoeCastParams, MxParams, MxRounding, ScaleOutput, Scaling,
+};
 pub use runtime::{Device, DeviceBuffer, Event, Graph, Stream};
 pub use validate::{checked_mul, require_no_pow2, require_nonzero, validate_offsets};
 pub use view::{Dst, HpSrc, Loc, Src, StreamRef};

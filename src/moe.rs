@@ -3,6 +3,10 @@
 //! composition of the single casts it replaces (docs/OPS.md, "Fused MoE casts"; definitions in
 //! `reference/moe.rs`). Each op is one [`OpDecl`] (`dispatch.rs`); [`Context::run`] validates
 //! every argument first (nothing is written on error), then runs exactly one backend.
+//!
+//! They take [`MoeCastParams`]: a cast's format and pow2 choice and what the scale outputs
+//! hold, the forward scales (as the single casts write them) or the grouped GEMMs' dequant
+//! scales (the forward scales through `scale_reciprocal`, bit for bit; the codes are the same).
 
 use crate::context::Context;
 use crate::dispatch::{
@@ -11,7 +15,7 @@ use crate::dispatch::{
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::params::CastParams;
+use crate::params::{MoeCastParams, ScaleOutput};
 use crate::reference::{self, Dual, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
@@ -85,13 +89,18 @@ fn dual_host<'a>(h: &mut Host<'a>) -> (&'a [i32], Dual<'a>) {
     (offs, Dual { rows, cols })
 }
 
+/// The launchers' `dequant` argument: 1 when the scale outputs hold dequant scales.
+fn dequant(p: &MoeCastParams) -> i32 {
+    (p.scales == ScaleOutput::Dequant) as i32
+}
+
 /// A grouped dual cast launches when it has rows to cast or group scales to write.
 fn empty_grouped(&(m, _): &(usize, usize), g: usize) -> bool {
     m == 0 && g == 0
 }
 
 /// The grouped launchers: (input, [gu,] offs, out, scales, out_col, scales_col, m, cols,
-/// groups, format, pow2, dtype, workspace, stream) with cols = k or i.
+/// groups, format, pow2, dequant, dtype, workspace, stream) with cols = k or i.
 #[derive(Clone, Copy)]
 enum Grouped {
     /// `hipfp8_moe_act_dual_launch` (input x, cols = k).
@@ -129,7 +138,7 @@ impl Context {
 fn launch_grouped(
     ctx: &Context,
     k: Grouped,
-    p: &CastParams,
+    p: &MoeCastParams,
     fmt: Fp8Format,
     (m, cols): (usize, usize),
     d: &Dev,
@@ -145,7 +154,7 @@ fn launch_grouped(
     let (o, s) = (d.ptr("out"), d.ptr("scales"));
     let (oc, sc) = (d.ptr("out_col"), d.ptr("scales_col"));
     let (m, cols, g64) = (m as i64, cols as i64, g as i64);
-    let (f, pw) = (fmt as i32, p.pow2_scales as i32);
+    let (f, pw, dq) = (fmt as i32, p.pow2_scales as i32, dequant(p));
     ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
         // SAFETY: validated by Context::run: device memory of this GPU with the declared
         // lengths (inputs, of one dtype for the backward, m*cols bytes per output (m*2i for
@@ -155,10 +164,10 @@ fn launch_grouped(
         let st = unsafe {
             match k {
                 Grouped::Act => sys::hipfp8_moe_act_dual_launch(
-                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dtype, ws, stream.0,
+                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dq, dtype, ws, stream.0,
                 ),
                 Grouped::Swiglu => sys::hipfp8_moe_swiglu_quant_launch(
-                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dtype, ws, stream.0,
+                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dq, dtype, ws, stream.0,
                 ),
                 Grouped::SwigluBwd => sys::hipfp8_moe_swiglu_bwd_quant_launch(
                     x,
@@ -173,6 +182,7 @@ fn launch_grouped(
                     g64,
                     f,
                     pw,
+                    dq,
                     dtype,
                     ws,
                     stream.0,
@@ -186,7 +196,7 @@ fn launch_grouped(
 /// The CPU arm of the grouped ops: the reference of `k` with (m, cols).
 fn grouped_cpu(
     k: Grouped,
-    p: &CastParams,
+    p: &MoeCastParams,
     fmt: Fp8Format,
     &(m, cols): &(usize, usize),
     h: &mut Host<'_>,
@@ -202,13 +212,14 @@ fn grouped_cpu(
                 x: $gu.host_slice(),
                 offs,
             };
-            reference::moe::swiglu_bwd_quant(rule, gu, $dh.host_slice(), out)
+            reference::moe::swiglu_bwd_quant(rule, p.scales, gu, $dh.host_slice(), out)
         }};
     }
     match k {
         Grouped::Act => with_hp!(h.hp("x"), |x| {
             reference::moe::act_dual(
                 rule,
+                p.scales,
                 reference::Grouped {
                     m,
                     k: cols,
@@ -225,7 +236,7 @@ fn grouped_cpu(
                 x,
                 offs,
             };
-            reference::moe::swiglu_quant(rule, x, out)
+            reference::moe::swiglu_quant(rule, p.scales, x, out)
         }),
         Grouped::SwigluBwd => match (h.hp("grad_h"), h.hp("gu")) {
             (HpSrc::Bf16(dh), HpSrc::Bf16(gu)) => bwd!(dh, gu),
@@ -244,7 +255,7 @@ impl Grouped {
         c_name: &'static str,
         bufs: &'static [BufDecl<(usize, usize)>],
         nonzero: &'static [(&'static str, Dim<(usize, usize)>)],
-    ) -> OpDecl<CastParams, (usize, usize)> {
+    ) -> OpDecl<MoeCastParams, (usize, usize)> {
         OpDecl {
             c_name,
             bufs,
@@ -274,7 +285,7 @@ impl Grouped {
 }
 
 #[doc(hidden)]
-pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
+pub static MOE_WEIGHTS_DUAL: OpDecl<MoeCastParams, Ekn> = OpDecl {
     c_name: "hipfp8_moe_weights_dual",
     bufs: &[
         BufDecl::hp("x", len_ekn),
@@ -297,7 +308,7 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
         let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
         let rule = Rule::new(fmt, p.pow2_scales);
         with_hp!(h.hp("x"), |x| {
-            reference::moe::weights_dual(rule, (e, k, n), x, Dual { rows, cols })
+            reference::moe::weights_dual(rule, p.scales, (e, k, n), x, Dual { rows, cols })
         });
         Ok(())
     },
@@ -316,6 +327,7 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
                 n as i64,
                 fmt as i32,
                 p.pow2_scales as i32,
+                dequant(p),
                 d.dtype("x"),
                 stream.0,
             )
@@ -325,14 +337,14 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<CastParams, Ekn> = OpDecl {
 };
 
 #[doc(hidden)]
-pub static MOE_ACT_DUAL: OpDecl<CastParams, (usize, usize)> = Grouped::Act.decl(
+pub static MOE_ACT_DUAL: OpDecl<MoeCastParams, (usize, usize)> = Grouped::Act.decl(
     "hipfp8_moe_act_dual",
     &one_input_bufs("x", len_mk, len_mk, |&(_, k), g| checked_mul("g*k", g, k)),
     &[("k", |s| s.1)],
 );
 
 #[doc(hidden)]
-pub static MOE_SWIGLU_QUANT: OpDecl<CastParams, (usize, usize)> = Grouped::Swiglu.decl(
+pub static MOE_SWIGLU_QUANT: OpDecl<MoeCastParams, (usize, usize)> = Grouped::Swiglu.decl(
     "hipfp8_moe_swiglu_quant",
     &one_input_bufs(
         "gu",
@@ -359,7 +371,7 @@ const fn swiglu_bwd_bufs() -> [BufDecl<(usize, usize)>; 7] {
 }
 
 #[doc(hidden)]
-pub static MOE_SWIGLU_BWD_QUANT: OpDecl<CastParams, (usize, usize)> = Grouped::SwigluBwd.decl(
+pub static MOE_SWIGLU_BWD_QUANT: OpDecl<MoeCastParams, (usize, usize)> = Grouped::SwigluBwd.decl(
     "hipfp8_moe_swiglu_bwd_quant",
     &swiglu_bwd_bufs(),
     &[("i", |s| s.1)],
@@ -371,7 +383,7 @@ op_methods! {
     /// (forward B, `scales[e*N + n]` over k) and `out_t` / `scales_t` exactly as
     /// [`Context::rowwise_3d_transpose_rhs`] (dgrad B, `out_t[e*N*K + k*N + n]`,
     /// `scales_t[e*K + k]` over n). k and n must be > 0.
-    fn moe_weights_dual(p: &CastParams, e: usize, k: usize, n: usize;
+    fn moe_weights_dual(p: &MoeCastParams, e: usize, k: usize, n: usize;
         x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>, out_t: Dst<'_, u8>,
         scales_t: Dst<'_, f32>) = MOE_WEIGHTS_DUAL (e, k, n);
 }
@@ -385,7 +397,7 @@ macro_rules! grouped_methods {
             $(#[$doc])*
             pub fn $name(
                 &self,
-                p: &CastParams,
+                p: &MoeCastParams,
                 m: usize,
                 $cols: usize,
                 $input: HpSrc<'_>,
@@ -425,7 +437,7 @@ impl Context {
     /// without being stored. i must be > 0.
     pub fn moe_swiglu_bwd_quant(
         &self,
-        p: &CastParams,
+        p: &MoeCastParams,
         m: usize,
         i: usize,
         grad_h: HpSrc<'_>,

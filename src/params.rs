@@ -38,6 +38,50 @@ impl CastParams {
     }
 }
 
+/// What the scale outputs of the fused MoE casts (`moe`) hold; the codes are the same either
+/// way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ScaleOutput {
+    /// The forward scale s: codes = encode(x * s) (what every cast writes).
+    #[default]
+    Forward,
+    /// The grouped GEMMs' dequant scale 1 / s, bit for bit what `scale_reciprocal` makes of
+    /// the forward scale (the IEEE f32 division; NaN -> the canonical NaN).
+    Dequant,
+}
+
+/// Parameters of the fused MoE casts: the [`CastParams`] choices and what the scale outputs
+/// hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MoeCastParams {
+    pub format: FormatChoice,
+    /// Round scales down to a power of two (before any reciprocal).
+    pub pow2_scales: bool,
+    pub scales: ScaleOutput,
+}
+
+impl MoeCastParams {
+    /// Forward scales (as [`CastParams::new`]).
+    pub fn new(format: impl Into<FormatChoice>, pow2_scales: bool) -> Self {
+        CastParams::new(format, pow2_scales).into()
+    }
+    /// The same parameters with the scale outputs holding `scales`.
+    pub fn with_scales(self, scales: ScaleOutput) -> Self {
+        MoeCastParams { scales, ..self }
+    }
+}
+
+impl From<CastParams> for MoeCastParams {
+    /// Forward scales.
+    fn from(p: CastParams) -> Self {
+        MoeCastParams {
+            format: p.format,
+            pow2_scales: p.pow2_scales,
+            scales: ScaleOutput::Forward,
+        }
+    }
+}
+
 /// Memory layout of a matrix argument (row-major: last index contiguous).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {

@@ -1,10 +1,13 @@
 //! The fused FP8 MoE training recipe (issue 14, docs/OPS.md "The MoE recipe"): the experts
 //! block of a MoE layer (torchtitan `GroupedExperts`: `y = (silu(x w1) * (x w3)) w2` per
 //! expert, tokens already permuted and grouped by END offsets on the device) as one forward
-//! and one backward call, composed of the existing ops (the fused MoE casts of `moe`, the
-//! grouped GEMMs, and [`Context::scale_reciprocal`] for the GEMMs' dequant scales), with
-//! torchao's rowwise FP8 semantics. Every result is bit-identical to the same ops called one
-//! by one (tests/recipe_cpu.rs, tests/gpu_recipe.rs).
+//! and one backward call, composed of the existing ops (the fused MoE casts of `moe`, which
+//! write the GEMMs' dequant scales themselves ([`ScaleOutput::Dequant`]), and the grouped
+//! GEMMs), with torchao's rowwise FP8 semantics. Every result is bit-identical to the same
+//! ops called one by one with forward scales and [`Context::scale_reciprocal`]
+//! (tests/recipe_cpu.rs, tests/gpu_recipe.rs). The grouped linear casts x with the single
+//! casts (`rowwise_2d`, `per_group_colwise`), which write forward scales: those two go
+//! through [`Context::scale_reciprocal`].
 //!
 //! - [`WeightCache`]: both FP8 layouts of each expert weight (forward B and the transposed
 //!   dgrad B) with their dequant scales, quantized once by [`WeightCache::refresh`] and reused
@@ -42,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmParams};
 use crate::moe::DualOut;
-use crate::params::{CastParams, FormatChoice};
+use crate::params::{CastParams, FormatChoice, MoeCastParams, ScaleOutput};
 use crate::reference;
 use crate::runtime::{DeviceBuffer, check_status};
 use crate::sys;
@@ -133,6 +136,14 @@ impl RecipeParams {
     fn grad(&self) -> CastParams {
         CastParams::new(self.grad_format, self.pow2_scales)
     }
+    /// The fused MoE casts of activations and weights, writing dequant scales.
+    fn act_dq(&self) -> MoeCastParams {
+        dequant(self.act())
+    }
+    /// The fused MoE casts of gradients, writing dequant scales.
+    fn grad_dq(&self) -> MoeCastParams {
+        dequant(self.grad())
+    }
     /// The GEMM of an activation (or gradient, `grad_a`) A with an activation or weight B.
     fn gemm(&self, grad_a: bool, ws: Option<Workspace>) -> GemmParams {
         let a = if grad_a {
@@ -151,6 +162,11 @@ impl RecipeParams {
         let b = ctx.grouped_gemm_workspace_size(&self.gemm(true, None), groups)?;
         Ok(f.max(b))
     }
+}
+
+/// `p` for a fused MoE cast that writes the GEMMs' dequant scales.
+fn dequant(p: CastParams) -> MoeCastParams {
+    MoeCastParams::from(p).with_scales(ScaleOutput::Dequant)
 }
 
 // ------------------------------------------------------------------------- buffer carving
@@ -406,16 +422,16 @@ pub struct Projection {
     pub n: usize,
 }
 
-/// The parts of one projection in a cache: forward B (colwise_3d) and its scales and dequant
-/// scales, dgrad B (rowwise_3d_transpose_rhs) and its scales and dequant scales.
-const PROJ_PARTS: usize = 6;
+/// The parts of one projection in a cache: forward B (colwise_3d) and its dequant scales,
+/// dgrad B (rowwise_3d_transpose_rhs) and its dequant scales.
+const PROJ_PARTS: usize = 4;
 
 impl Projection {
     fn sizes(&self) -> Result<[usize; PROJ_PARTS]> {
         let ekn = checked_mul("e*k*n", checked_mul("e*k", self.e, self.k)?, self.n)?;
         let en = bytes_of::<f32>("e*n", checked_mul("e*n", self.e, self.n)?)?;
         let ek = bytes_of::<f32>("e*k", checked_mul("e*k", self.e, self.k)?)?;
-        Ok([ekn, en, en, ekn, ek, ek])
+        Ok([ekn, en, ekn, ek])
     }
 }
 
@@ -540,7 +556,7 @@ impl WeightCache {
         ck.finish()?;
         // A failure part-way leaves a mixed snapshot: the cache is empty until refreshed.
         self.generation = 0;
-        let cp = CastParams::new(self.format, self.pow2);
+        let cp = dequant(CastParams::new(self.format, self.pow2));
         let r = self.region();
         let p = &self.parts;
         for (j, (w, pr)) in weights.iter().zip(&self.projs).enumerate() {
@@ -555,12 +571,10 @@ impl WeightCache {
                 *w,
                 r.dst(p, b, ekn),
                 r.dst(p, b + 1, en),
-                r.dst(p, b + 3, ekn),
-                r.dst(p, b + 4, ek),
+                r.dst(p, b + 2, ekn),
+                r.dst(p, b + 3, ek),
                 stream,
             )?;
-            ctx.scale_reciprocal(en, r.src(p, b + 1, en), r.dst(p, b + 2, en), stream)?;
-            ctx.scale_reciprocal(ek, r.src(p, b + 4, ek), r.dst(p, b + 5, ek), stream)?;
         }
         self.refreshes += 1;
         self.generation = self.refreshes;
@@ -603,8 +617,8 @@ impl WeightCache {
                 let b = j * PROJ_PARTS;
                 let (en, ek, ekn) = (pr.e * pr.n, pr.e * pr.k, pr.e * pr.k * pr.n);
                 Cached {
-                    fwd: r.fp8(pt, (b, ekn), (b + 2, en)),
-                    dgrad: r.fp8(pt, (b + 3, ekn), (b + 5, ek)),
+                    fwd: r.fp8(pt, (b, ekn), (b + 1, en)),
+                    dgrad: r.fp8(pt, (b + 2, ekn), (b + 3, ek)),
                 }
             })
             .collect())
@@ -721,13 +735,9 @@ impl ExpertsShape {
 
     fn fwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
         self.check()?;
-        let (md, mi, _, ed, ei, _) = self.counts();
-        let f = |n| bytes_of::<f32>("scales", n);
-        let m4 = f(self.m)?;
-        carve(
-            "experts forward workspace",
-            &[zb, gb, md, m4, m4, f(ed)?, mi, m4, m4, f(ei)?],
-        )
+        let (md, mi, ..) = self.counts();
+        let m4 = bytes_of::<f32>("scales", self.m)?;
+        carve("experts forward workspace", &[zb, gb, md, m4, mi, m4])
     }
 
     fn bwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
@@ -742,16 +752,12 @@ impl ExpertsShape {
                 gb,
                 md,
                 m4,
-                m4,
                 md,
-                f(ed)?,
                 f(ed)?,
                 bytes_of::<bf16>("m*i", mi)?,
                 m2i,
                 m4,
-                m4,
                 m2i,
-                f(e2i)?,
                 f(e2i)?,
             ],
         )
@@ -793,7 +799,7 @@ impl Context {
     /// The experts block forward on `stream`: `y (m, d) = swiglu(x . W13) . W2` per group,
     /// from x (m, d) (bf16 or f32) with `offs[e]` END offsets along m and the cache's FP8
     /// weights, i.e. `moe_act_dual(x)`, the gate/up grouped GEMM into gu, `moe_swiglu_quant(gu)`
-    /// and the down grouped GEMM (dequant scales from [`Context::scale_reciprocal`]). Writes y
+    /// and the down grouped GEMM (the casts write the GEMMs' dequant scales). Writes y
     /// (bf16, rows past `offs[e-1]` untouched) and `saved` (for the backward); returns the
     /// cache generation it used (the backward's `generation`).
     pub fn moe_experts_forward(
@@ -824,7 +830,7 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let sv = Region::new(saved.as_mut_ptr(), self.loc());
         let (act, gemm) = (
-            p.act(),
+            p.act_dq(),
             p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
         );
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
@@ -832,13 +838,10 @@ impl Context {
                 out: ws.dst(&wp, 2, md),
                 scales: ws.dst(&wp, 3, m),
                 out_col: sv.dst(&sp, SAVED_XC, md),
-                scales_col: ws.dst(&wp, 5, ed),
+                scales_col: sv.dst(&sp, SAVED_XCS, ed),
             };
             self.moe_act_dual(&act, m, d, x, offs, x_out, stream)?;
-            self.scale_reciprocal(m, ws.src(&wp, 3, m), ws.dst(&wp, 4, m), stream)?;
-            let xcs = (ws.src(&wp, 5, ed), sv.dst(&sp, SAVED_XCS, ed));
-            self.scale_reciprocal(ed, xcs.0, xcs.1, stream)?;
-            let (xq, gu) = (ws.fp8(&wp, (2, md), (4, m)), sv.dst(&sp, SAVED_GU, m2i));
+            let (xq, gu) = (ws.fp8(&wp, (2, md), (3, m)), sv.dst(&sp, SAVED_GU, m2i));
             self.gemm(
                 &gemm,
                 Gemm::D3(m, d, 2 * i, e),
@@ -849,17 +852,14 @@ impl Context {
                 stream,
             )?;
             let h_out = DualOut {
-                out: ws.dst(&wp, 6, mi),
-                scales: ws.dst(&wp, 7, m),
+                out: ws.dst(&wp, 4, mi),
+                scales: ws.dst(&wp, 5, m),
                 out_col: sv.dst(&sp, SAVED_HC, mi),
-                scales_col: ws.dst(&wp, 9, ei),
+                scales_col: sv.dst(&sp, SAVED_HCS, ei),
             };
             let gu = sv.hp(&sp, SAVED_GU, m2i);
             self.moe_swiglu_quant(&act, m, i, gu, offs, h_out, stream)?;
-            self.scale_reciprocal(m, ws.src(&wp, 7, m), ws.dst(&wp, 8, m), stream)?;
-            let hcs = (ws.src(&wp, 9, ei), sv.dst(&sp, SAVED_HCS, ei));
-            self.scale_reciprocal(ei, hcs.0, hcs.1, stream)?;
-            let hq = ws.fp8(&wp, (6, mi), (8, m));
+            let hq = ws.fp8(&wp, (4, mi), (5, m));
             self.gemm(&gemm, Gemm::D3(m, i, d, e), hq, w[1].fwd, offs, y, stream)
         })?;
         Ok(cache.generation())
@@ -905,11 +905,11 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let sv = Region::new(saved.as_ptr(), self.loc());
         let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
-        let (grad, gemm) = (p.grad(), p.gemm(true, gw));
+        let (grad, gemm) = (p.grad_dq(), p.gemm(true, gw));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
             let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, (m, d, e), dy, offs, stream)?;
             // W2 dgrad: dh (m, i) = dy . W2^T.
-            let dh = ws.dst(&wp, 8, mi);
+            let dh = ws.dst(&wp, 6, mi);
             self.gemm(
                 &gemm,
                 Gemm::D3(m, d, i, e),
@@ -923,17 +923,15 @@ impl Context {
             let hc = sv.fp8(&sp, (SAVED_HC, mi), (SAVED_HCS, ei));
             self.gemm(&gemm, Gemm::D2(d, m, i), dyc, hc, offs, dw2, stream)?;
             let d_out = DualOut {
-                out: ws.dst(&wp, 9, m2i),
-                scales: ws.dst(&wp, 10, m),
-                out_col: ws.dst(&wp, 12, m2i),
-                scales_col: ws.dst(&wp, 13, e2i),
+                out: ws.dst(&wp, 7, m2i),
+                scales: ws.dst(&wp, 8, m),
+                out_col: ws.dst(&wp, 9, m2i),
+                scales_col: ws.dst(&wp, 10, e2i),
             };
-            let (dh, gu) = (ws.hp(&wp, 8, mi), sv.hp(&sp, SAVED_GU, m2i));
+            let (dh, gu) = (ws.hp(&wp, 6, mi), sv.hp(&sp, SAVED_GU, m2i));
             self.moe_swiglu_bwd_quant(&grad, m, i, dh, gu, offs, d_out, stream)?;
-            self.scale_reciprocal(m, ws.src(&wp, 10, m), ws.dst(&wp, 11, m), stream)?;
-            self.scale_reciprocal(e2i, ws.src(&wp, 13, e2i), ws.dst(&wp, 14, e2i), stream)?;
             // W13 dgrad: dx (m, d) = [d_gate | d_up] . W13^T.
-            let dq = ws.fp8(&wp, (9, m2i), (11, m));
+            let dq = ws.fp8(&wp, (7, m2i), (8, m));
             self.gemm(
                 &gemm,
                 Gemm::D3(m, 2 * i, d, e),
@@ -944,7 +942,7 @@ impl Context {
                 stream,
             )?;
             // W13 wgrad: dW13 (e, 2i, d) = [d_gate | d_up]^T . x per group.
-            let dc = ws.fp8(&wp, (12, m2i), (14, e2i));
+            let dc = ws.fp8(&wp, (9, m2i), (10, e2i));
             let xc = sv.fp8(&sp, (SAVED_XC, md), (SAVED_XCS, ed));
             self.gemm(&gemm, Gemm::D2(2 * i, m, d), dc, xc, offs, dw13, stream)
         })
@@ -952,13 +950,14 @@ impl Context {
 }
 
 impl Context {
-    /// The first step of both backwards: dy (m, cols) cast by [`Context::moe_act_dual`] into
-    /// the workspace parts 2 and 3 (rowwise) and 5 and 6 (per-group colwise), their dequant
-    /// scales into parts 4 and 7. Returns the dgrad operand (2, 4) and the wgrad one (5, 7).
+    /// The first step of both backwards: dy (m, cols) cast by [`Context::moe_act_dual`] (`p`:
+    /// dequant scales) into the workspace parts 2 and 3 (rowwise codes and dequant scales)
+    /// and 4 and 5 (per-group colwise). Returns the dgrad operand (2, 3) and the wgrad one
+    /// (4, 5).
     #[allow(clippy::too_many_arguments)]
     fn cast_dy<'a>(
         &self,
-        p: &CastParams,
+        p: &MoeCastParams,
         ws: Region<'a>,
         wp: &Parts,
         (m, cols, e): (usize, usize, usize),
@@ -970,13 +969,11 @@ impl Context {
         let dy_out = DualOut {
             out: ws.dst(wp, 2, mc),
             scales: ws.dst(wp, 3, m),
-            out_col: ws.dst(wp, 5, mc),
-            scales_col: ws.dst(wp, 6, ec),
+            out_col: ws.dst(wp, 4, mc),
+            scales_col: ws.dst(wp, 5, ec),
         };
         self.moe_act_dual(p, m, cols, dy, offs, dy_out, stream)?;
-        self.scale_reciprocal(m, ws.src(wp, 3, m), ws.dst(wp, 4, m), stream)?;
-        self.scale_reciprocal(ec, ws.src(wp, 6, ec), ws.dst(wp, 7, ec), stream)?;
-        Ok((ws.fp8(wp, (2, mc), (4, m)), ws.fp8(wp, (5, mc), (7, ec))))
+        Ok((ws.fp8(wp, (2, mc), (3, m)), ws.fp8(wp, (4, mc), (5, ec))))
     }
 }
 
@@ -1029,7 +1026,7 @@ impl LinearShape {
         let (en, ek) = (f(e * n)?, f(e * k)?);
         carve(
             "grouped linear backward workspace",
-            &[zb, gb, m * n, m4, m4, m * n, en, en, m * k, ek, ek],
+            &[zb, gb, m * n, m4, m * n, en, m * k, ek, ek],
         )
     }
 }
@@ -1128,10 +1125,10 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let gemm = p.gemm(true, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let (dyq, dyc) = self.cast_dy(&p.grad(), ws, &wp, (m, n, e), dy, offs, stream)?;
-            let (xc, xcs) = (ws.dst(&wp, 8, mk), ws.dst(&wp, 9, ek));
+            let (dyq, dyc) = self.cast_dy(&p.grad_dq(), ws, &wp, (m, n, e), dy, offs, stream)?;
+            let (xc, xcs) = (ws.dst(&wp, 6, mk), ws.dst(&wp, 7, ek));
             self.per_group_colwise(&p.act(), m, k, x, offs, xc, xcs, stream)?;
-            self.scale_reciprocal(ek, ws.src(&wp, 9, ek), ws.dst(&wp, 10, ek), stream)?;
+            self.scale_reciprocal(ek, ws.src(&wp, 7, ek), ws.dst(&wp, 8, ek), stream)?;
             self.gemm(
                 &gemm,
                 Gemm::D3(m, n, k, e),
@@ -1141,7 +1138,7 @@ impl Context {
                 dx,
                 stream,
             )?;
-            let xc = ws.fp8(&wp, (8, mk), (10, ek));
+            let xc = ws.fp8(&wp, (6, mk), (8, ek));
             self.gemm(&gemm, Gemm::D2(n, m, k), dyc, xc, offs, dw, stream)
         })
     }

@@ -14,7 +14,7 @@ use crate::dispatch::{
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
-use crate::params::CastParams;
+use crate::params::{MoeCastParams, ScaleOutput};
 use crate::reference::{self, Dual, Rule, Scaled, route::Route};
 use crate::runtime::check_status;
 use crate::sys;
@@ -103,7 +103,7 @@ const fn dispatch_decl(
     c_name: &'static str,
     bufs: &'static [BufDecl<DispatchShape>],
     weighted: bool,
-) -> OpDecl<CastParams, DispatchShape> {
+) -> OpDecl<MoeCastParams, DispatchShape> {
     OpDecl {
         c_name,
         bufs,
@@ -126,7 +126,7 @@ const fn dispatch_decl(
 }
 
 fn dispatch_cpu(
-    p: &CastParams,
+    p: &MoeCastParams,
     fmt: Fp8Format,
     s: &DispatchShape,
     h: &mut Host<'_>,
@@ -151,7 +151,9 @@ fn dispatch_cpu(
     };
     let rule = Rule::new(fmt, p.pow2_scales);
     with_hp!(h.hp(input), |x| {
-        reference::route::dispatch_dual(rule, s.k, x, weights, route, offs_pad, slot_row, out)
+        reference::route::dispatch_dual(
+            rule, p.scales, s.k, x, weights, route, offs_pad, slot_row, out,
+        )
     })
 }
 
@@ -167,7 +169,7 @@ impl Context {
 
 fn dispatch_gpu(
     ctx: &Context,
-    p: &CastParams,
+    p: &MoeCastParams,
     fmt: Fp8Format,
     s: &DispatchShape,
     d: &Dev,
@@ -208,6 +210,7 @@ fn dispatch_gpu(
                 s.m_cap as i64,
                 fmt as i32,
                 p.pow2_scales as i32,
+                (p.scales == ScaleOutput::Dequant) as i32,
                 dtype,
                 ws,
                 stream.0,
@@ -238,11 +241,11 @@ static COMBINE_BWD_DUAL_BUFS: [BufDecl<DispatchShape>; 10] = {
 };
 
 #[doc(hidden)]
-pub static MOE_DISPATCH_DUAL: OpDecl<CastParams, DispatchShape> =
+pub static MOE_DISPATCH_DUAL: OpDecl<MoeCastParams, DispatchShape> =
     dispatch_decl("hipfp8_moe_dispatch_dual", &DISPATCH_BUFS, false);
 
 #[doc(hidden)]
-pub static MOE_COMBINE_BWD_DUAL: OpDecl<CastParams, DispatchShape> =
+pub static MOE_COMBINE_BWD_DUAL: OpDecl<MoeCastParams, DispatchShape> =
     dispatch_decl("hipfp8_moe_combine_bwd_dual", &COMBINE_BWD_DUAL_BUFS, true);
 
 fn len_ctk(s: &CombineShape, _: usize) -> Result<usize> {
@@ -367,10 +370,11 @@ op_methods! {
     /// offsets and `slot_row[slot]` the padded row of each slot (-1 for a slot at a position
     /// past `offs[G-1]`). `out`/`scales` and `out_col`/`scales_col` are exactly what
     /// [`Context::moe_act_dual`] writes for the padded matrix on `offs_pad`, the rows from
-    /// `offs_pad[G-1]` to `m_cap` zero bytes in both layouts. Needs k, topk, align > 0 and
+    /// `offs_pad[G-1]` to `m_cap` zero bytes in both layouts; the scales forward or dequant
+    /// as `p.scales` says. Needs k, topk, align > 0 and
     /// `m_cap >= t*topk + G*(align-1)`; a `perm` that is not a permutation is
     /// `InvalidOffsets` on the CPU (the kernels write zero rows for entries out of range).
-    fn moe_dispatch_dual(p: &CastParams, s: DispatchShape;
+    fn moe_dispatch_dual(p: &MoeCastParams, s: DispatchShape;
         x: HpSrc<'_>, perm: Src<'_, i32>, offs: Src<'_, i32>, offs_pad: Dst<'_, i32>,
         slot_row: Dst<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>, out_col: Dst<'_, u8>,
         scales_col: Dst<'_, f32>) = MOE_DISPATCH_DUAL s;
@@ -380,7 +384,7 @@ op_methods! {
     /// `T(weights[s] * dout[s / topk])` (one f32 multiply rounded to dout's dtype T), with the
     /// same `perm`, `offs`, `align` and `m_cap` as the forward's dispatch (so `offs_pad` and
     /// `slot_row` come out equal to the forward's).
-    fn moe_combine_bwd_dual(p: &CastParams, s: DispatchShape;
+    fn moe_combine_bwd_dual(p: &MoeCastParams, s: DispatchShape;
         dout: HpSrc<'_>, weights: Src<'_, f32>, perm: Src<'_, i32>, offs: Src<'_, i32>,
         offs_pad: Dst<'_, i32>, slot_row: Dst<'_, i32>, out: Dst<'_, u8>, scales: Dst<'_, f32>,
         out_col: Dst<'_, u8>, scales_col: Dst<'_, f32>) = MOE_COMBINE_BWD_DUAL s;

@@ -212,6 +212,49 @@ fn unknown_enum_values() {
             );
         }
     }
+}
+
+/// HIPFP8_FLAG_DEQUANT_SCALES: the fused MoE casts take it (the valid problem runs), every
+/// other op with a `flags` field refuses it with NOT_SUPPORTED and writes nothing.
+#[test]
+fn dequant_scales_flag_only_on_the_moe_casts() {
+    let ctx = Ctx::cpu();
+    let mut taken = Vec::new();
+    for op in all_ops() {
+        let Some(off) = op.flags_field else {
+            assert!(
+                !op.dequant_scales,
+                "{}: dequant scales without flags",
+                op.name
+            );
+            continue;
+        };
+        let mut o = op.clone();
+        o.set_desc_u32(off, hipfp8_flag::HIPFP8_FLAG_DEQUANT_SCALES as u32);
+        let st = o.invoke(ctx.0);
+        if op.dequant_scales {
+            assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}: {}", op.name, last_error());
+            taken.push(op.name);
+        } else {
+            o.expect_fail(
+                "dequant scales",
+                st,
+                HIPFP8_STATUS_NOT_SUPPORTED,
+                &["HIPFP8_FLAG_DEQUANT_SCALES", "hipfp8_moe_"],
+            );
+        }
+    }
+    taken.sort();
+    taken.dedup();
+    let want = [
+        "hipfp8_moe_act_dual",
+        "hipfp8_moe_combine_bwd_dual",
+        "hipfp8_moe_dispatch_dual",
+        "hipfp8_moe_swiglu_bwd_quant",
+        "hipfp8_moe_swiglu_quant",
+        "hipfp8_moe_weights_dual",
+    ];
+    assert_eq!(taken, want);
     // Enum parameters of the context functions.
     let mut c = null_mut();
     assert_eq!(

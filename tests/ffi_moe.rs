@@ -1,6 +1,7 @@
 //! The fused MoE C exports (src/ffi/moe.rs) on a CPU context write exactly what the Rust
 //! methods (`Context::moe_*`) write for the same arguments: every output byte for byte
-//! (scales bit for bit), for bf16 and f32 inputs, two formats, pow2 on and off, shapes whose
+//! (scales bit for bit), for bf16 and f32 inputs, two formats, pow2 on and off, forward and
+//! dequant scale outputs (HIPFP8_FLAG_DEQUANT_SCALES), shapes whose
 //! dimensions all differ (a swapped descriptor field changes the result) and offsets with an
 //! empty group. Outputs start as a sentinel on both sides and are compared whole.
 
@@ -9,7 +10,7 @@ use std::ptr::null_mut;
 
 use hipfp8::ffi::*;
 use hipfp8::moe::DualOut;
-use hipfp8::{CastParams, Context, Fp8Format, HpSrc, StreamRef, bf16};
+use hipfp8::{Context, Fp8Format, HpSrc, MoeCastParams, ScaleOutput, StreamRef, bf16};
 
 use hipfp8_status::*;
 
@@ -140,11 +141,13 @@ fn moe_c_exports_equal_rust_methods() {
         (Fp8Format::E5M2, hipfp8_format::HIPFP8_FORMAT_E5M2),
     ] {
         for pow2 in [false, true] {
-            for bf in [true, false] {
-                let p = CastParams::new(fmt, pow2);
+            for (bf, dq) in [(true, false), (false, false), (true, true), (false, true)] {
+                let so = [ScaleOutput::Forward, ScaleOutput::Dequant][dq as usize];
+                let p = MoeCastParams::new(fmt, pow2).with_scales(so);
                 let dtype = if bf { BF16 } else { F32 };
-                let (format, flags) = (cfmt as u32, pow2 as u32);
-                let what = format!("{fmt:?} pow2={pow2} bf16={bf}");
+                let dq_flag = hipfp8_flag::HIPFP8_FLAG_DEQUANT_SCALES as u32;
+                let (format, flags) = (cfmt as u32, pow2 as u32 | (dq as u32 * dq_flag));
+                let what = format!("{fmt:?} pow2={pow2} bf16={bf} {so:?}");
 
                 // weights (e, k, n)
                 let w = Input::new(e * k * n, 1);
@@ -243,7 +246,7 @@ fn moe_c_exports_equal_rust_methods() {
             }
         }
     }
-    assert_eq!(cases, 32);
+    assert_eq!(cases, 64);
 }
 
 /// The backward's two inputs share the descriptor's one dtype in C; in Rust two dtypes are
@@ -256,7 +259,7 @@ fn swiglu_bwd_refuses_two_dtypes_in_rust() {
     let dh = Input::new(m * i, 5);
     let gu = Input::new(m * 2 * i, 6);
     let mut o = Outs::new(m * 2 * i, m, 2 * 2 * i);
-    let p = CastParams::new(Fp8Format::E4M3Fn, false);
+    let p = MoeCastParams::new(Fp8Format::E4M3Fn, false);
     let r = rust.moe_swiglu_bwd_quant(
         &p,
         m,

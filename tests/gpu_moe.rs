@@ -5,8 +5,8 @@
 //! `HIPFP8_SKIP ...` and returns (HIPFP8_REQUIRE_GPU=1 makes that a failure); with a GPU every
 //! comparison must hold. All four formats, pow2 on/off, bf16 and f32 inputs with special
 //! values, odd shapes, offsets on the device only, balanced / Zipf / ragged (empty, one-row) /
-//! one-row splits; outputs start as a sentinel on both backends and are compared whole (an
-//! element written by one backend only is caught). Every case runs twice on the GPU: the
+//! one-row splits, forward and dequant scale outputs; outputs start as a sentinel on both
+//! backends and are compared whole (an element written by one backend only is caught). Every case runs twice on the GPU: the
 //! workspace must come back zeroed.
 
 mod common;
@@ -16,8 +16,8 @@ use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner};
 use common::{Fill, SENT_F32, SENT_U8, Tensor, dim};
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
-use hipfp8::{CastParams, Context, StreamRef, bf16};
-use moe_support::{SPLITS, Split, split_offsets};
+use hipfp8::{Context, MoeCastParams, ScaleOutput, StreamRef, bf16};
+use moe_support::{SPLITS, Split, scale_output, split_offsets};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -72,7 +72,7 @@ fn split_strategy() -> impl Strategy<Value = Split> {
 
 fn weights_case(
     ctx: &Context,
-    p: &CastParams,
+    p: &MoeCastParams,
     e: usize,
     k: usize,
     n: usize,
@@ -116,7 +116,7 @@ fn weights_case(
         .unwrap();
         let w = format!(
             "moe_weights_dual e={e} k={k} n={n} {:?} skew={skew} rep={rep}",
-            p.format
+            p
         );
         check_u8(&format!("{w} out"), &o)?;
         check_f32(&format!("{w} scales"), &s)?;
@@ -138,11 +138,11 @@ fn moe_weights_dual_gpu_eq_cpu() {
         dim(130),
     );
     r.run(
-        &(shapes, params(4)),
-        |((e, k, n), (fmt, pow2, fill, skew))| {
+        &(shapes, params(4), scale_output()),
+        |((e, k, n), (fmt, pow2, fill, skew), so)| {
             weights_case(
                 &ctx,
-                &CastParams::new(fmt, pow2),
+                &MoeCastParams::new(fmt, pow2).with_scales(so),
                 e,
                 k,
                 n,
@@ -156,7 +156,7 @@ fn moe_weights_dual_gpu_eq_cpu() {
 
 fn act_case(
     ctx: &Context,
-    p: &CastParams,
+    p: &MoeCastParams,
     m: usize,
     k: usize,
     offs: &[i32],
@@ -176,7 +176,7 @@ fn act_case(
             .unwrap();
         d.check(&format!(
             "moe_act_dual m={m} k={k} offs={offs:?} {:?} skew={skew} rep={rep}",
-            p.format
+            p
         ))?;
     }
     Ok(())
@@ -196,12 +196,12 @@ fn moe_act_dual_gpu_eq_cpu() {
         any::<u64>(),
     );
     r.run(
-        &(shapes, params(4)),
-        |((m, k, g, split, seed), (fmt, pow2, fill, skew))| {
+        &(shapes, params(4), scale_output()),
+        |((m, k, g, split, seed), (fmt, pow2, fill, skew), so)| {
             let offs = split_offsets(split, seed, g, m);
             act_case(
                 &ctx,
-                &CastParams::new(fmt, pow2),
+                &MoeCastParams::new(fmt, pow2).with_scales(so),
                 m,
                 k,
                 &offs,
@@ -216,7 +216,7 @@ fn moe_act_dual_gpu_eq_cpu() {
 #[allow(clippy::too_many_arguments)]
 fn swiglu_case(
     ctx: &Context,
-    p: &CastParams,
+    p: &MoeCastParams,
     m: usize,
     i: usize,
     offs: &[i32],
@@ -262,7 +262,7 @@ fn swiglu_case(
         };
         d.check(&format!(
             "{op} m={m} i={i} offs={offs:?} {:?} skew={skew} rep={rep}",
-            p.format
+            p
         ))?;
     }
     Ok(())
@@ -281,12 +281,12 @@ fn swiglu_gpu_eq_cpu(name: &str, bwd: bool) {
         any::<u64>(),
     );
     r.run(
-        &(shapes, params(4)),
-        |((m, i, g, split, seed), (fmt, pow2, fill, skew))| {
+        &(shapes, params(4), scale_output()),
+        |((m, i, g, split, seed), (fmt, pow2, fill, skew), so)| {
             let offs = split_offsets(split, seed, g, m);
             swiglu_case(
                 &ctx,
-                &CastParams::new(fmt, pow2),
+                &MoeCastParams::new(fmt, pow2).with_scales(so),
                 m,
                 i,
                 &offs,
@@ -326,7 +326,8 @@ fn moe_casts_large_gpu_eq_cpu() {
     };
     let fmts = [hipfp8::Fp8Format::E4M3Fn, hipfp8::Fp8Format::E4M3FnUz];
     for (j, fmt) in fmts.into_iter().enumerate() {
-        let p = CastParams::new(fmt, j == 1);
+        let so = [ScaleOutput::Forward, ScaleOutput::Dequant][j];
+        let p = MoeCastParams::new(fmt, j == 1).with_scales(so);
         weights_case(&ctx, &p, 8, 1024, 768, &fill(1), 0).unwrap();
         for split in [Split::Balanced, Split::Zipf] {
             let offs = split_offsets(split, 7, 32, 8192);
@@ -427,7 +428,7 @@ impl Step {
         }
     }
     /// The four ops, queued on `s`.
-    fn run(&mut self, ctx: &Context, p: &CastParams, s: StreamRef) {
+    fn run(&mut self, ctx: &Context, p: &MoeCastParams, s: StreamRef) {
         let ((m, k, i, _), (e, wk, wn)) = (CAP, CAP_W);
         let [c0, c1, c2, c3, c4, c5, c6, c7] = &mut self.codes;
         let [s0, s1, s2, s3, s4, s5, s6, s7] = &mut self.scales;
@@ -483,13 +484,13 @@ impl Step {
 /// Every MoE cast captured in one graph on a stream warmed up by one eager pass (the grouped
 /// ones take the stream's zeroed workspace, which must not grow while captured), replayed on
 /// new inputs and new device offsets, equals the same calls run eagerly, and the act_dual
-/// outputs equal the CPU reference.
+/// outputs (codes and dequant scales) equal the CPU reference.
 #[test]
 fn moe_casts_captured_and_replayed() {
     let Some(ctx) = gpu_for_tests("moe_casts_captured_and_replayed") else {
         return;
     };
-    let p = CastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
+    let p = MoeCastParams::new(hipfp8::Fp8Format::E4M3Fn, true).with_scales(ScaleOutput::Dequant);
     let mut st = Step::new(&ctx);
     let cap = Stream::new_non_blocking(&ctx).unwrap();
     st.run(&ctx, &p, cap.handle());
@@ -524,9 +525,14 @@ fn moe_casts_captured_and_replayed() {
             StreamRef::DEFAULT,
         )
         .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert!(
             replayed.0[0] == d.o.host[..m * k] && replayed.0[1] == d.oc.host[..m * k],
             "seed {seed}: replay != CPU"
+        );
+        assert!(
+            replayed.1[0] == bits(&d.s.host[..m]) && replayed.1[1] == bits(&d.sc.host[..g * k]),
+            "seed {seed}: replayed dequant scales != CPU"
         );
     }
 }

@@ -345,7 +345,7 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
         out_col: hc.dst(),
         scales_col: hcs.dst(),
     };
-    ctx.moe_swiglu_quant(&cp, m, i, hp(&gu), st.offs.src(), o, s)
+    ctx.moe_swiglu_quant(&cp.into(), m, i, hp(&gu), st.offs.src(), o, s)
         .unwrap();
     let (hsi, hcsi) = (inv(&hs), inv(&hcs));
     let mut y = zeros::<bf16>(ctx, m * d);
@@ -364,7 +364,7 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
         out_col: dc.dst(),
         scales_col: dcs.dst(),
     };
-    ctx.moe_swiglu_bwd_quant(&cp, m, i, hp(&dh), hp(&gu), st.offs.src(), o, s)
+    ctx.moe_swiglu_bwd_quant(&cp.into(), m, i, hp(&dh), hp(&gu), st.offs.src(), o, s)
         .unwrap();
     let (dsi, dcsi) = (inv(&ds), inv(&dcs));
     let mut dx = zeros::<bf16>(ctx, m * d);

@@ -16,7 +16,7 @@ mod route_support;
 use common::gpu::{DevHp, Out, check, check_f32, check_u8, params, runner};
 use common::{Fill, SENT_F32, SENT_U8, Tensor};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
-use hipfp8::{CastParams, Context, NoParams, StreamRef, bf16};
+use hipfp8::{Context, MoeCastParams, NoParams, ScaleOutput, StreamRef, bf16};
 use moe_support::SPLITS;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -67,7 +67,7 @@ impl Outs {
 /// One dispatch (weighted: the combine's backward) on the CPU and twice on the GPU.
 fn dispatch_case(
     ctx: &Context,
-    p: &CastParams,
+    p: &MoeCastParams,
     rt: &Route,
     fill: &Fill,
     weighted: bool,
@@ -132,8 +132,8 @@ fn dispatch_case(
     for rep in 0..2 {
         run!(ctx, dx.hp(), dw.src(), dperm.src(), doffs.src(), gpu).unwrap();
         o.check(&format!(
-            "dispatch weighted={weighted} {rt:?} {:?} pow2={} skew={skew} rep={rep}",
-            p.format, p.pow2_scales
+            "dispatch weighted={weighted} {rt:?} {:?} pow2={} {:?} skew={skew} rep={rep}",
+            p.format, p.pow2_scales, p.scales
         ))?;
     }
     Ok(())
@@ -153,13 +153,18 @@ fn moe_dispatch_gpu_eq_cpu() {
         prop::sample::select(SPLITS.to_vec()),
         prop::sample::select(vec![1usize, 16, 32, 128, 5]),
         prop::sample::select(vec![0usize, 0, 7]),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
     );
     r.run(
         &(shapes, params(4)),
-        |((t, k, topk, g, split, align, extra, weighted), (fmt, pow2, fill, skew))| {
+        |((t, k, topk, g, split, align, extra, (weighted, dq)), (fmt, pow2, fill, skew))| {
             let rt = Route::new(fill.seed, (t, k, topk, g), split, align, extra);
-            let p = CastParams::new(fmt, pow2);
+            let so = if dq {
+                ScaleOutput::Dequant
+            } else {
+                ScaleOutput::Forward
+            };
+            let p = MoeCastParams::new(fmt, pow2).with_scales(so);
             dispatch_case(&ctx, &p, &rt, &fill, weighted, skew as usize)
         },
     )
@@ -253,9 +258,10 @@ fn moe_route_on_a_deepseek_layer_shape() {
         return;
     };
     let rt = Route::new(42, (4096, 7168, 8, 32), SPLITS[1], 16, 0);
-    let p = CastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
+    let p = MoeCastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
     let f = route_support::fill(42, true);
     dispatch_case(&ctx, &p, &rt, &f, false, 0).unwrap();
+    let p = p.with_scales(ScaleOutput::Dequant);
     dispatch_case(&ctx, &p, &rt, &f, true, 0).unwrap();
     combine_case(&ctx, &rt, &f).unwrap();
 }

@@ -1,7 +1,7 @@
 //! The fused MoE cast kernels (hip/moe/casts.hip) run on the host through the HIP emulation
 //! (tests/emu/quant_port_emu.h: blocks as std::threads, emulated wavefront shuffles; harness
 //! tests/emu/moe_emu.cpp) against the CPU reference (src/reference/moe.rs), bit for bit: every
-//! op, all four formats, pow2 on/off, bf16 and f32 inputs with special values, balanced / Zipf
+//! op, all four formats, pow2 on/off, forward and dequant scale outputs, bf16 and f32 inputs with special values, balanced / Zipf
 //! / ragged / one-row splits, grids smaller than the work (the grid-stride loops), and the
 //! SwiGLU arithmetic of hip/moe/swiglu.h compiled by a host C++ compiler. The GPU run of the
 //! same kernels is tests/gpu_moe.rs; this checks indexing and arithmetic without a GPU.
@@ -16,9 +16,9 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
-use hipfp8::Fp8Format;
 use hipfp8::reference::{Dual, Grouped, Rule, Scaled, moe};
-use moe_support::{SPLITS, split_offsets};
+use hipfp8::{Fp8Format, ScaleOutput};
+use moe_support::{SCALE_OUTPUTS, SPLITS, split_offsets};
 use support::{cxx, have_tool, root, run, scratch};
 
 /// The text between `// hipfp8-emu-begin NAME` and `// hipfp8-emu-end NAME` of a hip/ file,
@@ -94,6 +94,7 @@ struct Case {
     op: u32,
     fmt: Fp8Format,
     pow2: bool,
+    scales: ScaleOutput,
     fill: Fill,
     d: [usize; 3],
     offs: Vec<i32>,
@@ -111,16 +112,17 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
     };
     let (mut o, mut s) = (vec![SENT_U8; no + 7], vec![SENT_F32; ns + 7]);
     let (mut o2, mut s2) = (vec![SENT_U8; no + 7], vec![SENT_F32; ns2 + 7]);
-    let (rule, offs) = (Rule::new(c.fmt, c.pow2), &c.offs[..]);
+    let (rule, so, offs) = (Rule::new(c.fmt, c.pow2), c.scales, &c.offs[..]);
     let rows = Scaled::new(&mut o, &mut s);
     let cols = Scaled::new(&mut o2, &mut s2);
     let out = Dual { rows, cols };
     macro_rules! go {
         ($x:expr, $dh:expr) => {
             match c.op {
-                0 => moe::weights_dual(rule, (d0, d1, d2), $x, out),
+                0 => moe::weights_dual(rule, so, (d0, d1, d2), $x, out),
                 1 => moe::act_dual(
                     rule,
+                    so,
                     Grouped {
                         m: d0,
                         k: d1,
@@ -137,7 +139,7 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
                         x: $x,
                         offs,
                     };
-                    moe::swiglu_quant(rule, gu, out).unwrap()
+                    moe::swiglu_quant(rule, so, gu, out).unwrap()
                 }
                 _ => {
                     let gu = Grouped {
@@ -146,7 +148,7 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
                         x: $x,
                         offs,
                     };
-                    moe::swiglu_bwd_quant(rule, gu, $dh, out).unwrap()
+                    moe::swiglu_bwd_quant(rule, so, gu, $dh, out).unwrap()
                 }
             }
         };
@@ -182,6 +184,7 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         c.op as usize,
         c.fmt as usize,
         c.pow2 as usize,
+        (c.scales == ScaleOutput::Dequant) as usize,
         c.fill.bf16 as usize,
         d0,
         d1,
@@ -193,8 +196,8 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
     run(Command::new(exe).args(args.map(|a| a.to_string())).arg(dir));
     let want = reference(c, &x, &dh);
     let what = format!(
-        "op {} {:?} pow2={} bf16={} d={:?} offs={:?} grid={:?}",
-        c.op, c.fmt, c.pow2, c.fill.bf16, c.d, c.offs, c.grid
+        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?}",
+        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid
     );
     for (i, (name_o, name_s)) in [("out.bin", "scales.bin"), ("out2.bin", "scales2.bin")]
         .iter()
@@ -250,6 +253,8 @@ fn moe_kernels_emulated_eq_reference() {
                 op,
                 fmt: Fp8Format::ALL[case as usize % 4],
                 pow2: case % 2 == 1,
+                // Each scale output with every format and both pow2 choices over the cases.
+                scales: SCALE_OUTPUTS[(case as usize / 4 + case as usize) % 2],
                 fill,
                 d,
                 offs,

@@ -3,6 +3,9 @@
 //! - `act_dual` == `rowwise_2d` + `per_group_colwise`;
 //! - `swiglu_quant` == those two casts of `h = swiglu_h(gate, up)` held in the input dtype;
 //! - `swiglu_bwd_quant` == those two casts of `[d_gate | d_up]` from `swiglu_bwd`;
+//! - each of them with dequant scale outputs == the same with forward scales followed by
+//!   `scale_reciprocal` of every scale (codes unchanged), including NaN, Inf and all-zero
+//!   groups (`dequant_scales_of_special_groups`);
 //! - the SwiGLU arithmetic against an f64 oracle and against torch's bf16 composition run with
 //!   any exp within 2 f32 ulps of the true one (CUDA's documented `expf` bound).
 //!
@@ -16,8 +19,8 @@ mod moe_support;
 use common::{SENT_F32, SENT_U8, Tensor, config, dim, fill_strategy, fmt_strategy, same_bits};
 use hipfp8::reference::moe::{self, GluElem};
 use hipfp8::reference::{Dual, Grouped, Hp, Rule, Scaled, quant, rowwise_2d};
-use hipfp8::{Fp8Format, bf16};
-use moe_support::{SPLITS, Split, split_offsets};
+use hipfp8::{Context, Fp8Format, ScaleOutput, StreamRef, bf16};
+use moe_support::{SPLITS, Split, scale_output, split_offsets};
 use proptest::prelude::*;
 
 /// Byte and bit equality of two output sets, naming the first difference.
@@ -55,9 +58,22 @@ fn scs(n: usize) -> Vec<f32> {
     vec![SENT_F32; n + 7]
 }
 
+/// What the composition's scale outputs hold for `so`: its first `n` scales as written
+/// (forward) or through the `scale_reciprocal` op (dequant); the spare elements unchanged.
+fn composed_scales(so: ScaleOutput, s: &mut [f32], n: usize) {
+    if so == ScaleOutput::Dequant {
+        let fwd = s[..n].to_vec();
+        Context::cpu()
+            .scale_reciprocal(n, (&fwd).into(), (&mut s[..n]).into(), StreamRef::DEFAULT)
+            .unwrap();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn weights_case<T: Hp>(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     e: usize,
     k: usize,
     n: usize,
@@ -67,12 +83,14 @@ fn weights_case<T: Hp>(
     let (mut o, mut s, mut ot, mut st) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
     let (rule, shape) = (Rule::new(fmt, pow2), (e, k, n));
     let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut ot, &mut st));
-    moe::weights_dual(rule, shape, x, Dual { rows, cols });
+    moe::weights_dual(rule, so, shape, x, Dual { rows, cols });
     let (mut o2, mut s2, mut ot2, mut st2) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
     quant::colwise_3d(rule, shape, x, Scaled::new(&mut o2, &mut s2));
     quant::rowwise_3d_transpose_rhs(rule, shape, x, Scaled::new(&mut ot2, &mut st2));
+    composed_scales(so, &mut s2, e * n);
+    composed_scales(so, &mut st2, e * k);
     same_outputs(
-        &format!("weights_dual e={e} k={k} n={n} {fmt:?} pow2={pow2}"),
+        &format!("weights_dual e={e} k={k} n={n} {fmt:?} pow2={pow2} {so:?}"),
         &[(&o, &s), (&ot, &st)],
         &[(&o2, &s2), (&ot2, &st2)],
     )
@@ -83,47 +101,47 @@ proptest! {
 
     #[test]
     fn weights_dual_is_colwise_3d_plus_transpose_rhs(
-        fmt in fmt_strategy(), pow2 in any::<bool>(), fill in fill_strategy(),
+        fmt in fmt_strategy(), pow2 in any::<bool>(), so in scale_output(), fill in fill_strategy(),
         e in 0usize..4, k in dim(80), n in dim(80),
     ) {
         let t = Tensor::new(&fill, e * k * n, k);
         match &t.b {
-            Some(b) => weights_case(fmt, pow2, e, k, n, b)?,
-            None => weights_case(fmt, pow2, e, k, n, &t.vals)?,
+            Some(b) => weights_case(fmt, pow2, so, e, k, n, b)?,
+            None => weights_case(fmt, pow2, so, e, k, n, &t.vals)?,
         }
     }
 
     #[test]
     fn act_dual_is_rowwise_plus_per_group_colwise(
-        fmt in fmt_strategy(), pow2 in any::<bool>(), fill in fill_strategy(),
+        fmt in fmt_strategy(), pow2 in any::<bool>(), so in scale_output(), fill in fill_strategy(),
         m in prop_oneof![Just(0usize), dim(300)], k in dim(70), g in 0usize..12,
         split in split_strategy(), seed in any::<u64>(),
     ) {
         let t = Tensor::new(&fill, m * k, k);
         let offs = split_offsets(split, seed, g, m);
         match &t.b {
-            Some(b) => act_case(fmt, pow2, m, k, b, &offs)?,
-            None => act_case(fmt, pow2, m, k, &t.vals, &offs)?,
+            Some(b) => act_case(fmt, pow2, so, m, k, b, &offs)?,
+            None => act_case(fmt, pow2, so, m, k, &t.vals, &offs)?,
         }
     }
 
     #[test]
     fn swiglu_quant_is_the_casts_of_h(
-        fmt in fmt_strategy(), pow2 in any::<bool>(), fill in fill_strategy(),
+        fmt in fmt_strategy(), pow2 in any::<bool>(), so in scale_output(), fill in fill_strategy(),
         m in prop_oneof![Just(0usize), dim(200)], i in dim(60), g in 0usize..10,
         split in split_strategy(), seed in any::<u64>(),
     ) {
         let t = Tensor::new(&fill, m * 2 * i, 2 * i);
         let offs = split_offsets(split, seed, g, m);
         match &t.b {
-            Some(b) => swiglu_case(fmt, pow2, m, i, b, &offs)?,
-            None => swiglu_case(fmt, pow2, m, i, &t.vals, &offs)?,
+            Some(b) => swiglu_case(fmt, pow2, so, m, i, b, &offs)?,
+            None => swiglu_case(fmt, pow2, so, m, i, &t.vals, &offs)?,
         }
     }
 
     #[test]
     fn swiglu_bwd_quant_is_the_casts_of_the_grads(
-        fmt in fmt_strategy(), pow2 in any::<bool>(), fill in fill_strategy(),
+        fmt in fmt_strategy(), pow2 in any::<bool>(), so in scale_output(), fill in fill_strategy(),
         m in prop_oneof![Just(0usize), dim(200)], i in dim(60), g in 0usize..10,
         split in split_strategy(), seed in any::<u64>(),
     ) {
@@ -131,16 +149,114 @@ proptest! {
         let dh = Tensor::new(&common::Fill { seed: fill.seed ^ 0x77, ..fill }, m * i, i);
         let offs = split_offsets(split, seed, g, m);
         match (&t.b, &dh.b) {
-            (Some(b), Some(d)) => swiglu_bwd_case(fmt, pow2, m, i, d, b, &offs)?,
-            _ => swiglu_bwd_case(fmt, pow2, m, i, &dh.vals, &t.vals, &offs)?,
+            (Some(b), Some(d)) => swiglu_bwd_case(fmt, pow2, so, m, i, d, b, &offs)?,
+            _ => swiglu_bwd_case(fmt, pow2, so, m, i, &dh.vals, &t.vals, &offs)?,
         }
     }
 }
 
-/// `rowwise_2d` + `per_group_colwise` of `x` (m, k): the definition of the dual casts.
+/// The four scale outputs of `moe_act_dual` and `moe_weights_dual` on the CPU backend for
+/// `so`: (codes, scales) of the act rows, act columns, weights and transposed weights.
+fn special_outputs(
+    p: &hipfp8::MoeCastParams,
+    x: &[f32],
+    offs: &[i32],
+    (m, k): (usize, usize),
+    (e, wk, wn): (usize, usize, usize),
+) -> Vec<(Vec<u8>, Vec<f32>)> {
+    use hipfp8::moe::DualOut;
+    let (c, st, g) = (Context::cpu(), StreamRef::DEFAULT, offs.len());
+    let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
+    let d = DualOut {
+        out: (&mut o).into(),
+        scales: (&mut s).into(),
+        out_col: (&mut oc).into(),
+        scales_col: (&mut sc).into(),
+    };
+    c.moe_act_dual(p, m, k, x[..m * k].into(), offs.into(), d, st)
+        .unwrap();
+    let ekn = e * wk * wn;
+    let (mut w, mut ws, mut wt, mut wts) = (outs(ekn), scs(e * wn), outs(ekn), scs(e * wk));
+    let (wo, wso) = ((&mut w).into(), (&mut ws).into());
+    let x = x[..ekn].into();
+    c.moe_weights_dual(
+        p,
+        e,
+        wk,
+        wn,
+        x,
+        wo,
+        wso,
+        (&mut wt).into(),
+        (&mut wts).into(),
+        st,
+    )
+    .unwrap();
+    vec![(o, s), (oc, sc), (w, ws), (wt, wts)]
+}
+
+/// Dequant scale outputs where a group's amax is zero, NaN or Inf, and of an empty group: the
+/// codes of the forward mode, every scale `reciprocal` of the forward one, bit for bit (an
+/// all-zero group: 1 / amax_to_scale(0), finite; NaN: the canonical NaN; Inf: the forward
+/// scale is 0, the dequant scale +Inf), all four formats, pow2 on and off.
+#[test]
+fn dequant_scales_of_special_groups() {
+    use hipfp8::MoeCastParams;
+    use hipfp8::reference::recipe::reciprocal;
+    let (m, k) = (4usize, 3usize);
+    // Rows: all zeros, a NaN, an Inf, finite; as (1, 3, 4) weights: the same 12 values.
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    let x = [
+        0.0, 0.0, 0.0, 1.0, nan, -2.0, inf, 3.0, 0.5, -4.0, 0.25, 1.5,
+    ];
+    let offs = [1, 2, 2, 3, 4];
+    for fmt in Fp8Format::ALL {
+        for pow2 in [false, true] {
+            let fwd = MoeCastParams::new(fmt, pow2);
+            let dq = fwd.with_scales(ScaleOutput::Dequant);
+            let a = special_outputs(&fwd, &x, &offs, (m, k), (1, 3, 4));
+            let b = special_outputs(&dq, &x, &offs, (m, k), (1, 3, 4));
+            for (j, ((ao, asc), (bo, bsc))) in a.iter().zip(&b).enumerate() {
+                let what = format!("{fmt:?} pow2={pow2} output {j}");
+                assert_eq!(ao, bo, "{what}: codes differ between the scale outputs");
+                for (i, (&f, &d)) in asc.iter().zip(bsc).enumerate() {
+                    let want = if f.to_bits() == SENT_F32.to_bits() {
+                        f
+                    } else {
+                        reciprocal(f)
+                    };
+                    assert_eq!(
+                        d.to_bits(),
+                        want.to_bits(),
+                        "{what} scale {i}: {f:e} -> {d:e}"
+                    );
+                }
+            }
+            let rows = &b[0].1;
+            assert!(
+                rows[0].is_finite() && rows[0] > 0.0,
+                "zero row: {:e}",
+                rows[0]
+            );
+            assert_eq!(rows[1].to_bits(), 0x7FC0_0000, "NaN row");
+            assert_eq!(rows[2], f32::INFINITY, "Inf row");
+            // Column groups: rows [0,1), [1,2), empty, [2,3), [3,4): the empty group's scales
+            // are those of an all-zero group.
+            let cols = &b[1].1;
+            assert_eq!(cols[2 * k].to_bits(), rows[0].to_bits(), "empty group");
+            assert_eq!(cols[k + 1].to_bits(), 0x7FC0_0000, "NaN column group");
+            assert_eq!(cols[3 * k], f32::INFINITY, "Inf column group");
+        }
+    }
+}
+
+/// `rowwise_2d` + `per_group_colwise` of `x` (m, k), scales as `so` says: the definition of
+/// the dual casts.
 fn composed<T: Hp>(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     m: usize,
     k: usize,
     x: &[T],
@@ -152,12 +268,16 @@ fn composed<T: Hp>(
     rowwise_2d(rule, (m, k), x, Scaled::new(&mut o, &mut s));
     let x = Grouped { m, k, x, offs };
     quant::per_group_colwise(rule, x, Scaled::new(&mut oc, &mut sc)).unwrap();
+    composed_scales(so, &mut s, m);
+    composed_scales(so, &mut sc, g * k);
     (o, s, oc, sc)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn act_case<T: Hp>(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     m: usize,
     k: usize,
     x: &[T],
@@ -167,18 +287,20 @@ fn act_case<T: Hp>(
     let (mut o, mut s, mut oc, mut sc) = (outs(m * k), scs(m), outs(m * k), scs(g * k));
     let (rows, cols) = (Scaled::new(&mut o, &mut s), Scaled::new(&mut oc, &mut sc));
     let input = Grouped { m, k, x, offs };
-    moe::act_dual(Rule::new(fmt, pow2), input, Dual { rows, cols }).unwrap();
-    let (o2, s2, oc2, sc2) = composed(fmt, pow2, m, k, x, offs);
+    moe::act_dual(Rule::new(fmt, pow2), so, input, Dual { rows, cols }).unwrap();
+    let (o2, s2, oc2, sc2) = composed(fmt, pow2, so, m, k, x, offs);
     same_outputs(
-        &format!("act_dual m={m} k={k} offs={offs:?} {fmt:?} pow2={pow2}"),
+        &format!("act_dual m={m} k={k} offs={offs:?} {fmt:?} pow2={pow2} {so:?}"),
         &[(&o, &s), (&oc, &sc)],
         &[(&o2, &s2), (&oc2, &sc2)],
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn swiglu_case<T: GluElem>(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     m: usize,
     i: usize,
     gu: &[T],
@@ -193,7 +315,7 @@ fn swiglu_case<T: GluElem>(
         x: gu,
         offs,
     };
-    moe::swiglu_quant(Rule::new(fmt, pow2), input, Dual { rows, cols }).unwrap();
+    moe::swiglu_quant(Rule::new(fmt, pow2), so, input, Dual { rows, cols }).unwrap();
     // h in the input dtype, then today's casts of it.
     let h: Vec<T> = (0..m * i)
         .map(|j| {
@@ -201,17 +323,19 @@ fn swiglu_case<T: GluElem>(
             T::from_rounded(moe::swiglu_h(gu[r * 2 * i + c], gu[r * 2 * i + i + c]))
         })
         .collect();
-    let (o2, s2, oc2, sc2) = composed(fmt, pow2, m, i, &h, offs);
+    let (o2, s2, oc2, sc2) = composed(fmt, pow2, so, m, i, &h, offs);
     same_outputs(
-        &format!("swiglu_quant m={m} i={i} offs={offs:?} {fmt:?} pow2={pow2}"),
+        &format!("swiglu_quant m={m} i={i} offs={offs:?} {fmt:?} pow2={pow2} {so:?}"),
         &[(&o, &s), (&oc, &sc)],
         &[(&o2, &s2), (&oc2, &sc2)],
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn swiglu_bwd_case<T: GluElem>(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     m: usize,
     i: usize,
     dh: &[T],
@@ -227,7 +351,7 @@ fn swiglu_bwd_case<T: GluElem>(
         x: gu,
         offs,
     };
-    moe::swiglu_bwd_quant(Rule::new(fmt, pow2), input, dh, Dual { rows, cols }).unwrap();
+    moe::swiglu_bwd_quant(Rule::new(fmt, pow2), so, input, dh, Dual { rows, cols }).unwrap();
     let d: Vec<T> = (0..m * w)
         .map(|j| {
             let (r, c) = (j / w, j % w);
@@ -236,9 +360,9 @@ fn swiglu_bwd_case<T: GluElem>(
             T::from_rounded(if c < i { dg } else { du })
         })
         .collect();
-    let (o2, s2, oc2, sc2) = composed(fmt, pow2, m, w, &d, offs);
+    let (o2, s2, oc2, sc2) = composed(fmt, pow2, so, m, w, &d, offs);
     same_outputs(
-        &format!("swiglu_bwd_quant m={m} i={i} offs={offs:?} {fmt:?} pow2={pow2}"),
+        &format!("swiglu_bwd_quant m={m} i={i} offs={offs:?} {fmt:?} pow2={pow2} {so:?}"),
         &[(&o, &s), (&oc, &sc)],
         &[(&o2, &s2), (&oc2, &sc2)],
     )
@@ -480,9 +604,9 @@ fn swiglu_bwd_against_f64_and_torch_like_bf16() {
 #[test]
 fn moe_ops_refuse_bad_input_and_write_nothing() {
     use hipfp8::moe::DualOut;
-    use hipfp8::{CastParams, Context, Error, StreamRef};
+    use hipfp8::{Error, MoeCastParams};
     let c = Context::cpu();
-    let p = CastParams::new(Fp8Format::E4M3Fn, false);
+    let p = MoeCastParams::new(Fp8Format::E4M3Fn, false);
     let st = StreamRef::DEFAULT;
     let (m, k, i) = (6usize, 4usize, 2usize);
     let x: Vec<f32> = (0..m * 2 * k).map(|v| v as f32 - 7.5).collect();

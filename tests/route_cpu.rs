@@ -1,7 +1,7 @@
 //! The MoE routing ops on the CPU backend (src/reference/route.rs) against their definitions:
 //! - `moe_dispatch_dual` == gather + pad (loops here) then `rowwise_2d` + `per_group_colwise`
 //!   of the padded matrix on the padded offsets, with the padded offsets and slot rows of the
-//!   definition; `moe_combine_bwd_dual` the same of the weighted rows `T(w * dout)`;
+//!   definition, the scales forward or (through `scale_reciprocal`) dequant; `moe_combine_bwd_dual` the same of the weighted rows `T(w * dout)`;
 //! - `moe_combine` == the f32 sum of f32 products in slot order, rounded once to bf16;
 //! - `moe_combine_bwd_scores` within the f32 error bound of an f64 dot product, and exact on
 //!   products that add exactly;
@@ -17,7 +17,7 @@ mod moe_support;
 mod route_support;
 
 use common::{Tensor, config, fill_strategy, fmt_strategy};
-use hipfp8::{CastParams, Context, Error, NoParams, StreamRef, bf16};
+use hipfp8::{Context, Error, MoeCastParams, NoParams, ScaleOutput, StreamRef, bf16};
 use moe_support::SPLITS;
 use proptest::prelude::*;
 use route_support::{DispatchOut, Route, combine_oracle, composed, fill};
@@ -26,7 +26,7 @@ const ST: StreamRef = StreamRef::DEFAULT;
 
 /// Run a dispatch (weighted when `w` is given) on the CPU backend into sentinel outputs.
 fn run_dispatch(
-    p: &CastParams,
+    p: &MoeCastParams,
     rt: &Route,
     x: &Tensor,
     w: Option<&[f32]>,
@@ -89,15 +89,17 @@ proptest! {
         align in align_strategy(),
         extra in prop::sample::select(vec![0usize, 0, 5]),
         weighted in any::<bool>(),
+        dequant in any::<bool>(),
     ) {
         let rt = Route::new(f.seed, (t, k, topk, g), split, align, extra);
         let x = Tensor::new(&f, t * k, k);
         let w = rt.weights(f.seed);
         let w = weighted.then_some(&w[..]);
-        let p = CastParams::new(fmt, pow2);
+        let so = if dequant { ScaleOutput::Dequant } else { ScaleOutput::Forward };
+        let p = MoeCastParams::new(fmt, pow2).with_scales(so);
         let (r, got) = run_dispatch(&p, &rt, &x, w);
         prop_assert!(r.is_ok(), "{r:?}");
-        let want = composed(fmt, pow2, &rt, &x, w);
+        let want = composed(fmt, pow2, so, &rt, &x, w);
         if let Some(d) = got.diff(&want) {
             return Err(TestCaseError::fail(format!("{rt:?} weighted {weighted}: {d}")));
         }
@@ -200,7 +202,7 @@ fn score_gradient_exact_on_exact_sums() {
 fn bad_input_is_refused_and_nothing_written() {
     let rt = Route::new(3, (8, 16, 2, 4), SPLITS[0], 16, 0);
     let x = Tensor::new(&fill(3, true), rt.t * rt.k, rt.k);
-    let p = CastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
+    let p = MoeCastParams::new(hipfp8::Fp8Format::E4M3Fn, true);
     let untouched = |r: &Route, o: &DispatchOut| o.diff(&DispatchOut::sentinel(r)).is_none();
 
     // Not a permutation: a repeated slot, and one out of range.

@@ -11,7 +11,9 @@
 // Each kernel reduces its group first and casts in a second sweep over the same elements (the
 // second sweep of a row is served by the cache; a column group's by L2 for groups that fit), so
 // the row and column casts read the input twice each. Every code goes through encode_sw (the
-// rule itself), every scale through amax_to_scale: bit-identical to the CPU reference.
+// rule itself), every scale through amax_to_scale: bit-identical to the CPU reference. The
+// scale outputs hold the forward scale s (codes = encode(x * s)) or, with `dequant`, the
+// grouped GEMMs' dequant scale dequant_scale(s) = 1 / s; the codes are the same either way.
 // Grouped launches first clamp the device offsets into the zeroed workspace
 // (launch_group_tables), and zero it again after.
 #include "../quant/common.h"
@@ -68,14 +70,14 @@ struct SwigluBwdSrc {
 // Rows r of K elements: scales[r] over the row, out[r * K + c].
 template <uint32_t F, class S>
 __global__ void __launch_bounds__(kBlock) row_kernel(S src, int64_t rows, int64_t K, uint8_t* out, float* scales,
-                                                     int pow2) {
+                                                     int pow2, int dequant) {
   __shared__ uint32_t red[kBlock / HIPFP8_WAVE];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     uint32_t a = 0;
     for (int64_t c = threadIdx.x; c < K; c += kBlock) a = max(a, abs_bits(src(r, c)));
     a = block_max<kBlock>(a, red);
     const float s = amax_to_scale<F>(a, pow2 != 0);
-    if (threadIdx.x == 0) scales[r] = s;
+    if (threadIdx.x == 0) scales[r] = dequant ? dequant_scale(s) : s;
     uint8_t* o = out + r * K;
     for (int64_t c = threadIdx.x; c < K; c += kBlock) o[c] = (uint8_t)encode_sw<F>(src(r, c) * s);
   }
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(kBlock) row_kernel(S src, int64_t rows, int64_
 template <uint32_t F, class S>
 __global__ void __launch_bounds__(kBlock) col_kernel(S src, int64_t K, const int32_t* clamped, int64_t group_rows,
                                                      int64_t G, int64_t out_ld, uint8_t* out, float* scales,
-                                                     int pow2) {
+                                                     int pow2, int dequant) {
   __shared__ uint32_t red[kRowLanes][kTile];
   __shared__ float sc[kTile];
   __shared__ uint8_t tile[kTile][kTile + 1];
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, int64_t K, const int
       for (int i = 1; i < kRowLanes; ++i) a = max(a, red[i][tx]);
       const float s = amax_to_scale<F>(a, pow2 != 0);
       sc[tx] = s;
-      if (c < K) scales[g * K + c] = s;
+      if (c < K) scales[g * K + c] = dequant ? dequant_scale(s) : s;
     }
     __syncthreads();
     const float s = sc[tx];
@@ -145,20 +147,21 @@ namespace moe {
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
 template <uint32_t F, class S>
-int launch_rows(const S& src, int64_t rows, int64_t K, uint8_t* out, float* scales, int pow2, hipStream_t st) {
+int launch_rows(const S& src, int64_t rows, int64_t K, uint8_t* out, float* scales, int pow2, int dequant,
+                hipStream_t st) {
   if (rows == 0) return kLaunchOk;
-  row_kernel<F, S><<<row_grid(rows), kBlock, 0, st>>>(src, rows, K, out, scales, pow2);
+  row_kernel<F, S><<<row_grid(rows), kBlock, 0, st>>>(src, rows, K, out, scales, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <uint32_t F, class S>
 int launch_cols(const S& src, int64_t K, const int32_t* clamped, int64_t group_rows, int64_t G, int64_t out_ld,
-                uint8_t* out, float* scales, int pow2, hipStream_t st) {
+                uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
   if (G == 0 || K == 0) return kLaunchOk;
   const int64_t tiles = (K + kTile - 1) / kTile;
   if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
   const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535));
-  col_kernel<F, S><<<grid, kBlock, 0, st>>>(src, K, clamped, group_rows, G, out_ld, out, scales, pow2);
+  col_kernel<F, S><<<grid, kBlock, 0, st>>>(src, K, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -166,13 +169,13 @@ int launch_cols(const S& src, int64_t K, const int32_t* clamped, int64_t group_r
 // workspace zeroed again at the end.
 template <uint32_t F, class S>
 int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t k, int64_t G, uint8_t* out, float* scales,
-                   uint8_t* out_col, float* scales_col, int pow2, void* ws, hipStream_t st) {
-  int rc = launch_rows<F>(src, m, k, out, scales, pow2, st);
+                   uint8_t* out_col, float* scales_col, int pow2, int dequant, void* ws, hipStream_t st) {
+  int rc = launch_rows<F>(src, m, k, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk || G == 0) return rc;
   int32_t* clamped = static_cast<int32_t*>(ws);
   rc = launch_group_tables(offs, G, m, clamped, nullptr, st);
   if (rc != kLaunchOk) return rc;
-  rc = launch_cols<F>(src, k, clamped, 0, G, m, out_col, scales_col, pow2, st);
+  rc = launch_cols<F>(src, k, clamped, 0, G, m, out_col, scales_col, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
@@ -203,83 +206,86 @@ HIPFP8_EXTERN int hipfp8_moe_workspace_bytes(int64_t groups, uint64_t* bytes) no
 
 template <class In, uint32_t F>
 static int weights_dual(const void* x, uint8_t* out, float* scales, uint8_t* out_t, float* scales_t, int64_t e,
-                        int64_t k, int64_t n, int pow2, hipStream_t st) {
+                        int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
   const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
-  const int rc = launch_rows<F>(src, e * n, k, out, scales, pow2, st);
+  const int rc = launch_rows<F>(src, e * n, k, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk) return rc;
-  return launch_cols<F>(src, k, nullptr, n, e, 0, out_t, scales_t, pow2, st);
+  return launch_cols<F>(src, k, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_weights_dual_launch(const void* x, uint8_t* out, float* scales, uint8_t* out_t,
                                                  float* scales_t, int64_t e, int64_t k, int64_t n, int format,
-                                                 int pow2, int in_dtype, hipStream_t stream) noexcept {
+                                                 int pow2, int dequant, int in_dtype, hipStream_t stream) noexcept {
   if (e < 0 || k < 0 || n < 0) return kLaunchBadShape;
   if (e == 0) return kLaunchOk;
   if (k == 0 || n == 0) return kLaunchBadShape;
   if (!x || !out || !scales || !out_t || !scales_t) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<Bf16In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<F32In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<Bf16In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<F32In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
   return kLaunchBadEnum;
 }
 
 template <class In, uint32_t F>
 static int act_dual(const void* x, const int32_t* offs, uint8_t* out, float* scales, uint8_t* out_col,
-                    float* scales_col, int64_t m, int64_t k, int64_t G, int pow2, void* ws, hipStream_t st) {
+                    float* scales_col, int64_t m, int64_t k, int64_t G, int pow2, int dequant, void* ws,
+                    hipStream_t st) {
   const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
-  return launch_grouped<F>(src, offs, m, k, G, out, scales, out_col, scales_col, pow2, ws, st);
+  return launch_grouped<F>(src, offs, m, k, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_act_dual_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
                                              uint8_t* out_col, float* scales_col, int64_t m, int64_t k, int64_t groups,
-                                             int format, int pow2, int in_dtype, void* workspace,
+                                             int format, int pow2, int dequant, int in_dtype, void* workspace,
                                              hipStream_t stream) noexcept {
   const int chk = check_grouped(m, k, groups, x, offs, out, scales, out_col, scales_col, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<Bf16In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<F32In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<Bf16In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<F32In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }
 
 template <class In, uint32_t F>
 static int swiglu_quant(const void* gu, const int32_t* offs, uint8_t* out, float* scales, uint8_t* out_col,
-                        float* scales_col, int64_t m, int64_t i, int64_t G, int pow2, void* ws, hipStream_t st) {
+                        float* scales_col, int64_t m, int64_t i, int64_t G, int pow2, int dequant, void* ws,
+                        hipStream_t st) {
   const SwigluSrc<In> src{static_cast<const typename In::elem*>(gu), i};
-  return launch_grouped<F>(src, offs, m, i, G, out, scales, out_col, scales_col, pow2, ws, st);
+  return launch_grouped<F>(src, offs, m, i, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_quant_launch(const void* gu, const int32_t* offs, uint8_t* out, float* scales,
                                                  uint8_t* out_col, float* scales_col, int64_t m, int64_t i,
-                                                 int64_t groups, int format, int pow2, int in_dtype, void* workspace,
-                                                 hipStream_t stream) noexcept {
+                                                 int64_t groups, int format, int pow2, int dequant, int in_dtype,
+                                                 void* workspace, hipStream_t stream) noexcept {
   const int chk = check_grouped(m, i, groups, gu, offs, out, scales, out_col, scales_col, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<Bf16In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<F32In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<Bf16In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<F32In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }
 
 template <class In, uint32_t F>
 static int swiglu_bwd_quant(const void* dh, const void* gu, const int32_t* offs, uint8_t* out, float* scales,
-                            uint8_t* out_col, float* scales_col, int64_t m, int64_t i, int64_t G, int pow2, void* ws,
-                            hipStream_t st) {
+                            uint8_t* out_col, float* scales_col, int64_t m, int64_t i, int64_t G, int pow2,
+                            int dequant, void* ws, hipStream_t st) {
   typedef typename In::elem E;
   const SwigluBwdSrc<In> src{static_cast<const E*>(dh), static_cast<const E*>(gu), i};
-  return launch_grouped<F>(src, offs, m, 2 * i, G, out, scales, out_col, scales_col, pow2, ws, st);
+  return launch_grouped<F>(src, offs, m, 2 * i, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const void* gu, const int32_t* offs,
                                                      uint8_t* out, float* scales, uint8_t* out_col, float* scales_col,
                                                      int64_t m, int64_t i, int64_t groups, int format, int pow2,
-                                                     int in_dtype, void* workspace, hipStream_t stream) noexcept {
+                                                     int dequant, int in_dtype, void* workspace,
+                                                     hipStream_t stream) noexcept {
   if (i > (int64_t(1) << 61)) return kLaunchBadShape;
   const int chk = check_grouped(m, 2 * i, groups, gu, offs, out, scales, out_col, scales_col, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   if (m > 0 && !grad_h) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<Bf16In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<F32In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<Bf16In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<F32In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }

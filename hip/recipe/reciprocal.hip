@@ -1,17 +1,14 @@
 // reciprocal.hip -- the dequant scales of the MoE recipe's grouped GEMMs: out = 1 / in, the
-// IEEE f32 quotient (src/recipe.rs has the host definition, `reciprocal`).
+// IEEE f32 quotient (`dequant_scale` of fp8_codec.h; host: src/reference/recipe.rs).
 #include "../port.h"
+#include "../fp8_codec.h"
 #include "../kernel_abi.h"
 #include "launchers.h"
 
 __global__ void hipfp8_scale_reciprocal_kernel(const float* in, float* out, int64_t n) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const float x = in[i];
-    // f64 holds 1/x to 53 bits, so one rounding to f32 gives the correctly rounded f32
-    // quotient (2*24 + 2 <= 53): the same bits as an IEEE f32 division on every device.
-    out[i] = x != x ? __int_as_float(0x7FC00000) : (float)(1.0 / (double)x);
-  }
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = hipfp8::dequant_scale(in[i]);
 }
 
 HIPFP8_EXTERN int hipfp8_scale_reciprocal_launch(const float* in, float* out, int64_t n,

@@ -19,12 +19,12 @@ HIPFP8_DECL int hipfp8_moe_route_workspace_bytes(int64_t groups, uint64_t* bytes
 /// the slots in expert order, offs[groups] END offsets over it. Writes offs_pad[groups],
 /// slot_row[t*topk], out[m_cap*k] with scales[m_cap] (rowwise) and out_col[c*m_cap + r] with
 /// scales_col[g*k + c] (per padded group); rows past offs_pad[groups-1] are zero rows.
-/// m_cap >= t*topk + groups*(align-1); workspace: hipfp8_moe_route_workspace_bytes(groups)
+/// Scales: forward s, or dequant_scale(s) when `dequant`. m_cap >= t*topk + groups*(align-1); workspace: hipfp8_moe_route_workspace_bytes(groups)
 /// zeroed bytes.
 HIPFP8_DECL int hipfp8_moe_dispatch_dual_launch(const void* x, const float* weights, const int32_t* perm,
     const int32_t* offs, int32_t* offs_pad, int32_t* slot_row, uint8_t* out, float* scales, uint8_t* out_col,
     float* scales_col, int64_t t, int64_t k, int64_t topk, int64_t groups, int64_t align, int64_t m_cap,
-    int format, int pow2, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
+    int format, int pow2, int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Combine: out[t*k] (bf16) = sum over j of weights[t*topk+j] * y[slot_row[t*topk+j]] (y:
 /// m_cap rows of k, in_dtype), f32, rounded once; rows outside [0, m_cap) add nothing.
 HIPFP8_DECL int hipfp8_moe_combine_launch(const void* y, const int32_t* slot_row, const float* weights,

@@ -89,7 +89,7 @@ struct RouteSrc {
 // slot; then slot_row = -1 for the slots at positions past the last group.
 template <uint32_t F, class S>
 __global__ void __launch_bounds__(kBlock) rows_kernel(S src, int64_t m_cap, int32_t* slot_row, uint8_t* out,
-                                                      float* scales, int pow2) {
+                                                      float* scales, int pow2, int dequant) {
   __shared__ uint32_t red[kBlock / HIPFP8_WAVE];
   const int64_t k = src.k;
   for (int64_t p = blockIdx.x; p < m_cap; p += gridDim.x) {
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(S src, int64_t m_cap, int3
     for (int64_t c = threadIdx.x; c < k; c += kBlock) a = max(a, abs_bits(src.value(s, c)));
     a = block_max<kBlock>(a, red);
     const float sc = amax_to_scale<F>(a, pow2 != 0);
-    if (threadIdx.x == 0) scales[p] = sc;
+    if (threadIdx.x == 0) scales[p] = dequant ? dequant_scale(sc) : sc;
     uint8_t* o = out + p * k;
     for (int64_t c = threadIdx.x; c < k; c += kBlock) o[c] = (uint8_t)encode_sw<F>(src.value(s, c) * sc);
   }
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(S src, int64_t m_cap, int3
 // Block: 32 columns x 8 row lanes.
 template <uint32_t F, class S>
 __global__ void __launch_bounds__(kBlock) cols_kernel(S src, int64_t m_cap, uint8_t* out_col, float* scales_col,
-                                                      int pow2) {
+                                                      int pow2, int dequant) {
   __shared__ uint32_t red[kRowLanes][kTile];
   __shared__ float sc[kTile];
   __shared__ uint8_t tile[kTile][kTile + 1];
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kBlock) cols_kernel(S src, int64_t m_cap, uint
         for (int i = 1; i < kRowLanes; ++i) a = max(a, red[i][tx]);
         const float s = amax_to_scale<F>(a, pow2 != 0);
         sc[tx] = s;
-        if (c < k) scales_col[g * k + c] = s;
+        if (c < k) scales_col[g * k + c] = dequant ? dequant_scale(s) : s;
       }
       __syncthreads();
     }
@@ -207,7 +207,8 @@ inline unsigned grid_of(int64_t n) { return (unsigned)(n < (1 << 20) ? n : (1 <<
 template <class In, uint32_t F, bool W>
 int dispatch(const void* x, const float* w, const int32_t* perm, const int32_t* offs, int32_t* pad,
              int32_t* slot_row, uint8_t* out, float* scales, uint8_t* out_col, float* scales_col, int64_t m,
-             int64_t k, int64_t topk, int64_t G, int64_t align, int64_t m_cap, int pow2, void* ws, hipStream_t st) {
+             int64_t k, int64_t topk, int64_t G, int64_t align, int64_t m_cap, int pow2, int dequant, void* ws,
+             hipStream_t st) {
   int32_t* clamped = static_cast<int32_t*>(ws);
   if (G > 0) {
     tables_kernel<<<1, kTablesBlock, 0, st>>>(offs, (int)G, m, align, clamped, pad);
@@ -217,13 +218,13 @@ int dispatch(const void* x, const float* w, const int32_t* perm, const int32_t* 
   const RouteSrc<In, W> src{static_cast<const typename In::elem*>(x), w, perm, clamped, pad, (int)G, m, k, topk};
   int rc = kLaunchOk;
   if (m_cap > 0) {  // m_cap >= m: the rows cover every slot
-    rows_kernel<F><<<grid_of(m_cap), kBlock, 0, st>>>(src, m_cap, slot_row, out, scales, pow2);
+    rows_kernel<F><<<grid_of(m_cap), kBlock, 0, st>>>(src, m_cap, slot_row, out, scales, pow2, dequant);
     rc = (int)hipGetLastError();
   }
   if (rc == kLaunchOk && (G > 0 || m_cap > 0)) {
     const int64_t tiles = (k + kTile - 1) / kTile;
     const int64_t gy = G + 1 < 65535 ? G + 1 : 65535;
-    cols_kernel<F><<<dim3((unsigned)tiles, (unsigned)gy), kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2);
+    cols_kernel<F><<<dim3((unsigned)tiles, (unsigned)gy), kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
     rc = (int)hipGetLastError();
   }
   const int rc2 = G > 0 ? clear_group_tables(ws, 4 * G, st) : kLaunchOk;
@@ -247,7 +248,7 @@ HIPFP8_EXTERN int hipfp8_moe_dispatch_dual_launch(const void* x, const float* we
                                                   const int32_t* offs, int32_t* offs_pad, int32_t* slot_row,
                                                   uint8_t* out, float* scales, uint8_t* out_col, float* scales_col,
                                                   int64_t t, int64_t k, int64_t topk, int64_t groups, int64_t align,
-                                                  int64_t m_cap, int format, int pow2, int in_dtype, void* workspace,
+                                                  int64_t m_cap, int format, int pow2, int dequant, int in_dtype, void* workspace,
                                                   hipStream_t stream) noexcept {
   if (t < 0 || k <= 0 || topk <= 0 || groups < 0 || align <= 0 || m_cap < 0) return kLaunchBadShape;
   if (groups > 0x7FFFFFFF || m_cap > 0x7FFFFFFF || t > 0x7FFFFFFF / topk) return kLaunchUnsupported;
@@ -258,12 +259,12 @@ HIPFP8_EXTERN int hipfp8_moe_dispatch_dual_launch(const void* x, const float* we
   if (m > 0 && (!x || !perm || !slot_row)) return kLaunchNull;
   if (m_cap > 0 && (!out || !scales || !out_col)) return kLaunchNull;
   if (in_dtype == HIPFP8_DTYPE_BF16) {
-    if (weights) { HIPFP8_DISPATCH_FMT(format, (dispatch<Bf16In, FMT, true>(x, weights, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, workspace, stream))); }
-    HIPFP8_DISPATCH_FMT(format, (dispatch<Bf16In, FMT, false>(x, nullptr, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, workspace, stream)));
+    if (weights) { HIPFP8_DISPATCH_FMT(format, (dispatch<Bf16In, FMT, true>(x, weights, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, dequant, workspace, stream))); }
+    HIPFP8_DISPATCH_FMT(format, (dispatch<Bf16In, FMT, false>(x, nullptr, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, dequant, workspace, stream)));
   }
   if (in_dtype == HIPFP8_DTYPE_F32) {
-    if (weights) { HIPFP8_DISPATCH_FMT(format, (dispatch<F32In, FMT, true>(x, weights, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, workspace, stream))); }
-    HIPFP8_DISPATCH_FMT(format, (dispatch<F32In, FMT, false>(x, nullptr, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, workspace, stream)));
+    if (weights) { HIPFP8_DISPATCH_FMT(format, (dispatch<F32In, FMT, true>(x, weights, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, dequant, workspace, stream))); }
+    HIPFP8_DISPATCH_FMT(format, (dispatch<F32In, FMT, false>(x, nullptr, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col, m, k, topk, groups, align, m_cap, pow2, dequant, workspace, stream)));
   }
   return kLaunchBadEnum;
 }

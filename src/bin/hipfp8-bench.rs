@@ -357,6 +357,7 @@ fn main() {
     // ---- the fused MoE casts (hip/moe): minimal bytes = inputs read once, both outputs
     // written once; compare with the rows of the casts each one replaces
     if b.enabled("moe_") {
+        let p = hipfp8::MoeCastParams::from(p);
         let mut o1 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
         let mut o2 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
         fn dual<'a>(

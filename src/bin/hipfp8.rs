@@ -884,7 +884,7 @@ impl Bench<'_> {
         let (mut o2, mut s2) = (self.zeros::<u8>(s.m_cap * k)?, self.zeros::<f32>(g * k)?);
         let time = self.time(|st| {
             self.ctx.moe_dispatch_dual(
-                &self.p,
+                &self.p.into(),
                 s,
                 xb.hp(),
                 pb.src(),

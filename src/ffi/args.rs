@@ -24,7 +24,7 @@ use crate::context::{Context, VerifiedPointers};
 use crate::dispatch::{Elem, OpDecl, OpParams, Role, View};
 use crate::error::Error;
 use crate::grouped_gemm::params::GemmWorkspace;
-use crate::params::{CastParams, FormatChoice};
+use crate::params::{CastParams, FormatChoice, MoeCastParams, ScaleOutput};
 use crate::view::{Dst, HpSrc, Loc, Src};
 
 /// A C buffer argument: its pointer and element count.
@@ -144,13 +144,13 @@ pub(crate) trait CastDesc: Descriptor {
 }
 
 /// Implement [`CastDesc`] for descriptors with `input_dtype`, `format` and `flags` fields
-/// (parameters: [`cast_params`]).
+/// (parameters: [`cast_flags`]; the op's own parameters are converted from them).
 macro_rules! cast_desc {
     ($($t:ident),* $(,)?) => {$(
         impl $crate::ffi::args::CastDesc for $t {
-            type Params = $crate::params::CastParams;
+            type Params = $crate::params::MoeCastParams;
             fn params(&self) -> Result<Self::Params, $crate::ffi::status::FfiError> {
-                $crate::ffi::args::cast_params(self.format, self.flags)
+                $crate::ffi::args::cast_flags(self.format, self.flags)
             }
         }
     )*};
@@ -288,17 +288,48 @@ pub(crate) fn format_choice(v: u32) -> Result<FormatChoice, FfiError> {
     })
 }
 
-/// A descriptor's `format` and `flags` -> [`CastParams`].
-pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiError> {
+/// A scale-and-cast descriptor's `format` and `flags` -> [`MoeCastParams`], everything such a
+/// descriptor can say (unknown bits: INVALID_ENUM). An op taking [`CastParams`] converts it
+/// with `CastParams::try_from` (below), which refuses dequant scales.
+pub(crate) fn cast_flags(format: u32, flags: u32) -> Result<MoeCastParams, FfiError> {
     const POW2: u32 = hipfp8_flag::HIPFP8_FLAG_POW2_SCALES as u32;
-    if flags & !POW2 != 0 {
+    const DEQUANT: u32 = hipfp8_flag::HIPFP8_FLAG_DEQUANT_SCALES as u32;
+    if flags & !(POW2 | DEQUANT) != 0 {
         return Err(Error::InvalidEnum(format!(
-            "flags = {flags:#x} has unknown bits {:#x} (known: HIPFP8_FLAG_POW2_SCALES = {POW2:#x})",
-            flags & !POW2
+            "flags = {flags:#x} has unknown bits {:#x} (known: HIPFP8_FLAG_POW2_SCALES = \
+             {POW2:#x}, HIPFP8_FLAG_DEQUANT_SCALES = {DEQUANT:#x})",
+            flags & !(POW2 | DEQUANT)
         ))
         .into());
     }
-    Ok(CastParams::new(format_choice(format)?, flags & POW2 != 0))
+    let scales = if flags & DEQUANT != 0 {
+        ScaleOutput::Dequant
+    } else {
+        ScaleOutput::Forward
+    };
+    let p = CastParams::new(format_choice(format)?, flags & POW2 != 0);
+    Ok(MoeCastParams::from(p).with_scales(scales))
+}
+
+impl TryFrom<MoeCastParams> for CastParams {
+    type Error = Error;
+    /// The parameters of a cast that writes forward scales: `NotSupported` for dequant ones.
+    fn try_from(p: MoeCastParams) -> Result<CastParams, Error> {
+        if p.scales == ScaleOutput::Dequant {
+            return Err(Error::NotSupported(
+                "flags has HIPFP8_FLAG_DEQUANT_SCALES: only the fused MoE casts (hipfp8_moe_*) \
+                 write dequant scales"
+                    .into(),
+            ));
+        }
+        Ok(CastParams::new(p.format, p.pow2_scales))
+    }
+}
+
+/// A descriptor's `format` and `flags` -> [`CastParams`] ([`cast_flags`]; dequant scales:
+/// NOT_SUPPORTED).
+pub(crate) fn cast_params(format: u32, flags: u32) -> Result<CastParams, FfiError> {
+    Ok(CastParams::try_from(cast_flags(format, flags)?)?)
 }
 
 // ---- views -------------------------------------------------------------------------------

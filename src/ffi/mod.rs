@@ -230,20 +230,23 @@ pub(crate) fn op_entry<D: args::Descriptor>(
 
 /// The body of an op export whose arguments are all derived from its descriptor
 /// ([`args::OpDesc`]: parameters, shape, input dtypes), [`args::Views::views`] makes the views
-/// of `bufs`, [`Context::run`](crate::context::Context) runs `decl`.
-pub(crate) fn run_op<D, const N: usize>(
+/// of `bufs`, [`Context::run`](crate::context::Context) runs `decl`. The op's parameters `P`
+/// are the descriptor's, converted (`TryFrom`: a cast descriptor says more than most casts
+/// take, e.g. dequant scales, which they refuse).
+pub(crate) fn run_op<D, P, const N: usize>(
     ctx: *const hipfp8_context,
     desc: *const D,
-    decl: &'static crate::dispatch::OpDecl<D::Params, D::Shape>,
+    decl: &'static crate::dispatch::OpDecl<P, D::Shape>,
     bufs: [args::Raw; N],
     stream: hipStream_t,
 ) -> hipfp8_status
 where
     D: args::OpDesc,
-    D::Params: crate::dispatch::OpParams + 'static,
+    P: crate::dispatch::OpParams + TryFrom<D::Params> + 'static,
+    FfiError: From<P::Error>,
 {
     op_entry(decl.c_name, ctx, desc, |c, d, v| {
-        let (p, shape) = (d.params()?, d.shape()?);
+        let (p, shape) = (P::try_from(d.params()?)?, d.shape()?);
         let views = v.views(decl, d.dtypes().as_ref(), bufs)?;
         let stream = crate::view::StreamRef(stream.cast());
         Ok(c.run(decl, &p, shape, views, stream)?)

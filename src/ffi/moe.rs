@@ -8,6 +8,10 @@
 //! `offs[num_groups-1]` are not written in the column-major output. The grouped ones take
 //! their scratch (8 bytes per group, zeroed) from the stream's cached workspace, as the
 //! column-reducing casts do: call once outside a graph capture before capturing.
+//!
+//! `flags`: HIPFP8_FLAG_POW2_SCALES, and HIPFP8_FLAG_DEQUANT_SCALES (these exports only): every
+//! scale output holds the grouped GEMMs' dequant scale `1 / s` (bit for bit what
+//! `hipfp8_scale_reciprocal` makes of the forward scale s) instead of s; the codes are the same.
 
 use std::ffi::c_void;
 

@@ -11,8 +11,6 @@
 
 use std::ffi::c_void;
 
-use half::bf16;
-
 use super::args::{self, c_desc, op_desc};
 use super::run_op;
 use super::status::FfiError;
@@ -103,10 +101,10 @@ c_exports! {
 
     /// The score-weighted combine: `out[t] = bf16(sum_j weights[t*topk+j] * y[slot_row[t*topk+j]])`
     /// (f32 products added in j order, rounded once; slots with row -1 add nothing). y: m_cap*k
-    /// elements; slot_row, weights: t*topk; out: t*k bf16.
+    /// elements; slot_row, weights: t*topk; out: t*k bf16 (as uint16_t bits).
     fn hipfp8_moe_combine(hipfp8_moe_combine_desc) = run_op(route::MOE_COMBINE):
         (y[y_len]: *const c_void, slot_row[slot_row_len]: *const i32,
-         weights[weights_len]: *const f32, out[out_len]: *mut bf16);
+         weights[weights_len]: *const f32, out[out_len]: *mut u16);
 
     /// The combine's weight gradient: `dweights[s] = dot(dout[s / topk], y[slot_row[s]])` in f32
     /// (docs/OPS.md gives the order), 0 for slots with row -1. dout: t*k, y: m_cap*k elements

@@ -107,6 +107,13 @@ impl From<Error> for FfiError {
     }
 }
 
+/// The error of a conversion that cannot fail (an op's parameters that are its descriptor's).
+impl From<std::convert::Infallible> for FfiError {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
 impl fmt::Display for FfiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -65,5 +65,10 @@ c_enum! {
     hipfp8_flag {
         /// Round every scale down to a power of two (torchao's MoE default).
         HIPFP8_FLAG_POW2_SCALES = 1,
+        /// The scale outputs hold the grouped GEMMs' dequant scales 1 / s (bit for bit
+        /// `hipfp8_scale_reciprocal` of the forward scales) instead of the forward scales s;
+        /// the codes are the same. The fused MoE casts (`hipfp8_moe_*`) only: every other op
+        /// returns NOT_SUPPORTED.
+        HIPFP8_FLAG_DEQUANT_SCALES = 2,
     }
 }

@@ -10,20 +10,43 @@
 //! operation IEEE-rounded and the one transcendental, exp, defined here ([`exp_f32`]) so that
 //! every backend computes the same bits. Arguments are validated by the `Context` methods
 //! (src/moe.rs); quantization numerics go through `scaling.rs` / `format.rs` only.
+//!
+//! Each op takes a [`ScaleOutput`]: its scale outputs hold the forward scales s (codes =
+//! encode(x * s)) or the grouped GEMMs' dequant scales `reciprocal(s)` ([`store_scales`]); the
+//! codes do not depend on it.
 
 use half::bf16;
 use rayon::prelude::*;
 
 use super::quant::group_ranges;
+use super::recipe::reciprocal;
 use super::{Dual, Grouped, Hp, Rule, amax_of, try_jobs, try_scratch};
 use crate::error::Result;
+use crate::params::ScaleOutput;
 use crate::scaling::{amax_combine, amax_to_scale};
+
+/// Turn the forward scales an op has encoded with into what its scale outputs hold, in place:
+/// unchanged ([`ScaleOutput::Forward`]) or `reciprocal(s)` ([`ScaleOutput::Dequant`]).
+fn store_scales(so: ScaleOutput, scales: &mut [f32]) {
+    if so == ScaleOutput::Dequant {
+        for s in scales {
+            *s = reciprocal(*s);
+        }
+    }
+}
 
 /// See [`crate::Context::moe_weights_dual`]. `x` is (E,K,N) column-major (expert e = an
 /// (N rows, K columns) row-major matrix). Writes `out[e*N*K + n*K + k]` with
 /// `scales[e*N + n]` (amax over k: colwise_3d) and `out_t[e*N*K + k*N + n]` with
-/// `scales_t[e*K + k]` (amax over n: rowwise_3d_transpose_rhs). Needs `k > 0` and `n > 0`.
-pub fn weights_dual<T: Hp>(rule: Rule, (e, k, n): (usize, usize, usize), x: &[T], out: Dual<'_>) {
+/// `scales_t[e*K + k]` (amax over n: rowwise_3d_transpose_rhs), both as `so` says. Needs
+/// `k > 0` and `n > 0`.
+pub fn weights_dual<T: Hp>(
+    rule: Rule,
+    so: ScaleOutput,
+    (e, k, n): (usize, usize, usize),
+    x: &[T],
+    out: Dual<'_>,
+) {
     let Rule { fmt, pow2 } = rule;
     let Dual { rows, cols } = out;
     let (out, scales, out_t, scales_t) = (rows.codes, rows.scales, cols.codes, cols.scales);
@@ -60,14 +83,22 @@ pub fn weights_dual<T: Hp>(rule: Rule, (e, k, n): (usize, usize, usize), x: &[T]
                     ot[ki * n + ni] = fmt.encode(f * sc);
                 }
             }
+            store_scales(so, s);
+            store_scales(so, st);
         });
 }
 
 /// See [`crate::Context::moe_act_dual`]. `x` (M,K) row-major, END `offs` along M (validated).
 /// Writes `out[m*K + k]` with `scales[m]` (amax over row m: rowwise_2d, every row, grouped or
 /// not) and `out_col[k*M + m]` with `scales_col[g*K + k]` (amax over the group's rows of
-/// column k: per_group_colwise; rows past `offs[G-1]` are not written there). Needs `k > 0`.
-pub fn act_dual<T: Hp>(rule: Rule, x: Grouped<'_, T>, out: Dual<'_>) -> Result<()> {
+/// column k: per_group_colwise; rows past `offs[G-1]` are not written there), both scales as
+/// `so` says. Needs `k > 0`.
+pub fn act_dual<T: Hp>(
+    rule: Rule,
+    so: ScaleOutput,
+    x: Grouped<'_, T>,
+    out: Dual<'_>,
+) -> Result<()> {
     let Rule { fmt, pow2 } = rule;
     let Grouped { m, k, x, offs } = x;
     let Dual { rows, cols } = out;
@@ -116,21 +147,22 @@ pub fn act_dual<T: Hp>(rule: Rule, x: Grouped<'_, T>, out: Dual<'_>) -> Result<(
         }
     });
     // The column-major output, one output column (= input column) per task.
-    if m == 0 || g == 0 {
-        return Ok(());
-    }
-    let scales_col = &*scales_col;
-    out_col[..k * m]
-        .par_chunks_mut(m)
-        .enumerate()
-        .for_each(|(col, oc)| {
-            for (gi, &(r0, r1)) in ranges[..g].iter().enumerate() {
-                let sc = scales_col[gi * k + col];
-                for r in r0..r1 {
-                    oc[r] = fmt.encode(x[r * k + col].to_f32() * sc);
+    if m > 0 && g > 0 {
+        let scales_col = &*scales_col;
+        out_col[..k * m]
+            .par_chunks_mut(m)
+            .enumerate()
+            .for_each(|(col, oc)| {
+                for (gi, &(r0, r1)) in ranges[..g].iter().enumerate() {
+                    let sc = scales_col[gi * k + col];
+                    for r in r0..r1 {
+                        oc[r] = fmt.encode(x[r * k + col].to_f32() * sc);
+                    }
                 }
-            }
-        });
+            });
+    }
+    store_scales(so, &mut scales[..m]);
+    store_scales(so, &mut scales_col[..g * k]);
     Ok(())
 }
 
@@ -274,7 +306,12 @@ pub fn swiglu_bwd<T: GluElem>(dh: T, g: T, u: T) -> (f32, f32) {
 /// columns `[0, I)`, up = `[I, 2I)`. `h = swiglu_h(gate, up)` (M, I) is cast like
 /// [`act_dual`]: `out.rows` (M, I) with a scale per row, `out.cols` (I*M column-major) with
 /// `scales[g*I + i]`. Needs `I > 0`.
-pub fn swiglu_quant<T: GluElem>(rule: Rule, gu: Grouped<'_, T>, out: Dual<'_>) -> Result<()> {
+pub fn swiglu_quant<T: GluElem>(
+    rule: Rule,
+    so: ScaleOutput,
+    gu: Grouped<'_, T>,
+    out: Dual<'_>,
+) -> Result<()> {
     let (m, i) = (gu.m, gu.k / 2);
     let mut h = try_scratch::<f32>("swiglu h", m * i)?;
     h.par_chunks_mut(i)
@@ -288,6 +325,7 @@ pub fn swiglu_quant<T: GluElem>(rule: Rule, gu: Grouped<'_, T>, out: Dual<'_>) -
     let offs = gu.offs;
     act_dual(
         rule,
+        so,
         Grouped {
             m,
             k: i,
@@ -304,6 +342,7 @@ pub fn swiglu_quant<T: GluElem>(rule: Rule, gu: Grouped<'_, T>, out: Dual<'_>) -
 /// with `scales[g*2I + j]`.
 pub fn swiglu_bwd_quant<T: GluElem>(
     rule: Rule,
+    so: ScaleOutput,
     gu: Grouped<'_, T>,
     grad_h: &[T],
     out: Dual<'_>,
@@ -321,5 +360,5 @@ pub fn swiglu_bwd_quant<T: GluElem>(
             }
         });
     let (k, offs) = (gu.k, gu.offs);
-    act_dual(rule, Grouped { m, k, x: &d, offs }, out)
+    act_dual(rule, so, Grouped { m, k, x: &d, offs }, out)
 }

@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use super::moe::{GluElem, act_dual};
 use super::{Dual, Grouped, Hp, Rule, try_scratch};
 use crate::error::{Error, Result};
+use crate::params::ScaleOutput;
 
 /// Lanes of the score-gradient dot product (the device kernel's block): lane l adds the
 /// products of columns l, l + LANES, ... in order, then the lanes are added pairwise
@@ -98,9 +99,11 @@ pub struct Route<'a> {
 /// (t*topk). Writes `offs_pad[G]`, `slot_row[t*topk]` and the casts of the padded matrix
 /// (`route.m_cap` rows): `out`/`scales` rowwise, `out_col[c*m_cap + r]`/`scales_col[g*k + c]` per
 /// padded group; the tail rows are zero bytes in both layouts with the all-zero row scale.
-/// `perm` that is not a permutation is `InvalidOffsets` (nothing written).
+/// Both scales as `so` says. `perm` that is not a permutation is `InvalidOffsets` (nothing
+/// written).
 pub fn dispatch_dual<T: GluElem + Default>(
     rule: Rule,
+    so: ScaleOutput,
     k: usize,
     x: &[T],
     weights: Option<&[f32]>,
@@ -155,7 +158,7 @@ pub fn dispatch_dual<T: GluElem + Default>(
         x: &xp,
         offs: &pad,
     };
-    act_dual(rule, xg, Dual { rows: r_out, cols })?;
+    act_dual(rule, so, xg, Dual { rows: r_out, cols })?;
     offs_pad[..g].copy_from_slice(&pad);
     slot_row[..m].copy_from_slice(&rows);
     Ok(())

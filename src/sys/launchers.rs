@@ -302,27 +302,28 @@ foreign! {
     ///(rowwise_3d_transpose_rhs). k > 0 and n > 0 when e > 0.
     "hipfp8_moe_weights_dual_launch" => pub fn hipfp8_moe_weights_dual_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, out_t: *mut u8, scales_t: *mut f32,
-        e: i64, k: i64, n: i64, format: c_int, pow2: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
+        e: i64, k: i64, n: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
+        stream: hipStream_t) -> c_int;
     /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
     ///scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
     ///workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
     "hipfp8_moe_act_dual_launch" => pub fn hipfp8_moe_act_dual_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
         scales_col: *mut f32, m: i64, k: i64, groups: i64, format: c_int, pow2: c_int,
-        in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// SwiGLU forward fused with both casts: gu (M, 2I) row-major (gate = columns [0, I), up =
     ///[I, 2I)), h = silu(gate) * up (M, I) in the input dtype's arithmetic, cast as
     ///hipfp8_moe_act_dual_launch casts x. workspace: as there.
     "hipfp8_moe_swiglu_quant_launch" => pub fn hipfp8_moe_swiglu_quant_launch(
         gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
         scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int, pow2: c_int,
-        in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// SwiGLU backward fused with both casts: from grad_h (M, I) and the forward's gu (M, 2I),
     ///d = [d_gate | d_up] (M, 2I), cast as hipfp8_moe_act_dual_launch casts x (K = 2I).
     "hipfp8_moe_swiglu_bwd_quant_launch" => pub fn hipfp8_moe_swiglu_bwd_quant_launch(
         grad_h: *const c_void, gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32,
         out_col: *mut u8, scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int,
-        pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        pow2: c_int, dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// out[i] = 1 / in[i] for i in [0, n): the IEEE f32 division (computed in f64 and rounded
     ///once, which is the correctly rounded f32 quotient), as torch's Tensor.reciprocal; 1/0 =
     ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.
@@ -337,13 +338,14 @@ foreign! {
     ///the slots in expert order, offs[groups] END offsets over it. Writes offs_pad[groups],
     ///slot_row[t*topk], out[m_cap*k] with scales[m_cap] (rowwise) and out_col[c*m_cap + r] with
     ///scales_col[g*k + c] (per padded group); rows past offs_pad[groups-1] are zero rows.
-    ///m_cap >= t*topk + groups*(align-1); workspace: hipfp8_moe_route_workspace_bytes(groups)
+    ///Scales: forward s, or dequant_scale(s) when `dequant`. m_cap >= t*topk + groups*(align-1); workspace: hipfp8_moe_route_workspace_bytes(groups)
     ///zeroed bytes.
     "hipfp8_moe_dispatch_dual_launch" => pub fn hipfp8_moe_dispatch_dual_launch(
         x: *const c_void, weights: *const f32, perm: *const i32, offs: *const i32,
         offs_pad: *mut i32, slot_row: *mut i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
         scales_col: *mut f32, t: i64, k: i64, topk: i64, groups: i64, align: i64, m_cap: i64,
-        format: c_int, pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int, workspace: *mut c_void,
+        stream: hipStream_t) -> c_int;
     /// Combine: out[t*k] (bf16) = sum over j of weights[t*topk+j] * y[slot_row[t*topk+j]] (y:
     ///m_cap rows of k, in_dtype), f32, rounded once; rows outside [0, m_cap) add nothing.
     "hipfp8_moe_combine_launch" => pub fn hipfp8_moe_combine_launch(

@@ -44,7 +44,7 @@ void write_file(const std::string& p, const std::vector<T>& v) {
 }
 
 struct Args {
-  int op, pow2;
+  int op, pow2, dequant;
   int64_t d0, d1, d2, G;
   unsigned grid_rows, grid_groups;
   std::string dir;
@@ -53,7 +53,7 @@ struct Args {
 template <uint32_t F, class S>
 void rows(const Args& a, const S& src, int64_t n, int64_t k, uint8_t* out, float* sc) {
   if (n == 0) return;
-  emu_launch_waves(a.grid_rows, kBlock, [&] { row_kernel<F, S>(src, n, k, out, sc, a.pow2); });
+  emu_launch_waves(a.grid_rows, kBlock, [&] { row_kernel<F, S>(src, n, k, out, sc, a.pow2, a.dequant); });
 }
 
 template <uint32_t F, class S>
@@ -61,7 +61,7 @@ void cols(const Args& a, const S& src, int64_t k, const int32_t* cl, int64_t gro
           uint8_t* out, float* sc) {
   if (G == 0) return;
   const dim3 grid((unsigned)((k + kTile - 1) / kTile), a.grid_groups);
-  emu_launch(grid, kBlock, [&] { col_kernel<F, S>(src, k, cl, group_rows, G, out_ld, out, sc, a.pow2); });
+  emu_launch(grid, kBlock, [&] { col_kernel<F, S>(src, k, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant); });
 }
 
 template <class In, uint32_t F>
@@ -133,21 +133,22 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 12) {
-    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR\n");
+  if (argc != 13) {
+    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR\n");
     return 2;
   }
   Args a;
   a.op = std::atoi(argv[1]);
   const int fmt = std::atoi(argv[2]);
   a.pow2 = std::atoi(argv[3]);
-  const bool bf16 = std::atoi(argv[4]) != 0;
-  a.d0 = std::atoll(argv[5]);
-  a.d1 = std::atoll(argv[6]);
-  a.d2 = std::atoll(argv[7]);
-  a.G = std::atoll(argv[8]);
-  a.grid_rows = (unsigned)std::atoi(argv[9]);
-  a.grid_groups = (unsigned)std::atoi(argv[10]);
-  a.dir = argv[11];
+  a.dequant = std::atoi(argv[4]);
+  const bool bf16 = std::atoi(argv[5]) != 0;
+  a.d0 = std::atoll(argv[6]);
+  a.d1 = std::atoll(argv[7]);
+  a.d2 = std::atoll(argv[8]);
+  a.G = std::atoll(argv[9]);
+  a.grid_rows = (unsigned)std::atoi(argv[10]);
+  a.grid_groups = (unsigned)std::atoi(argv[11]);
+  a.dir = argv[12];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }

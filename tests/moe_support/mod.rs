@@ -1,8 +1,19 @@
 //! Shared by the MoE suites (`moe_reference`, `moe_emu`, `gpu_moe`): routing splits (END
-//! offsets) of the kinds the recipe sees.
+//! offsets) of the kinds the recipe sees, and the scale outputs of the fused casts.
 #![allow(dead_code)]
 
+use hipfp8::ScaleOutput;
+use proptest::prelude::*;
+
 use crate::common::{offsets, skewed_offsets};
+
+/// Both scale outputs of the fused MoE casts.
+pub const SCALE_OUTPUTS: [ScaleOutput; 2] = [ScaleOutput::Forward, ScaleOutput::Dequant];
+
+/// Either scale output.
+pub fn scale_output() -> impl Strategy<Value = ScaleOutput> {
+    prop::sample::select(SCALE_OUTPUTS.to_vec())
+}
 
 /// How tokens are split over the groups.
 #[derive(Clone, Copy, Debug)]

@@ -7,7 +7,7 @@
 use crate::common::{Fill, Rng, Tensor};
 use crate::moe_support::{Split, split_offsets};
 use hipfp8::route::{CombineShape, DispatchShape};
-use hipfp8::{CastParams, Context, Fp8Format, StreamRef, bf16};
+use hipfp8::{CastParams, Context, Fp8Format, ScaleOutput, StreamRef, bf16};
 
 /// A routing: `t` tokens of `k` columns, `topk` slots each, `g` experts, groups padded to
 /// `align`, `m_cap` padded rows (the minimum plus `extra`).
@@ -183,10 +183,11 @@ impl DispatchOut {
 }
 
 /// The dispatch by definition: the layout, then the two casts of the padded matrix
-/// (out_col's rows past the last group zero).
+/// (out_col's rows past the last group zero), dequant scales through `scale_reciprocal`.
 pub fn composed(
     fmt: Fp8Format,
     pow2: bool,
+    so: ScaleOutput,
     rt: &Route,
     x: &Tensor,
     w: Option<&[f32]>,
@@ -218,6 +219,14 @@ pub fn composed(
     let (oc, sc) = ((&mut o.out_col).into(), (&mut o.scales_col).into());
     ctx.per_group_colwise(&p, mc, k, xp.hp(), (&offs_pad).into(), oc, sc, st)
         .unwrap();
+    if so == ScaleOutput::Dequant {
+        for v in [&mut o.scales, &mut o.scales_col] {
+            let fwd = v.clone();
+            let n = fwd.len();
+            ctx.scale_reciprocal(n, (&fwd).into(), v.into(), st)
+                .unwrap();
+        }
+    }
     o
 }
 

@@ -7,13 +7,17 @@ use std::ffi::{CStr, c_void};
 use std::mem::{offset_of, size_of};
 use std::ptr::null_mut;
 
+use hipfp8::Scaling;
 use hipfp8::decl::{self, OpDecl, OpParams};
 use hipfp8::ffi::*;
-use hipfp8::{CastParams, Scaling};
+use hipfp8::route::{CombineShape, DispatchShape};
 
 use hipfp8_status::*;
 
 pub const POISON: u8 = 0xA5;
+
+/// Index inputs other than offsets (src/route.rs).
+const INDEX_INPUTS: [&str; 2] = ["perm", "slot_row"];
 
 // ---- the harness ---------------------------------------------------------------------------
 
@@ -85,7 +89,9 @@ impl Buf {
     /// subnormal, max) for `x*`, positive scales for `scale_*`, non-NaN FP8 codes for bytes.
     /// Offsets are left alone.
     pub fn fill_random(&mut self, seed: u32) {
-        if self.output || self.name.starts_with("offs") {
+        // Index inputs (offsets, the routing's permutation and slot rows) keep their valid
+        // values: random ones are bad input, which the bad-input rows test on their own.
+        if self.output || self.name.starts_with("offs") || INDEX_INPUTS.contains(&self.name) {
             return;
         }
         let mut s = seed ^ 0x9E37_79B9;
@@ -148,6 +154,9 @@ pub struct Op {
     /// Offsets of the enum-valued descriptor fields (format, dtype, ...) and of `flags`.
     pub enum_fields: Vec<(&'static str, usize)>,
     pub flags_field: Option<usize>,
+    /// Whether the op takes HIPFP8_FLAG_DEQUANT_SCALES (the fused MoE casts); every other op
+    /// with a `flags` field refuses it.
+    pub dequant_scales: bool,
     /// Dimensions that are reduced over and so must be > 0.
     pub reduced: Vec<usize>,
     /// Dimension fields whose product sizes the buffers (set huge to overflow).
@@ -171,6 +180,7 @@ impl Op {
             desc_size: size_of::<D>(),
             enum_fields: vec![],
             flags_field: None,
+            dequant_scales: false,
             reduced: vec![],
             product: vec![],
             offs: None,
@@ -185,6 +195,11 @@ impl Op {
     }
     pub fn flags(mut self, off: usize) -> Op {
         self.flags_field = Some(off);
+        self
+    }
+    /// The op takes HIPFP8_FLAG_DEQUANT_SCALES.
+    pub fn dequant_scales(mut self) -> Op {
+        self.dequant_scales = true;
         self
     }
     pub fn reduced(mut self, off: usize) -> Op {
@@ -381,8 +396,8 @@ impl Op {
 }
 
 /// A [`hipfp8_cast_2d_desc`] op: x of `dtype` (`esz` bytes) is (m, k).
-pub fn cast_2d(
-    decl: &'static OpDecl<CastParams, (usize, usize)>,
+pub fn cast_2d<P: OpParams>(
+    decl: &'static OpDecl<P, (usize, usize)>,
     (m, k): (usize, usize),
     (dtype, esz): (u32, usize),
     offs: &[i32],
@@ -767,6 +782,7 @@ pub fn all_ops() -> Vec<Op> {
         );
     }
     moe_ops(&mut ops);
+    route_ops(&mut ops);
     ops
 }
 
@@ -789,6 +805,7 @@ fn moe_ops(ops: &mut Vec<Op>) {
         let op = Op::from_decl(&decl::MOE_WEIGHTS_DUAL, (e, k, n), &[2], &[], d, call);
         ops.push(
             cast_fields!(op, D)
+                .dequant_scales()
                 .product(off!(D, e, k, n))
                 .reduced(offset_of!(D, k))
                 .reduced(offset_of!(D, n)),
@@ -796,7 +813,10 @@ fn moe_ops(ops: &mut Vec<Op>) {
     }
     let call = c_call!(hipfp8_moe_act_dual, 0, 1, 2, 3, 4, 5);
     let op = cast_2d(&decl::MOE_ACT_DUAL, (5, 3), (F32, 4), &GROUPS, call);
-    ops.push(op.reduced(offset_of!(hipfp8_cast_2d_desc, k)));
+    ops.push(
+        op.dequant_scales()
+            .reduced(offset_of!(hipfp8_cast_2d_desc, k)),
+    );
     type D = hipfp8_moe_swiglu_desc;
     let (m, i) = (5usize, 3usize);
     for (dtype, esz) in [(BF16, 2), (F32, 4)] {
@@ -818,6 +838,7 @@ fn moe_ops(ops: &mut Vec<Op>) {
         };
         ops.push(
             cast_fields!(op, D)
+                .dequant_scales()
                 .reduced(offset_of!(D, i))
                 .product(off!(D, m, i)),
         );
@@ -837,6 +858,80 @@ fn moe_ops(ops: &mut Vec<Op>) {
         d,
         call,
     ));
+}
+
+/// The MoE routing exports (src/ffi/route.rs): dispatches over 3 tokens x top-2 (a valid
+/// permutation; the slot at position 5 is past the last group) and combines over a padded
+/// layout of 9 rows (slot rows valid, one -1).
+fn route_ops(ops: &mut Vec<Op>) {
+    type D = hipfp8_moe_dispatch_desc;
+    let (t, k, topk, align) = (3usize, 4usize, 2usize, 2usize);
+    let m_cap = t * topk + GROUPS.len() * (align - 1) + 1;
+    let s = DispatchShape {
+        t,
+        k,
+        topk,
+        align,
+        m_cap,
+    };
+    for weighted in [false, true] {
+        let d = D {
+            size: size_of::<D>(),
+            input_dtype: F32,
+            format: 0,
+            flags: 0,
+            t,
+            k,
+            topk,
+            align,
+            m_cap,
+        };
+        let op = if weighted {
+            let call = c_call!(hipfp8_moe_combine_bwd_dual, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+            Op::from_decl(&decl::MOE_COMBINE_BWD_DUAL, s, &[4], &GROUPS, d, call)
+        } else {
+            let call = c_call!(hipfp8_moe_dispatch_dual, 0, 1, 2, 3, 4, 5, 6, 7, 8);
+            Op::from_decl(&decl::MOE_DISPATCH_DUAL, s, &[4], &GROUPS, d, call)
+        };
+        let mut op = cast_fields!(op, D)
+            .dequant_scales()
+            .reduced(offset_of!(D, k))
+            .reduced(offset_of!(D, topk))
+            .reduced(offset_of!(D, align))
+            .product(off!(D, t, k));
+        op.buf("perm").set_i32(&[5, 0, 3, 1, 4, 2]);
+        ops.push(op);
+    }
+    type C = hipfp8_moe_combine_desc;
+    let c = CombineShape {
+        t,
+        k,
+        topk,
+        m_cap: 9,
+    };
+    for (dtype, esz) in [(BF16, 2), (F32, 4)] {
+        let d = C {
+            size: size_of::<C>(),
+            input_dtype: dtype,
+            t,
+            k,
+            topk,
+            m_cap: 9,
+        };
+        let rows = [0, 8, -1, 2, 3, 4];
+        let call = c_call!(hipfp8_moe_combine, 0, 1, 2, 3);
+        let mut op = Op::from_decl(&decl::MOE_COMBINE, c, &[esz], &[], d, call)
+            .enums(&[("dtype", offset_of!(C, input_dtype))])
+            .product(off!(C, t, k));
+        op.buf("slot_row").set_i32(&rows);
+        ops.push(op);
+        let call = c_call!(hipfp8_moe_combine_bwd_scores, 0, 1, 2, 3);
+        let mut op = Op::from_decl(&decl::MOE_COMBINE_BWD_SCORES, c, &[esz, esz], &[], d, call)
+            .enums(&[("dtype", offset_of!(C, input_dtype))])
+            .product(off!(C, t, k));
+        op.buf("slot_row").set_i32(&rows);
+        ops.push(op);
+    }
 }
 
 pub fn grouped_ops() -> Vec<(Op, &'static str, usize)> {
