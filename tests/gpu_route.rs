@@ -54,6 +54,22 @@ impl Outs {
             sc: Out::new(ctx, rt.g * k, SENT_F32, 0),
         }
     }
+    /// The views the CPU run (`gpu` false) or the GPU run writes.
+    fn views(&mut self, gpu: bool) -> route_support::Views<'_> {
+        macro_rules! side {
+            ($o:expr) => {
+                if gpu { $o.gpu() } else { $o.cpu() }
+            };
+        }
+        route_support::Views {
+            offs_pad: side!(self.pad),
+            slot_row: side!(self.rows),
+            out: side!(self.o),
+            scales: side!(self.s),
+            out_col: side!(self.oc),
+            scales_col: side!(self.sc),
+        }
+    }
     fn check(&self, what: &str) -> Result<(), TestCaseError> {
         check(&format!("{what} offs_pad"), &self.pad, |a, b| a == b)?;
         check(&format!("{what} slot_row"), &self.rows, |a, b| a == b)?;
@@ -83,54 +99,13 @@ fn dispatch_case(
     );
     let mut o = Outs::new(ctx, rt, skew);
     let s = rt.dispatch_shape();
-    macro_rules! run {
-        ($ctx:expr, $x:expr, $w:expr, $perm:expr, $offs:expr, $side:ident) => {
-            if weighted {
-                $ctx.moe_combine_bwd_dual(
-                    p,
-                    s,
-                    $x,
-                    $w,
-                    $perm,
-                    $offs,
-                    o.pad.$side(),
-                    o.rows.$side(),
-                    o.o.$side(),
-                    o.s.$side(),
-                    o.oc.$side(),
-                    o.sc.$side(),
-                    ST,
-                )
-            } else {
-                $ctx.moe_dispatch_dual(
-                    p,
-                    s,
-                    $x,
-                    $perm,
-                    $offs,
-                    o.pad.$side(),
-                    o.rows.$side(),
-                    o.o.$side(),
-                    o.s.$side(),
-                    o.oc.$side(),
-                    o.sc.$side(),
-                    ST,
-                )
-            }
-        };
-    }
-    let cpu = Context::cpu();
-    run!(
-        cpu,
-        x.hp(),
-        (&w).into(),
-        (&rt.perm).into(),
-        (&rt.offs).into(),
-        cpu
-    )
-    .unwrap();
+    let cpu_in = (x.hp(), weighted.then(|| (&w).into()));
+    let idx = ((&rt.perm).into(), (&rt.offs).into());
+    route_support::dispatch(&Context::cpu(), p, s, cpu_in, idx, o.views(false)).unwrap();
     for rep in 0..2 {
-        run!(ctx, dx.hp(), dw.src(), dperm.src(), doffs.src(), gpu).unwrap();
+        let gpu_in = (dx.hp(), weighted.then(|| dw.src()));
+        let idx = (dperm.src(), doffs.src());
+        route_support::dispatch(ctx, p, s, gpu_in, idx, o.views(true)).unwrap();
         o.check(&format!(
             "dispatch weighted={weighted} {rt:?} {:?} pow2={} {:?} skew={skew} rep={rep}",
             p.format, p.pow2_scales, p.scales

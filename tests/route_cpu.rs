@@ -31,41 +31,17 @@ fn run_dispatch(
     x: &Tensor,
     w: Option<&[f32]>,
 ) -> (hipfp8::Result<()>, DispatchOut) {
-    let ctx = Context::cpu();
     let mut o = DispatchOut::sentinel(rt);
-    let s = rt.dispatch_shape();
     let (perm, offs) = ((&rt.perm).into(), (&rt.offs).into());
-    let r = match w {
-        None => ctx.moe_dispatch_dual(
-            p,
-            s,
-            x.hp(),
-            perm,
-            offs,
-            (&mut o.offs_pad).into(),
-            (&mut o.slot_row).into(),
-            (&mut o.out).into(),
-            (&mut o.scales).into(),
-            (&mut o.out_col).into(),
-            (&mut o.scales_col).into(),
-            ST,
-        ),
-        Some(w) => ctx.moe_combine_bwd_dual(
-            p,
-            s,
-            x.hp(),
-            w.into(),
-            perm,
-            offs,
-            (&mut o.offs_pad).into(),
-            (&mut o.slot_row).into(),
-            (&mut o.out).into(),
-            (&mut o.scales).into(),
-            (&mut o.out_col).into(),
-            (&mut o.scales_col).into(),
-            ST,
-        ),
-    };
+    let ins = (x.hp(), w.map(|w| w.into()));
+    let r = route_support::dispatch(
+        &Context::cpu(),
+        p,
+        rt.dispatch_shape(),
+        ins,
+        (perm, offs),
+        o.views(),
+    );
     (r, o)
 }
 

@@ -7,7 +7,9 @@
 use crate::common::{Fill, Rng, Tensor};
 use crate::moe_support::{Split, split_offsets};
 use hipfp8::route::{CombineShape, DispatchShape};
-use hipfp8::{CastParams, Context, Fp8Format, ScaleOutput, StreamRef, bf16};
+use hipfp8::{
+    CastParams, Context, Dst, Fp8Format, HpSrc, MoeCastParams, ScaleOutput, Src, StreamRef, bf16,
+};
 
 /// A routing: `t` tokens of `k` columns, `topk` slots each, `g` experts, groups padded to
 /// `align`, `m_cap` padded rows (the minimum plus `extra`).
@@ -255,5 +257,52 @@ pub fn fill(seed: u64, bf16: bool) -> Fill {
         zero_row_pct: 10,
         mag_exp: 0,
         bf16,
+    }
+}
+
+/// The six outputs of a dispatch as views.
+pub struct Views<'a> {
+    pub offs_pad: Dst<'a, i32>,
+    pub slot_row: Dst<'a, i32>,
+    pub out: Dst<'a, u8>,
+    pub scales: Dst<'a, f32>,
+    pub out_col: Dst<'a, u8>,
+    pub scales_col: Dst<'a, f32>,
+}
+
+impl DispatchOut {
+    pub fn views(&mut self) -> Views<'_> {
+        Views {
+            offs_pad: (&mut self.offs_pad).into(),
+            slot_row: (&mut self.slot_row).into(),
+            out: (&mut self.out).into(),
+            scales: (&mut self.scales).into(),
+            out_col: (&mut self.out_col).into(),
+            scales_col: (&mut self.scales_col).into(),
+        }
+    }
+}
+
+/// `moe_dispatch_dual`, or `moe_combine_bwd_dual` when `weights` are given, on `ctx`.
+pub fn dispatch(
+    ctx: &Context,
+    p: &MoeCastParams,
+    s: DispatchShape,
+    (x, weights): (HpSrc<'_>, Option<Src<'_, f32>>),
+    (perm, offs): (Src<'_, i32>, Src<'_, i32>),
+    v: Views<'_>,
+) -> hipfp8::Result<()> {
+    let Views {
+        offs_pad: a,
+        slot_row: b,
+        out: c,
+        scales: d,
+        out_col: e,
+        scales_col: f,
+    } = v;
+    let st = StreamRef::DEFAULT;
+    match weights {
+        None => ctx.moe_dispatch_dual(p, s, x, perm, offs, a, b, c, d, e, f, st),
+        Some(w) => ctx.moe_combine_bwd_dual(p, s, x, w, perm, offs, a, b, c, d, e, f, st),
     }
 }
