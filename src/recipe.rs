@@ -830,8 +830,7 @@ impl Context {
         p: &RecipeParams,
         s: ExpertsShape,
     ) -> Result<usize> {
-        let (zb, gb) = self.experts_scratch(p, s)?;
-        Ok(s.fwd_parts(false, zb, gb)?.bytes)
+        Ok(self.experts_sizes(p, s, false)?.forward_workspace)
     }
 
     /// Bytes of the workspace of [`Context::moe_experts_backward`].
@@ -840,8 +839,7 @@ impl Context {
         p: &RecipeParams,
         s: ExpertsShape,
     ) -> Result<usize> {
-        let (zb, gb) = self.experts_scratch(p, s)?;
-        Ok(s.bwd_parts(false, zb, gb)?.bytes)
+        Ok(self.experts_sizes(p, s, false)?.backward_workspace)
     }
 
     /// The buffer sizes of the pre-cast experts calls (smaller than the others': x's and dy's
@@ -851,11 +849,16 @@ impl Context {
         p: &RecipeParams,
         s: ExpertsShape,
     ) -> Result<ExpertsSizes> {
+        self.experts_sizes(p, s, true)
+    }
+
+    /// The sizes of the experts calls (`pre`: the pre-cast ones).
+    fn experts_sizes(&self, p: &RecipeParams, s: ExpertsShape, pre: bool) -> Result<ExpertsSizes> {
         let (zb, gb) = self.experts_scratch(p, s)?;
         Ok(ExpertsSizes {
-            saved: s.saved_parts(true)?.bytes,
-            forward_workspace: s.fwd_parts(true, zb, gb)?.bytes,
-            backward_workspace: s.bwd_parts(true, zb, gb)?.bytes,
+            saved: s.saved_parts(pre)?.bytes,
+            forward_workspace: s.fwd_parts(pre, zb, gb)?.bytes,
+            backward_workspace: s.bwd_parts(pre, zb, gb)?.bytes,
         })
     }
 

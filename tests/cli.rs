@@ -54,6 +54,7 @@ fn cli_runs_every_op_and_every_check_passes() {
             "mxfp8_dim1 rceil",
             "rowwise_2d_padded",
             "cast_transpose given scale",
+            "moe_dispatch_dual",
             "grouped_gemm_2d3d",
             "grouped_gemm_2d2d",
         ] {
@@ -62,7 +63,7 @@ fn cli_runs_every_op_and_every_check_passes() {
                 "{op} missing: {json}"
             );
         }
-        assert_eq!(json.matches("\"check\":\"exact\"").count(), 18, "{json}");
+        assert_eq!(json.matches("\"check\":\"exact\"").count(), 19, "{json}");
     }
 }
 

@@ -923,13 +923,9 @@ impl Bench<'_> {
             &|v: Visit| {
                 let mut gs = 0;
                 for (gi, &ge) in want_pad.iter().enumerate() {
-                    for pr in gs..ge as usize {
+                    for (pr, &sr) in src.iter().enumerate().take(ge as usize).skip(gs) {
                         for j in 0..k {
-                            let xi = if src[pr] == NONE {
-                                NONE
-                            } else {
-                                src[pr] * k + j
-                            };
+                            let xi = if sr == NONE { NONE } else { sr * k + j };
                             v(0, pr * k + j, 0, xi, pr);
                             v(1, j * ns + pr, 0, xi, ns + gi * k + j);
                         }

@@ -484,6 +484,22 @@ fn fp8_view<'a>(
     })
 }
 
+/// The views an experts backward writes: dx, dW13, dW2 (bf16) and its workspace.
+fn experts_grads<'a>(
+    v: &Views,
+    [dx, dw13, dw2]: [(*mut u16, usize); 3],
+    (ws, ws_len): (*mut u8, usize),
+) -> Result<([Dst<'a, bf16>; 3], Dst<'a, u8>), FfiError> {
+    Ok((
+        [
+            v.dst("dx", dx.0.cast(), dx.1)?,
+            v.dst("dw13", dw13.0.cast(), dw13.1)?,
+            v.dst("dw2", dw2.0.cast(), dw2.1)?,
+        ],
+        v.dst("workspace", ws, ws_len)?,
+    ))
+}
+
 /// A backward call: [`call`] under the panic guard.
 fn backward<D: RecipeDesc>(
     name: &'static str,
@@ -532,10 +548,11 @@ c_fns! {
                 let saved = v.src("saved", saved, saved_len)?;
                 let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
                 let offs = v.src("offs", offs, num_groups)?;
-                let dx = v.dst("dx", dx.cast(), dx_len)?;
-                let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
-                let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
-                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let ([dx, dw13, dw2], ws) = experts_grads(
+                    v,
+                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
+                    (workspace, workspace_len),
+                )?;
                 let s = StreamRef(stream.cast());
                 let sh = experts_shape(d);
                 Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
@@ -599,10 +616,11 @@ c_fns! {
                     (x_col_scales, x_col_scales_len),
                 )?;
                 let offs = v.src("offs", offs, num_groups)?;
-                let dx = v.dst("dx", dx.cast(), dx_len)?;
-                let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
-                let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
-                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let ([dx, dw13, dw2], ws) = experts_grads(
+                    v,
+                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
+                    (workspace, workspace_len),
+                )?;
                 let s = StreamRef(stream.cast());
                 let (sh, g) = (experts_shape(d), generation);
                 Ok(c.moe_experts_backward_precast(

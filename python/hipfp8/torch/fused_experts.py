@@ -230,20 +230,49 @@ def _fwd_kernel(x, offs, w1, w3, w2, cache, dtype):
     dev, hp, f, (m, d, i, e) = _fwd_plan(x, offs, w1, w3, w2, cache, dtype)
     c = _cache_of(op, cache)
     h = c._ensure(dev, f, w1, w3, w2)
-    ctx = ops._ctx(dev)
     desc = ops._desc(L.Experts, hp, f, f, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    saved_n, ws_n, _ = ctx.experts_sizes(desc)
-    y = torch.empty((m, d), dtype=_BF16, device=dev)
+    return _forward_call(op, False, dev, desc, c, h, (m, d), [x, offs])
+
+
+def _bufs(ts):
+    """(pointer, element count) of each tensor, flattened: the C call's buffer arguments."""
+    return [a for t in ts for a in (t.data_ptr(), t.numel())]
+
+
+def _stream(dev):
+    return None if dev.type == "cpu" else ops._raw_stream(dev.index)
+
+
+def _forward_call(op, pre, dev, desc, c, h, md, ins):
+    """A forward's C call (`pre`: the pre-cast one) with inputs `ins` (the tensors before y):
+    y, saved and the workspace from torch's allocator; (y, saved, generation)."""
+    ctx = ops._ctx(dev)
+    saved_n, ws_n, _ = (ctx.experts_precast_sizes if pre else ctx.experts_sizes)(desc)
+    y = torch.empty(md, dtype=_BF16, device=dev)
     saved = torch.empty(saved_n, dtype=_U8, device=dev)
     ws = torch.empty(ws_n, dtype=_U8, device=dev)
     gen = ctypes.c_uint64()
-    st = L.lib().dll.hipfp8_moe_experts_forward(
-        ctx.handle, desc, h, x.data_ptr(), x.numel(), offs.data_ptr(), e, y.data_ptr(), y.numel(),
-        saved.data_ptr(), saved_n, ws.data_ptr(), ws_n, ctypes.byref(gen),
-        None if dev.type == "cpu" else ops._raw_stream(dev.index))
+    dll = L.lib().dll
+    cfn = dll.hipfp8_moe_experts_forward_precast if pre else dll.hipfp8_moe_experts_forward
+    st = cfn(ctx.handle, desc, h, *_bufs(ins + [y, saved, ws]), ctypes.byref(gen), _stream(dev))
     if st:
         raise L.lib().error(st, f"hipfp8.{op}")
     return y, saved, torch.tensor([c.serial, gen.value], dtype=torch.int64)
+
+
+def _backward_call(op, pre, dev, desc, c, gen, shape, ins):
+    """A backward's C call with inputs `ins` (the tensors after `generation`, offs last):
+    (dx, dW13, dW2)."""
+    ctx = ops._ctx(dev)
+    ws_n = (ctx.experts_precast_sizes if pre else ctx.experts_sizes)(desc)[2]
+    outs = list(_bwd_outs(dev, *shape))
+    ws = torch.empty(ws_n, dtype=_U8, device=dev)
+    dll = L.lib().dll
+    cfn = dll.hipfp8_moe_experts_backward_precast if pre else dll.hipfp8_moe_experts_backward
+    st = cfn(ctx.handle, desc, c._handle, gen, *_bufs(ins + outs + [ws]), _stream(dev))
+    if st:
+        raise L.lib().error(st, f"hipfp8.{op}")
+    return tuple(outs)
 
 
 def _fwd_fake(x, offs, w1, w3, w2, cache, dtype):
@@ -307,19 +336,8 @@ def _bwd_kernel(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
     dev, hp, f, gf, (m, d, i, e) = _bwd_plan(saved, generation, dy, offs, cache, i, dtype,
                                              grad_dtype)
     c, gen = _cache_for_backward(op, cache, generation)
-    ctx = ops._ctx(dev)
     desc = ops._desc(L.Experts, hp, f, gf, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    _, _, ws_n = ctx.experts_sizes(desc)
-    dx, dw13, dw2 = _bwd_outs(dev, m, d, i, e)
-    ws = torch.empty(ws_n, dtype=_U8, device=dev)
-    st = L.lib().dll.hipfp8_moe_experts_backward(
-        ctx.handle, desc, c._handle, gen, saved.data_ptr(), saved.numel(), dy.data_ptr(),
-        dy.numel(), offs.data_ptr(), e, dx.data_ptr(), dx.numel(), dw13.data_ptr(), dw13.numel(),
-        dw2.data_ptr(), dw2.numel(), ws.data_ptr(), ws_n,
-        None if dev.type == "cpu" else ops._raw_stream(dev.index))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{op}")
-    return dx, dw13, dw2
+    return _backward_call(op, False, dev, desc, c, gen, (m, d, i, e), [saved, dy, offs])
 
 
 def _bwd_fake(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
@@ -364,20 +382,8 @@ def _fwdp_kernel(x, x_scales, offs, w1, w3, w2, cache):
     dev, f, (m, d, i, e) = _fwdp_plan(x, x_scales, offs, w1, w3, w2, cache)
     c = _cache_of(op, cache)
     h = c._ensure(dev, f, w1, w3, w2)
-    ctx = ops._ctx(dev)
     desc = ops._desc(L.Experts, L.DTYPE_BF16, f, f, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    saved_n, ws_n, _ = ctx.experts_precast_sizes(desc)
-    y = torch.empty((m, d), dtype=_BF16, device=dev)
-    saved = torch.empty(saved_n, dtype=_U8, device=dev)
-    ws = torch.empty(ws_n, dtype=_U8, device=dev)
-    gen = ctypes.c_uint64()
-    st = L.lib().dll.hipfp8_moe_experts_forward_precast(
-        ctx.handle, desc, h, x.data_ptr(), x.numel(), x_scales.data_ptr(), m, offs.data_ptr(), e,
-        y.data_ptr(), y.numel(), saved.data_ptr(), saved_n, ws.data_ptr(), ws_n,
-        ctypes.byref(gen), None if dev.type == "cpu" else ops._raw_stream(dev.index))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{op}")
-    return y, saved, torch.tensor([c.serial, gen.value], dtype=torch.int64)
+    return _forward_call(op, True, dev, desc, c, h, (m, d), [x, x_scales, offs])
 
 
 def _fwdp_fake(x, x_scales, offs, w1, w3, w2, cache):
@@ -414,20 +420,9 @@ def _bwdp_kernel(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col,
     dev, f, gf, (m, d, i, e) = _bwdp_plan(saved, generation, dy, dy_scales, dy_col,
                                           dy_col_scales, x_col, x_col_scales, offs, cache, i)
     c, gen = _cache_for_backward(op, cache, generation)
-    ctx = ops._ctx(dev)
     desc = ops._desc(L.Experts, L.DTYPE_BF16, f, gf, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    _, _, ws_n = ctx.experts_precast_sizes(desc)
-    dx, dw13, dw2 = _bwd_outs(dev, m, d, i, e)
-    ws = torch.empty(ws_n, dtype=_U8, device=dev)
-    bufs = [saved, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales]
-    args = [a for t in bufs for a in (t.data_ptr(), t.numel())]
-    st = L.lib().dll.hipfp8_moe_experts_backward_precast(
-        ctx.handle, desc, c._handle, gen, *args, offs.data_ptr(), e, dx.data_ptr(), dx.numel(),
-        dw13.data_ptr(), dw13.numel(), dw2.data_ptr(), dw2.numel(), ws.data_ptr(), ws_n,
-        None if dev.type == "cpu" else ops._raw_stream(dev.index))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{op}")
-    return dx, dw13, dw2
+    ins = [saved, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales, offs]
+    return _backward_call(op, True, dev, desc, c, gen, (m, d, i, e), ins)
 
 
 def _bwdp_fake(*args):
