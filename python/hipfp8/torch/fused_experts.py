@@ -16,6 +16,11 @@ Ops (torch.library, namespace `hipfp8`, fake kernels with exact shapes):
   moe_experts_forward(x, offs, w1, w3, w2, cache, dtype) -> (y, saved, generation)
   moe_experts_backward(saved, generation, dy, offs, cache, i, dtype, grad_dtype)
       -> (dx, dw13, dw2)
+  moe_experts_forward_precast(x, x_scales, offs, w1, w3, w2, cache) -> (y, saved, generation)
+  moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col,
+      x_col_scales, offs, cache, i) -> (dx, dw13, dw2)
+(the pre-cast calls: x and dy already cast with dequant scales, as the routing dispatches of
+ops.py write them; the FP8 dtypes are the operands'; hipfp8.torch.routed uses them).
 `saved` is a uint8 tensor (the recipe's saved buffer), `generation` a CPU int64 tensor (2,):
 the cache instance and the cache snapshot the forward used; the backward refuses a snapshot
 other than its forward's (the weights were re-quantized in between). Workspaces and `saved` come
