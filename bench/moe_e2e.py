@@ -13,8 +13,10 @@ dispatcher and `quantize_(Float8TrainingOpConfig)`, the layer compiled as that r
 requires) and hipfp8 (the projection: hipfp8.torch.grouped_mm; block and layer:
 swap_grouped_experts in both modes, its default the fused experts recipe (one library call per
 pass, `impl: "recipe"`) and `fused=False`, three grouped_mm calls and torch's SwiGLU
-(`impl: "grouped_mm"`); eager; the layer also compiled). Rows keep `variant: "hipfp8"` for
-both and say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and
+(`impl: "grouped_mm"`); eager; the layer also compiled; the layer also through
+swap_routed_experts, the routing ops around the pre-cast recipe with no bf16 permuted or
+padded copy (`impl: "recipe+route"`, eager)). Rows keep `variant: "hipfp8"` for all three and
+say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and
 accumulating grads (.grad kept, every backward adds); 1 and 4 micro-batches per step (4 inputs,
 grads accumulating over them: hipfp8's grouped_mm path keeps its FP8 weights across them
 inside hipfp8.torch.weight_cache(); the recipe's weight cache does so by itself). Per measurement: median of N CUDA-event timings after
@@ -56,15 +58,19 @@ import hipfp8.torch as hf  # noqa: E402
 FULL = {"M": 32768, "E": 32, "K": 7168, "N": 2048, "T": 4096, "TOPK": 8}
 SMOKE = {"M": 256, "E": 8, "K": 64, "N": 32, "T": 64, "TOPK": 4}
 VARIANTS = ("bf16", "torchao", "hipfp8")
-# hipfp8's two experts paths, as run variants: "hipfp8" is the fused recipe in block and layer
-# (the projection, one grouped GEMM, has only grouped_mm), "hipfp8_mm" the grouped_mm path.
-HIPFP8 = ("hipfp8", "hipfp8_mm")
+# hipfp8's experts paths, as run variants: "hipfp8" is the fused recipe in block and layer
+# (the projection, one grouped GEMM, has only grouped_mm), "hipfp8_mm" the grouped_mm path,
+# "hipfp8_route" (layer only) the routed-expert path swap_routed_experts: the routing ops
+# (dispatch + pad + casts, combine) around the pre-cast recipe, no bf16 permuted copy.
+HIPFP8 = ("hipfp8", "hipfp8_mm", "hipfp8_route")
 
 
 def variant_impl(case, v):
     """(the row's variant, its impl) of run variant `v` in `case`."""
     if v not in HIPFP8:
         return v, None
+    if v == "hipfp8_route":
+        return "hipfp8", "recipe+route"
     return "hipfp8", ("recipe" if v == "hipfp8" and case != "projection" else "grouped_mm")
 COMBOS = (("fresh", 1), ("acc", 1), ("fresh", 4), ("acc", 4))  # (grads, micro-batches)
 
@@ -146,6 +152,8 @@ def to_variant(module, experts, variant):
         moe, _, _ = torchtitan_moe()
         quantize_(experts, config=Float8TrainingOpConfig(),
                   filter_fn=lambda m, _fqn: isinstance(m, moe.GroupedExperts))
+    elif variant == "hipfp8_route":
+        assert hf.swap_routed_experts(module) == 1
     elif variant in HIPFP8:
         assert hf.swap_grouped_experts(module, fused=(variant == "hipfp8")) == 1
     return module
@@ -557,7 +565,8 @@ class Run:
         r = {k[2:]: v for k, v in self.results.items() if k[:2] == (case, split)}
         others = (("torchao", True), ("torchao", False), ("bf16", True), ("bf16", False))
         pairs = [((h, False), o) for h in HIPFP8 for o in others]
-        pairs += [(("hipfp8", False), ("hipfp8_mm", False)), (("hipfp8", True), ("hipfp8", False)),
+        pairs += [(("hipfp8", False), ("hipfp8_mm", False)),
+                  (("hipfp8_route", False), ("hipfp8", False)), (("hipfp8", True), ("hipfp8", False)),
                   (("hipfp8_mm", True), ("hipfp8_mm", False))]
 
         def label(vc):
@@ -613,8 +622,8 @@ class Run:
                                                    ("hipfp8", False)]))
             if "layer" in cases:
                 lv = [("bf16", not self.smoke), ("hipfp8", False), ("hipfp8_mm", False),
-                      ("torchao", True), ("bf16", False)]
-                plan.append(("layer", split, lv[:4] if self.smoke else lv))
+                      ("hipfp8_route", False), ("torchao", True), ("bf16", False)]
+                plan.append(("layer", split, lv[:5] if self.smoke else lv))
             if "block" in cases:
                 plan.append(("block", split, [("bf16", False), ("torchao", False),
                                               ("hipfp8", False), ("hipfp8_mm", False)]))

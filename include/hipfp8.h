@@ -1934,6 +1934,17 @@ hipfp8_status hipfp8_grouped_linear_backward_workspace_size(const struct hipfp8_
                                                             size_t *bytes);
 
 /**
+ * The buffer sizes of `hipfp8_moe_experts_forward_precast` / `_backward_precast`: `saved`
+ * (bf16 gu, FP8 colwise h with its dequant scales; no x: the caller keeps x's colwise cast)
+ * and the forward's and backward's workspaces, in bytes (each with 255 of alignment slack).
+ */
+hipfp8_status hipfp8_moe_experts_precast_sizes(const struct hipfp8_context *ctx,
+                                               const struct hipfp8_moe_experts_desc *desc,
+                                               size_t *saved,
+                                               size_t *forward_workspace,
+                                               size_t *backward_workspace);
+
+/**
  * The experts block forward (docs/OPS.md): from x (m*d elements of `input_dtype`) and
  * `offs[num_groups]` (num_groups = e) END offsets, writes y (m*d bf16; rows past
  * `offs[e-1]` untouched) and `saved` (`hipfp8_moe_experts_saved_size` bytes, for the
@@ -1983,6 +1994,72 @@ hipfp8_status hipfp8_moe_experts_backward(const struct hipfp8_context *ctx,
                                           uint8_t *workspace,
                                           size_t workspace_len,
                                           hipStream_t stream);
+
+/**
+ * The experts block forward from x already cast (`input_dtype` is not read): x (m*d
+ * FP8 codes of `format`, row-major) and `x_scales` (m dequant row scales), as
+ * `hipfp8_moe_act_dual` or `hipfp8_moe_dispatch_dual` (offs = its offs_pad, m = its m_cap)
+ * write them with HIPFP8_FLAG_DEQUANT_SCALES; the result is then bit-identical to
+ * `hipfp8_moe_experts_forward` of the high-precision x. `saved` and `workspace`: the
+ * sizes of `hipfp8_moe_experts_precast_sizes`; x's colwise cast is not saved (the
+ * backward takes it).
+ */
+hipfp8_status hipfp8_moe_experts_forward_precast(const struct hipfp8_context *ctx,
+                                                 const struct hipfp8_moe_experts_desc *desc,
+                                                 const struct hipfp8_weight_cache *cache,
+                                                 const uint8_t *x,
+                                                 size_t x_len,
+                                                 const float *x_scales,
+                                                 size_t x_scales_len,
+                                                 const int32_t *offs,
+                                                 size_t num_groups,
+                                                 uint16_t *y,
+                                                 size_t y_len,
+                                                 uint8_t *saved,
+                                                 size_t saved_len,
+                                                 uint8_t *workspace,
+                                                 size_t workspace_len,
+                                                 uint64_t *generation,
+                                                 hipStream_t stream);
+
+/**
+ * The experts block backward from operands already cast (dequant scales): dy rowwise
+ * (m*d codes of `grad_format`, m scales) and per-group colwise (`dy_col[d_i*m + row]`,
+ * e*d scales), as `hipfp8_moe_act_dual` / `hipfp8_moe_combine_bwd_dual` write them, and
+ * x per-group colwise (m*d codes of `format`, e*d scales: the dispatch's out_col /
+ * scales_col of the forward's x). `saved`: the `hipfp8_moe_experts_forward_precast`
+ * that returned `generation`; `workspace`: `hipfp8_moe_experts_precast_sizes` bytes.
+ * Writes dx, dW13 and dW2 as `hipfp8_moe_experts_backward`.
+ */
+hipfp8_status hipfp8_moe_experts_backward_precast(const struct hipfp8_context *ctx,
+                                                  const struct hipfp8_moe_experts_desc *desc,
+                                                  const struct hipfp8_weight_cache *cache,
+                                                  uint64_t generation,
+                                                  const uint8_t *saved,
+                                                  size_t saved_len,
+                                                  const uint8_t *dy,
+                                                  size_t dy_len,
+                                                  const float *dy_scales,
+                                                  size_t dy_scales_len,
+                                                  const uint8_t *dy_col,
+                                                  size_t dy_col_len,
+                                                  const float *dy_col_scales,
+                                                  size_t dy_col_scales_len,
+                                                  const uint8_t *x_col,
+                                                  size_t x_col_len,
+                                                  const float *x_col_scales,
+                                                  size_t x_col_scales_len,
+                                                  const int32_t *offs,
+                                                  size_t num_groups,
+                                                  uint16_t *dx,
+                                                  size_t dx_len,
+                                                  uint16_t *dw13,
+                                                  size_t dw13_len,
+                                                  uint16_t *dw2,
+                                                  size_t dw2_len,
+                                                  uint8_t *workspace,
+                                                  size_t workspace_len,
+                                                  hipStream_t stream);
 
 /**
  * The grouped linear forward: y (m*n bf16; rows past `offs[e-1]` untouched) from x (m*k

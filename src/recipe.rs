@@ -243,19 +243,38 @@ impl<'a> Region<'a> {
         HpSrc::Bf16(self.src(p, i, len))
     }
     /// Part `qi` (`n` FP8 codes) and part `si` (`ns` dequant scales) as a GEMM operand.
-    fn fp8(&self, p: &Parts, (qi, n): (usize, usize), (si, ns): (usize, usize)) -> Fp8<'a> {
-        Fp8 {
+    fn fp8(&self, p: &Parts, (qi, n): (usize, usize), (si, ns): (usize, usize)) -> Fp8Operand<'a> {
+        Fp8Operand {
             q: self.src(p, qi, n),
             s: self.src(p, si, ns),
         }
     }
 }
 
-/// An FP8 operand of a grouped GEMM: its codes and their dequant scales.
+/// An FP8 operand of a grouped GEMM: its codes and their dequant scales (the GEMMs' `1/s`,
+/// what the fused MoE casts and the routing dispatches write with [`ScaleOutput::Dequant`]).
 #[derive(Clone, Copy)]
-struct Fp8<'a> {
-    q: Src<'a, u8>,
-    s: Src<'a, f32>,
+pub struct Fp8Operand<'a> {
+    /// The FP8 codes.
+    pub q: Src<'a, u8>,
+    /// The dequant scales.
+    pub s: Src<'a, f32>,
+}
+
+/// x or dy as a recipe call takes it: high precision (the call casts it with
+/// [`Context::moe_act_dual`]) or already cast by the caller.
+enum Input<'a, C> {
+    Hp(HpSrc<'a>),
+    Cast(C),
+}
+
+/// The backward's operands cast by the caller: dy rowwise (the W2 dgrad's A) and per-group
+/// colwise (the W2 wgrad's A), x per-group colwise (the W13 wgrad's B).
+#[derive(Clone, Copy)]
+struct BwdCast<'a> {
+    dy: Fp8Operand<'a>,
+    dy_col: Fp8Operand<'a>,
+    x_col: Fp8Operand<'a>,
 }
 
 /// The dimensions of one grouped GEMM of the recipe.
@@ -274,8 +293,8 @@ impl Context {
         &self,
         p: &GemmParams,
         shape: Gemm,
-        a: Fp8<'_>,
-        b: Fp8<'_>,
+        a: Fp8Operand<'_>,
+        b: Fp8Operand<'_>,
         offs: Src<'_, i32>,
         out: Dst<'_, bf16>,
         stream: StreamRef,
@@ -338,6 +357,17 @@ impl<'c> Checks<'c> {
         self.ctx.check_src(name, v, n)?;
         self.add(name, v.as_ptr(), n, false);
         Ok(())
+    }
+    /// An FP8 operand: `n` codes (`name`) and `ns` scales (`scales`).
+    fn fp8(
+        &mut self,
+        (name, scales): (&'static str, &'static str),
+        v: &Fp8Operand<'_>,
+        n: usize,
+        ns: usize,
+    ) -> Result<()> {
+        self.src(name, &v.q, n)?;
+        self.src(scales, &v.s, ns)
     }
     fn dst<T>(&mut self, name: &'static str, v: &mut Dst<'_, T>, n: usize) -> Result<()> {
         self.ctx.check_dst(name, v, n)?;
@@ -462,8 +492,8 @@ pub struct WeightCache {
 
 /// The operands of one cached projection the GEMMs read: forward B and dgrad B.
 struct Cached<'a> {
-    fwd: Fp8<'a>,
-    dgrad: Fp8<'a>,
+    fwd: Fp8Operand<'a>,
+    dgrad: Fp8Operand<'a>,
 }
 
 impl WeightCache {
@@ -711,21 +741,28 @@ impl ExpertsShape {
         (m * d, m * i, m * 2 * i, e * d, e * i, e * 2 * i)
     }
 
-    fn saved_sizes(&self) -> Result<[usize; 5]> {
+    /// The parts of `saved`; `pre`: the pre-cast forward's (no x colwise: the caller keeps
+    /// it and hands it to the backward).
+    fn saved_sizes(&self, pre: bool) -> Result<[usize; 5]> {
         self.check()?;
         let (md, mi, m2i, ed, ei, _) = self.counts();
+        let x = |n: usize| if pre { 0 } else { n };
         Ok([
-            md,
-            bytes_of::<f32>("e*d", ed)?,
+            x(md),
+            x(bytes_of::<f32>("e*d", ed)?),
             bytes_of::<bf16>("m*2i", m2i)?,
             mi,
             bytes_of::<f32>("e*i", ei)?,
         ])
     }
 
+    fn saved_parts(&self, pre: bool) -> Result<Parts> {
+        carve("experts saved", &self.saved_sizes(pre)?)
+    }
+
     /// The bytes the backward keeps, this recipe's and a bf16-saving one's.
     pub fn saved_bytes(&self) -> Result<SavedBytes> {
-        let fp8 = self.saved_sizes()?.iter().sum();
+        let fp8 = self.saved_sizes(false)?.iter().sum();
         let (md, mi, m2i, ..) = self.counts();
         Ok(SavedBytes {
             fp8,
@@ -733,27 +770,31 @@ impl ExpertsShape {
         })
     }
 
-    fn fwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
+    /// The forward's workspace: parts 2, 3 x's rowwise cast (none when `pre`), 4, 5 h's.
+    fn fwd_parts(&self, pre: bool, zb: usize, gb: usize) -> Result<Parts> {
         self.check()?;
         let (md, mi, ..) = self.counts();
         let m4 = bytes_of::<f32>("scales", self.m)?;
-        carve("experts forward workspace", &[zb, gb, md, m4, mi, m4])
+        let x = |n: usize| if pre { 0 } else { n };
+        carve("experts forward workspace", &[zb, gb, x(md), x(m4), mi, m4])
     }
 
-    fn bwd_parts(&self, zb: usize, gb: usize) -> Result<Parts> {
+    /// The backward's workspace: parts 2-5 dy's casts (none when `pre`), 6 dh, 7-10 d's.
+    fn bwd_parts(&self, pre: bool, zb: usize, gb: usize) -> Result<Parts> {
         self.check()?;
         let (md, mi, m2i, ed, _, e2i) = self.counts();
         let f = |n| bytes_of::<f32>("scales", n);
         let m4 = f(self.m)?;
+        let x = |n: usize| if pre { 0 } else { n };
         carve(
             "experts backward workspace",
             &[
                 zb,
                 gb,
-                md,
-                m4,
-                md,
-                f(ed)?,
+                x(md),
+                x(m4),
+                x(md),
+                x(f(ed)?),
                 bytes_of::<bf16>("m*i", mi)?,
                 m2i,
                 m4,
@@ -764,11 +805,23 @@ impl ExpertsShape {
     }
 }
 
+/// The buffer sizes of the pre-cast experts calls
+/// ([`Context::moe_experts_forward_precast`], [`Context::moe_experts_backward_precast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertsSizes {
+    /// Bytes of `saved` (bf16 gu, FP8 colwise h and its dequant scales; aligned).
+    pub saved: usize,
+    /// Bytes of the forward's workspace.
+    pub forward_workspace: usize,
+    /// Bytes of the backward's workspace.
+    pub backward_workspace: usize,
+}
+
 impl Context {
     /// Bytes of the `saved` buffer of [`Context::moe_experts_forward`] (the parts of
     /// [`ExpertsShape::saved_bytes`], aligned, plus 255 of slack).
     pub fn moe_experts_saved_size(&self, s: ExpertsShape) -> Result<usize> {
-        Ok(carve("experts saved", &s.saved_sizes()?)?.bytes)
+        Ok(s.saved_parts(false)?.bytes)
     }
 
     /// Bytes of the workspace of [`Context::moe_experts_forward`].
@@ -777,8 +830,7 @@ impl Context {
         p: &RecipeParams,
         s: ExpertsShape,
     ) -> Result<usize> {
-        let (zb, gb) = self.experts_scratch(p, s)?;
-        Ok(s.fwd_parts(zb, gb)?.bytes)
+        Ok(self.experts_sizes(p, s, false)?.forward_workspace)
     }
 
     /// Bytes of the workspace of [`Context::moe_experts_backward`].
@@ -787,8 +839,27 @@ impl Context {
         p: &RecipeParams,
         s: ExpertsShape,
     ) -> Result<usize> {
+        Ok(self.experts_sizes(p, s, false)?.backward_workspace)
+    }
+
+    /// The buffer sizes of the pre-cast experts calls (smaller than the others': x's and dy's
+    /// casts are the caller's).
+    pub fn moe_experts_precast_sizes(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+    ) -> Result<ExpertsSizes> {
+        self.experts_sizes(p, s, true)
+    }
+
+    /// The sizes of the experts calls (`pre`: the pre-cast ones).
+    fn experts_sizes(&self, p: &RecipeParams, s: ExpertsShape, pre: bool) -> Result<ExpertsSizes> {
         let (zb, gb) = self.experts_scratch(p, s)?;
-        Ok(s.bwd_parts(zb, gb)?.bytes)
+        Ok(ExpertsSizes {
+            saved: s.saved_parts(pre)?.bytes,
+            forward_workspace: s.fwd_parts(pre, zb, gb)?.bytes,
+            backward_workspace: s.bwd_parts(pre, zb, gb)?.bytes,
+        })
     }
 
     fn experts_scratch(&self, p: &RecipeParams, s: ExpertsShape) -> Result<(usize, usize)> {
@@ -809,19 +880,62 @@ impl Context {
         cache: &WeightCache,
         x: HpSrc<'_>,
         offs: Src<'_, i32>,
+        y: Dst<'_, bf16>,
+        saved: Dst<'_, u8>,
+        workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<u64> {
+        let x = Input::Hp(x);
+        self.experts_forward(p, s, cache, x, offs, y, saved, workspace, stream)
+    }
+
+    /// [`Context::moe_experts_forward`] from x already cast: `x.q` (m*d FP8 codes of
+    /// `p.format`, row-major) and `x.s` (m dequant row scales), exactly what
+    /// [`Context::moe_act_dual`] (or [`Context::moe_dispatch_dual`], with `offs` = its
+    /// `offs_pad` and m = its `m_cap`) writes with [`ScaleOutput::Dequant`]: the result is then
+    /// bit-identical to the high-precision call's. `saved` and the workspace are
+    /// [`Context::moe_experts_precast_sizes`] bytes; x's per-group colwise cast is not saved:
+    /// [`Context::moe_experts_backward_precast`] takes it from the caller.
+    pub fn moe_experts_forward_precast(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        cache: &WeightCache,
+        x: Fp8Operand<'_>,
+        offs: Src<'_, i32>,
+        y: Dst<'_, bf16>,
+        saved: Dst<'_, u8>,
+        workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<u64> {
+        let x = Input::Cast(x);
+        self.experts_forward(p, s, cache, x, offs, y, saved, workspace, stream)
+    }
+
+    fn experts_forward(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        cache: &WeightCache,
+        x: Input<'_, Fp8Operand<'_>>,
+        offs: Src<'_, i32>,
         mut y: Dst<'_, bf16>,
         mut saved: Dst<'_, u8>,
         mut workspace: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<u64> {
+        let pre = matches!(x, Input::Cast(_));
         let (zb, gb) = self.experts_scratch(p, s)?;
-        let wp = s.fwd_parts(zb, gb)?;
-        let sp = carve("experts saved", &s.saved_sizes()?)?;
+        let wp = s.fwd_parts(pre, zb, gb)?;
+        let sp = s.saved_parts(pre)?;
         let w = cache.use_for(self, p, &s.projections())?;
         let (m, d, i, e) = (s.m, s.d, s.i, s.e);
         let (md, mi, m2i, ed, ei, _) = s.counts();
         let mut ck = Checks::new(self);
-        ck.hp("x", &x, md)?;
+        match &x {
+            Input::Hp(x) => ck.hp("x", x, md)?,
+            Input::Cast(x) => ck.fp8(("x", "x_scales"), x, md, m)?,
+        }
         ck.offs(&offs, e, m)?;
         ck.dst("y", &mut y, md)?;
         ck.dst("saved", &mut saved, sp.bytes)?;
@@ -834,14 +948,20 @@ impl Context {
             p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
         );
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let x_out = DualOut {
-                out: ws.dst(&wp, 2, md),
-                scales: ws.dst(&wp, 3, m),
-                out_col: sv.dst(&sp, SAVED_XC, md),
-                scales_col: sv.dst(&sp, SAVED_XCS, ed),
+            let xq = match x {
+                Input::Hp(x) => {
+                    let x_out = DualOut {
+                        out: ws.dst(&wp, 2, md),
+                        scales: ws.dst(&wp, 3, m),
+                        out_col: sv.dst(&sp, SAVED_XC, md),
+                        scales_col: sv.dst(&sp, SAVED_XCS, ed),
+                    };
+                    self.moe_act_dual(&act, m, d, x, offs, x_out, stream)?;
+                    ws.fp8(&wp, (2, md), (3, m))
+                }
+                Input::Cast(x) => x,
             };
-            self.moe_act_dual(&act, m, d, x, offs, x_out, stream)?;
-            let (xq, gu) = (ws.fp8(&wp, (2, md), (3, m)), sv.dst(&sp, SAVED_GU, m2i));
+            let gu = sv.dst(&sp, SAVED_GU, m2i);
             self.gemm(
                 &gemm,
                 Gemm::D3(m, d, 2 * i, e),
@@ -880,22 +1000,77 @@ impl Context {
         saved: Src<'_, u8>,
         dy: HpSrc<'_>,
         offs: Src<'_, i32>,
-        mut dx: Dst<'_, bf16>,
-        mut dw13: Dst<'_, bf16>,
-        mut dw2: Dst<'_, bf16>,
+        dx: Dst<'_, bf16>,
+        dw13: Dst<'_, bf16>,
+        dw2: Dst<'_, bf16>,
+        workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let (c, dy) = ((cache, generation), Input::Hp(dy));
+        self.experts_backward(p, s, c, saved, dy, offs, [dx, dw13, dw2], workspace, stream)
+    }
+
+    /// [`Context::moe_experts_backward`] from operands already cast (each FP8 codes of the
+    /// recipe's formats with dequant scales, as [`Context::moe_act_dual`] /
+    /// [`Context::moe_combine_bwd_dual`] write them with [`ScaleOutput::Dequant`]): dy rowwise
+    /// (m*d codes of `p.grad_format`, m scales) and per-group colwise (m*d codes, e*d scales)
+    /// on `offs`, and x per-group colwise (m*d codes of `p.format`, e*d scales: the forward's
+    /// input, e.g. the dispatch's `out_col`/`scales_col`). `saved` comes from
+    /// [`Context::moe_experts_forward_precast`]; the workspace is
+    /// [`Context::moe_experts_precast_sizes`] bytes. Bit-identical to the high-precision call
+    /// when the operands are `moe_act_dual`'s of the same x and dy.
+    pub fn moe_experts_backward_precast(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        cache: &WeightCache,
+        generation: u64,
+        saved: Src<'_, u8>,
+        dy: Fp8Operand<'_>,
+        dy_col: Fp8Operand<'_>,
+        x_col: Fp8Operand<'_>,
+        offs: Src<'_, i32>,
+        dx: Dst<'_, bf16>,
+        dw13: Dst<'_, bf16>,
+        dw2: Dst<'_, bf16>,
+        workspace: Dst<'_, u8>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let c = (cache, generation);
+        let dy = Input::Cast(BwdCast { dy, dy_col, x_col });
+        self.experts_backward(p, s, c, saved, dy, offs, [dx, dw13, dw2], workspace, stream)
+    }
+
+    fn experts_backward(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        (cache, generation): (&WeightCache, u64),
+        saved: Src<'_, u8>,
+        dy: Input<'_, BwdCast<'_>>,
+        offs: Src<'_, i32>,
+        [mut dx, mut dw13, mut dw2]: [Dst<'_, bf16>; 3],
         mut workspace: Dst<'_, u8>,
         stream: StreamRef,
     ) -> Result<()> {
+        let pre = matches!(dy, Input::Cast(_));
         let (zb, gb) = self.experts_scratch(p, s)?;
-        let wp = s.bwd_parts(zb, gb)?;
-        let sp = carve("experts saved", &s.saved_sizes()?)?;
+        let wp = s.bwd_parts(pre, zb, gb)?;
+        let sp = s.saved_parts(pre)?;
         let w = cache.use_for(self, p, &s.projections())?;
         cache.check_generation(generation)?;
         let (m, d, i, e) = (s.m, s.d, s.i, s.e);
         let (md, mi, m2i, ed, ei, e2i) = s.counts();
         let mut ck = Checks::new(self);
         ck.src("saved", &saved, sp.bytes)?;
-        ck.hp("dy", &dy, md)?;
+        match &dy {
+            Input::Hp(dy) => ck.hp("dy", dy, md)?,
+            Input::Cast(c) => {
+                ck.fp8(("dy", "dy_scales"), &c.dy, md, m)?;
+                ck.fp8(("dy_col", "dy_col_scales"), &c.dy_col, md, ed)?;
+                ck.fp8(("x_col", "x_col_scales"), &c.x_col, md, ed)?;
+            }
+        }
         ck.offs(&offs, e, m)?;
         ck.dst("dx", &mut dx, md)?;
         ck.dst("dw13", &mut dw13, checked_mul("e*2i*d", e2i, d)?)?;
@@ -907,7 +1082,13 @@ impl Context {
         let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
         let (grad, gemm) = (p.grad_dq(), p.gemm(true, gw));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, (m, d, e), dy, offs, stream)?;
+            let (dyq, dyc, xc) = match dy {
+                Input::Hp(dy) => {
+                    let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, (m, d, e), dy, offs, stream)?;
+                    (dyq, dyc, sv.fp8(&sp, (SAVED_XC, md), (SAVED_XCS, ed)))
+                }
+                Input::Cast(c) => (c.dy, c.dy_col, c.x_col),
+            };
             // W2 dgrad: dh (m, i) = dy . W2^T.
             let dh = ws.dst(&wp, 6, mi);
             self.gemm(
@@ -943,7 +1124,6 @@ impl Context {
             )?;
             // W13 wgrad: dW13 (e, 2i, d) = [d_gate | d_up]^T . x per group.
             let dc = ws.fp8(&wp, (9, m2i), (10, e2i));
-            let xc = sv.fp8(&sp, (SAVED_XC, md), (SAVED_XCS, ed));
             self.gemm(&gemm, Gemm::D2(2 * i, m, d), dc, xc, offs, dw13, stream)
         })
     }
@@ -964,7 +1144,7 @@ impl Context {
         dy: HpSrc<'_>,
         offs: Src<'_, i32>,
         stream: StreamRef,
-    ) -> Result<(Fp8<'a>, Fp8<'a>)> {
+    ) -> Result<(Fp8Operand<'a>, Fp8Operand<'a>)> {
         let (mc, ec) = (m * cols, e * cols);
         let dy_out = DualOut {
             out: ws.dst(wp, 2, mc),

@@ -55,6 +55,7 @@ fn cli_runs_every_op_and_every_check_passes() {
             "rowwise_2d_padded",
             "moe_dispatch_dual",
             "cast_transpose given scale",
+            "moe_dispatch_dual",
             "grouped_gemm_2d3d",
             "grouped_gemm_2d2d",
         ] {

@@ -14,7 +14,9 @@
 //!   stream that never ran anything (the recipe takes all scratch from the caller's
 //!   workspaces), replayed with new data and new offsets, and after a weight refresh,
 //!   compared bit for bit with eager calls;
-//! - `grouped_linear_gpu_eq_composed_ops`.
+//! - `grouped_linear_gpu_eq_composed_ops`;
+//! - `experts_precast_gpu_eq_bf16_calls`: the pre-cast calls from `moe_act_dual`'s operands
+//!   (dequant scales) equal the high-precision calls bit for bit on the GPU.
 //!
 //! Without a GPU build or device each test prints `HIPFP8_SKIP ...` and returns (with
 //! HIPFP8_REQUIRE_GPU=1 it fails instead).
@@ -23,8 +25,11 @@ mod recipe_support;
 
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
-use hipfp8::recipe::{ExpertsShape, LinearShape, RecipeParams, WeightCache};
-use hipfp8::{CastParams, Context, FormatChoice, Fp8Format, GemmParams, HpSrc, StreamRef, bf16};
+use hipfp8::recipe::{ExpertsShape, Fp8Operand, LinearShape, RecipeParams, WeightCache};
+use hipfp8::{
+    CastParams, Context, FormatChoice, Fp8Format, GemmParams, HpSrc, MoeCastParams, ScaleOutput,
+    StreamRef, bf16,
+};
 use recipe_support::values;
 
 fn up<T: hipfp8::runtime::DeviceCopy>(ctx: &Context, v: &[T]) -> DeviceBuffer<T> {
@@ -657,4 +662,107 @@ fn grouped_linear_gpu_eq_composed_ops() {
         );
     }
     println!("HIPFP8_GPU_CHECK grouped linear gpu == composed gpu ops (bitwise)");
+}
+
+/// `moe_act_dual` of an (m, d) operand with dequant scales: rowwise codes and scales, then
+/// per-group colwise codes and scales.
+fn act_dual_dq(
+    ctx: &Context,
+    f: Fp8Format,
+    x: HpSrc<'_>,
+    offs: &DeviceBuffer<i32>,
+    s: StreamRef,
+) -> Quantized {
+    let (m, d, e) = (S.m, S.d, S.e);
+    let p = MoeCastParams::from(CastParams::new(f, true)).with_scales(ScaleOutput::Dequant);
+    let (mut q, mut sc, mut c, mut cs) = (
+        zeros::<u8>(ctx, m * d),
+        zeros::<f32>(ctx, m),
+        zeros::<u8>(ctx, m * d),
+        zeros::<f32>(ctx, e * d),
+    );
+    let out = DualOut {
+        out: q.dst(),
+        scales: sc.dst(),
+        out_col: c.dst(),
+        scales_col: cs.dst(),
+    };
+    ctx.moe_act_dual(&p, m, d, x, offs.src(), out, s).unwrap();
+    (q, sc, c, cs)
+}
+
+fn operand<'a>(q: &'a DeviceBuffer<u8>, sc: &'a DeviceBuffer<f32>) -> Fp8Operand<'a> {
+    Fp8Operand {
+        q: q.src(),
+        s: sc.src(),
+    }
+}
+
+#[test]
+fn experts_precast_gpu_eq_bf16_calls() {
+    let Some(ctx) = gpu_for_tests("experts_precast_gpu_eq_bf16_calls") else {
+        return;
+    };
+    let p = params();
+    for offs in [OFFS_A, OFFS_B] {
+        let h = host_inputs(9);
+        let stream = Stream::new(&ctx).unwrap();
+        let s = stream.handle();
+        let mut st = Step::new(&ctx, &p, &h, &offs);
+        st.fill_outputs(0xA5);
+        let mut cache = WeightCache::new(&ctx, &p, &S.projections()).unwrap();
+        st.refresh(&ctx, &mut cache, s);
+        st.run(&ctx, &p, &cache, s);
+        stream.synchronize().unwrap();
+        let want = st.outputs();
+        st.fill_outputs(0xA5);
+        let (xq, xs, xc, xcs) = act_dual_dq(&ctx, Fp8Format::E4M3Fn, hp(&st.x), &st.offs, s);
+        let (dq, ds, dc, dcs) = act_dual_dq(&ctx, Fp8Format::E4M3Fn, hp(&st.dy), &st.offs, s);
+        let z = ctx.moe_experts_precast_sizes(&p, S).unwrap();
+        let (mut saved, mut fws, mut bws) = (
+            zeros::<u8>(&ctx, z.saved),
+            zeros::<u8>(&ctx, z.forward_workspace),
+            zeros::<u8>(&ctx, z.backward_workspace),
+        );
+        let g = ctx
+            .moe_experts_forward_precast(
+                &p,
+                S,
+                &cache,
+                operand(&xq, &xs),
+                st.offs.src(),
+                st.y.dst(),
+                saved.dst(),
+                fws.dst(),
+                s,
+            )
+            .unwrap();
+        ctx.moe_experts_backward_precast(
+            &p,
+            S,
+            &cache,
+            g,
+            saved.src(),
+            operand(&dq, &ds),
+            operand(&dc, &dcs),
+            operand(&xc, &xcs),
+            st.offs.src(),
+            st.dx.dst(),
+            st.dw13.dst(),
+            st.dw2.dst(),
+            bws.dst(),
+            s,
+        )
+        .unwrap();
+        stream.synchronize().unwrap();
+        let got = st.outputs();
+        for (k, name) in NAMES.iter().enumerate() {
+            if let Some(j) = (0..got[k].len()).find(|&j| got[k][j] != want[k][j]) {
+                panic!(
+                    "offsets {offs:?}: {name}[{j}]: pre-cast {:#06x}, bf16 call {:#06x}",
+                    got[k][j], want[k][j]
+                );
+            }
+        }
+    }
 }

@@ -33,6 +33,7 @@ FORMAT_E5M2 = 3
 FORMAT_E4M3FNUZ = 4
 FORMAT_E5M2FNUZ = 5
 FLAG_POW2_SCALES = 1
+FLAG_DEQUANT_SCALES = 2
 SCALING_TENSORWISE = 0
 SCALING_ROWWISE = 1
 MX_ROUNDING_FLOOR = 0
@@ -83,6 +84,11 @@ Swiglu = _struct("Swiglu", [("input_dtype", c_uint32), ("format", c_uint32), ("f
 Experts = _struct("Experts", [("input_dtype", c_uint32), ("format", c_uint32),
                               ("grad_format", c_uint32), ("flags", c_uint32), ("backend", c_uint32),
                               ("m", c_size_t), ("d", c_size_t), ("i", c_size_t), ("e", c_size_t)])
+Dispatch = _struct("Dispatch", [("input_dtype", c_uint32), ("format", c_uint32), ("flags", c_uint32),
+                                ("t", c_size_t), ("k", c_size_t), ("topk", c_size_t),
+                                ("align", c_size_t), ("m_cap", c_size_t)])
+Combine = _struct("Combine", [("input_dtype", c_uint32), ("t", c_size_t), ("k", c_size_t),
+                              ("topk", c_size_t), ("m_cap", c_size_t)])
 
 # Every op: (context, descriptor, then one (pointer, element count) pair per buffer, stream).
 _P, _N = c_void_p, c_size_t
@@ -108,6 +114,11 @@ _OPS = {
     "moe_act_dual": (Cast2d, _BUF * 6),  # x, offs, out, scales, out_col, scales_col
     "moe_swiglu_quant": (Swiglu, _BUF * 6),  # gu, offs, out, scales, out_col, scales_col
     "moe_swiglu_bwd_quant": (Swiglu, _BUF * 7),  # grad_h, gu, offs, out, ... scales_col
+    # x, perm, offs, offs_pad, slot_row, out, scales, out_col, scales_col
+    "moe_dispatch_dual": (Dispatch, _BUF * 9),
+    "moe_combine_bwd_dual": (Dispatch, _BUF * 10),  # dout, weights, then as moe_dispatch_dual
+    "moe_combine": (Combine, _BUF * 4),  # y, slot_row, weights, out
+    "moe_combine_bwd_scores": (Combine, _BUF * 4),  # dout, y, slot_row, dweights
     "grouped_gemm_2d3d": (Gemm2d3d, _BUF * 7),  # a, b, offs, sa, sb, out, workspace
     "grouped_gemm_2d2d": (Gemm2d2d, _BUF * 7),
 }
@@ -167,6 +178,15 @@ class _Lib:
             # ctx, desc, cache, generation, saved, dy, offs, dx, dw13, dw2, workspace, stream
             ("hipfp8_moe_experts_backward", c_uint32,
              [c_void_p, POINTER(Experts), c_void_p, c_uint64] + _BUF * 7 + [c_void_p]),
+            ("hipfp8_moe_experts_precast_sizes", c_uint32,
+             [c_void_p, POINTER(Experts)] + [POINTER(c_size_t)] * 3),
+            # ctx, desc, cache, x, x_scales, offs, y, saved, workspace, generation, stream
+            ("hipfp8_moe_experts_forward_precast", c_uint32,
+             [c_void_p, POINTER(Experts), c_void_p] + _BUF * 6 + [POINTER(c_uint64), c_void_p]),
+            # ctx, desc, cache, generation, saved, dy, dy_scales, dy_col, dy_col_scales, x_col,
+            # x_col_scales, offs, dx, dw13, dw2, workspace, stream
+            ("hipfp8_moe_experts_backward_precast", c_uint32,
+             [c_void_p, POINTER(Experts), c_void_p, c_uint64] + _BUF * 12 + [c_void_p]),
         ]:
             f = getattr(d, name)
             f.restype, f.argtypes = res, args
@@ -232,6 +252,7 @@ class Context:
         self.arch = buf.value.decode()
         self._ws = {}
         self._experts = {}
+        self._precast = {}
 
     def experts_sizes(self, desc):
         """(saved, forward workspace, backward workspace) bytes of an experts descriptor
@@ -250,6 +271,22 @@ class Context:
             if len(self._experts) > 4096:
                 self._experts.clear()
             v = self._experts[key] = tuple(v)
+        return v
+
+    def experts_precast_sizes(self, desc):
+        """(saved, forward workspace, backward workspace) bytes of the pre-cast experts calls
+        (hipfp8_moe_experts_precast_sizes), cached by the descriptor's contents."""
+        key = (desc.format, desc.grad_format, desc.flags, desc.backend, desc.m, desc.d, desc.i,
+               desc.e)
+        v = self._precast.get(key)
+        if v is None:
+            n = [c_size_t() for _ in range(3)]
+            check(lib().dll.hipfp8_moe_experts_precast_sizes(
+                self.handle, ctypes.byref(desc), *map(ctypes.byref, n)),
+                "hipfp8_moe_experts_precast_sizes")
+            if len(self._precast) > 4096:
+                self._precast.clear()
+            v = self._precast[key] = tuple(x.value for x in n)
         return v
 
     def workspace_size(self, a_format, b_format, groups):

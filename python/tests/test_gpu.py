@@ -341,3 +341,80 @@ def test_no_host_sync():
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
 
+
+
+# ---- the routed-expert layer path (hipfp8.torch.routed) ------------------------------------
+
+def _routed_setup(t=1024, d=512, i=256, e=8, k=2):
+    from test_routed import routing
+    scores, ids = routing(t, k, e, "cuda", seed=3)
+    x = rnd(t, d, device="cuda", seed=4, scale=1.0).requires_grad_()
+    s = scores.clone().requires_grad_()
+    ws = [rnd(e, i, d, device="cuda", seed=5, scale=0.05),
+          rnd(e, d, i, device="cuda", seed=6, scale=0.05),
+          rnd(e, i, d, device="cuda", seed=7, scale=0.05)]
+    ws = [w.requires_grad_() for w in ws]
+    dout = rnd(t, d, device="cuda", seed=8, scale=0.01)
+    return x, s, ids, ws, dout, hf.ExpertsWeightCache()
+
+
+@pytest.mark.capture
+def test_cuda_graph_routed_experts_fwd_bwd():
+    """moe_routed_experts forward + backward (route_slots, dispatch, pre-cast recipe, combine,
+    their backwards) captured on one stream: the replay equals eager bit for bit, also after
+    new router choices and scores are copied into the captured inputs (the graph computes the
+    permutation and offsets on the device)."""
+    x, s, ids, ws, dout, cache = _routed_setup()
+
+    def step(x, s, ids, dout):
+        for v in [x, s] + ws:
+            v.grad = None
+        out = hf.moe_routed_experts(x, s, ids, *ws, cache)
+        out.backward(dout)
+        return [out, x.grad, s.grad] + [w.grad for w in ws]
+
+    names = ("out", "grad_x", "grad_scores", "grad_w1", "grad_w2", "grad_w3")
+    want = [v.detach().clone() for v in step(x, s, ids, dout)]
+    g, got = _capture(step, x, s, ids, dout)
+    for v in got:
+        v.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    _bits_equal(got, want, names)
+    from test_routed import routing
+    s2, ids2 = routing(ids.shape[0], ids.shape[1], 8, "cuda", seed=9, empty=5)
+    with torch.no_grad():
+        s.copy_(s2)
+        ids.copy_(ids2)
+    g.replay()
+    replay = [v.clone() for v in got]
+    want = [v.detach().clone() for v in step(x, s, ids, dout)]
+    torch.cuda.synchronize()
+    _bits_equal(replay, want, tuple(f"{n} (new routing)" for n in names))
+
+
+def test_routed_experts_no_host_sync():
+    """A routed layer step (forward and backward) queues work only: no host synchronisation
+    (torch's sync debug mode raises on one)."""
+    x, s, ids, ws, dout, cache = _routed_setup()
+    hf.moe_routed_experts(x, s, ids, *ws, cache).backward(dout)  # warm-up: cache, workspaces
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            hf.moe_routed_experts(x, s, ids, *ws, cache).backward(dout)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+
+
+def test_routed_experts_cuda_equals_composition():
+    """On the GPU, the layer path equals the composition of torch gathers and the bf16 experts
+    ops on the GPU bit for bit (test_routed.py's definitions, larger shapes than its
+    device-parametrised test)."""
+    from test_routed import composed, run_layer
+    x, s, ids, ws, dout, _ = _routed_setup(t=512, d=256, i=128, e=8, k=4)
+    got = run_layer(x, s, ids, *ws, dout, float8_dtype=torch.float8_e4m3fn)
+    want = composed(x.detach(), s.detach(), ids, *[w.detach() for w in ws], dout)
+    for name, g, w in zip(("out", "dx", "d_scores", "dw1", "dw2", "dw3"), got, want):
+        assert torch.equal(g.to(w.dtype), w), name

@@ -52,7 +52,7 @@ def test_rows(smoke):
     got = {(r["case"], r["split"], r["grads"], r["microbatches"], r["variant"], r["impl"])
            for r in rows}
     impls = {"projection": ("grouped_mm",), "block": ("recipe", "grouped_mm"),
-             "layer": ("recipe", "grouped_mm")}
+             "layer": ("recipe", "grouped_mm", "recipe+route")}
     want = {(c, s, g, m, v, i) for c in ("projection", "block", "layer")
             for s in ("balanced", "zipf") for g in ("fresh", "acc") for m in (1, 4)
             for v, i in [("bf16", None)] + [("hipfp8", i) for i in impls[c]]}
@@ -74,9 +74,21 @@ def test_close_to_bf16(smoke):
     assert {(c["case"], c["split"], c["mine"]) for c in checks} == {
         ("projection", s, "hipfp8 grouped_mm") for s in ("balanced", "zipf")} | {
         (c, s, m) for c in ("block", "layer") for s in ("balanced", "zipf")
-        for m in ("hipfp8 recipe", "hipfp8 grouped_mm")}
+        for m in ("hipfp8 recipe", "hipfp8 grouped_mm")} | {
+        ("layer", s, "hipfp8 recipe+route") for s in ("balanced", "zipf")}
     for c in checks:
         assert c["cosine"] > 0.99, c
+
+
+def test_route_vs_recipe(smoke):
+    """The layer's routed path against torchtitan's dispatch around the same recipe: every
+    output and gradient close (the combine rounds the f32 sum once, torchtitan each bf16 row)."""
+    checks = [c for c in smoke["checks"]
+              if c["mine"] == "hipfp8 recipe+route" and c["vs"] == "hipfp8 recipe"]
+    assert {c["split"] for c in checks} == {"balanced", "zipf"}
+    assert {c["what"] for c in checks} >= {"out"}
+    for c in checks:
+        assert c["cosine"] > 0.999, c
 
 
 def test_recipe_vs_grouped_mm(smoke):

@@ -31,7 +31,9 @@ use super::status::{FfiError, guard, hipfp8_status};
 use super::types::{hipStream_t, hipfp8_flag};
 use crate::context::Context;
 use crate::error::Error;
-use crate::recipe::{self, ExpertsShape, LinearShape, NoParams, RecipeParams, WeightCache};
+use crate::recipe::{
+    self, ExpertsShape, Fp8Operand, LinearShape, NoParams, RecipeParams, WeightCache,
+};
 use crate::view::{Dst, HpSrc, Src, StreamRef};
 
 c_desc! {
@@ -384,6 +386,36 @@ c_fns! {
     }
 }
 
+/// The buffer sizes of `hipfp8_moe_experts_forward_precast` / `_backward_precast`: `saved`
+/// (bf16 gu, FP8 colwise h with its dequant scales; no x: the caller keeps x's colwise cast)
+/// and the forward's and backward's workspaces, in bytes (each with 255 of alignment slack).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_moe_experts_precast_sizes(
+    ctx: *const hipfp8_context,
+    desc: *const hipfp8_moe_experts_desc,
+    saved: *mut usize,
+    forward_workspace: *mut usize,
+    backward_workspace: *mut usize,
+) -> hipfp8_status {
+    guard("hipfp8_moe_experts_precast_sizes", || {
+        let c = context::lookup(ctx)?;
+        let d = args::read_desc(desc)?;
+        let outs = [
+            args::out_param("saved", saved)?,
+            args::out_param("forward_workspace", forward_workspace)?,
+            args::out_param("backward_workspace", backward_workspace)?,
+        ];
+        let z = c.moe_experts_precast_sizes(&d.params()?, experts_shape(&d))?;
+        for (o, v) in outs
+            .into_iter()
+            .zip([z.saved, z.forward_workspace, z.backward_workspace])
+        {
+            o.write(v);
+        }
+        Ok(())
+    })
+}
+
 // ---------------------------------------------------------------------------------- calls
 
 /// The body of a recipe call: context, descriptor, cache, the views (NULL, alignment,
@@ -439,6 +471,35 @@ fn forward_io<'a, D: RecipeDesc>(
     Ok((x, offs, y))
 }
 
+/// An FP8 operand's views: codes `(q, q_len)` and dequant scales `(s, s_len)`.
+fn fp8_view<'a>(
+    v: &Views,
+    (name, scales): (&'static str, &'static str),
+    (q, q_len): (*const u8, usize),
+    (s, s_len): (*const f32, usize),
+) -> Result<Fp8Operand<'a>, FfiError> {
+    Ok(Fp8Operand {
+        q: v.src(name, q, q_len)?,
+        s: v.src(scales, s, s_len)?,
+    })
+}
+
+/// The views an experts backward writes: dx, dW13, dW2 (bf16) and its workspace.
+fn experts_grads<'a>(
+    v: &Views,
+    [dx, dw13, dw2]: [(*mut u16, usize); 3],
+    (ws, ws_len): (*mut u8, usize),
+) -> Result<([Dst<'a, bf16>; 3], Dst<'a, u8>), FfiError> {
+    Ok((
+        [
+            v.dst("dx", dx.0.cast(), dx.1)?,
+            v.dst("dw13", dw13.0.cast(), dw13.1)?,
+            v.dst("dw2", dw2.0.cast(), dw2.1)?,
+        ],
+        v.dst("workspace", ws, ws_len)?,
+    ))
+}
+
 /// A backward call: [`call`] under the panic guard.
 fn backward<D: RecipeDesc>(
     name: &'static str,
@@ -487,13 +548,84 @@ c_fns! {
                 let saved = v.src("saved", saved, saved_len)?;
                 let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
                 let offs = v.src("offs", offs, num_groups)?;
-                let dx = v.dst("dx", dx.cast(), dx_len)?;
-                let dw13 = v.dst("dw13", dw13.cast(), dw13_len)?;
-                let dw2 = v.dst("dw2", dw2.cast(), dw2_len)?;
-                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let ([dx, dw13, dw2], ws) = experts_grads(
+                    v,
+                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
+                    (workspace, workspace_len),
+                )?;
                 let s = StreamRef(stream.cast());
                 let sh = experts_shape(d);
                 Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
+            });
+    }
+    (
+        cache: *const hipfp8_weight_cache, x: *const u8, x_len: usize, x_scales: *const f32,
+        x_scales_len: usize, offs: *const i32, num_groups: usize, y: *mut u16, y_len: usize,
+        saved: *mut u8, saved_len: usize, workspace: *mut u8, workspace_len: usize,
+        generation: *mut u64, stream: hipStream_t
+    ) {
+        /// The experts block forward from x already cast (`input_dtype` is not read): x (m*d
+        /// FP8 codes of `format`, row-major) and `x_scales` (m dequant row scales), as
+        /// `hipfp8_moe_act_dual` or `hipfp8_moe_dispatch_dual` (offs = its offs_pad, m = its m_cap)
+        /// write them with HIPFP8_FLAG_DEQUANT_SCALES; the result is then bit-identical to
+        /// `hipfp8_moe_experts_forward` of the high-precision x. `saved` and `workspace`: the
+        /// sizes of `hipfp8_moe_experts_precast_sizes`; x's colwise cast is not saved (the
+        /// backward takes it).
+        fn hipfp8_moe_experts_forward_precast(desc: hipfp8_moe_experts_desc) =
+            forward(cache, generation, |c, d, p, v, wc| {
+                let x = fp8_view(v, ("x", "x_scales"), (x, x_len), (x_scales, x_scales_len))?;
+                let offs = v.src("offs", offs, num_groups)?;
+                let y = v.dst("y", y.cast(), y_len)?;
+                let saved = v.dst("saved", saved, saved_len)?;
+                let ws = v.dst("workspace", workspace, workspace_len)?;
+                let s = StreamRef(stream.cast());
+                let sh = experts_shape(d);
+                Ok(c.moe_experts_forward_precast(&p, sh, wc, x, offs, y, saved, ws, s)?)
+            });
+    }
+    (
+        cache: *const hipfp8_weight_cache, generation: u64, saved: *const u8, saved_len: usize,
+        dy: *const u8, dy_len: usize, dy_scales: *const f32, dy_scales_len: usize,
+        dy_col: *const u8, dy_col_len: usize, dy_col_scales: *const f32,
+        dy_col_scales_len: usize, x_col: *const u8, x_col_len: usize,
+        x_col_scales: *const f32, x_col_scales_len: usize, offs: *const i32, num_groups: usize,
+        dx: *mut u16, dx_len: usize, dw13: *mut u16, dw13_len: usize, dw2: *mut u16,
+        dw2_len: usize, workspace: *mut u8, workspace_len: usize, stream: hipStream_t
+    ) {
+        /// The experts block backward from operands already cast (dequant scales): dy rowwise
+        /// (m*d codes of `grad_format`, m scales) and per-group colwise (`dy_col[d_i*m + row]`,
+        /// e*d scales), as `hipfp8_moe_act_dual` / `hipfp8_moe_combine_bwd_dual` write them, and
+        /// x per-group colwise (m*d codes of `format`, e*d scales: the dispatch's out_col /
+        /// scales_col of the forward's x). `saved`: the `hipfp8_moe_experts_forward_precast`
+        /// that returned `generation`; `workspace`: `hipfp8_moe_experts_precast_sizes` bytes.
+        /// Writes dx, dW13 and dW2 as `hipfp8_moe_experts_backward`.
+        fn hipfp8_moe_experts_backward_precast(desc: hipfp8_moe_experts_desc) =
+            backward(cache, |c, d, p, v, wc| {
+                let saved = v.src("saved", saved, saved_len)?;
+                let dy = fp8_view(v, ("dy", "dy_scales"), (dy, dy_len), (dy_scales, dy_scales_len))?;
+                let dy_col = fp8_view(
+                    v,
+                    ("dy_col", "dy_col_scales"),
+                    (dy_col, dy_col_len),
+                    (dy_col_scales, dy_col_scales_len),
+                )?;
+                let x_col = fp8_view(
+                    v,
+                    ("x_col", "x_col_scales"),
+                    (x_col, x_col_len),
+                    (x_col_scales, x_col_scales_len),
+                )?;
+                let offs = v.src("offs", offs, num_groups)?;
+                let ([dx, dw13, dw2], ws) = experts_grads(
+                    v,
+                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
+                    (workspace, workspace_len),
+                )?;
+                let s = StreamRef(stream.cast());
+                let (sh, g) = (experts_shape(d), generation);
+                Ok(c.moe_experts_backward_precast(
+                    &p, sh, wc, g, saved, dy, dy_col, x_col, offs, dx, dw13, dw2, ws, s,
+                )?)
             });
     }
     (

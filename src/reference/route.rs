@@ -149,7 +149,8 @@ pub fn dispatch_dual<T: GluElem + Default>(
     let Dual { rows: r_out, cols } = out;
     let tail = pad.last().map_or(0, |&p| p as usize);
     // act_dual leaves the column-major rows past the last group alone: zero them.
-    for col in cols.codes[..k * m_cap].chunks_mut(m_cap) {
+    // (m_cap = 0: no columns to clear; chunks_mut refuses a zero size.)
+    for col in cols.codes[..k * m_cap].chunks_mut(m_cap.max(1)) {
         col[tail..].fill(0);
     }
     let xg = Grouped {

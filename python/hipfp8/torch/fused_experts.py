@@ -16,6 +16,11 @@ Ops (torch.library, namespace `hipfp8`, fake kernels with exact shapes):
   moe_experts_forward(x, offs, w1, w3, w2, cache, dtype) -> (y, saved, generation)
   moe_experts_backward(saved, generation, dy, offs, cache, i, dtype, grad_dtype)
       -> (dx, dw13, dw2)
+  moe_experts_forward_precast(x, x_scales, offs, w1, w3, w2, cache) -> (y, saved, generation)
+  moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col,
+      x_col_scales, offs, cache, i) -> (dx, dw13, dw2)
+(the pre-cast calls: x and dy already cast with dequant scales, as the routing dispatches of
+ops.py write them; the FP8 dtypes are the operands'; hipfp8.torch.routed uses them).
 `saved` is a uint8 tensor (the recipe's saved buffer), `generation` a CPU int64 tensor (2,):
 the cache instance and the cache snapshot the forward used; the backward refuses a snapshot
 other than its forward's (the weights were re-quantized in between). Workspaces and `saved` come
@@ -46,7 +51,8 @@ from .. import _lib as L
 from . import ops
 
 __all__ = ["ExpertsWeightCache", "experts", "moe_experts_forward", "moe_experts_backward",
-           "experts_saved_bytes"]
+           "experts_saved_bytes", "moe_experts_forward_precast", "moe_experts_backward_precast",
+           "experts_precast_saved_bytes"]
 
 _BF16 = torch.bfloat16
 _U8 = torch.uint8
@@ -74,6 +80,12 @@ def experts_saved_bytes(m, d, i, e):
     """Bytes of the forward's `saved` (hipfp8_moe_experts_saved_size): FP8 colwise x (m*d) and
     h (m*i), their f32 dequant scales (e*d, e*i) and bf16 gu (m*2i), aligned."""
     return _carve_bytes([m * d, 4 * e * d, 2 * m * 2 * i, m * i, 4 * e * i])
+
+
+def experts_precast_saved_bytes(m, d, i, e):
+    """Bytes of the pre-cast forward's `saved` (hipfp8_moe_experts_precast_sizes): as
+    experts_saved_bytes without x's colwise cast (the caller keeps it for the backward)."""
+    return _carve_bytes([0, 0, 2 * m * 2 * i, m * i, 4 * e * i])
 
 
 class ExpertsWeightCache:
@@ -223,20 +235,49 @@ def _fwd_kernel(x, offs, w1, w3, w2, cache, dtype):
     dev, hp, f, (m, d, i, e) = _fwd_plan(x, offs, w1, w3, w2, cache, dtype)
     c = _cache_of(op, cache)
     h = c._ensure(dev, f, w1, w3, w2)
-    ctx = ops._ctx(dev)
     desc = ops._desc(L.Experts, hp, f, f, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    saved_n, ws_n, _ = ctx.experts_sizes(desc)
-    y = torch.empty((m, d), dtype=_BF16, device=dev)
+    return _forward_call(op, False, dev, desc, c, h, (m, d), [x, offs])
+
+
+def _bufs(ts):
+    """(pointer, element count) of each tensor, flattened: the C call's buffer arguments."""
+    return [a for t in ts for a in (t.data_ptr(), t.numel())]
+
+
+def _stream(dev):
+    return None if dev.type == "cpu" else ops._raw_stream(dev.index)
+
+
+def _forward_call(op, pre, dev, desc, c, h, md, ins):
+    """A forward's C call (`pre`: the pre-cast one) with inputs `ins` (the tensors before y):
+    y, saved and the workspace from torch's allocator; (y, saved, generation)."""
+    ctx = ops._ctx(dev)
+    saved_n, ws_n, _ = (ctx.experts_precast_sizes if pre else ctx.experts_sizes)(desc)
+    y = torch.empty(md, dtype=_BF16, device=dev)
     saved = torch.empty(saved_n, dtype=_U8, device=dev)
     ws = torch.empty(ws_n, dtype=_U8, device=dev)
     gen = ctypes.c_uint64()
-    st = L.lib().dll.hipfp8_moe_experts_forward(
-        ctx.handle, desc, h, x.data_ptr(), x.numel(), offs.data_ptr(), e, y.data_ptr(), y.numel(),
-        saved.data_ptr(), saved_n, ws.data_ptr(), ws_n, ctypes.byref(gen),
-        None if dev.type == "cpu" else ops._raw_stream(dev.index))
+    dll = L.lib().dll
+    cfn = dll.hipfp8_moe_experts_forward_precast if pre else dll.hipfp8_moe_experts_forward
+    st = cfn(ctx.handle, desc, h, *_bufs(ins + [y, saved, ws]), ctypes.byref(gen), _stream(dev))
     if st:
         raise L.lib().error(st, f"hipfp8.{op}")
     return y, saved, torch.tensor([c.serial, gen.value], dtype=torch.int64)
+
+
+def _backward_call(op, pre, dev, desc, c, gen, shape, ins):
+    """A backward's C call with inputs `ins` (the tensors after `generation`, offs last):
+    (dx, dW13, dW2)."""
+    ctx = ops._ctx(dev)
+    ws_n = (ctx.experts_precast_sizes if pre else ctx.experts_sizes)(desc)[2]
+    outs = list(_bwd_outs(dev, *shape))
+    ws = torch.empty(ws_n, dtype=_U8, device=dev)
+    dll = L.lib().dll
+    cfn = dll.hipfp8_moe_experts_backward_precast if pre else dll.hipfp8_moe_experts_backward
+    st = cfn(ctx.handle, desc, c._handle, gen, *_bufs(ins + outs + [ws]), _stream(dev))
+    if st:
+        raise L.lib().error(st, f"hipfp8.{op}")
+    return tuple(outs)
 
 
 def _fwd_fake(x, offs, w1, w3, w2, cache, dtype):
@@ -255,20 +296,38 @@ def _bwd_plan(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
     ops._offs(op, offs, dev)
     f = ops._fmt(op, dtype)
     gf = ops._fmt(op, grad_dtype)
-    if generation.dtype != torch.int64 or generation.device.type not in ("cpu", "meta") \
-            or tuple(generation.shape) != (2,):
-        _fail(op, "generation must be the forward's CPU int64 (2,) tensor, got "
-                  f"{generation.dtype} {tuple(generation.shape)} on {generation.device}", TypeError)
+    _generation_arg(op, generation)
     m, d = dy.shape
     e = offs.shape[0]
     if i <= 0:
         _fail(op, f"i must be > 0, got {i}")
-    want = experts_saved_bytes(m, d, i, e)
+    _saved_arg(op, saved, experts_saved_bytes(m, d, i, e), (m, d, i, e))
+    return dev, hp, f, gf, (m, d, i, e)
+
+
+def _generation_arg(op, generation):
+    if generation.dtype != torch.int64 or generation.device.type not in ("cpu", "meta") \
+            or tuple(generation.shape) != (2,):
+        _fail(op, "generation must be the forward's CPU int64 (2,) tensor, got "
+                  f"{generation.dtype} {tuple(generation.shape)} on {generation.device}", TypeError)
+
+
+def _saved_arg(op, saved, want, shape):
     if saved.dtype != _U8 or saved.dim() != 1 or not saved.is_contiguous() \
             or saved.shape[0] != want:
         _fail(op, f"saved must be the forward's contiguous uint8 ({want},) tensor for "
-                  f"(M, D, I, E) = {(m, d, i, e)}, got {saved.dtype} {tuple(saved.shape)}")
-    return dev, hp, f, gf, (m, d, i, e)
+                  f"(M, D, I, E) = {shape}, got {saved.dtype} {tuple(saved.shape)}")
+
+
+def _cache_for_backward(op, cache, generation):
+    """The cache and the snapshot number of a backward (refused when the cache was made anew
+    since the forward)."""
+    c = _cache_of(op, cache)
+    serial, gen = generation.tolist()
+    if serial != c.serial:
+        _fail(op, "the weight cache was made anew (device, shape or FP8 dtype changed, or "
+                  "released) since the forward these saved tensors come from", RuntimeError)
+    return c, gen
 
 
 def _bwd_outs(dev, m, d, i, e):
@@ -281,29 +340,98 @@ def _bwd_kernel(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
     op = "moe_experts_backward"
     dev, hp, f, gf, (m, d, i, e) = _bwd_plan(saved, generation, dy, offs, cache, i, dtype,
                                              grad_dtype)
-    c = _cache_of(op, cache)
-    serial, gen = generation.tolist()
-    if serial != c.serial:
-        _fail(op, "the weight cache was made anew (device, shape or FP8 dtype changed, or "
-                  "released) since the forward these saved tensors come from", RuntimeError)
-    ctx = ops._ctx(dev)
+    c, gen = _cache_for_backward(op, cache, generation)
     desc = ops._desc(L.Experts, hp, f, gf, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
-    _, _, ws_n = ctx.experts_sizes(desc)
-    dx, dw13, dw2 = _bwd_outs(dev, m, d, i, e)
-    ws = torch.empty(ws_n, dtype=_U8, device=dev)
-    st = L.lib().dll.hipfp8_moe_experts_backward(
-        ctx.handle, desc, c._handle, gen, saved.data_ptr(), saved.numel(), dy.data_ptr(),
-        dy.numel(), offs.data_ptr(), e, dx.data_ptr(), dx.numel(), dw13.data_ptr(), dw13.numel(),
-        dw2.data_ptr(), dw2.numel(), ws.data_ptr(), ws_n,
-        None if dev.type == "cpu" else ops._raw_stream(dev.index))
-    if st:
-        raise L.lib().error(st, f"hipfp8.{op}")
-    return dx, dw13, dw2
+    return _backward_call(op, False, dev, desc, c, gen, (m, d, i, e), [saved, dy, offs])
 
 
 def _bwd_fake(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
     dev, _, _, _, (m, d, i, e) = _bwd_plan(saved, generation, dy, offs, cache, i, dtype,
                                            grad_dtype)
+    return _bwd_outs(dev, m, d, i, e)
+
+
+# ---- the pre-cast ops (x and dy cast by the caller: the routing dispatches) ----------------
+
+def _fp8_operand(op, name, q, scales, m, k, n_scales, dev, col=False):
+    """An FP8 operand: q (m, k) row-major (col: column-major, strides (1, m)) and n_scales f32
+    dequant scales; returns its format id."""
+    f = ops._fp8_in(op, name, q)
+    if q.dim() != 2 or tuple(q.shape) != (m, k):
+        _fail(op, f"{name} must be ({m}, {k}), got shape {tuple(q.shape)}")
+    if not (q.t().is_contiguous() if col else q.is_contiguous()):
+        _fail(op, f"{name} must be " + ("column-major (strides (1, M), the dispatch's out_col)"
+                                         if col else "contiguous (row-major)"))
+    if q.device != dev:
+        _fail(op, f"{name} must be on {dev}, got {q.device}")
+    ops._f32_in(op, name + "_scales", scales, n_scales, dev)
+    return f
+
+
+def _fwdp_plan(x, x_scales, offs, w1, w3, w2, cache):
+    op = "moe_experts_forward_precast"
+    dev = ops._device(op, x, x_scales, offs)
+    ops._offs(op, offs, dev)
+    e, i, d = _weight_args(op, w1, w3, w2, dev)
+    if x.dim() != 2:
+        _fail(op, f"x must be 2-D (M, D), got shape {tuple(x.shape)}")
+    m = x.shape[0]
+    f = _fp8_operand(op, "x", x, x_scales, m, d, m, dev)
+    if offs.shape[0] != e:
+        _fail(op, f"offs has {offs.shape[0]} groups but the weights have {e} experts")
+    return dev, f, (m, d, i, e)
+
+
+def _fwdp_kernel(x, x_scales, offs, w1, w3, w2, cache):
+    op = "moe_experts_forward_precast"
+    dev, f, (m, d, i, e) = _fwdp_plan(x, x_scales, offs, w1, w3, w2, cache)
+    c = _cache_of(op, cache)
+    h = c._ensure(dev, f, w1, w3, w2)
+    desc = ops._desc(L.Experts, L.DTYPE_BF16, f, f, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
+    return _forward_call(op, True, dev, desc, c, h, (m, d), [x, x_scales, offs])
+
+
+def _fwdp_fake(x, x_scales, offs, w1, w3, w2, cache):
+    dev, _, (m, d, i, e) = _fwdp_plan(x, x_scales, offs, w1, w3, w2, cache)
+    return (torch.empty((m, d), dtype=_BF16, device=dev),
+            torch.empty(experts_precast_saved_bytes(m, d, i, e), dtype=_U8, device=dev),
+            torch.empty(2, dtype=torch.int64, device="cpu"))
+
+
+def _bwdp_plan(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales,
+               offs, cache, i):
+    op = "moe_experts_backward_precast"
+    dev = ops._device(op, saved, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales, offs)
+    ops._offs(op, offs, dev)
+    _generation_arg(op, generation)
+    if dy.dim() != 2:
+        _fail(op, f"dy must be 2-D (M, D), got shape {tuple(dy.shape)}")
+    if i <= 0:
+        _fail(op, f"i must be > 0, got {i}")
+    m, d = dy.shape
+    e = offs.shape[0]
+    gf = _fp8_operand(op, "dy", dy, dy_scales, m, d, m, dev)
+    if _fp8_operand(op, "dy_col", dy_col, dy_col_scales, m, d, e * d, dev, col=True) != gf:
+        _fail(op, f"dy and dy_col must have one FP8 dtype, got {dy.dtype} and {dy_col.dtype}",
+              TypeError)
+    f = _fp8_operand(op, "x_col", x_col, x_col_scales, m, d, e * d, dev, col=True)
+    _saved_arg(op, saved, experts_precast_saved_bytes(m, d, i, e), (m, d, i, e))
+    return dev, f, gf, (m, d, i, e)
+
+
+def _bwdp_kernel(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales,
+                 offs, cache, i):
+    op = "moe_experts_backward_precast"
+    dev, f, gf, (m, d, i, e) = _bwdp_plan(saved, generation, dy, dy_scales, dy_col,
+                                          dy_col_scales, x_col, x_col_scales, offs, cache, i)
+    c, gen = _cache_for_backward(op, cache, generation)
+    desc = ops._desc(L.Experts, L.DTYPE_BF16, f, gf, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
+    ins = [saved, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales, offs]
+    return _backward_call(op, True, dev, desc, c, gen, (m, d, i, e), ins)
+
+
+def _bwdp_fake(*args):
+    dev, _, _, (m, d, i, e) = _bwdp_plan(*args)
     return _bwd_outs(dev, m, d, i, e)
 
 
@@ -321,6 +449,15 @@ _fwd_op = _define("moe_experts_forward(Tensor x, Tensor offs, Tensor w1, Tensor 
 _bwd_op = _define("moe_experts_backward(Tensor saved, Tensor generation, Tensor dy, Tensor offs, "
                   "int cache, int i, ScalarType dtype, ScalarType grad_dtype) "
                   "-> (Tensor, Tensor, Tensor)", _bwd_kernel, _bwd_fake)
+
+
+_fwdp_op = _define("moe_experts_forward_precast(Tensor x, Tensor x_scales, Tensor offs, Tensor w1, "
+                   "Tensor w3, Tensor w2, int cache) -> (Tensor, Tensor, Tensor)",
+                   _fwdp_kernel, _fwdp_fake)
+_bwdp_op = _define("moe_experts_backward_precast(Tensor saved, Tensor generation, Tensor dy, "
+                   "Tensor dy_scales, Tensor dy_col, Tensor dy_col_scales, Tensor x_col, "
+                   "Tensor x_col_scales, Tensor offs, int cache, int i) -> (Tensor, Tensor, Tensor)",
+                   _bwdp_kernel, _bwdp_fake)
 
 
 def _eager(kernel, op):
@@ -350,6 +487,29 @@ def moe_experts_backward(saved, generation, dy, offs, cache, i, dtype=None, grad
     forward's saved and generation. Rows of dx past offs[-1] are not written."""
     dt = ops._dt(dy, dtype)
     return _bwd(saved, generation, dy, offs, cache.id, i, dt, dt if grad_dtype is None else grad_dtype)
+
+
+_fwdp = _eager(_fwdp_kernel, _fwdp_op)
+_bwdp = _eager(_bwdp_kernel, _bwdp_op)
+
+
+def moe_experts_forward_precast(x, x_scales, offs, w1, w3, w2, cache):
+    """The recipe's forward from x already cast (no autograd): x (M, D) FP8 row-major with
+    x_scales (M,) f32 dequant row scales (moe_dispatch_dual's out / scales with dequant=True;
+    offs = its offs_pad, M = its m_cap), the FP8 dtype x's. -> (y (M, D) bf16, saved,
+    generation); bit-identical to moe_experts_forward of the bf16 x those operands cast."""
+    return _fwdp(x, x_scales, offs, w1, w3, w2, cache.id)
+
+
+def moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col,
+                                 x_col_scales, offs, cache, i):
+    """The recipe's backward from operands already cast (dequant scales): dy (M, D) row-major
+    with (M,) scales and dy_col (M, D) column-major with (E, D) scales (moe_combine_bwd_dual's),
+    x_col (M, D) column-major with (E, D) scales (the forward dispatch's out_col / scales_col);
+    saved and generation from moe_experts_forward_precast. -> (dx (M, D), dW13 (E, 2I, D),
+    dW2 (E, D, I)), bf16."""
+    return _bwdp(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales,
+                 offs, cache.id, i)
 
 
 # ---- autograd ------------------------------------------------------------------------------

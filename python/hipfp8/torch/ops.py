@@ -26,6 +26,7 @@ __all__ = [
     "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual", "moe_act_dual",
     "moe_swiglu_quant", "moe_swiglu_bwd_quant",
     "grouped_gemm_2d3d", "grouped_gemm_2d2d",
+    "moe_dispatch_dual", "moe_combine_bwd_dual", "moe_combine", "moe_combine_bwd_scores",
 ]
 
 FP8_FORMAT = {
@@ -628,6 +629,128 @@ _grouped_gemm_2d2d = _register(
     _g2_plan, _workspace)
 
 
+# MoE routing (docs/OPS.md "MoE routing") --------------------------------------------------------
+_I32 = torch.int32
+
+
+def _i32_in(op, name, t, shape, dev):
+    if t.dtype != _I32:
+        _fail(op, f"{name} must be int32, got {t.dtype}", TypeError)
+    if tuple(t.shape) != tuple(shape) or not t.is_contiguous():
+        _fail(op, f"{name} must be a contiguous {tuple(shape)} tensor, got shape {tuple(t.shape)}")
+    if t.device != dev:
+        _fail(op, f"{name} must be on {dev}, got {t.device}")
+
+
+def _weights_in(op, w, t, dev):
+    """The routing scores: a contiguous (t, topk) float32 tensor; returns topk."""
+    if w.dtype != _F32:
+        _fail(op, f"weights must be float32, got {w.dtype}", TypeError)
+    if w.dim() != 2 or w.shape[0] != t or not w.is_contiguous():
+        _fail(op, f"weights must be a contiguous (T, topk) = ({t}, topk) tensor, got shape "
+                  f"{tuple(w.shape)}")
+    if w.device != dev:
+        _fail(op, f"weights must be on {dev}, got {w.device}")
+    return w.shape[1]
+
+
+def _dispatch_specs(op, t, k, topk, g, align, m_cap, dtype):
+    if topk <= 0 or align <= 0:
+        _fail(op, f"topk and align must be > 0, got {topk} and {align}")
+    if m_cap < t * topk + g * (align - 1):
+        _fail(op, f"m_cap = {m_cap} < T*topk + G*(align-1) = {t * topk + g * (align - 1)}: "
+                  "padded groups may not fit")
+    return [((g,), (1,), _I32), ((t, topk), (topk, 1), _I32)] + _act_dual_specs(m_cap, k, g, dtype)
+
+
+def _dispatch_flags(pow2, dequant):
+    return int(pow2) | (L.FLAG_DEQUANT_SCALES if dequant else 0)
+
+
+def _dispatch_plan(x, perm, offs, topk, align, m_cap, dtype, pow2, dequant):
+    op = "moe_dispatch_dual"
+    dev = _device(op, x, perm, offs)
+    hp = _hp(op, "x", x, 2)
+    _offs(op, offs, dev)
+    f = _fmt(op, dtype)
+    t, k = x.shape
+    if topk <= 0:
+        _fail(op, f"topk must be > 0, got {topk}")
+    _i32_in(op, "perm", perm, (t * topk,), dev)
+    g = offs.shape[0]
+    return (_dispatch_specs(op, t, k, topk, g, align, m_cap, dtype),
+            _desc(L.Dispatch, hp, f, _dispatch_flags(pow2, dequant), t, k, topk, align, m_cap),
+            (x, perm, offs))
+
+
+_moe_dispatch_dual = _register(
+    "moe_dispatch_dual(Tensor x, Tensor perm, Tensor offs, int topk, int align, int m_cap, "
+    "ScalarType dtype, bool pow2, bool dequant) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    _dispatch_plan)
+
+
+def _combine_bwd_dual_plan(dout, weights, perm, offs, align, m_cap, dtype, pow2, dequant):
+    op = "moe_combine_bwd_dual"
+    dev = _device(op, dout, weights, perm, offs)
+    hp = _hp(op, "dout", dout, 2)
+    _offs(op, offs, dev)
+    f = _fmt(op, dtype)
+    t, k = dout.shape
+    topk = _weights_in(op, weights, t, dev)
+    _i32_in(op, "perm", perm, (t * topk,), dev)
+    g = offs.shape[0]
+    return (_dispatch_specs(op, t, k, topk, g, align, m_cap, dtype),
+            _desc(L.Dispatch, hp, f, _dispatch_flags(pow2, dequant), t, k, topk, align, m_cap),
+            (dout, weights, perm, offs))
+
+
+_moe_combine_bwd_dual = _register(
+    "moe_combine_bwd_dual(Tensor dout, Tensor weights, Tensor perm, Tensor offs, int align, "
+    "int m_cap, ScalarType dtype, bool pow2, bool dequant) "
+    "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)", _combine_bwd_dual_plan)
+
+
+def _combine_plan(y, slot_row, weights):
+    op = "moe_combine"
+    dev = _device(op, y, slot_row, weights)
+    hp = _hp(op, "y", y, 2)
+    m_cap, k = y.shape
+    if slot_row.dim() != 2:
+        _fail(op, f"slot_row must be (T, topk), got shape {tuple(slot_row.shape)}")
+    t = slot_row.shape[0]
+    topk = _weights_in(op, weights, t, dev)
+    _i32_in(op, "slot_row", slot_row, (t, topk), dev)
+    return ([((t, k), (k, 1), torch.bfloat16)], _desc(L.Combine, hp, t, k, topk, m_cap),
+            (y, slot_row, weights))
+
+
+_moe_combine = _register("moe_combine(Tensor y, Tensor slot_row, Tensor weights) -> Tensor",
+                         _combine_plan)
+
+
+def _combine_bwd_scores_plan(dout, y, slot_row):
+    op = "moe_combine_bwd_scores"
+    dev = _device(op, dout, y, slot_row)
+    hp = _hp(op, "dout", dout, 2)
+    if _hp(op, "y", y, 2) != hp:
+        _fail(op, f"dout and y must have one dtype, got {dout.dtype} and {y.dtype}", TypeError)
+    t, k = dout.shape
+    m_cap, ky = y.shape
+    if ky != k:
+        _fail(op, f"dout is (T, {k}) but y is (M_cap, {ky}): the column counts differ")
+    if slot_row.dim() != 2:
+        _fail(op, f"slot_row must be (T, topk), got shape {tuple(slot_row.shape)}")
+    topk = slot_row.shape[1]
+    _i32_in(op, "slot_row", slot_row, (t, topk), dev)
+    return ([((t, topk), (topk, 1), _F32)], _desc(L.Combine, hp, t, k, topk, m_cap),
+            (dout, y, slot_row))
+
+
+_moe_combine_bwd_scores = _register(
+    "moe_combine_bwd_scores(Tensor dout, Tensor y, Tensor slot_row) -> Tensor",
+    _combine_bwd_scores_plan)
+
+
 # ---- Python entry points (dtype defaults to the device's native format) --------------------
 
 _native = {}
@@ -768,3 +891,38 @@ def grouped_gemm_2d3d(a, b, offs, scale_a, scale_b):
 def grouped_gemm_2d2d(a, b, offs, scale_a, scale_b):
     """bf16 (G,N,K) = per group a_g (N,Mt_g) @ b_g (Mt_g,K) with dequant scales (G,N), (G,K)."""
     return _grouped_gemm_2d2d(a, b, offs, scale_a, scale_b)
+
+
+def moe_dispatch_dual(x, perm, offs, topk, align=16, m_cap=None, dtype=None, pow2=True,
+                      dequant=True):
+    """The token dispatch fused with the group padding and both grouped-GEMM casts: x (T, D),
+    perm (T*topk,) int32 (the slots `token*topk + j` in expert order), offs (G,) int32 END
+    offsets over perm -> (offs_pad (G,), slot_row (T, topk), fp8 (M_cap, D), scales (M_cap,),
+    fp8 (M_cap, D) column-major, scales (G, D)), the casts of the padded matrix on offs_pad;
+    scales are the GEMMs' dequant scales when `dequant` (the default), else forward scales.
+    m_cap defaults to T*topk + G*(align-1)."""
+    if m_cap is None:
+        m_cap = x.shape[0] * topk + offs.shape[0] * (align - 1)
+    return _moe_dispatch_dual(x, perm, offs, topk, align, m_cap, _dt(x, dtype), pow2, dequant)
+
+
+def moe_combine_bwd_dual(dout, weights, perm, offs, align=16, m_cap=None, dtype=None, pow2=True,
+                         dequant=True):
+    """The combine's backward into the experts' output gradient, cast as moe_dispatch_dual
+    casts: slot s's row is `bf16(weights[s] * dout[s // topk])`; weights (T, topk) float32."""
+    t, topk = weights.shape
+    if m_cap is None:
+        m_cap = t * topk + offs.shape[0] * (align - 1)
+    return _moe_combine_bwd_dual(dout, weights, perm, offs, align, m_cap, _dt(dout, dtype), pow2,
+                                 dequant)
+
+
+def moe_combine(y, slot_row, weights):
+    """out (T, D) bf16 = sum_j weights[t, j] * y[slot_row[t, j]] (f32 products added in j order,
+    rounded once); slot rows of -1 add nothing."""
+    return _moe_combine(y, slot_row, weights)
+
+
+def moe_combine_bwd_scores(dout, y, slot_row):
+    """dweights (T, topk) f32 = dot(dout[t], y[slot_row[t, j]]) (0 for a row of -1)."""
+    return _moe_combine_bwd_scores(dout, y, slot_row)
