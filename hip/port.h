@@ -170,6 +170,16 @@ static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
 }
 // Polite spin-wait step for inter-block flags.
 #define HIPFP8_BACKOFF() __builtin_amdgcn_s_sleep(2)
+// One f32 add / multiply, rounded once, never fused with a neighbouring operation into an FMA
+// (hipcc contracts a*b+c by default; the pragma drops the `contract` flag of these instructions).
+static inline __device__ float hipfp8_add_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a + b;
+}
+static inline __device__ float hipfp8_mul_rn(float a, float b) {
+#pragma clang fp contract(off)
+  return a * b;
+}
 #if defined(HIPFP8_HW_FP8_FNUZ) || defined(HIPFP8_HW_FP8_OCP)
 // Raw hardware f32x2 -> fp8x2 (byte 0 = lo, byte 1 = hi), round-to-nearest-even. The hardware
 // does NOT saturate by itself and its NaN/Inf/-0 behaviour is the codec's business: callers
@@ -186,6 +196,10 @@ static inline __device__ uint32_t hipfp8_hw_cvt_e5m2x2(float lo, float hi) {
 #define HIPFP8_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #define HIPFP8_SYNC_WAVE() __syncwarp()
 #define HIPFP8_LAUNCH_BOUNDS_MIN_BLOCKS(threads, blocks) __launch_bounds__(threads, blocks)
+// One f32 add / multiply, rounded once, never merged into an FMA (nvcc contracts a*b+c by
+// default; the _rn intrinsics are documented never to be).
+static inline __device__ float hipfp8_add_rn(float a, float b) { return __fadd_rn(a, b); }
+static inline __device__ float hipfp8_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   return __reduce_max_sync(0xffffffffu, v);  // one redux.sync

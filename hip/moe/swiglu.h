@@ -1,9 +1,8 @@
 // swiglu.h -- the SwiGLU arithmetic of src/reference/moe.rs on the device, operation for
-// operation: every f32 operation is computed in f64 and rounded once to f32 (the IEEE f32
-// result), exp is the reference's own (fused multiply-adds in f64), and the one multiply-add of
-// the formulas is an explicit fmaf, so no product feeds a sum the compiler could contract into
-// an FMA of its own (compilers narrow f32(f64(a) + f64(b)) to an f32 add, so a product feeding
-// such an add would be contractible): every backend computes the same bits.
+// operation: every f32 add and multiply is one IEEE operation that the compiler may not fuse
+// into an FMA (hipfp8_add_rn / hipfp8_mul_rn of port.h), division and exp are computed in f64
+// and rounded once (exp is the reference's own, fused multiply-adds in f64), and the one
+// multiply-add of the formulas is an explicit fmaf: every backend computes the same bits.
 #pragma once
 
 #include "../fp8_codec.h"
@@ -11,8 +10,8 @@
 namespace hipfp8 {
 namespace moe {
 
-__device__ inline float add32(float x, float y) { return (float)((double)x + (double)y); }
-__device__ inline float mul32(float x, float y) { return (float)((double)x * (double)y); }
+__device__ inline float add32(float x, float y) { return hipfp8_add_rn(x, y); }
+__device__ inline float mul32(float x, float y) { return hipfp8_mul_rn(x, y); }
 __device__ inline float div32(float x, float y) { return (float)((double)x / (double)y); }
 
 // exp_f32 of src/reference/moe.rs: f32(p(r) * 2^k), k = rint(x log2 e), r = x - k ln 2 (two

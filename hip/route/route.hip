@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kBlock) combine_kernel(const typename In::elem
         const int64_t r = rows[s];
         if (r >= 0 && r < m_cap) acc = moe::add32(acc, moe::mul32(w[s], In::load1(y, r * k + c)));
       }
-      out[tok * k + c] = (uint16_t)(f2u(moe::round_to<true>(acc)) >> 16);
+      out[tok * k + c] = acc != acc ? (uint16_t)0x7FC0u : (uint16_t)(f2u(moe::round_to<true>(acc)) >> 16);
     }
   }
 }
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kBlock) scores_kernel(const typename In::elem*
       if ((int)threadIdx.x < h) lanes[threadIdx.x] = moe::add32(lanes[threadIdx.x], lanes[threadIdx.x + h]);
       __syncthreads();
     }
-    if (threadIdx.x == 0) dw[s] = lanes[0];
+    if (threadIdx.x == 0) dw[s] = lanes[0] != lanes[0] ? u2f(0x7FC00000u) : lanes[0];
     __syncthreads();
   }
 }

@@ -186,10 +186,24 @@ pub fn combine<T: Hp>(
                         acc += w[s] * y[slot_row[s] as usize * k + c].to_f32();
                     }
                 }
-                *o = bf16::from_f32(acc);
+                *o = if acc.is_nan() {
+                    bf16::from_bits(0x7FC0)
+                } else {
+                    bf16::from_f32(acc)
+                };
             }
         });
     Ok(())
+}
+
+/// `x`, or the canonical NaN `0x7FC00000` when `x` is a NaN (the payload and sign of a NaN
+/// made by the arithmetic differ between processors).
+fn canonical_nan(x: f32) -> f32 {
+    if x.is_nan() {
+        f32::from_bits(0x7FC0_0000)
+    } else {
+        x
+    }
 }
 
 /// The dot product of two rows in the device's order (see [`DOT_LANES`]).
@@ -224,7 +238,10 @@ pub fn combine_bwd_scores<T: Hp>(
         .for_each(|(s, d)| {
             let (tok, p) = (s / topk, slot_row[s]);
             *d = match usize::try_from(p) {
-                Ok(p) => dot_lanes(&dout[tok * k..(tok + 1) * k], &y[p * k..(p + 1) * k]),
+                Ok(p) => canonical_nan(dot_lanes(
+                    &dout[tok * k..(tok + 1) * k],
+                    &y[p * k..(p + 1) * k],
+                )),
                 Err(_) => 0.0,
             };
         });
