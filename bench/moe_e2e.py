@@ -11,9 +11,9 @@ counts, BENCHMARKS.md), torchao 0.18's FP8 rowwise path (the projection: its aut
 function; block and layer: torchtitan's Float8 recipe, groups padded to 16 by its torchao
 dispatcher and `quantize_(Float8TrainingOpConfig)`, the layer compiled as that recipe
 requires) and hipfp8 (the projection: hipfp8.torch.grouped_mm; block and layer:
-swap_grouped_experts in both modes, its default the fused experts recipe (one library call per
-pass, `impl: "recipe"`) and `fused=False`, three grouped_mm calls and torch's SwiGLU
-(`impl: "grouped_mm"`); eager; the layer also compiled; the layer also through
+swap_grouped_experts in both modes: `fused=True`, the fused experts recipe (one library call
+per pass, `impl: "recipe"`), and its default `fused=False`, three grouped_mm calls and torch's
+SwiGLU (`impl: "grouped_mm"`); eager; the layer also compiled; the layer also through
 swap_routed_experts, the routing ops around the pre-cast recipe with no bf16 permuted or
 padded copy (`impl: "recipe+route"`, eager)). Rows keep `variant: "hipfp8"` for all three and
 say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and

@@ -70,7 +70,7 @@ def test_fused_experts_fullgraph(device):
     """The fused experts recipe compiled: two opaque custom ops (no graph break), bit-equal to
     eager (nothing for inductor to fuse differently), forward and every gradient; token
     counts vary without recompiling; the weight cache is refreshed by neither."""
-    m = hf.GroupedExperts(64, 96, 4, device=device, dtype=torch.bfloat16)
+    m = hf.GroupedExperts(64, 96, 4, device=device, dtype=torch.bfloat16, fused=True)
     for p in m.parameters():
         torch.nn.init.normal_(p, std=0.05)
     c = torch.compile(m, fullgraph=True, dynamic=True)

@@ -116,7 +116,7 @@ def test_new_ops_equal_unfused_casts(device):
 
 def test_cache_refreshes_when_weights_change(device):
     e, i, d = 2, 16, 32
-    m = hf.GroupedExperts(d, i, e, device=device, dtype=BF)
+    m = hf.GroupedExperts(d, i, e, device=device, dtype=BF, fused=True)
     for p in m.parameters():
         torch.nn.init.normal_(p, std=0.05)
     cnt = torch.tensor([10, 22], device=device)
@@ -143,7 +143,7 @@ def test_cache_refreshes_when_weights_change(device):
 def test_backward_across_refresh_refused(device):
     """A backward whose forward used an older snapshot than the cache holds fails (the C
     library's generation check) and writes no gradient."""
-    m = hf.GroupedExperts(32, 16, 2, device=device, dtype=BF)
+    m = hf.GroupedExperts(32, 16, 2, device=device, dtype=BF, fused=True)
     for p in m.parameters():
         torch.nn.init.normal_(p, std=0.05)
     cnt = torch.tensor([10, 22], device=device)
@@ -166,7 +166,7 @@ def test_backward_across_refresh_refused(device):
 
 
 def test_explicit_refresh_and_invalidate(device):
-    m = hf.GroupedExperts(32, 16, 2, device=device, dtype=BF)
+    m = hf.GroupedExperts(32, 16, 2, device=device, dtype=BF, fused=True)
     for p in m.parameters():
         torch.nn.init.normal_(p, std=0.05)
     cnt = torch.tensor([16, 16], device=device)
@@ -197,7 +197,7 @@ def test_fused_vs_unfused_module(device):
     - dW1, dW3: the per-group column scales of d are the same per column, so they equal where
       d_gate, d_up do."""
     e, i, d = 4, 96, 64
-    fused = hf.GroupedExperts(d, i, e, device=device, dtype=BF)
+    fused = hf.GroupedExperts(d, i, e, device=device, dtype=BF, fused=True)
     for p in fused.parameters():
         torch.nn.init.normal_(p, std=0.05)
     unfused = copy.deepcopy(fused)

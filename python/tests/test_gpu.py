@@ -174,7 +174,7 @@ def test_cuda_graph_fused_experts_fwd_bwd():
     eager bit for bit; new token counts between replays (read on the device); after an in-place
     weight update and refresh_weight_cache() (outside the graph) the replay reads the refreshed
     FP8 weights and equals eager again."""
-    ex = hf.GroupedExperts(512, 256, 4, device="cuda", dtype=torch.bfloat16)
+    ex = hf.GroupedExperts(512, 256, 4, device="cuda", dtype=torch.bfloat16, fused=True)
     for p in ex.parameters():
         torch.nn.init.normal_(p, std=0.05)
     x = rnd(2048, 512, device="cuda", seed=1, scale=1.0).requires_grad_()
@@ -319,7 +319,7 @@ def test_no_host_sync():
     """torch's sync debug mode raises on any synchronising call in a training step (the
     fused experts' first step includes the weight cache's creation and refresh)."""
     A, W, offs = moe_inputs(m=1024, k=256, n=128, e=4)
-    experts = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16)
+    experts = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16, fused=True)
     unfused = hf.GroupedExperts(256, 128, 4, device="cuda", dtype=torch.bfloat16, fused=False)
     for p in list(experts.parameters()) + list(unfused.parameters()):
         torch.nn.init.normal_(p, std=0.05)

@@ -185,14 +185,17 @@ class GroupedExperts(nn.Module):
     names, shapes and state dict, so a checkpoint loads either way; `from_torchtitan(m)` shares
     the parameters of an existing one.
 
-    `fused=True` (the default): the experts recipe, one library call per pass with the FP8
-    weights in `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change;
-    call `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs).
-    `fused=False`: three `grouped_mm` calls and torch's bf16 SwiGLU.
+    `fused=False` (the default): three `grouped_mm` calls and torch's bf16 SwiGLU.
+    `fused=True`: the experts recipe, one library call per pass with the FP8 weights in
+    `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change; call
+    `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs). Not the
+    default: on the H200 its fused casts are slower than the separate ones, and with token
+    groups that are not multiples of 16 its wgrad GEMMs take the reference kernel (README,
+    "From PyTorch"; bench/NOTES.md, session 14).
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
-                 dtype=None, fused=True):
+                 dtype=None, fused=False):
         super().__init__()
         kw = {"device": device, "dtype": dtype}
         self.num_experts = num_experts
@@ -204,7 +207,7 @@ class GroupedExperts(nn.Module):
         self.w3_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim, **kw))
 
     @classmethod
-    def from_torchtitan(cls, m, float8_dtype=None, fused=True):
+    def from_torchtitan(cls, m, float8_dtype=None, fused=False):
         """A GroupedExperts sharing the parameters (the same Parameter objects) of `m`."""
         new = cls.__new__(cls)
         nn.Module.__init__(new)
@@ -248,12 +251,12 @@ def _swapped_refresh(self):
     _refresh(self, self._hipfp8_cache, self._hipfp8_float8_dtype)
 
 
-def swap_grouped_experts(model, float8_dtype=None, fused=True):
+def swap_grouped_experts(model, float8_dtype=None, fused=False):
     """Route every torchtitan GroupedExperts in `model` through hipfp8 FP8, in place: each
-    module keeps its parameters and state dict. `fused=True` (the default): its forward becomes
+    module keeps its parameters and state dict. `fused=True`: its forward becomes
     the fused experts recipe (hipfp8.torch.fused_experts, one library call per pass, FP8 weights
     cached in `m._hipfp8_cache`; `m.refresh_weight_cache()` re-quantizes them now).
-    `fused=False`: only its `_grouped_mm` seam (torchtitan 0.3's hook for low-precision
+    `fused=False` (the default): only its `_grouped_mm` seam (torchtitan 0.3's hook for low-precision
     variants) is replaced by `grouped_mm`, torchtitan's forward runs as is. Both modes replace
     the seam, so the module's `_grouped_mm` is FP8 either way. Returns the number of modules
     swapped."""
