@@ -276,3 +276,50 @@ fn dispatch_then_combine_with_unit_weights_sums_each_tokens_rows() {
         assert_eq!(v.to_f32(), rt.topk as f32 * x[i], "element {i}");
     }
 }
+
+#[test]
+fn nan_results_are_canonical() {
+    // -Inf + Inf and 0 * Inf make the processor's default NaN (x86: 0xFFC00000, negative);
+    // the combine and the score gradient write the canonical NaN of docs/OPS.md instead.
+    let s = hipfp8::route::CombineShape {
+        t: 1,
+        k: 2,
+        topk: 2,
+        m_cap: 2,
+    };
+    let y = vec![f32::NEG_INFINITY, 1.0, f32::INFINITY, 1.0];
+    let rows = vec![0i32, 1];
+    let w = vec![1.0f32, 1.0];
+    let mut out = vec![bf16::from_f32(-3.0); 2];
+    let cpu = Context::cpu();
+    cpu.moe_combine(
+        &NoParams,
+        s,
+        hipfp8::HpSrc::F32((&y).into()),
+        (&rows).into(),
+        (&w).into(),
+        (&mut out).into(),
+        ST,
+    )
+    .unwrap();
+    assert_eq!(
+        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        [0x7FC0, bf16::from_f32(2.0).to_bits()]
+    );
+    let dout = vec![0.0f32, 1.0];
+    let mut dw = vec![-1.0f32; 2];
+    cpu.moe_combine_bwd_scores(
+        &NoParams,
+        s,
+        hipfp8::HpSrc::F32((&dout).into()),
+        hipfp8::HpSrc::F32((&y).into()),
+        (&rows).into(),
+        (&mut dw).into(),
+        ST,
+    )
+    .unwrap();
+    assert_eq!(
+        dw.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        [0x7FC0_0000, 0x7FC0_0000]
+    );
+}

@@ -244,7 +244,12 @@ pub fn combine_oracle(rt: &Route, y: &Tensor, rows: &[i32], w: &[f32]) -> Vec<bf
                     acc += w[s] * y.vals[rows[s] as usize * k + c];
                 }
             }
-            out[tok * k + c] = bf16::from_f32(acc);
+            // OPS.md: a NaN sum is written as the canonical 0x7FC0.
+            out[tok * k + c] = if acc.is_nan() {
+                bf16::from_bits(0x7FC0)
+            } else {
+                bf16::from_f32(acc)
+            };
         }
     }
     out
