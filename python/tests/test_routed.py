@@ -258,9 +258,20 @@ def test_swap_matches_torchtitan_fused_experts(device, k):
         if name == "d_scores":
             # f32 dots in different orders
             torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        elif device == "cuda" and name not in ("out", "dx"):
+            # Weight gradients: the same recipe on the same rows (the padding rows are zeros),
+            # but on the GPU the padded wgrad groups all start on 16-row boundaries and run the
+            # library GEMM, while the unpadded reference sends groups off the boundary to the
+            # portable kernel: the same f32 products summed in another order, then bf16.
+            ulp = torch.finfo(torch.bfloat16).eps * w.float().abs()
+            diff = (g.float() - w.float()).abs()
+            rel = float(diff.norm() / w.float().norm())
+            within = float((diff <= 2 * ulp).float().mean())
+            print(f"k={k} {name}: relative error {rel:.2e}, {within:.4f} of elements within 2 ulps")
+            assert rel <= 2 ** -8 and within >= 0.95, (name, rel, within)
         elif k == 1 or name != "out" and name != "dx":
-            # k = 1: one rounding either way; weight gradients: the same recipe on the same
-            # rows (the padding rows are zeros)
+            # k = 1: one rounding either way; weight gradients (CPU: one GEMM implementation):
+            # the same recipe on the same rows (the padding rows are zeros)
             assert torch.equal(g, w), name
         else:
             # k = 2: torchtitan rounds each weighted row to bf16 and adds in bf16 (out), and
