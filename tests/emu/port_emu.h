@@ -30,6 +30,9 @@ inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; 
 // Separately rounded f32 multiply and add (ISO C++ mode: GCC contracts nothing).
 inline float __fmul_rn(float x, float y) { return x * y; }
 inline float __fadd_rn(float x, float y) { return x + y; }
+// port.h's contraction-free f32 operations.
+inline float hipfp8_add_rn(float a, float b) { return __fadd_rn(a, b); }
+inline float hipfp8_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 
 struct hipfp8_bf16 { uint16_t bits; };
 inline hipfp8_bf16 hipfp8_f32_to_bf16(float v) {
