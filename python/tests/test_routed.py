@@ -239,6 +239,18 @@ def tt_step(m, x, scores, ids, dout):
     return [out.detach(), x.grad, s.grad] + [p.grad for p in m.parameters()]
 
 
+def _assert_bf16_close(what, g, w):
+    """g within bf16 rounding of w: norm relative error <= 2^-8 (bf16's unit roundoff) and
+    95 % of the elements within 2 bf16 ulps. Returns |g - w|."""
+    ulp = torch.finfo(torch.bfloat16).eps * w.float().abs()
+    diff = (g.float() - w.float()).abs()
+    rel = float(diff.norm() / w.float().norm())
+    within = float((diff <= 2 * ulp).float().mean())
+    print(f"{what}: relative error {rel:.2e}, {within:.4f} of elements within 2 ulps")
+    assert rel <= 2 ** -8 and within >= 0.95, (what, rel, within)
+    return diff
+
+
 @pytest.mark.parametrize("k", [1, 2])
 def test_swap_matches_torchtitan_fused_experts(device, k):
     ref = tt_routed(device, k=k)
@@ -263,12 +275,7 @@ def test_swap_matches_torchtitan_fused_experts(device, k):
             # but on the GPU the padded wgrad groups all start on 16-row boundaries and run the
             # library GEMM, while the unpadded reference sends groups off the boundary to the
             # portable kernel: the same f32 products summed in another order, then bf16.
-            ulp = torch.finfo(torch.bfloat16).eps * w.float().abs()
-            diff = (g.float() - w.float()).abs()
-            rel = float(diff.norm() / w.float().norm())
-            within = float((diff <= 2 * ulp).float().mean())
-            print(f"k={k} {name}: relative error {rel:.2e}, {within:.4f} of elements within 2 ulps")
-            assert rel <= 2 ** -8 and within >= 0.95, (name, rel, within)
+            _assert_bf16_close(f"k={k} {name}", g, w)
         elif k == 1 or name != "out" and name != "dx":
             # k = 1: one rounding either way; weight gradients (CPU: one GEMM implementation):
             # the same recipe on the same rows (the padding rows are zeros)
@@ -280,12 +287,7 @@ def test_swap_matches_torchtitan_fused_experts(device, k):
             # the two terms cancel can differ by more ulps of the (small) result: bounded here
             # in norm (relative error <= 2^-8, bf16's unit roundoff; measured 2.7e-3 for out)
             # and per element for 95% (measured 96.5% for out).
-            ulp = torch.finfo(torch.bfloat16).eps * w.float().abs()
-            diff = (g.float() - w.float()).abs()
-            rel = float(diff.norm() / w.float().norm())
-            within = float((diff <= 2 * ulp).float().mean())
-            print(f"k=2 {name}: relative error {rel:.2e}, {within:.4f} of elements within 2 ulps")
-            assert rel <= 2 ** -8 and within >= 0.95, (name, rel, within)
+            diff = _assert_bf16_close(f"k=2 {name}", g, w)
             if name == "out":
                 assert (diff > 0).any()  # the roundings really differ
 
