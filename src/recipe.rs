@@ -805,11 +805,11 @@ impl ExpertsShape {
     }
 }
 
-/// The buffer sizes of the pre-cast experts calls
-/// ([`Context::moe_experts_forward_precast`], [`Context::moe_experts_backward_precast`]).
+/// The buffer sizes of the experts calls ([`Context::moe_experts_sizes`],
+/// [`Context::moe_experts_precast_sizes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpertsSizes {
-    /// Bytes of `saved` (bf16 gu, FP8 colwise h and its dequant scales; aligned).
+    /// Bytes of `saved` (aligned; the parts of [`ExpertsShape::saved_bytes`]).
     pub saved: usize,
     /// Bytes of the forward's workspace.
     pub forward_workspace: usize,
@@ -824,22 +824,10 @@ impl Context {
         Ok(s.saved_parts(false)?.bytes)
     }
 
-    /// Bytes of the workspace of [`Context::moe_experts_forward`].
-    pub fn moe_experts_forward_workspace_size(
-        &self,
-        p: &RecipeParams,
-        s: ExpertsShape,
-    ) -> Result<usize> {
-        Ok(self.experts_sizes(p, s, false)?.forward_workspace)
-    }
-
-    /// Bytes of the workspace of [`Context::moe_experts_backward`].
-    pub fn moe_experts_backward_workspace_size(
-        &self,
-        p: &RecipeParams,
-        s: ExpertsShape,
-    ) -> Result<usize> {
-        Ok(self.experts_sizes(p, s, false)?.backward_workspace)
+    /// The buffer sizes of [`Context::moe_experts_forward`] and [`Context::moe_experts_backward`]
+    /// (`saved` as [`Context::moe_experts_saved_size`]).
+    pub fn moe_experts_sizes(&self, p: &RecipeParams, s: ExpertsShape) -> Result<ExpertsSizes> {
+        self.experts_sizes(p, s, false)
     }
 
     /// The buffer sizes of the pre-cast experts calls (smaller than the others': x's and dy's

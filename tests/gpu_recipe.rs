@@ -152,8 +152,8 @@ impl Step {
             dy: up(ctx, &h.dy),
             offs: up(ctx, offs),
             saved: zeros(ctx, ctx.moe_experts_saved_size(S).unwrap()),
-            fws: zeros(ctx, ctx.moe_experts_forward_workspace_size(p, S).unwrap()),
-            bws: zeros(ctx, ctx.moe_experts_backward_workspace_size(p, S).unwrap()),
+            fws: zeros(ctx, ctx.moe_experts_sizes(p, S).unwrap().forward_workspace),
+            bws: zeros(ctx, ctx.moe_experts_sizes(p, S).unwrap().backward_workspace),
             y: zeros(ctx, m * d),
             dx: zeros(ctx, m * d),
             dw13: zeros(ctx, e * 2 * i * d),
@@ -430,8 +430,8 @@ fn experts_gpu_eq_composed_ops_and_cpu() {
         c.refresh(&cpu, &[(&h.w13).into(), (&h.w2).into()], StreamRef::DEFAULT)
             .unwrap();
         let mut saved = vec![0u8; cpu.moe_experts_saved_size(S).unwrap()];
-        let mut fws = vec![0u8; cpu.moe_experts_forward_workspace_size(&p, S).unwrap()];
-        let mut bws = vec![0u8; cpu.moe_experts_backward_workspace_size(&p, S).unwrap()];
+        let mut fws = vec![0u8; cpu.moe_experts_sizes(&p, S).unwrap().forward_workspace];
+        let mut bws = vec![0u8; cpu.moe_experts_sizes(&p, S).unwrap().backward_workspace];
         let (mut y, mut dx) = (vec![bf16::ZERO; m * d], vec![bf16::ZERO; m * d]);
         let (mut dw13, mut dw2) = (vec![bf16::ZERO; e * 2 * i * d], vec![bf16::ZERO; e * d * i]);
         let g = cpu

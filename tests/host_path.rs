@@ -284,7 +284,10 @@ fn reference_gemm_allocs(bufs: &[Vec<u8>]) -> u64 {
     let mut out = vec![bf16::ZERO; M * N];
     let before = allocs();
     hipfp8::reference::grouped_gemm::grouped_gemm_2d3d(
-        E4M3Fn, E4M3Fn, K, N, &bufs[1], &bufs[6], &offs, &sa, &sb, &mut out,
+        (E4M3Fn, E4M3Fn),
+        K,
+        N,
+        (&bufs[1], &bufs[6], &offs, &sa, &sb, &mut out),
     )
     .unwrap();
     allocs() - before

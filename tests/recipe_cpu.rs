@@ -324,7 +324,7 @@ fn forward(
     saved: &mut Vec<u8>,
 ) -> (Vec<bf16>, u64) {
     let mut y = sentinel(s.m * s.d);
-    let mut ws = vec![0u8; ctx.moe_experts_forward_workspace_size(p, s).unwrap()];
+    let mut ws = vec![0u8; ctx.moe_experts_sizes(p, s).unwrap().forward_workspace];
     let g = ctx
         .moe_experts_forward(
             p,
@@ -355,7 +355,7 @@ fn run(
         sentinel(s.e * 2 * s.i * s.d),
         sentinel(s.e * s.d * s.i),
     );
-    let mut ws = vec![0u8; ctx.moe_experts_backward_workspace_size(p, s).unwrap()];
+    let mut ws = vec![0u8; ctx.moe_experts_sizes(p, s).unwrap().backward_workspace];
     ctx.moe_experts_backward(
         p,
         s,
@@ -791,7 +791,7 @@ fn bad_arguments_write_nothing() {
     let inp = inputs(s, 3);
     let cache = cache_for(&ctx, &p, s, &inp);
     let saved_len = ctx.moe_experts_saved_size(s).unwrap();
-    let fws = ctx.moe_experts_forward_workspace_size(&p, s).unwrap();
+    let fws = ctx.moe_experts_sizes(&p, s).unwrap().forward_workspace;
     let fwd = |offs: &[i32], saved_len: usize, ws_len: usize| {
         let mut y = sentinel(s.m * s.d);
         let mut saved = vec![0xA5u8; saved_len];
@@ -870,7 +870,7 @@ fn bad_arguments_write_nothing() {
     // Backward: workspace too small.
     let mut saved = vec![0u8; saved_len];
     let (_, g) = forward(&ctx, &p, s, &cache, &inp, &mut saved);
-    let bws = ctx.moe_experts_backward_workspace_size(&p, s).unwrap();
+    let bws = ctx.moe_experts_sizes(&p, s).unwrap().backward_workspace;
     let (mut dx, mut dw13, mut dw2) = (
         sentinel(s.m * s.d),
         sentinel(s.e * 2 * s.i * s.d),
@@ -995,7 +995,7 @@ fn weight_cache_snapshot_and_refresh() {
         sentinel(s.e * 2 * s.i * s.d),
         sentinel(s.e * s.d * s.i),
     );
-    let mut ws = vec![0u8; ctx.moe_experts_backward_workspace_size(&p, s).unwrap()];
+    let mut ws = vec![0u8; ctx.moe_experts_sizes(&p, s).unwrap().backward_workspace];
     let r = ctx.moe_experts_backward(
         &p,
         s,
@@ -1016,7 +1016,7 @@ fn weight_cache_snapshot_and_refresh() {
     cache.invalidate();
     assert_eq!(cache.generation(), 0);
     let mut y = sentinel(s.m * s.d);
-    let mut fws = vec![0u8; ctx.moe_experts_forward_workspace_size(&p, s).unwrap()];
+    let mut fws = vec![0u8; ctx.moe_experts_sizes(&p, s).unwrap().forward_workspace];
     let r = ctx.moe_experts_forward(
         &p,
         s,
@@ -1073,8 +1073,8 @@ fn workspace_sizes_do_not_depend_on_the_data() {
     let ctx = Context::cpu();
     let (p, ..) = param_sets()[0];
     let s = SHAPE;
-    let f = ctx.moe_experts_forward_workspace_size(&p, s).unwrap();
-    let b = ctx.moe_experts_backward_workspace_size(&p, s).unwrap();
+    let f = ctx.moe_experts_sizes(&p, s).unwrap().forward_workspace;
+    let b = ctx.moe_experts_sizes(&p, s).unwrap().backward_workspace;
     // The intermediates (CPU: no scratch of the ops), each part 256-aligned, plus 255 bytes
     // of slack: the casts write dequant scales, so no forward scales are kept. Forward: x and
     // h rowwise with their scales (the colwise copies and their scales go to `saved`);
@@ -1091,7 +1091,7 @@ fn workspace_sizes_do_not_depend_on_the_data() {
         "backward workspace {b} for {bwd}"
     );
     assert!(matches!(
-        ctx.moe_experts_forward_workspace_size(&p, ExpertsShape { d: 0, ..s }),
+        ctx.moe_experts_sizes(&p, ExpertsShape { d: 0, ..s }),
         Err(Error::InvalidShape(_))
     ));
     assert!(matches!(

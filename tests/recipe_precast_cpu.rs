@@ -127,7 +127,7 @@ fn run_bf16(
     (x, dy, offs): (&[bf16], &[bf16], &[i32]),
 ) -> Outs {
     let mut saved = vec![0u8; ctx.moe_experts_saved_size(s).unwrap()];
-    let mut ws = vec![0u8; ctx.moe_experts_forward_workspace_size(p, s).unwrap()];
+    let mut ws = vec![0u8; ctx.moe_experts_sizes(p, s).unwrap().forward_workspace];
     let mut y = sentinel(s.m * s.d);
     let g = ctx
         .moe_experts_forward(
@@ -143,7 +143,7 @@ fn run_bf16(
         )
         .unwrap();
     let [mut dx, mut dw13, mut dw2] = grads(s);
-    let mut ws = vec![0u8; ctx.moe_experts_backward_workspace_size(p, s).unwrap()];
+    let mut ws = vec![0u8; ctx.moe_experts_sizes(p, s).unwrap().backward_workspace];
     ctx.moe_experts_backward(
         p,
         s,
@@ -251,8 +251,8 @@ fn precast_equals_the_bf16_calls() {
         );
         let z = ctx.moe_experts_precast_sizes(&p, s).unwrap();
         assert!(z.saved < ctx.moe_experts_saved_size(s).unwrap());
-        assert!(z.forward_workspace < ctx.moe_experts_forward_workspace_size(&p, s).unwrap());
-        assert!(z.backward_workspace < ctx.moe_experts_backward_workspace_size(&p, s).unwrap());
+        assert!(z.forward_workspace < ctx.moe_experts_sizes(&p, s).unwrap().forward_workspace);
+        assert!(z.backward_workspace < ctx.moe_experts_sizes(&p, s).unwrap().backward_workspace);
     }
 }
 

@@ -373,10 +373,10 @@ c_fns! {
             size_of_call(bytes, |c, d, _| c.moe_experts_saved_size(experts_shape(d)));
         /// Bytes of the workspace of `hipfp8_moe_experts_forward`.
         fn hipfp8_moe_experts_forward_workspace_size(desc: hipfp8_moe_experts_desc) =
-            size_of_call(bytes, |c, d, p| c.moe_experts_forward_workspace_size(p, experts_shape(d)));
+            size_of_call(bytes, |c, d, p| Ok(c.moe_experts_sizes(p, experts_shape(d))?.forward_workspace));
         /// Bytes of the workspace of `hipfp8_moe_experts_backward`.
         fn hipfp8_moe_experts_backward_workspace_size(desc: hipfp8_moe_experts_desc) =
-            size_of_call(bytes, |c, d, p| c.moe_experts_backward_workspace_size(p, experts_shape(d)));
+            size_of_call(bytes, |c, d, p| Ok(c.moe_experts_sizes(p, experts_shape(d))?.backward_workspace));
         /// Bytes of the workspace of `hipfp8_grouped_linear_forward`.
         fn hipfp8_grouped_linear_forward_workspace_size(desc: hipfp8_grouped_linear_desc) =
             size_of_call(bytes, |c, d, p| c.grouped_linear_forward_workspace_size(p, linear_shape(d)));
@@ -485,19 +485,33 @@ fn fp8_view<'a>(
 }
 
 /// The views an experts backward writes: dx, dW13, dW2 (bf16) and its workspace.
-fn experts_grads<'a>(
+/// The views every experts backward call takes: `saved`, the offsets, dx, dW13, dW2 and the
+/// workspace.
+struct BackwardIo<'a> {
+    saved: Src<'a, u8>,
+    offs: Src<'a, i32>,
+    grads: [Dst<'a, bf16>; 3],
+    ws: Dst<'a, u8>,
+}
+
+/// `(saved, offs, workspace)` pointers with their lengths.
+type BackwardBufs = ((*const u8, usize), (*const i32, usize), (*mut u8, usize));
+
+fn backward_io<'a>(
     v: &Views,
+    ((saved, saved_len), (offs, num_groups), (ws, ws_len)): BackwardBufs,
     [dx, dw13, dw2]: [(*mut u16, usize); 3],
-    (ws, ws_len): (*mut u8, usize),
-) -> Result<([Dst<'a, bf16>; 3], Dst<'a, u8>), FfiError> {
-    Ok((
-        [
+) -> Result<BackwardIo<'a>, FfiError> {
+    Ok(BackwardIo {
+        saved: v.src("saved", saved, saved_len)?,
+        offs: v.src("offs", offs, num_groups)?,
+        grads: [
             v.dst("dx", dx.0.cast(), dx.1)?,
             v.dst("dw13", dw13.0.cast(), dw13.1)?,
             v.dst("dw2", dw2.0.cast(), dw2.1)?,
         ],
-        v.dst("workspace", ws, ws_len)?,
-    ))
+        ws: v.dst("workspace", ws, ws_len)?,
+    })
 }
 
 /// A backward call: [`call`] under the panic guard.
@@ -545,16 +559,11 @@ c_fns! {
         /// refreshed since that forward.
         fn hipfp8_moe_experts_backward(desc: hipfp8_moe_experts_desc) =
             backward(cache, |c, d, p, v, wc| {
-                let saved = v.src("saved", saved, saved_len)?;
                 let dy = v.hp("dy", d.dtype(), dy, dy_len)?;
-                let offs = v.src("offs", offs, num_groups)?;
-                let ([dx, dw13, dw2], ws) = experts_grads(
-                    v,
-                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
-                    (workspace, workspace_len),
-                )?;
-                let s = StreamRef(stream.cast());
-                let sh = experts_shape(d);
+                let io = ((saved, saved_len), (offs, num_groups), (workspace, workspace_len));
+                let BackwardIo { saved, offs, grads: [dx, dw13, dw2], ws } =
+                    backward_io(v, io, [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)])?;
+                let (sh, s) = (experts_shape(d), StreamRef(stream.cast()));
                 Ok(c.moe_experts_backward(&p, sh, wc, generation, saved, dy, offs, dx, dw13, dw2, ws, s)?)
             });
     }
@@ -601,7 +610,6 @@ c_fns! {
         /// Writes dx, dW13 and dW2 as `hipfp8_moe_experts_backward`.
         fn hipfp8_moe_experts_backward_precast(desc: hipfp8_moe_experts_desc) =
             backward(cache, |c, d, p, v, wc| {
-                let saved = v.src("saved", saved, saved_len)?;
                 let dy = fp8_view(v, ("dy", "dy_scales"), (dy, dy_len), (dy_scales, dy_scales_len))?;
                 let dy_col = fp8_view(
                     v,
@@ -615,14 +623,10 @@ c_fns! {
                     (x_col, x_col_len),
                     (x_col_scales, x_col_scales_len),
                 )?;
-                let offs = v.src("offs", offs, num_groups)?;
-                let ([dx, dw13, dw2], ws) = experts_grads(
-                    v,
-                    [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)],
-                    (workspace, workspace_len),
-                )?;
-                let s = StreamRef(stream.cast());
-                let (sh, g) = (experts_shape(d), generation);
+                let io = ((saved, saved_len), (offs, num_groups), (workspace, workspace_len));
+                let BackwardIo { saved, offs, grads: [dx, dw13, dw2], ws } =
+                    backward_io(v, io, [(dx, dx_len), (dw13, dw13_len), (dw2, dw2_len)])?;
+                let (sh, g, s) = (experts_shape(d), generation, StreamRef(stream.cast()));
                 Ok(c.moe_experts_backward_precast(
                     &p, sh, wc, g, saved, dy, dy_col, x_col, offs, dx, dw13, dw2, ws, s,
                 )?)

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::gpu::{GroupedArgs, GroupedOp};
 use crate::reference;
+use crate::reference::grouped_gemm::Operands;
 use crate::validate::checked_mul;
 use crate::view::{Dst, Src, StreamRef};
 
@@ -65,17 +66,6 @@ fn one_group_per_expert(_: &GemmParams, &(_, _, _, e): &Mkne, g: usize) -> Resul
     Ok(())
 }
 
-/// The host slices of a GEMM's buffers, as the references take them: a, b, offs, scale_a,
-/// scale_b, out.
-type Operands<'a> = (
-    &'a [u8],
-    &'a [u8],
-    &'a [i32],
-    &'a [f32],
-    &'a [f32],
-    &'a mut [bf16],
-);
-
 fn operands<'a>(h: &mut Host<'a>) -> Operands<'a> {
     let (a, b, offs) = (h.src("a"), h.src("b"), h.src("offs"));
     (a, b, offs, h.src("scale_a"), h.src("scale_b"), h.dst("out"))
@@ -119,9 +109,7 @@ pub static GROUPED_GEMM_2D3D: OpDecl<GemmParams, Mkne> = gemm_2d3d_decl!(
     BufDecl::input("scale_b", Elem::F32, |&(_, _, n, e), _| {
         checked_mul("e*n", e, n)
     }),
-    |fa, fb, k, n, (a, b, offs, sa, sb, out): Operands| {
-        reference::grouped_gemm::grouped_gemm_2d3d(fa, fb, k, n, a, b, offs, sa, sb, out)
-    },
+    |fa, fb, k, n, ops: Operands| reference::grouped_gemm::grouped_gemm_2d3d((fa, fb), k, n, ops),
     TwoD3D
 );
 
@@ -141,10 +129,7 @@ pub static GROUPED_GEMM_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl
     nonzero: &[],
     check: None,
     gpu_run: GpuRun::Own,
-    cpu: |_, (fa, fb), &(n, mt, k), h| {
-        let (a, b, offs, sa, sb, out) = operands(h);
-        reference::grouped_gemm::grouped_gemm_2d2d(fa, fb, n, mt, k, a, b, offs, sa, sb, out)
-    },
+    cpu: |_, f, &s, h| reference::grouped_gemm::grouped_gemm_2d2d(f, s, operands(h)),
     gpu: |ctx, p, f, &(n, mt, k), d, stream| {
         gpu_run(ctx, p, f, GroupedOp::TwoD2D { n, mt, k }, d, stream)
     },
@@ -165,10 +150,8 @@ pub static GROUPED_GEMM_BLOCKWISE_2D3D: OpDecl<GemmParams, Mkne> = gemm_2d3d_dec
         let nb = checked_mul("e*ceil(n/128)", e, blocks(n))?;
         checked_mul("e*ceil(n/128)*ceil(k/128)", nb, blocks(k))
     }),
-    |fa, fb, k, n, (a, b, offs, sa, sb, out): Operands| {
-        reference::grouped_gemm_blockwise::grouped_gemm_blockwise_2d3d(
-            fa, fb, k, n, a, b, offs, sa, sb, out,
-        );
+    |fa, fb, k, n, ops: Operands| {
+        reference::grouped_gemm_blockwise::grouped_gemm_blockwise_2d3d((fa, fb), (k, n), ops);
         Ok(())
     },
     Blockwise2D3D

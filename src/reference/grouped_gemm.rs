@@ -12,6 +12,17 @@ use super::quant::group_ranges;
 use crate::error::Result;
 use crate::format::Fp8Format;
 
+/// The host slices of a grouped GEMM's buffers, as the references take them: a, b, offs,
+/// scale_a, scale_b, out.
+pub type Operands<'a> = (
+    &'a [u8],
+    &'a [u8],
+    &'a [i32],
+    &'a [f32],
+    &'a [f32],
+    &'a mut [bf16],
+);
+
 /// Rows of A per task: each decoded B column is reused this many times.
 const ROW_TILE: usize = 16;
 
@@ -51,16 +62,10 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 /// `k > 0`. a (m,k) row-major; b (e,k,n) column-major `[g*n*k + j*k + kk]`; scale_a[m];
 /// scale_b[e*n]; out (m,n) row-major, rows past `offs[e-1]` untouched.
 pub fn grouped_gemm_2d3d(
-    fa: Fp8Format,
-    fb: Fp8Format,
+    (fa, fb): (Fp8Format, Fp8Format),
     k: usize,
     n: usize,
-    a: &[u8],
-    b: &[u8],
-    offs: &[i32],
-    scale_a: &[f32],
-    scale_b: &[f32],
-    out: &mut [bf16],
+    (a, b, offs, scale_a, scale_b, out): Operands,
 ) -> Result<()> {
     if n == 0 {
         return Ok(());
@@ -117,17 +122,9 @@ pub fn grouped_gemm_2d3d(
 /// row-major; b (mt,k) column-major `[kk*mt + i]`; scale_a (G,n); scale_b (G,k);
 /// out (G,n,k) row-major; an empty group's block is zeros.
 pub fn grouped_gemm_2d2d(
-    fa: Fp8Format,
-    fb: Fp8Format,
-    n: usize,
-    mt: usize,
-    k: usize,
-    a: &[u8],
-    b: &[u8],
-    offs: &[i32],
-    scale_a: &[f32],
-    scale_b: &[f32],
-    out: &mut [bf16],
+    (fa, fb): (Fp8Format, Fp8Format),
+    (n, mt, k): (usize, usize, usize),
+    (a, b, offs, scale_a, scale_b, out): Operands,
 ) -> Result<()> {
     let g = offs.len();
     // G = 0 writes nothing, whatever n and k are (their product is only checked by the op

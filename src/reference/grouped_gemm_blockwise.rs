@@ -19,7 +19,7 @@
 use half::bf16;
 use rayon::prelude::*;
 
-use super::grouped_gemm::{decode_table, dot_f32};
+use super::grouped_gemm::{Operands, decode_table, dot_f32};
 use super::quant::group_ranges;
 use crate::format::Fp8Format;
 
@@ -27,18 +27,10 @@ use crate::format::Fp8Format;
 pub const BLOCK: usize = 128;
 
 /// See the module docs. `a` (m, k), `b` (e, n, k), `offs` e END offsets along m.
-#[allow(clippy::too_many_arguments)]
 pub fn grouped_gemm_blockwise_2d3d(
-    fa: Fp8Format,
-    fb: Fp8Format,
-    k: usize,
-    n: usize,
-    a: &[u8],
-    b: &[u8],
-    offs: &[i32],
-    scale_a: &[f32],
-    scale_b: &[f32],
-    out: &mut [bf16],
+    (fa, fb): (Fp8Format, Fp8Format),
+    (k, n): (usize, usize),
+    (a, b, offs, scale_a, scale_b, out): Operands,
 ) {
     let (ta, tb) = (decode_table(fa), decode_table(fb));
     let (kb, nb) = (k.div_ceil(BLOCK), n.div_ceil(BLOCK));
@@ -104,7 +96,7 @@ mod tests {
             .collect();
         let sentinel = bf16::from_f32(-768.0);
         let mut out = vec![sentinel; m * n];
-        grouped_gemm_blockwise_2d3d(fa, fb, k, n, &a, &b, &offs, &sa, &sb, &mut out);
+        grouped_gemm_blockwise_2d3d((fa, fb), (k, n), (&a, &b, &offs, &sa, &sb, &mut out));
         let mut lo = 0usize;
         for (g, &hi) in offs.iter().enumerate() {
             for i in lo..hi as usize {
