@@ -15,7 +15,7 @@ swap_grouped_experts in both modes: `fused=True`, the fused experts recipe (one 
 per pass, `impl: "recipe"`), and its default `fused=False`, three grouped_mm calls and torch's
 SwiGLU (`impl: "grouped_mm"`); eager; the layer also compiled; the layer also through
 swap_routed_experts, the routing ops around the pre-cast recipe with no bf16 permuted or
-padded copy (`impl: "recipe+route"`, eager)). Rows keep `variant: "hipfp8"` for all three and
+padded copy (`impl: "recipe+route"`, eager and compiled)). Rows keep `variant: "hipfp8"` for all three and
 say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and
 accumulating grads (.grad kept, every backward adds); 1 and 4 micro-batches per step (4 inputs,
 grads accumulating over them: hipfp8's grouped_mm path keeps its FP8 weights across them
@@ -630,8 +630,8 @@ class Run:
         if not self.smoke and not self.a.no_compile:  # the optional compiled extras, last
             for split in self.a.splits:
                 if "layer" in cases:
-                    plan.append(("layer", split, [("hipfp8", True), ("torchao", False),
-                                                  ("hipfp8_mm", True)]))
+                    plan.append(("layer", split, [("hipfp8", True), ("hipfp8_route", True),
+                                                  ("torchao", False), ("hipfp8_mm", True)]))
         if self.smoke or self.a.no_compile:
             plan = [(c, s, [(v, False) for v, _ in vs]) for c, s, vs in plan]
             plan = [(c, s, list(dict.fromkeys(vs))) for c, s, vs in plan]

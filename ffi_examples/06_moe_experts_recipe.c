@@ -2,7 +2,7 @@
  * stacked, W2) forward and backward through the recipe calls of the C ABI, on the CPU backend:
  *   hipfp8_moe_experts_weight_cache_create / hipfp8_weight_cache_refresh   (FP8 weights, once)
  *   hipfp8_moe_experts_forward   x (M, D) -> y (M, D), saved tensors
- *   hipfp8_moe_experts_backward  dy (M, D) -> dx (M, D), dW13 (E, 2I, D), dW2 (E, D, I)
+ *   hipfp8_moe_experts_backward  dy (M, D) -> dx (M, D), dW13 (2, E, I, D) = [dW1; dW3], dW2 (E, D, I)
  * with the workspace and saved sizes queried first. Tokens are already grouped by expert:
  * offs = {8, 8, 20}: expert 0 rows [0, 8), expert 1 none, expert 2 rows [8, 20); rows 20..23
  * are routed nowhere and must stay untouched.
@@ -58,7 +58,7 @@ static void reference(const uint16_t *x, const uint16_t *w13, const uint16_t *w2
             for (j = 0; j < D; j++)
                 for (c = 0; c < I; c++) dw2[(e * D + j) * I + c] += bf16_to_f32(dy[r * D + j]) * h[c];
             for (c = 0; c < 2 * I; c++)
-                for (k = 0; k < D; k++) dw13[(e * 2 * I + c) * D + k] += dgu[c] * bf16_to_f32(x[r * D + k]);
+                for (k = 0; k < D; k++) dw13[((c / I) * E + e) * I * D + (c % I) * D + k] += dgu[c] * bf16_to_f32(x[r * D + k]);
         }
     }
 }
@@ -153,8 +153,8 @@ int main(void) {
             bad++;
             break;
         }
-    for (i = 2 * I * D; i < 4 * I * D; i++) /* expert 1 has no tokens: zero gradient */
-        if (dw13[i] != 0) bad++;
+    for (i = I * D; i < 2 * I * D; i++) /* expert 1 has no tokens: zero gradient (both halves) */
+        if (dw13[i] != 0 || dw13[E * I * D + i] != 0) bad++;
 
     /* An optimizer step updates W13 in place; refresh, and the old forward's saved tensors no
      * longer match the cache: the backward is refused. */

@@ -311,6 +311,43 @@ impl Context {
     }
 }
 
+impl Context {
+    /// `out[h*e*i + g*i + j] = scales[g*2i + h*i + j]`: the (e, 2i) per-group scales of
+    /// `[d_gate | d_up]` as the (e, i) tables of d_gate (h = 0) and d_up (h = 1).
+    fn split_scale_halves(
+        &self,
+        (e, i): (usize, usize),
+        scales: Src<'_, f32>,
+        mut out: Dst<'_, f32>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        if e * i == 0 {
+            return Ok(());
+        }
+        if self.backend() == BackendKind::Cpu {
+            let (src, dst) = (scales.host_slice(), out.host_slice_mut());
+            for (h, half) in dst.chunks_mut(e * i).enumerate() {
+                for (g, row) in half.chunks_mut(i).enumerate() {
+                    row.copy_from_slice(&src[g * 2 * i + h * i..][..i]);
+                }
+            }
+            return Ok(());
+        }
+        // SAFETY: both are parts of the caller's checked workspace (device memory of this GPU,
+        // e*2i f32 each, disjoint); the launcher only queues work on `stream`.
+        let st = unsafe {
+            sys::hipfp8_scale_halves_launch(
+                scales.as_ptr(),
+                out.as_mut_ptr(),
+                e as i64,
+                i as i64,
+                stream.0,
+            )
+        };
+        check_status("scale halves", st)
+    }
+}
+
 /// Zeroed scratch bytes of the grouped MoE casts and the column casts of `k` columns
 /// (`k` = 0: none) for `groups` groups: none on the CPU.
 fn zeroed_bytes(ctx: &Context, groups: usize, colwise_k: usize) -> Result<usize> {
@@ -800,6 +837,7 @@ impl ExpertsShape {
                 m4,
                 m2i,
                 f(e2i)?,
+                f(e2i)?,
             ],
         )
     }
@@ -975,10 +1013,11 @@ impl Context {
 
     /// The experts block backward on `stream`, from `saved` (written by the forward that
     /// returned `generation`, with the same shape, offsets and cache) and dy (m, d): dx (m, d)
-    /// (rows past `offs[e-1]` untouched), dW13 (E, 2I, D) and dW2 (E, D, I) (bf16, the weights'
-    /// layouts; an empty group's gradients are zeros), i.e. `moe_act_dual(dy)`, the W2 dgrad
-    /// GEMM into dh and the W2 wgrad GEMM, `moe_swiglu_bwd_quant(dh, gu)`, the W13 dgrad and
-    /// wgrad GEMMs. `NotSupported` when the cache was refreshed after that forward.
+    /// (rows past `offs[e-1]` untouched), dW13 (2, E, I, D) = [dW1; dW3] (W13's gate and up
+    /// halves as two (E, I, D) blocks: torchtitan's w1 and w3 layouts) and dW2 (E, D, I) (bf16;
+    /// an empty group's gradients are zeros), i.e. `moe_act_dual(dy)`, the W2 dgrad
+    /// GEMM into dh and the W2 wgrad GEMM, `moe_swiglu_bwd_quant(dh, gu)`, the W13 dgrad GEMM
+    /// and the W13 wgrad GEMMs of the gate and up halves. `NotSupported` when the cache was refreshed after that forward.
     pub fn moe_experts_backward(
         &self,
         p: &RecipeParams,
@@ -1110,9 +1149,18 @@ impl Context {
                 dx,
                 stream,
             )?;
-            // W13 wgrad: dW13 (e, 2i, d) = [d_gate | d_up]^T . x per group.
-            let dc = ws.fp8(&wp, (9, m2i), (10, e2i));
-            self.gemm(&gemm, Gemm::D2(2 * i, m, d), dc, xc, offs, dw13, stream)
+            // W13 wgrad: dW13 (2, e, i, d) = [dW1; dW3], dW1 = d_gate^T . x and dW3 = d_up^T . x
+            // per group: the halves of d's colwise codes, with the halves of its scales.
+            self.split_scale_halves((e, i), ws.src(&wp, 10, e2i), ws.dst(&wp, 11, e2i), stream)?;
+            let (gate, up) = ws.src::<u8>(&wp, 9, m2i).split_at(mi);
+            let (s_gate, s_up) = ws.src::<f32>(&wp, 11, e2i).split_at(ei);
+            let (dw1, dw3) = dw13.split_at(ei * d);
+            let (g, u) = (
+                Fp8Operand { q: gate, s: s_gate },
+                Fp8Operand { q: up, s: s_up },
+            );
+            self.gemm(&gemm, Gemm::D2(i, m, d), g, xc, offs, dw1, stream)?;
+            self.gemm(&gemm, Gemm::D2(i, m, d), u, xc, offs, dw3, stream)
         })
     }
 }

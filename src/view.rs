@@ -52,6 +52,40 @@ macro_rules! view_common {
 }
 view_common!(Src: *const T, Dst: *mut T);
 
+/// The element pointer `mid` past `ptr`, or null for a null `ptr` (a null view stays null
+/// when split, so ops still reject it).
+fn offset<P>(ptr: *mut P, mid: usize) -> *mut P {
+    if ptr.is_null() {
+        ptr
+    } else {
+        ptr.wrapping_add(mid)
+    }
+}
+
+impl<'a, T> Src<'a, T> {
+    /// The views of elements `[0, mid)` and `[mid, len)` (`mid` clamped to `len`).
+    pub fn split_at(self, mid: usize) -> (Self, Self) {
+        let mid = mid.min(self.len);
+        let rest = offset(self.ptr.cast_mut(), mid).cast_const();
+        (
+            Src::at(self.ptr, mid, self.loc),
+            Src::at(rest, self.len - mid, self.loc),
+        )
+    }
+}
+
+impl<'a, T> Dst<'a, T> {
+    /// The views of elements `[0, mid)` and `[mid, len)` (`mid` clamped to `len`).
+    pub fn split_at(self, mid: usize) -> (Self, Self) {
+        let mid = mid.min(self.len);
+        let rest = offset(self.ptr, mid);
+        (
+            Dst::at(self.ptr, mid, self.loc),
+            Dst::at(rest, self.len - mid, self.loc),
+        )
+    }
+}
+
 impl<'a, T> From<&'a [T]> for Src<'a, T> {
     fn from(s: &'a [T]) -> Self {
         Src::at(s.as_ptr(), s.len(), Loc::Host)

@@ -27,9 +27,10 @@ use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
 use hipfp8::recipe::{ExpertsShape, Fp8Operand, LinearShape, RecipeParams, WeightCache};
 use hipfp8::{
-    CastParams, Context, FormatChoice, Fp8Format, GemmParams, HpSrc, MoeCastParams, ScaleOutput,
-    StreamRef, bf16,
+    CastParams, Context, Dst, FormatChoice, Fp8Format, GemmParams, HpSrc, MoeCastParams,
+    ScaleOutput, Src, StreamRef, bf16,
 };
+
 use recipe_support::values;
 
 fn up<T: hipfp8::runtime::DeviceCopy>(ctx: &Context, v: &[T]) -> DeviceBuffer<T> {
@@ -320,22 +321,21 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     };
     let wgrad = |nn: usize,
                  kk: usize,
-                 a: &DeviceBuffer<u8>,
+                 (a, sa): (Src<'_, u8>, Src<'_, f32>),
                  b: &DeviceBuffer<u8>,
-                 sa: &DeviceBuffer<f32>,
                  sb: &DeviceBuffer<f32>,
-                 out: &mut DeviceBuffer<bf16>| {
+                 out: Dst<'_, bf16>| {
         ctx.grouped_gemm_2d2d(
             &gp,
             nn,
             m,
             kk,
-            a.src(),
+            a,
             b.src(),
             st.offs.src(),
-            sa.src(),
+            sa,
             sb.src(),
-            out.dst(),
+            out,
             s,
         )
         .unwrap();
@@ -361,7 +361,7 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     let mut dh = zeros::<bf16>(ctx, m * i);
     gemm(d, i, &dyq, &w2t, &dysi, &w2tsi, &mut dh);
     let mut dw2 = zeros::<bf16>(ctx, e * d * i);
-    wgrad(d, i, &dyc, &hc, &dycsi, &hcsi, &mut dw2);
+    wgrad(d, i, (dyc.src(), dycsi.src()), &hc, &hcsi, dw2.dst());
     let (mut dq, mut ds, mut dc, mut dcs) = dual(2 * i);
     let o = DualOut {
         out: dq.dst(),
@@ -376,8 +376,23 @@ fn composed(ctx: &Context, st: &Step, s: StreamRef) -> Vec<Vec<u16>> {
     dx.fill_bytes(0xA5).unwrap();
     sync_legacy();
     gemm(2 * i, d, &dq, &w13t, &dsi, &w13tsi, &mut dx);
+    // The W13 wgrad per half of d (gate, up) with its half of the scales, as the recipe:
+    // dW13 (2, e, i, d) = [dW1; dW3].
     let mut dw13 = zeros::<bf16>(ctx, e * 2 * i * d);
-    wgrad(2 * i, d, &dc, &xc, &dcsi, &xcsi, &mut dw13);
+    let dcsi_host = dcsi.to_vec().unwrap(); // s is a blocking stream: the copy waits for it
+    let halves: Vec<DeviceBuffer<f32>> = (0..2)
+        .map(|h| {
+            let sh: Vec<f32> = (0..e)
+                .flat_map(|g| dcsi_host[g * 2 * i + h * i..][..i].to_vec())
+                .collect();
+            up(ctx, &sh)
+        })
+        .collect();
+    for (h, sh) in halves.iter().enumerate() {
+        let a = dc.src_range(h * m * i..(h + 1) * m * i).unwrap();
+        let out = dw13.dst_range(h * e * i * d..(h + 1) * e * i * d).unwrap();
+        wgrad(i, d, (a, sh.src()), &xc, &xcsi, out);
+    }
     Stream::default_stream().synchronize().unwrap();
     [&y, &dx, &dw13, &dw2]
         .iter()

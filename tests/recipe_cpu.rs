@@ -293,8 +293,19 @@ fn compose(
     )
     .unwrap();
     c.dx = g3(&gga, 2 * i, d, &c.dq, &c.w13t, &c.ds, &c.w13ts);
-    c.dw13 = g2(2 * i, d, &c.dc, &c.xc, &c.dcs, &c.xcs);
+    c.dw13 = halves_major(&g2(2 * i, d, &c.dc, &c.xc, &c.dcs, &c.xcs), e, i, d);
     c
+}
+
+/// dW13 (e, 2i, d) as the recipe writes it, (2, e, i, d): the gate rows of every expert,
+/// then the up rows (the CPU GEMM's elements do not depend on n, so one 2i-row GEMM cut in
+/// two is the recipe's two i-row GEMMs).
+fn halves_major<T: Copy>(w: &[T], e: usize, i: usize, d: usize) -> Vec<T> {
+    (0..2)
+        .flat_map(|h| {
+            (0..e).flat_map(move |g| w[(g * 2 * i + h * i) * d..][..i * d].iter().copied())
+        })
+        .collect()
 }
 
 /// The recipe's outputs.
@@ -411,11 +422,11 @@ fn experts_equal_the_composed_ops() {
         // The empty group's weight gradients are zeros.
         let (d, i) = (SHAPE.d, SHAPE.i);
         assert!(r.dw2[d * i..2 * d * i].iter().all(|v| v.to_bits() == 0));
-        assert!(
-            r.dw13[2 * i * d..4 * i * d]
-                .iter()
-                .all(|v| v.to_bits() == 0)
-        );
+        let e = SHAPE.e;
+        for h in 0..2 {
+            let g1 = &r.dw13[(h * e + 1) * i * d..][..i * d];
+            assert!(g1.iter().all(|v| v.to_bits() == 0));
+        }
     }
 }
 
@@ -443,6 +454,13 @@ fn check_sum(
         "{}: {got}, f64 {refv} (tolerance {tol})",
         what()
     );
+}
+
+/// The inverse of [`halves_major`]: dW13 (2, e, i, d) as (e, 2i, d).
+fn rows_major<T: Copy>(w: &[T], e: usize, i: usize, d: usize) -> Vec<T> {
+    (0..e)
+        .flat_map(|g| (0..2).flat_map(move |h| w[(h * e + g) * i * d..][..i * d].iter().copied()))
+        .collect()
 }
 
 /// The rows `[r0, r1)` of each group.
@@ -557,7 +575,7 @@ fn step_f64(s: ExpertsShape, inp: &Inputs) -> [Vec<f64>; 4] {
             }
             for c in 0..2 * i {
                 for k in 0..d {
-                    dw13[g * 2 * i * d + c * d + k] += dgu[c] * xr[k];
+                    dw13[((c / i) * e + g) * i * d + (c % i) * d + k] += dgu[c] * xr[k];
                 }
             }
         }
@@ -650,7 +668,7 @@ fn composed_gemms_match_f64() {
             offs,
             &r(&c.dcs),
             &r(&c.xcs),
-            &c.dw13,
+            &rows_major(&c.dw13, s.e, i, d),
         );
         // The whole step against the f64 math on the bf16 inputs.
         let want = step_f64(s, &inp);

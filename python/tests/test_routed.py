@@ -176,7 +176,7 @@ def composed(x, scores, ids, w1, w2, w3, dout, align=16):
     dx_pad, dw13, dw2 = fe.moe_experts_backward(saved, gen, dy_pad, offs_pad, cache, i, E4)
     dx = combine_def(dx_pad, slot_row, torch.ones_like(scores))
     d_scores = dot_lanes(dout.unsqueeze(1), y[slot_row.long()])
-    return out, dx, d_scores, dw13[:, :i], dw2, dw13[:, i:]
+    return out, dx, d_scores, dw13[0], dw2, dw13[1]
 
 
 def run_layer(x, scores, ids, w1, w2, w3, dout, **kw):

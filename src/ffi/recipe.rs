@@ -553,8 +553,8 @@ c_fns! {
     ) {
         /// The experts block backward: from `saved` (written by the forward that returned
         /// `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
-        /// the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
-        /// W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
+        /// the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16:
+        /// [dW1; dW3], the gate and up halves as two (e, i, d) blocks) and dW2 (e*d*i bf16, W2's layout), using `workspace`
         /// (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
         /// refreshed since that forward.
         fn hipfp8_moe_experts_backward(desc: hipfp8_moe_experts_desc) =

@@ -329,6 +329,12 @@ foreign! {
     ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.
     "hipfp8_scale_reciprocal_launch" => pub fn hipfp8_scale_reciprocal_launch(
         in_: *const f32, out: *mut f32, n: i64, stream: hipStream_t) -> c_int;
+    /// out[h*groups*half + g*half + j] = in[g*2*half + h*half + j] for h < 2, g < groups,
+    ///j < half: a (groups, 2*half) f32 table as its two column halves, each (groups, half)
+    ///row-major (the W13 wgrad of the recipe takes the d_gate and d_up halves of the SwiGLU
+    ///gradient's per-group column scales as two GEMMs' scales). in and out must not overlap.
+    "hipfp8_scale_halves_launch" => pub fn hipfp8_scale_halves_launch(
+        in_: *const f32, out: *mut f32, groups: i64, half: i64, stream: hipStream_t) -> c_int;
     /// Zeroed workspace bytes of hipfp8_moe_dispatch_dual_launch for `groups` groups (the clamped
     ///offsets); 0 for no groups. Every launch leaves it zero.
     "hipfp8_moe_route_workspace_bytes" => pub fn hipfp8_moe_route_workspace_bytes(

@@ -332,7 +332,7 @@ def _cache_for_backward(op, cache, generation):
 
 def _bwd_outs(dev, m, d, i, e):
     return (torch.empty((m, d), dtype=_BF16, device=dev),
-            torch.empty((e, 2 * i, d), dtype=_BF16, device=dev),
+            torch.empty((2, e, i, d), dtype=_BF16, device=dev),
             torch.empty((e, d, i), dtype=_BF16, device=dev))
 
 
@@ -483,7 +483,7 @@ def moe_experts_forward(x, offs, w1, w3, w2, cache, dtype=None):
 
 
 def moe_experts_backward(saved, generation, dy, offs, cache, i, dtype=None, grad_dtype=None):
-    """The recipe's backward: (dx (M, D), dW13 (E, 2I, D), dW2 (E, D, I)), all bf16, from the
+    """The recipe's backward: (dx (M, D), dW13 (2, E, I, D) = [dW1; dW3], dW2 (E, D, I)), all bf16, from the
     forward's saved and generation. Rows of dx past offs[-1] are not written."""
     dt = ops._dt(dy, dtype)
     return _bwd(saved, generation, dy, offs, cache.id, i, dt, dt if grad_dtype is None else grad_dtype)
@@ -506,7 +506,7 @@ def moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_co
     """The recipe's backward from operands already cast (dequant scales): dy (M, D) row-major
     with (M,) scales and dy_col (M, D) column-major with (E, D) scales (moe_combine_bwd_dual's),
     x_col (M, D) column-major with (E, D) scales (the forward dispatch's out_col / scales_col);
-    saved and generation from moe_experts_forward_precast. -> (dx (M, D), dW13 (E, 2I, D),
+    saved and generation from moe_experts_forward_precast. -> (dx (M, D), dW13 (2, E, I, D),
     dW2 (E, D, I)), bf16."""
     return _bwdp(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col, x_col_scales,
                  offs, cache.id, i)
@@ -530,7 +530,7 @@ class _Experts(torch.autograd.Function):
         if dy.dtype != x_dtype:
             dy = dy.to(x_dtype)
         dx, dw13, dw2 = _bwd(saved, gen, dy, offs, cache_id, i, fp8, grad_fp8)
-        gw1, gw3 = dw13[:, :i], dw13[:, i:]
+        gw1, gw3 = dw13[0], dw13[1]  # contiguous: autograd keeps them without a copy
         if w_dtype != _BF16:
             gw1, gw3, dw2 = gw1.to(w_dtype), gw3.to(w_dtype), dw2.to(w_dtype)
         if x_dtype != _BF16:

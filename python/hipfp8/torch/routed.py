@@ -91,7 +91,7 @@ class _RoutedExperts(torch.autograd.Function):
         if y_pad is not None:
             y = y_pad if dout.dtype == _BF16 else y_pad.to(dout.dtype)  # exact
             d_scores = ops._moe_combine_bwd_scores(dout, y, slot_row)
-        gw1, gw3 = dw13[:, :i], dw13[:, i:]
+        gw1, gw3 = dw13[0], dw13[1]
         if w_dtype != _BF16:
             gw1, gw3, dw2 = gw1.to(w_dtype), gw3.to(w_dtype), dw2.to(w_dtype)
         if x_dtype != _BF16:
