@@ -17,6 +17,7 @@
 #include "launchers.h"
 
 namespace hipfp8 {
+// hipfp8-emu-begin route_kernels (tests/route_emu.rs runs the kernels on the host)
 namespace route {
 
 constexpr int kBlock = 256;
@@ -201,6 +202,11 @@ __global__ void __launch_bounds__(kBlock) scores_kernel(const typename In::elem*
     __syncthreads();
   }
 }
+
+}  // namespace route
+// hipfp8-emu-end route_kernels
+
+namespace route {
 
 inline unsigned grid_of(int64_t n) { return (unsigned)(n < (1 << 20) ? n : (1 << 20)); }
 
