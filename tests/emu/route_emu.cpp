@@ -88,6 +88,23 @@ struct Args {
   std::string dir;
 };
 
+// route.hip's `dispatch_vec`: zero scales_col, rows, columns.
+template <class In, uint32_t F, bool W, bool VEC>
+void dispatch_vec(const Args& a, const RouteSrc<In, W>& src, std::vector<int32_t>& slot_row, std::vector<uint8_t>& out,
+                  std::vector<float>& sc, std::vector<uint8_t>& out_col, std::vector<float>& sc_col) {
+  const int64_t mc = a.m_cap, k = a.k, G = a.G;
+  for (int64_t i = 0; i < G * k; ++i) sc_col[i] = 0.0f;
+  uint32_t* am = reinterpret_cast<uint32_t*>(sc_col.data());
+  if (mc > 0)
+    launch(dim3(a.gx), kBlock, [&] {
+      rows_kernel<In, F, W, VEC>(src, mc, slot_row.data(), out.data(), sc.data(), am, a.pow2, a.dequant);
+    });
+  const unsigned tiles = (unsigned)((k + kColLanes * In::EPV - 1) / (kColLanes * In::EPV));
+  launch(dim3(tiles < a.gx ? tiles : a.gx, a.gy), kBlock, [&] {
+    cols_kernel<In, F, W, VEC>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
+  });
+}
+
 // hipfp8_moe_dispatch_dual_launch's sequence (route.hip's `dispatch`).
 template <class In, uint32_t F, bool W>
 int dispatch_emu(const Args& a) {
@@ -101,9 +118,11 @@ int dispatch_emu(const Args& a) {
   std::vector<float> sc(mc + 7, -12345.5f), sc_col(G * k + 7, -12345.5f);
   if (G > 0) launch(dim3(1), kTablesBlock, [&] { tables_kernel(offs.data(), (int)G, m, a.align, ws.data(), pad.data()); });
   const RouteSrc<In, W> src{x.data(), W ? w.data() : nullptr, perm.data(), ws.data(), pad.data(), (int)G, m, k, a.topk};
-  if (mc > 0) launch(dim3(a.gx), kBlock, [&] { rows_kernel<F>(src, mc, slot_row.data(), out.data(), sc.data(), a.pow2, a.dequant); });
-  const unsigned tiles = (unsigned)((k + kTile - 1) / kTile);
-  launch(dim3(tiles, a.gy), kBlock, [&] { cols_kernel<F>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant); });
+  if (k % In::EPV == 0) {
+    dispatch_vec<In, F, W, true>(a, src, slot_row, out, sc, out_col, sc_col);
+  } else {
+    dispatch_vec<In, F, W, false>(a, src, slot_row, out, sc, out_col, sc_col);
+  }
   write_file(a.dir + "/offs_pad.bin", pad);
   write_file(a.dir + "/slot_row.bin", slot_row);
   write_file(a.dir + "/out.bin", out);
@@ -121,7 +140,12 @@ int combine_emu(const Args& a) {
   const std::vector<float> w = read_file<float>(a.dir + "/w.bin");
   std::vector<uint16_t> out(a.t * a.k + 7, 0xA5A5);
   if (a.t > 0 && a.k > 0)
-    launch(dim3(a.gx), kBlock, [&] { combine_kernel<In>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap); });
+    launch(dim3(a.gx), kBlock, [&] {
+      if (a.k % In::EPV == 0)
+        combine_kernel<In, true>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap);
+      else
+        combine_kernel<In, false>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap);
+    });
   write_file(a.dir + "/comb.bin", out);
   return 0;
 }
@@ -133,7 +157,12 @@ int scores_emu(const Args& a) {
   const std::vector<int32_t> rows = read_file<int32_t>(a.dir + "/rows.bin");
   std::vector<float> dw(a.t * a.topk + 7, -12345.5f);
   if (a.t * a.topk > 0)
-    launch(dim3(a.gx), kBlock, [&] { scores_kernel<In>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap); });
+    launch(dim3(a.gx), kBlock, [&] {
+      if (a.k % In::EPV == 0)
+        scores_kernel<In, true>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap);
+      else
+        scores_kernel<In, false>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap);
+    });
   write_file(a.dir + "/dw.bin", dw);
   return 0;
 }
