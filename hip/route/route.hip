@@ -8,20 +8,27 @@
 //   combine        out[t] = bf16(sum_j w[s] * y[slot_row[s]]), s = t*topk + j
 //   combine_bwd_scores  dw[s] = dot(dout[t], y[slot_row[s]]) in a fixed order
 // A table kernel (one block) first writes the clamped END offsets (workspace) and the padded
-// END offsets (output); the row and column kernels then find each padded row's source on the
-// fly. Every code goes through encode_sw, every scale through amax_to_scale, every f32
-// operation is IEEE-rounded without contraction (mul32/add32): bit-identical to the CPU
-// reference.
+// END offsets (output). The row kernel (persistent grid, a contiguous range of padded rows per
+// block, slots and weights resolved once per row) gathers each row with 16-byte loads, keeps
+// its first kRegElems elements in registers, writes scale and codes, and merges the column amax
+// of those columns per group into scales_col (bits; zeroed by the launcher; atomicMax). The
+// column kernel (block per 128-byte column tile x padded group) turns them into column scales,
+// then reads the group's rows once, 32 rows per pass, and writes the transposed codes through a
+// shared-memory tile; columns past kRegElems get a reduce sweep of their own. Combine and score
+// gradient: 16-byte loads along the hidden dimension, the reference's summation orders. Every
+// code goes through encode_sw or (finite groups) encode4_finite, every scale through
+// amax_to_scale(_nodiv), every f32 operation is IEEE-rounded without contraction
+// (mul32/add32): bit-identical to the CPU reference. A !VEC instance (row length not a multiple
+// of the vector, misaligned pointers) runs the same code with element loads and stores.
 #include "../quant/common.h"
 #include "../moe/swiglu.h"
 #include "launchers.h"
 
 namespace hipfp8 {
+// hipfp8-emu-begin route_kernels (tests/route_emu.rs runs the kernels on the host)
 namespace route {
 
 constexpr int kBlock = 256;
-constexpr int kTile = 32;  // columns per column-kernel block, rows per transposed store tile
-constexpr int kRowLanes = kBlock / kTile;
 constexpr int kTablesBlock = 1024;
 
 // clamped[g] = the clamped END offsets over the m slots; pad[g] = their padded END offsets
@@ -53,10 +60,11 @@ __global__ void __launch_bounds__(kTablesBlock) tables_kernel(const int32_t* off
   }
 }
 
-// The routing as the kernels read it: a padded row's slot (or -1) and the slot's value.
+// The routing as the kernels read it: a padded row's slot (or -1) and the slot's row.
 template <class In, bool W>
 struct RouteSrc {
-  const typename In::elem* x;
+  typedef typename In::elem E;
+  const E* x;
   const float* w;
   const int32_t* perm;
   const int32_t* clamped;
@@ -74,36 +82,146 @@ struct RouteSrc {
     const int64_t s = perm[lo + i];
     return (s >= 0 && s < m) ? s : -1;
   }
-  __device__ float value(int64_t s, int64_t c) const {
-    if (s < 0) return 0.0f;
-    const float v = In::load1(x, (s / topk) * k + c);
+  // The slot's weight (1 unweighted; read once per row).
+  __device__ float weight(int64_t s) const {
     if constexpr (W) {
-      return moe::round_to<sizeof(typename In::elem) == 2>(moe::mul32(w[s], v));
+      return s >= 0 ? w[s] : 1.0f;
     } else {
-      return v;
+      return 1.0f;
     }
+  }
+  // Chunk i (elements [i*EPV, i*EPV + EPV), i*EPV < k) of slot s's gathered row, weighted
+  // (ws = weight(s)): each element T(ws * x) (one f32 multiply, rounded to the input dtype),
+  // zero past k; all zero for s < 0. VEC: one 16-byte load (k % EPV == 0, x aligned).
+  template <bool VEC>
+  __device__ uint4 chunk(int64_t s, float ws, int64_t i) const {
+    if (s < 0) return zero4();
+    uint4 v = load_chunk<In, VEC>(x + (s / topk) * k, i, k);
+    if constexpr (W) {
+      const int64_t left = k - i * In::EPV;  // lanes past k stay zero (w * 0 may be NaN)
+      uint32_t u[4] = {v.x, v.y, v.z, v.w};
+      if constexpr (In::EPV == 8) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (VEC || e < left) {
+            const uint32_t h = (u[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
+            const uint32_t r = f2u(moe::round_to<true>(moe::mul32(ws, u2f(h << 16)))) >> 16;
+            u[e >> 1] = (u[e >> 1] & ~(0xFFFFu << (16 * (e & 1)))) | (r << (16 * (e & 1)));
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (VEC || e < left) u[e] = f2u(moe::mul32(ws, u2f(u[e])));
+      }
+      v = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+    return v;
   }
 };
 
-// Padded rows p < m_cap: scales[p] over the row, out[p * k + c]; slot_row of every routed
-// slot; then slot_row = -1 for the slots at positions past the last group.
-template <uint32_t F, class S>
-__global__ void __launch_bounds__(kBlock) rows_kernel(S src, int64_t m_cap, int32_t* slot_row, uint8_t* out,
-                                                      float* scales, int pow2, int dequant) {
+// Rows per slot look-up of the row kernel (one thread per row resolves its slot).
+constexpr int kChunkRows = 16;
+// Elements of a row the row kernel keeps in registers (kBlock threads x kRowVpt vectors); it
+// also reduces the column amax of these columns (see cols_kernel).
+constexpr int64_t kRegElems = 8192;
+template <class In>
+__host__ __device__ constexpr int row_vpt() {
+  return (int)(kRegElems / (kBlock * In::EPV));
+}
+
+// Padded rows: block b owns the contiguous rows [b*per, (b+1)*per) (per = ceil(m_cap / grid)),
+// in runs of kChunkRows whose slots (and weights, groups) are resolved once per row into
+// shared memory. Per row: the gathered row's first kRegElems elements in registers (row_vpt
+// 16-byte vectors per thread), the rest re-read (L2); block amax; scales[p]; codes from
+// registers; out[p * k + c]. slot_row of every routed slot. Each thread also keeps the running
+// column amax of its register-held columns over the rows of the current group and merges it
+// into col_amax[g * k + c] (scales_col as bits, zeroed by the launcher) by atomicMax when the
+// group changes and at the end of its rows: max is order-free, so cols_kernel reads the exact
+// column amax. Then slot_row = -1 for the slots at positions past the last group.
+template <class In, uint32_t F, bool W, bool VEC>
+__global__ void __launch_bounds__(kBlock) rows_kernel(RouteSrc<In, W> src, int64_t m_cap, int32_t* slot_row,
+                                                      uint8_t* out, float* scales, uint32_t* col_amax, int pow2,
+                                                      int dequant) {
+  constexpr int EPV = In::EPV, VPT = row_vpt<In>();
   __shared__ uint32_t red[kBlock / HIPFP8_WAVE];
-  const int64_t k = src.k;
-  for (int64_t p = blockIdx.x; p < m_cap; p += gridDim.x) {
-    const int g = upper_bound_i32(src.pad, src.G, p);
-    const int64_t s = g < src.G ? src.slot_in(g, p) : -1;
-    if (s >= 0 && threadIdx.x == 0) slot_row[s] = (int32_t)p;
-    uint32_t a = 0;
-    for (int64_t c = threadIdx.x; c < k; c += kBlock) a = max(a, abs_bits(src.value(s, c)));
-    a = block_max<kBlock>(a, red);
-    const float sc = amax_to_scale<F>(a, pow2 != 0);
-    if (threadIdx.x == 0) scales[p] = dequant ? dequant_scale(sc) : sc;
-    uint8_t* o = out + p * k;
-    for (int64_t c = threadIdx.x; c < k; c += kBlock) o[c] = (uint8_t)encode_sw<F>(src.value(s, c) * sc);
+  __shared__ int64_t s_slot[kChunkRows];
+  __shared__ float s_w[kChunkRows];
+  __shared__ int s_grp[kChunkRows];
+  const int64_t k = src.k, nv = (k + EPV - 1) / EPV;
+  const int64_t per = (m_cap + gridDim.x - 1) / gridDim.x;
+  const int64_t pb = (int64_t)blockIdx.x * per;
+  const int64_t pe = pb + per < m_cap ? pb + per : m_cap;
+  uint32_t cam[VPT][EPV];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) cam[j][e] = 0;
+  int cg = -1;  // the group cam belongs to (-1: none yet)
+  auto flush = [&]() {
+    if (cg >= 0 && cg < src.G) {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j)
+#pragma unroll
+        for (int e = 0; e < EPV; ++e) {
+          const int64_t c = (threadIdx.x + (int64_t)j * kBlock) * EPV + e;
+          if (c < k && cam[j][e] != 0) atomicMax(&col_amax[cg * k + c], cam[j][e]);
+          cam[j][e] = 0;
+        }
+    }
+  };
+  for (int64_t p0 = pb; p0 < pe; p0 += kChunkRows) {
+    const int nrows = pe - p0 < kChunkRows ? (int)(pe - p0) : kChunkRows;
+    __syncthreads();  // the previous run's readers of s_slot are done
+    if ((int)threadIdx.x < nrows) {
+      const int64_t p = p0 + threadIdx.x;
+      const int g = upper_bound_i32(src.pad, src.G, p);
+      const int64_t s = g < src.G ? src.slot_in(g, p) : -1;
+      s_slot[threadIdx.x] = s;
+      s_w[threadIdx.x] = src.weight(s);
+      s_grp[threadIdx.x] = g;
+      if (s >= 0) slot_row[s] = (int32_t)p;
+    }
+    __syncthreads();
+    for (int r = 0; r < nrows; ++r) {
+      const int64_t p = p0 + r;
+      const int64_t s = s_slot[r];
+      const float ws = s_w[r];
+      const int g = s_grp[r];
+      if (g != cg) {
+        flush();
+        cg = g;
+      }
+      uint4 v[VPT];
+      uint32_t a = 0;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const int64_t i = threadIdx.x + (int64_t)j * kBlock;
+        v[j] = i < nv ? src.template chunk<VEC>(s, ws, i) : zero4();
+        a = max(a, In::absmax(v[j]));
+#pragma unroll
+        for (int e = 0; e < EPV; ++e) cam[j][e] = max(cam[j][e], abs_bits(In::get(v[j], e)));
+      }
+      for (int64_t i = threadIdx.x + (int64_t)VPT * kBlock; i < nv; i += kBlock)
+        a = max(a, In::absmax(src.template chunk<VEC>(s, ws, i)));
+      a = block_max<kBlock>(a, red);
+      const float sc = amax_to_scale_nodiv<F>(a, pow2 != 0);
+      uint8_t* orow = out + p * k;
+      const bool fin = amax_bits_finite(a);
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const int64_t i = threadIdx.x + (int64_t)j * kBlock;
+        if (i < nv)
+          store_chunk<In, VEC>(orow, i, k, fin ? cast_vec<In, F, true>(v[j], sc) : cast_vec<In, F, false>(v[j], sc));
+      }
+      for (int64_t i = threadIdx.x + (int64_t)VPT * kBlock; i < nv; i += kBlock) {
+        const uint4 u = src.template chunk<VEC>(s, ws, i);
+        store_chunk<In, VEC>(orow, i, k, fin ? cast_vec<In, F, true>(u, sc) : cast_vec<In, F, false>(u, sc));
+      }
+      if (threadIdx.x == 0) scales[p] = dequant ? dequant_scale(sc) : sc;
+    }
   }
+  flush();
   const int64_t routed = src.G ? src.clamped[src.G - 1] : 0;
   for (int64_t j = routed + (int64_t)blockIdx.x * kBlock + threadIdx.x; j < src.m; j += (int64_t)gridDim.x * kBlock) {
     const int64_t s = src.perm[j];
@@ -111,98 +229,264 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(S src, int64_t m_cap, int3
   }
 }
 
-// Padded groups g < G (and g = G: the tail rows from pad[G-1] to m_cap, zero codes): the
-// column amax over the group's rows into scales_col[g * k + c], codes at out_col[c * m_cap + r].
-// Block: 32 columns x 8 row lanes.
-template <uint32_t F, class S>
-__global__ void __launch_bounds__(kBlock) cols_kernel(S src, int64_t m_cap, uint8_t* out_col, float* scales_col,
-                                                      int pow2, int dequant) {
-  __shared__ uint32_t red[kRowLanes][kTile];
-  __shared__ float sc[kTile];
-  __shared__ uint8_t tile[kTile][kTile + 1];
-  const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
-  const int64_t k = src.k;
-  const int64_t c0 = (int64_t)blockIdx.x * kTile;
-  const int64_t c = c0 + tx;
+// Column kernel geometry: a tile row is kColLanes 16-byte vectors (128 bytes: 64 bf16 / 32 f32
+// columns), a pass kColRows = kBlock / kColLanes rows.
+constexpr int kColLanes = 8;
+constexpr int kColRows = kBlock / kColLanes;
+constexpr int kTileStride = kColRows + 8;  // bytes per column of the transposed tile (8-aligned)
+
+// Padded groups g < G (and g = G: the tail rows from pad[G-1] to m_cap, zero codes) x column
+// tiles: the column scales into scales_col[g * k + c] (from the column amax the row kernel left
+// there as bits, or, for columns past kRegElems, from a reduce sweep over the group here), then
+// one sweep over the group's rows in passes of kColRows rows aligned to absolute multiples of
+// kColRows: slots and weights resolved once per row (shared memory), thread (row, lane) loads
+// one 16-byte vector of the gathered row, scales and encodes its EPV columns into a transposed
+// tile in shared memory; then each column's kColRows bytes go out as 8- (bf16) or 4-byte (f32)
+// stores at out_col[c * m_cap + r] (byte stores at a group's partial first/last pass or where
+// the address is not aligned).
+template <class In, uint32_t F, bool W, bool VEC>
+__global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64_t m_cap, uint8_t* out_col,
+                                                      float* scales_col, int pow2, int dequant) {
+  constexpr int EPV = In::EPV, COLS = kColLanes * EPV, NW = kBlock / HIPFP8_WAVE;
+  constexpr int BPT = COLS * kColRows / kBlock;  // output bytes per thread per pass (8 or 4)
+  constexpr int TPC = kColRows / BPT;            // threads per output column
+  __shared__ uint32_t s_red[NW][COLS];
+  __shared__ uint32_t s_am[COLS];
+  __shared__ float s_sc[COLS];
+  __shared__ int64_t s_slot[kColRows];
+  __shared__ float s_w[kColRows];
+  __shared__ uint2 s_tile2[COLS * kTileStride / 8];
+  uint8_t* s_tile = reinterpret_cast<uint8_t*>(s_tile2);
+  const int tid = threadIdx.x, q = tid % kColLanes, rr = tid / kColLanes;
+  const int64_t k = src.k, nv = (k + EPV - 1) / EPV;
+  const int64_t ntiles = (k + COLS - 1) / COLS;
+  uint32_t* am_bits = reinterpret_cast<uint32_t*>(scales_col);
+  // Resolve the slots and weights of rows [A, A + kColRows) of group g that lie in [gs, ge).
+  auto resolve = [&](int64_t g, int64_t A, int64_t gs, int64_t ge) {
+    __syncthreads();
+    if (tid < kColRows) {
+      const int64_t r = A + tid;
+      const int64_t s = (g < src.G && r >= gs && r < ge) ? src.slot_in((int)g, r) : -1;
+      s_slot[tid] = s;
+      s_w[tid] = src.weight(s);
+    }
+    __syncthreads();
+  };
   for (int64_t g = blockIdx.y; g <= src.G; g += gridDim.y) {
     const bool group = g < src.G;
     const int64_t gs = g ? src.pad[g - 1] : 0;
     const int64_t ge = group ? src.pad[g] : m_cap;
-    if (group) {
-      uint32_t a = 0;
-      if (c < k)
-        for (int64_t r = gs + ty; r < ge; r += kRowLanes) a = max(a, abs_bits(src.value(src.slot_in((int)g, r), c)));
-      red[ty][tx] = a;
-      __syncthreads();
-      if (ty == 0) {
-        for (int i = 1; i < kRowLanes; ++i) a = max(a, red[i][tx]);
-        const float s = amax_to_scale<F>(a, pow2 != 0);
-        sc[tx] = s;
-        if (c < k) scales_col[g * k + c] = dequant ? dequant_scale(s) : s;
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+      __syncthreads();  // the previous tile's readers of the shared tables are done
+      const int64_t c0 = t * COLS;
+      const int64_t i = c0 / EPV + q;  // this thread's vector of a tile row
+      const int64_t A0 = gs - gs % kColRows;
+      if (group) {
+        uint32_t cam[EPV];
+#pragma unroll
+        for (int e = 0; e < EPV; ++e) cam[e] = 0;
+        if (c0 >= kRegElems) {
+          // columns the row kernel did not reduce: a reduce sweep here (the encode sweep below
+          // reads the rows again)
+          for (int64_t A = A0; A < ge; A += kColRows) {
+            resolve(g, A, gs, ge);
+            if (i < nv) {
+              const uint4 v = src.template chunk<VEC>(s_slot[rr], s_w[rr], i);
+#pragma unroll
+              for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v, e)));
+            }
+          }
+#pragma unroll
+          for (int o = kColLanes; o < HIPFP8_WAVE; o <<= 1)
+#pragma unroll
+            for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], (uint32_t)HIPFP8_SHFL_XOR(cam[e], o));
+          if (tid % HIPFP8_WAVE < kColLanes)
+#pragma unroll
+            for (int e = 0; e < EPV; ++e) s_red[tid / HIPFP8_WAVE][q * EPV + e] = cam[e];
+          __syncthreads();
+        }
+        if (tid < COLS) {
+          uint32_t a = 0;
+          if (c0 >= kRegElems) {
+#pragma unroll
+            for (int w = 0; w < NW; ++w) a = max(a, s_red[w][tid]);
+          } else if (c0 + tid < k) {
+            a = am_bits[g * k + c0 + tid];
+          }
+          const float sc = amax_to_scale<F>(a, pow2 != 0);
+          s_am[tid] = a;
+          s_sc[tid] = sc;
+          if (c0 + tid < k) scales_col[g * k + c0 + tid] = dequant ? dequant_scale(sc) : sc;
+        }
+        // (resolve's leading barrier publishes s_am / s_sc)
       }
-      __syncthreads();
-    }
-    const float s = group ? sc[tx] : 0.0f;
-    for (int64_t rb = gs; rb < ge; rb += kTile) {
-      for (int j = 0; j < kTile / kRowLanes; ++j) {
-        const int rr = ty + kRowLanes * j;
-        const int64_t r = rb + rr;
-        uint8_t code = 0;
-        if (group && c < k && r < ge) code = (uint8_t)encode_sw<F>(src.value(src.slot_in((int)g, r), c) * s);
-        tile[tx][rr] = code;
-      }
-      __syncthreads();
-      for (int j = 0; j < kTile / kRowLanes; ++j) {
-        const int cc = ty + kRowLanes * j;
+      for (int64_t A = A0; A < ge; A += kColRows) {
+        resolve(g, A, gs, ge);
+        if (group) {
+          const int64_t s = s_slot[rr];
+          const uint4 v = i < nv ? src.template chunk<VEC>(s, s_w[rr], i) : zero4();
+          bool fin = true;
+#pragma unroll
+          for (int e = 0; e < EPV; ++e) fin = fin && amax_bits_finite(s_am[q * EPV + e]);
+          float y[EPV];
+#pragma unroll
+          for (int e = 0; e < EPV; ++e) y[e] = In::get(v, e) * s_sc[q * EPV + e];
+#pragma unroll
+          for (int e4 = 0; e4 < EPV; e4 += 4) {
+            const uint32_t c4 = fin ? encode4_finite<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3])
+                                    : encode4_sw<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s_tile[(q * EPV + e4 + e) * kTileStride + rr] = (uint8_t)(c4 >> (8 * e));
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < EPV; ++e) s_tile[(q * EPV + e) * kTileStride + rr] = 0;
+        }
+        __syncthreads();
+        const int cc = tid / TPC, r0 = (tid % TPC) * BPT;
         const int64_t col = c0 + cc;
-        const int64_t r = rb + tx;
-        if (col < k && r < ge) out_col[col * m_cap + r] = tile[cc][tx];
+        if (col < k) {
+          const uint8_t* src_b = s_tile + cc * kTileStride + r0;
+          uint8_t* dst = out_col + col * m_cap + A + r0;
+          const int64_t r = A + r0;
+          if (r >= gs && r + BPT <= ge && ((uintptr_t)dst % BPT) == 0) {
+            if constexpr (BPT == 8) {
+              *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src_b);
+            } else {
+              *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src_b);
+            }
+          } else {
+#pragma unroll
+            for (int b = 0; b < BPT; ++b)
+              if (r + b >= gs && r + b < ge) dst[b] = src_b[b];
+          }
+        }
       }
-      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
-template <class In>
+// Combine: block per token (grid-stride), thread per EPV-column chunk: out[tok * k + c] =
+// bf16(0 + sum over j of w[s] * y[rows[s] * k + c]) with s = tok*topk + j in j order (f32,
+// each product and sum rounded once), the slot's row chunk read with one 16-byte load (VEC) and
+// the EPV results stored at once.
+template <class In, bool VEC>
 __global__ void __launch_bounds__(kBlock) combine_kernel(const typename In::elem* y, const int32_t* rows,
                                                          const float* w, uint16_t* out, int64_t t, int64_t k,
                                                          int64_t topk, int64_t m_cap) {
+  constexpr int EPV = In::EPV;
+  const int64_t nv = (k + EPV - 1) / EPV;
   for (int64_t tok = blockIdx.x; tok < t; tok += gridDim.x) {
-    for (int64_t c = threadIdx.x; c < k; c += kBlock) {
-      float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < nv; i += kBlock) {
+      float acc[EPV];
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) acc[e] = 0.0f;
       for (int64_t s = tok * topk; s < (tok + 1) * topk; ++s) {
         const int64_t r = rows[s];
-        if (r >= 0 && r < m_cap) acc = moe::add32(acc, moe::mul32(w[s], In::load1(y, r * k + c)));
+        if (r >= 0 && r < m_cap) {
+          const float ws = w[s];
+          const uint4 v = load_chunk<In, VEC>(y + r * k, i, k);
+#pragma unroll
+          for (int e = 0; e < EPV; ++e) acc[e] = moe::add32(acc[e], moe::mul32(ws, In::get(v, e)));
+        }
       }
-      out[tok * k + c] = acc != acc ? (uint16_t)0x7FC0u : (uint16_t)(f2u(moe::round_to<true>(acc)) >> 16);
+      uint32_t h[EPV];
+#pragma unroll
+      for (int e = 0; e < EPV; ++e)
+        h[e] = acc[e] != acc[e] ? 0x7FC0u : f2u(moe::round_to<true>(acc[e])) >> 16;
+      uint16_t* o = out + tok * k + i * EPV;
+      if constexpr (VEC) {
+        if constexpr (EPV == 8) {
+          *reinterpret_cast<uint4*>(o) = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        } else {
+          *reinterpret_cast<uint2*>(o) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < EPV; ++e)
+          if (i * EPV + e < k) o[e] = (uint16_t)h[e];
+      }
     }
   }
 }
 
-template <class In>
+// Lanes of the score-gradient dot product (src/reference/route.rs, DOT_LANES): lane l adds the
+// products of columns l, l + 256, ... in order, then lanes are added pairwise.
+constexpr int kDotLanes = 256;
+
+// Score gradient: kDotLanes / EPV threads per slot (kBlock / that slots per block), thread ti
+// owning lanes [ti*EPV, ti*EPV + EPV): it reads EPV consecutive columns of dout and y with one
+// 16-byte load each (VEC), so every lane adds exactly its columns in order (past k the
+// zero-filled chunk adds +0, which leaves a sum that started at +0 unchanged); then the pairwise
+// tree over the slot's 256 lanes in shared memory, in the reference's order.
+template <class In, bool VEC>
 __global__ void __launch_bounds__(kBlock) scores_kernel(const typename In::elem* dout, const typename In::elem* y,
                                                         const int32_t* rows, float* dw, int64_t t, int64_t k,
                                                         int64_t topk, int64_t m_cap) {
-  __shared__ float lanes[kBlock];
-  for (int64_t s = blockIdx.x; s < t * topk; s += gridDim.x) {
-    const int64_t r = rows[s], tok = s / topk;
-    float acc = 0.0f;
-    if (r >= 0 && r < m_cap)
-      for (int64_t c = threadIdx.x; c < k; c += kBlock)
-        acc = moe::add32(acc, moe::mul32(In::load1(dout, tok * k + c), In::load1(y, r * k + c)));
-    lanes[threadIdx.x] = acc;
+  constexpr int EPV = In::EPV, TPS = kDotLanes / EPV, SPB = kBlock / TPS;
+  __shared__ float lanes[SPB][kDotLanes];
+  const int sl = threadIdx.x / TPS, ti = threadIdx.x % TPS;
+  const int64_t n = t * topk, nv = (k + EPV - 1) / EPV;
+  for (int64_t s0 = (int64_t)blockIdx.x * SPB; s0 < n; s0 += (int64_t)gridDim.x * SPB) {
+    const int64_t s = s0 + sl;
+    float acc[EPV];
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) acc[e] = 0.0f;
+    if (s < n) {
+      const int64_t r = rows[s], tok = s / topk;
+      if (r >= 0 && r < m_cap)
+        for (int64_t i = ti; i < nv; i += TPS) {
+          const uint4 a = load_chunk<In, VEC>(dout + tok * k, i, k);
+          const uint4 b = load_chunk<In, VEC>(y + r * k, i, k);
+#pragma unroll
+          for (int e = 0; e < EPV; ++e) acc[e] = moe::add32(acc[e], moe::mul32(In::get(a, e), In::get(b, e)));
+        }
+    }
+    __syncthreads();  // the previous round's lane 0 has been read
+#pragma unroll
+    for (int e = 0; e < EPV; ++e) lanes[sl][ti * EPV + e] = acc[e];
     __syncthreads();
-    for (int h = kBlock / 2; h > 0; h >>= 1) {
-      if ((int)threadIdx.x < h) lanes[threadIdx.x] = moe::add32(lanes[threadIdx.x], lanes[threadIdx.x + h]);
+    for (int h = kDotLanes / 2; h > 0; h >>= 1) {
+      for (int l = ti; l < h; l += TPS) lanes[sl][l] = moe::add32(lanes[sl][l], lanes[sl][l + h]);
       __syncthreads();
     }
-    if (threadIdx.x == 0) dw[s] = lanes[0] != lanes[0] ? u2f(0x7FC00000u) : lanes[0];
-    __syncthreads();
+    if (ti == 0 && s < n) dw[s] = lanes[sl][0] != lanes[sl][0] ? u2f(0x7FC00000u) : lanes[sl][0];
   }
 }
 
+}  // namespace route
+// hipfp8-emu-end route_kernels
+
+namespace route {
+
 inline unsigned grid_of(int64_t n) { return (unsigned)(n < (1 << 20) ? n : (1 << 20)); }
+
+template <class In, uint32_t F, bool W, bool VEC>
+int dispatch_vec(const RouteSrc<In, W>& src, int32_t* slot_row, uint8_t* out, float* scales, uint8_t* out_col,
+                 float* scales_col, int64_t m_cap, int pow2, int dequant, hipStream_t st) {
+  const int64_t G = src.G, k = src.k;
+  if (G > 0) {  // the row kernel merges the column amax into scales_col (as bits)
+    const hipError_t e = hipMemsetAsync(scales_col, 0, (size_t)(G * k) * sizeof(float), st);
+    if (e != hipSuccess) return (int)e;
+  }
+  if (m_cap > 0) {  // m_cap >= m: the rows cover every slot
+    static unsigned long long cache[kResidentDevs];
+    const int64_t res = resident_grid(cache, reinterpret_cast<const void*>(rows_kernel<In, F, W, VEC>), kBlock, 0);
+    const int64_t runs = (m_cap + kChunkRows - 1) / kChunkRows;
+    const unsigned grid = (unsigned)(runs < res ? runs : res);
+    rows_kernel<In, F, W, VEC><<<grid, kBlock, 0, st>>>(src, m_cap, slot_row, out, scales,
+                                                      reinterpret_cast<uint32_t*>(scales_col), pow2, dequant);
+    const hipError_t e = hipGetLastError();
+    if (e != hipSuccess) return (int)e;
+  }
+  constexpr int64_t cols = kColLanes * In::EPV;
+  const int64_t tiles = (k + cols - 1) / cols;
+  if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
+  const int64_t gy = G + 1 < 65535 ? G + 1 : 65535;
+  cols_kernel<In, F, W, VEC><<<dim3((unsigned)tiles, (unsigned)gy), kBlock, 0, st>>>(src, m_cap, out_col, scales_col,
+                                                                                    pow2, dequant);
+  return (int)hipGetLastError();
+}
 
 template <class In, uint32_t F, bool W>
 int dispatch(const void* x, const float* w, const int32_t* perm, const int32_t* offs, int32_t* pad,
@@ -216,19 +500,43 @@ int dispatch(const void* x, const float* w, const int32_t* perm, const int32_t* 
     if (e != hipSuccess) return (int)e;
   }
   const RouteSrc<In, W> src{static_cast<const typename In::elem*>(x), w, perm, clamped, pad, (int)G, m, k, topk};
-  int rc = kLaunchOk;
-  if (m_cap > 0) {  // m_cap >= m: the rows cover every slot
-    rows_kernel<F><<<grid_of(m_cap), kBlock, 0, st>>>(src, m_cap, slot_row, out, scales, pow2, dequant);
-    rc = (int)hipGetLastError();
-  }
-  if (rc == kLaunchOk && (G > 0 || m_cap > 0)) {
-    const int64_t tiles = (k + kTile - 1) / kTile;
-    const int64_t gy = G + 1 < 65535 ? G + 1 : 65535;
-    cols_kernel<F><<<dim3((unsigned)tiles, (unsigned)gy), kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
-    rc = (int)hipGetLastError();
-  }
+  // 16-byte loads of the token rows, EPV-byte code stores of the padded rows
+  const bool vec = k % In::EPV == 0 && (m == 0 || aligned16(x)) && (uintptr_t)out % In::EPV == 0;
+  const int rc = vec ? dispatch_vec<In, F, W, true>(src, slot_row, out, scales, out_col, scales_col, m_cap, pow2,
+                                                    dequant, st)
+                     : dispatch_vec<In, F, W, false>(src, slot_row, out, scales, out_col, scales_col, m_cap, pow2,
+                                                     dequant, st);
   const int rc2 = G > 0 ? clear_group_tables(ws, 4 * G, st) : kLaunchOk;
   return rc != kLaunchOk ? rc : rc2;
+}
+
+template <class In>
+int launch_combine(const void* y, const int32_t* rows, const float* w, uint16_t* out, int64_t t, int64_t k,
+                   int64_t topk, int64_t m_cap, hipStream_t st) {
+  typedef typename In::elem E;
+  const E* yp = static_cast<const E*>(y);
+  const bool vec = k % In::EPV == 0 && aligned16(y) && (uintptr_t)out % (2 * In::EPV) == 0;
+  if (vec) {
+    combine_kernel<In, true><<<grid_of(t), kBlock, 0, st>>>(yp, rows, w, out, t, k, topk, m_cap);
+  } else {
+    combine_kernel<In, false><<<grid_of(t), kBlock, 0, st>>>(yp, rows, w, out, t, k, topk, m_cap);
+  }
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+template <class In>
+int launch_scores(const void* dout, const void* y, const int32_t* rows, float* dw, int64_t t, int64_t k,
+                  int64_t topk, int64_t m_cap, hipStream_t st) {
+  typedef typename In::elem E;
+  const E *dp = static_cast<const E*>(dout), *yp = static_cast<const E*>(y);
+  constexpr int64_t spb = kBlock / (kDotLanes / In::EPV);
+  const unsigned grid = grid_of((t * topk + spb - 1) / spb);
+  if (k % In::EPV == 0 && aligned16(dout) && aligned16(y)) {
+    scores_kernel<In, true><<<grid, kBlock, 0, st>>>(dp, yp, rows, dw, t, k, topk, m_cap);
+  } else {
+    scores_kernel<In, false><<<grid, kBlock, 0, st>>>(dp, yp, rows, dw, t, k, topk, m_cap);
+  }
+  HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 }  // namespace route
@@ -276,14 +584,9 @@ HIPFP8_EXTERN int hipfp8_moe_combine_launch(const void* y, const int32_t* slot_r
   if (topk > 0 && t > INT64_MAX / topk) return kLaunchUnsupported;
   if (t == 0 || k == 0) return kLaunchOk;
   if (!out || (topk > 0 && (!slot_row || !weights)) || (m_cap > 0 && !y)) return kLaunchNull;
-  if (in_dtype == HIPFP8_DTYPE_BF16) {
-    combine_kernel<Bf16In><<<grid_of(t), kBlock, 0, stream>>>(static_cast<const typename Bf16In::elem*>(y), slot_row, weights, out, t, k, topk, m_cap);
-  } else if (in_dtype == HIPFP8_DTYPE_F32) {
-    combine_kernel<F32In><<<grid_of(t), kBlock, 0, stream>>>(static_cast<const float*>(y), slot_row, weights, out, t, k, topk, m_cap);
-  } else {
-    return kLaunchBadEnum;
-  }
-  HIPFP8_RETURN_LAUNCH_STATUS();
+  if (in_dtype == HIPFP8_DTYPE_BF16) return launch_combine<Bf16In>(y, slot_row, weights, out, t, k, topk, m_cap, stream);
+  if (in_dtype == HIPFP8_DTYPE_F32) return launch_combine<F32In>(y, slot_row, weights, out, t, k, topk, m_cap, stream);
+  return kLaunchBadEnum;
 }
 
 HIPFP8_EXTERN int hipfp8_moe_combine_bwd_scores_launch(const void* dout, const void* y, const int32_t* slot_row,
@@ -294,12 +597,7 @@ HIPFP8_EXTERN int hipfp8_moe_combine_bwd_scores_launch(const void* dout, const v
   const int64_t n = t * topk;
   if (n == 0) return kLaunchOk;
   if (!dweights || !slot_row || (k > 0 && (!dout || (m_cap > 0 && !y)))) return kLaunchNull;
-  if (in_dtype == HIPFP8_DTYPE_BF16) {
-    scores_kernel<Bf16In><<<grid_of(n), kBlock, 0, stream>>>(static_cast<const typename Bf16In::elem*>(dout), static_cast<const typename Bf16In::elem*>(y), slot_row, dweights, t, k, topk, m_cap);
-  } else if (in_dtype == HIPFP8_DTYPE_F32) {
-    scores_kernel<F32In><<<grid_of(n), kBlock, 0, stream>>>(static_cast<const float*>(dout), static_cast<const float*>(y), slot_row, dweights, t, k, topk, m_cap);
-  } else {
-    return kLaunchBadEnum;
-  }
-  HIPFP8_RETURN_LAUNCH_STATUS();
+  if (in_dtype == HIPFP8_DTYPE_BF16) return launch_scores<Bf16In>(dout, y, slot_row, dweights, t, k, topk, m_cap, stream);
+  if (in_dtype == HIPFP8_DTYPE_F32) return launch_scores<F32In>(dout, y, slot_row, dweights, t, k, topk, m_cap, stream);
+  return kLaunchBadEnum;
 }

@@ -1,0 +1,213 @@
+// The MoE routing kernels (hip/route/route.hip, between the `hipfp8-emu-begin route_kernels`
+// markers) on the host: tests/emu/quant_port_emu.h runs their blocks as std::threads with
+// emulated wavefront shuffles, in the order the launchers of route.hip queue them, with grids
+// smaller than the work so the grid-stride loops run too. Reads the inputs tests/route_emu.rs
+// wrote, writes the outputs for it to compare with the CPU reference (src/reference/route.rs).
+// Usage:
+//   route_emu OP FMT POW2 DEQUANT BF16 WEIGHTED T K TOPK G ALIGN M_CAP GRID_X GRID_Y DIR
+// OP: 0 dispatch_dual (x.bin, w.bin, perm.bin, offs.bin -> offs_pad.bin, slot_row.bin, out.bin,
+// scales.bin, out_col.bin, scales_col.bin), 1 combine (y.bin, rows.bin, w.bin -> comb.bin),
+// 2 combine_bwd_scores (dout.bin, y.bin, rows.bin -> dw.bin). Output buffers are pre-filled
+// with the sentinels 0xA5 / -12345.5 / -7 (0xA5A5 for bf16).
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quant/common.h"
+#include "moe/swiglu.h"
+
+// Global-memory atomics the kernels use (device-scope, relaxed is enough: the emulation joins
+// every thread of a launch before the next launch starts).
+inline uint32_t atomicMax(uint32_t* p, uint32_t v) {
+  std::atomic_ref<uint32_t> r(*p);
+  uint32_t old = r.load(std::memory_order_relaxed);
+  while (old < v && !r.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
+  }
+  return old;
+}
+
+#include "route_kernels.inc"
+
+using namespace hipfp8;
+using namespace hipfp8::route;
+
+template <class T>
+std::vector<T> read_file(const std::string& p) {
+  std::vector<T> v;
+  FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) return v;
+  std::fseek(f, 0, SEEK_END);
+  const long n = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  v.resize((size_t)n / sizeof(T));
+  if (std::fread(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(3);
+  std::fclose(f);
+  return v;
+}
+
+template <class T>
+void write_file(const std::string& p, const std::vector<T>& v) {
+  FILE* f = std::fopen(p.c_str(), "wb");
+  if (!f || std::fwrite(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(4);
+  std::fclose(f);
+}
+
+// A 2D grid of blocks, each with per-wavefront barriers for the emulated shuffles.
+template <class F>
+void launch(dim3 grid, unsigned threads, F&& body) {
+  gridDim = grid;
+  blockDim = dim3(threads);
+  for (unsigned y = 0; y < grid.y; ++y)
+    for (unsigned x = 0; x < grid.x; ++x) {
+      std::barrier<> bar(threads);
+      emu_barrier = &bar;
+      std::vector<std::unique_ptr<std::barrier<>>> waves;
+      emu_wave_barrier.clear();
+      for (unsigned w = 0; w < threads / HIPFP8_WAVE; ++w) {
+        waves.emplace_back(new std::barrier<>(HIPFP8_WAVE));
+        emu_wave_barrier.push_back(waves.back().get());
+      }
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] {
+          threadIdx = dim3(t);
+          blockIdx = dim3(x, y);
+          body();
+        });
+      for (auto& th : ts) th.join();
+    }
+}
+
+struct Args {
+  int op, pow2, dequant, weighted;
+  int64_t t, k, topk, G, align, m_cap;
+  unsigned gx, gy;
+  std::string dir;
+};
+
+// route.hip's `dispatch_vec`: zero scales_col, rows, columns.
+template <class In, uint32_t F, bool W, bool VEC>
+void dispatch_vec(const Args& a, const RouteSrc<In, W>& src, std::vector<int32_t>& slot_row, std::vector<uint8_t>& out,
+                  std::vector<float>& sc, std::vector<uint8_t>& out_col, std::vector<float>& sc_col) {
+  const int64_t mc = a.m_cap, k = a.k, G = a.G;
+  for (int64_t i = 0; i < G * k; ++i) sc_col[i] = 0.0f;
+  uint32_t* am = reinterpret_cast<uint32_t*>(sc_col.data());
+  if (mc > 0)
+    launch(dim3(a.gx), kBlock, [&] {
+      rows_kernel<In, F, W, VEC>(src, mc, slot_row.data(), out.data(), sc.data(), am, a.pow2, a.dequant);
+    });
+  const unsigned tiles = (unsigned)((k + kColLanes * In::EPV - 1) / (kColLanes * In::EPV));
+  launch(dim3(tiles < a.gx ? tiles : a.gx, a.gy), kBlock, [&] {
+    cols_kernel<In, F, W, VEC>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
+  });
+}
+
+// hipfp8_moe_dispatch_dual_launch's sequence (route.hip's `dispatch`).
+template <class In, uint32_t F, bool W>
+int dispatch_emu(const Args& a) {
+  typedef typename In::elem E;
+  const int64_t m = a.t * a.topk, mc = a.m_cap, k = a.k, G = a.G;
+  const std::vector<E> x = read_file<E>(a.dir + "/x.bin");
+  const std::vector<float> w = read_file<float>(a.dir + "/w.bin");
+  const std::vector<int32_t> perm = read_file<int32_t>(a.dir + "/perm.bin"), offs = read_file<int32_t>(a.dir + "/offs.bin");
+  std::vector<int32_t> ws(G + 1, 0), pad(G + 7, -7), slot_row(m + 7, -7);
+  std::vector<uint8_t> out(mc * k + 7, 0xA5), out_col(mc * k + 7, 0xA5);
+  std::vector<float> sc(mc + 7, -12345.5f), sc_col(G * k + 7, -12345.5f);
+  if (G > 0) launch(dim3(1), kTablesBlock, [&] { tables_kernel(offs.data(), (int)G, m, a.align, ws.data(), pad.data()); });
+  const RouteSrc<In, W> src{x.data(), W ? w.data() : nullptr, perm.data(), ws.data(), pad.data(), (int)G, m, k, a.topk};
+  if (k % In::EPV == 0) {
+    dispatch_vec<In, F, W, true>(a, src, slot_row, out, sc, out_col, sc_col);
+  } else {
+    dispatch_vec<In, F, W, false>(a, src, slot_row, out, sc, out_col, sc_col);
+  }
+  write_file(a.dir + "/offs_pad.bin", pad);
+  write_file(a.dir + "/slot_row.bin", slot_row);
+  write_file(a.dir + "/out.bin", out);
+  write_file(a.dir + "/scales.bin", sc);
+  write_file(a.dir + "/out_col.bin", out_col);
+  write_file(a.dir + "/scales_col.bin", sc_col);
+  return 0;
+}
+
+template <class In>
+int combine_emu(const Args& a) {
+  typedef typename In::elem E;
+  const std::vector<E> y = read_file<E>(a.dir + "/y.bin");
+  const std::vector<int32_t> rows = read_file<int32_t>(a.dir + "/rows.bin");
+  const std::vector<float> w = read_file<float>(a.dir + "/w.bin");
+  std::vector<uint16_t> out(a.t * a.k + 7, 0xA5A5);
+  if (a.t > 0 && a.k > 0)
+    launch(dim3(a.gx), kBlock, [&] {
+      if (a.k % In::EPV == 0)
+        combine_kernel<In, true>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap);
+      else
+        combine_kernel<In, false>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap);
+    });
+  write_file(a.dir + "/comb.bin", out);
+  return 0;
+}
+
+template <class In>
+int scores_emu(const Args& a) {
+  typedef typename In::elem E;
+  const std::vector<E> dout = read_file<E>(a.dir + "/dout.bin"), y = read_file<E>(a.dir + "/y.bin");
+  const std::vector<int32_t> rows = read_file<int32_t>(a.dir + "/rows.bin");
+  std::vector<float> dw(a.t * a.topk + 7, -12345.5f);
+  if (a.t * a.topk > 0)
+    launch(dim3(a.gx), kBlock, [&] {
+      if (a.k % In::EPV == 0)
+        scores_kernel<In, true>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap);
+      else
+        scores_kernel<In, false>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap);
+    });
+  write_file(a.dir + "/dw.bin", dw);
+  return 0;
+}
+
+template <class In, uint32_t F>
+int run(const Args& a) {
+  switch (a.op) {
+    case 0: return a.weighted ? dispatch_emu<In, F, true>(a) : dispatch_emu<In, F, false>(a);
+    case 1: return combine_emu<In>(a);
+    case 2: return scores_emu<In>(a);
+  }
+  return 2;
+}
+
+template <class In>
+int run_fmt(const Args& a, int fmt) {
+  switch (fmt) {
+    case 0: return run<In, kE4M3Fn>(a);
+    case 1: return run<In, kE5M2>(a);
+    case 2: return run<In, kE4M3FnUz>(a);
+    case 3: return run<In, kE5M2FnUz>(a);
+  }
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 16) {
+    std::fprintf(stderr, "usage: route_emu OP FMT POW2 DEQUANT BF16 WEIGHTED T K TOPK G ALIGN M_CAP GRID_X GRID_Y DIR\n");
+    return 2;
+  }
+  Args a;
+  a.op = std::atoi(argv[1]);
+  const int fmt = std::atoi(argv[2]);
+  a.pow2 = std::atoi(argv[3]);
+  a.dequant = std::atoi(argv[4]);
+  const bool bf16 = std::atoi(argv[5]) != 0;
+  a.weighted = std::atoi(argv[6]);
+  a.t = std::atoll(argv[7]);
+  a.k = std::atoll(argv[8]);
+  a.topk = std::atoll(argv[9]);
+  a.G = std::atoll(argv[10]);
+  a.align = std::atoll(argv[11]);
+  a.m_cap = std::atoll(argv[12]);
+  a.gx = (unsigned)std::atoi(argv[13]);
+  a.gy = (unsigned)std::atoi(argv[14]);
+  a.dir = argv[15];
+  return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
+}
