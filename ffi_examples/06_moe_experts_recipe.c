@@ -156,6 +156,33 @@ int main(void) {
     for (i = I * D; i < 2 * I * D; i++) /* expert 1 has no tokens: zero gradient (both halves) */
         if (dw13[i] != 0 || dw13[E * I * D + i] != 0) bad++;
 
+    /* W13 from its two halves as a framework keeps them (torchtitan's w1 and w3: expert e's
+     * gate rows, then its up rows): the same cache, so the same y, with no stacked copy. */
+    {
+        static uint16_t w_gate[E * I * D], w_up[E * I * D], y2[M * D];
+        hipfp8_weight_cache *cache2 = NULL;
+        uint64_t gen_h = 0, fwd_gen2 = 0;
+        int e;
+        for (e = 0; e < E; e++) {
+            memcpy(w_gate + e * I * D, w13 + e * 2 * I * D, sizeof(uint16_t) * I * D);
+            memcpy(w_up + e * I * D, w13 + e * 2 * I * D + I * D, sizeof(uint16_t) * I * D);
+        }
+        if (check_status("cache create", hipfp8_moe_experts_weight_cache_create(ctx, &desc, &cache2))) return 1;
+        if (check_status("refresh halves", hipfp8_weight_cache_refresh_halves(ctx, cache2, HIPFP8_DTYPE_BF16, w_gate,
+                                                                              E * I * D, w_up, E * I * D, w2,
+                                                                              E * D * I, &gen_h, NULL)))
+            return 1;
+        if (check_status("forward (halves)", hipfp8_moe_experts_forward(ctx, &desc, cache2, x, M * D, offs, E, y2,
+                                                                        M * D, saved, saved_len, fws, fws_len,
+                                                                        &fwd_gen2, NULL)))
+            return 1;
+        if (memcmp(y, y2, sizeof(uint16_t) * offs[E - 1] * D) != 0) {
+            fprintf(stderr, "y from the W13 halves differs from y from W13\n");
+            bad++;
+        }
+        hipfp8_weight_cache_destroy(cache2);
+    }
+
     /* An optimizer step updates W13 in place; refresh, and the old forward's saved tensors no
      * longer match the cache: the backward is refused. */
     for (i = 0; i < E * 2 * I * D; i++) w13[i] = f32_to_bf16_exact(-bf16_to_f32(w13[i]));

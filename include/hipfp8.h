@@ -1887,6 +1887,24 @@ hipfp8_status hipfp8_weight_cache_refresh(const struct hipfp8_context *ctx,
                                           hipStream_t stream);
 
 /**
+ * `hipfp8_weight_cache_refresh` of an experts cache with W13 given as its two halves along
+ * 2i, torchtitan's w1 and w3 (`w0_gate`, `w0_up`: e*i*d elements each, expert e's gate rows
+ * then its up rows), without a stacked copy; the same cache, bit for bit, as W13 gives. `w1`
+ * = W2 (e*d*i).
+ */
+hipfp8_status hipfp8_weight_cache_refresh_halves(const struct hipfp8_context *ctx,
+                                                 struct hipfp8_weight_cache *cache,
+                                                 uint32_t input_dtype,
+                                                 const void *w0_gate,
+                                                 size_t w0_gate_len,
+                                                 const void *w0_up,
+                                                 size_t w0_up_len,
+                                                 const void *w1,
+                                                 size_t w1_len,
+                                                 uint64_t *generation,
+                                                 hipStream_t stream);
+
+/**
  * Mark the cache empty: calls refuse it (NOT_SUPPORTED) until the next refresh.
  */
 hipfp8_status hipfp8_weight_cache_invalidate(struct hipfp8_weight_cache *cache);
@@ -1970,8 +1988,8 @@ hipfp8_status hipfp8_moe_experts_forward(const struct hipfp8_context *ctx,
 /**
  * The experts block backward: from `saved` (written by the forward that returned
  * `generation`, same descriptor, offsets and cache), dy (m*d elements of `input_dtype`) and
- * the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16,
- * W13's layout) and dW2 (e*d*i bf16, W2's layout), using `workspace`
+ * the offsets, writes dx (m*d bf16; rows past `offs[e-1]` untouched), dW13 (e*2i*d bf16:
+ * [dW1; dW3], the gate and up halves as two (e, i, d) blocks) and dW2 (e*d*i bf16, W2's layout), using `workspace`
  * (`hipfp8_moe_experts_backward_workspace_size` bytes). NOT_SUPPORTED when the cache was
  * refreshed since that forward.
  */

@@ -348,6 +348,66 @@ impl Context {
     }
 }
 
+/// `moe_weights_dual` of the two halves `[a, b]` (e*k*(n/2) elements each, checked) of an
+/// (E,K,N) weight stacked along n per expert, into the cache's views.
+fn weights_dual_pair(
+    ctx: &Context,
+    cp: &MoeCastParams,
+    (e, k, n): (usize, usize, usize),
+    [a, b]: [HpSrc<'_>; 2],
+    [mut out, mut out_t]: [Dst<'_, u8>; 2],
+    [mut sc, mut sc_t]: [Dst<'_, f32>; 2],
+    stream: StreamRef,
+) -> Result<()> {
+    let h = n / 2;
+    if ctx.backend() == BackendKind::Cpu {
+        // The definition: the stacked weight's cast (host memory, validated).
+        fn stack<T: Copy>(a: &[T], b: &[T], rows: usize) -> Vec<T> {
+            a.chunks(rows)
+                .zip(b.chunks(rows))
+                .flat_map(|(x, y)| x.iter().chain(y).copied())
+                .collect()
+        }
+        let rows = h * k;
+        return match (a, b) {
+            (HpSrc::Bf16(x), HpSrc::Bf16(y)) => {
+                let w = stack(x.host_slice(), y.host_slice(), rows);
+                ctx.moe_weights_dual(cp, e, k, n, (&w).into(), out, sc, out_t, sc_t, stream)
+            }
+            (HpSrc::F32(x), HpSrc::F32(y)) => {
+                let w = stack(x.host_slice(), y.host_slice(), rows);
+                ctx.moe_weights_dual(cp, e, k, n, (&w).into(), out, sc, out_t, sc_t, stream)
+            }
+            _ => unreachable!("one dtype, checked by refresh_parts"),
+        };
+    }
+    let _dev = ctx.activate()?;
+    let ((pa, dtype), (pb, _)) = (a.raw_parts(), b.raw_parts());
+    // SAFETY: refresh_parts checked both halves (device memory of this GPU, e*k*(n/2) elements
+    // of one dtype) and the cache's views hold e*k*n codes and e*n / e*k scales; the launcher
+    // only queues work on `stream`.
+    let st = unsafe {
+        sys::hipfp8_moe_weights_dual_pair_launch(
+            pa,
+            pb,
+            out.as_mut_ptr(),
+            sc.as_mut_ptr(),
+            out_t.as_mut_ptr(),
+            sc_t.as_mut_ptr(),
+            e as i64,
+            k as i64,
+            h as i64,
+            h as i64,
+            ctx.resolve(cp.format) as i32,
+            cp.pow2_scales as i32,
+            (cp.scales == ScaleOutput::Dequant) as i32,
+            dtype,
+            stream.0,
+        )
+    };
+    check_status("moe_weights_dual (two halves)", st)
+}
+
 /// Zeroed scratch bytes of the grouped MoE casts and the column casts of `k` columns
 /// (`k` = 0: none) for `groups` groups: none on the CPU.
 fn zeroed_bytes(ctx: &Context, groups: usize, colwise_k: usize) -> Result<usize> {
@@ -609,6 +669,21 @@ impl WeightCache {
         weights: &[HpSrc<'_>],
         stream: StreamRef,
     ) -> Result<u64> {
+        let parts: Vec<&[HpSrc<'_>]> = weights.iter().map(std::slice::from_ref).collect();
+        self.refresh_parts(ctx, &parts, stream)
+    }
+
+    /// [`WeightCache::refresh`] with each projection's weight given whole (one part) or as its
+    /// two halves along n (two parts of e*k*(n/2) elements, one dtype: each expert's first n/2
+    /// rows of k from the first, the others from the second), e.g. the experts' W13 as
+    /// torchtitan's w1 and w3: the same cache, bit for bit, as the stacked weight gives, without
+    /// the stacked copy on a GPU.
+    pub fn refresh_parts(
+        &mut self,
+        ctx: &Context,
+        weights: &[&[HpSrc<'_>]],
+        stream: StreamRef,
+    ) -> Result<u64> {
         self.check_ctx(ctx)?;
         if weights.len() != self.projs.len() {
             return Err(Error::GroupCountMismatch {
@@ -618,7 +693,29 @@ impl WeightCache {
         }
         let mut ck = Checks::new(ctx);
         for (w, pr) in weights.iter().zip(&self.projs) {
-            ck.hp("weights", w, pr.sizes()?[0])?;
+            let whole = pr.sizes()?[0];
+            match w {
+                [one] => ck.hp("weights", one, whole)?,
+                [a, b] => {
+                    if pr.n % 2 != 0 || a.dtype_name() != b.dtype_name() {
+                        return Err(Error::InvalidShape(format!(
+                            "a weight in two halves needs an even n (got {}) and one dtype \
+                             (got {} and {})",
+                            pr.n,
+                            a.dtype_name(),
+                            b.dtype_name()
+                        )));
+                    }
+                    ck.hp("weights", a, whole / 2)?;
+                    ck.hp("weights", b, whole / 2)?;
+                }
+                _ => {
+                    return Err(Error::InvalidShape(format!(
+                        "a weight comes in one or two parts, not {}",
+                        w.len()
+                    )));
+                }
+            }
         }
         ck.finish()?;
         // A failure part-way leaves a mixed snapshot: the cache is empty until refreshed.
@@ -630,18 +727,17 @@ impl WeightCache {
             let (e, k, n) = (pr.e, pr.k, pr.n);
             let b = j * PROJ_PARTS;
             let (en, ek, ekn) = (e * n, e * k, e * k * n);
-            ctx.moe_weights_dual(
-                &cp,
-                e,
-                k,
-                n,
-                *w,
-                r.dst(p, b, ekn),
-                r.dst(p, b + 1, en),
-                r.dst(p, b + 2, ekn),
-                r.dst(p, b + 3, ek),
-                stream,
-            )?;
+            let outs = [r.dst(p, b, ekn), r.dst(p, b + 2, ekn)];
+            let scales = [r.dst(p, b + 1, en), r.dst(p, b + 3, ek)];
+            match *w {
+                [one] => {
+                    let [out, out_t] = outs;
+                    let [sc, sc_t] = scales;
+                    ctx.moe_weights_dual(&cp, e, k, n, *one, out, sc, out_t, sc_t, stream)?;
+                }
+                [a, b] => weights_dual_pair(ctx, &cp, (e, k, n), [*a, *b], outs, scales, stream)?,
+                _ => unreachable!("checked above"),
+            }
         }
         self.refreshes += 1;
         self.generation = self.refreshes;

@@ -34,7 +34,8 @@ mod recipe_support;
 use hipfp8::moe::DualOut;
 use hipfp8::recipe::{ExpertsShape, LinearShape, RecipeParams, WeightCache};
 use hipfp8::{
-    CastParams, Context, Dst, Error, FormatChoice, Fp8Format, GemmParams, Loc, StreamRef, bf16,
+    CastParams, Context, Dst, Error, FormatChoice, Fp8Format, GemmParams, HpSrc, Loc, StreamRef,
+    bf16,
 };
 use recipe_support::values;
 
@@ -1156,4 +1157,49 @@ fn reciprocal_launches_only_after_single_casts() {
         2,
         "scale_reciprocal calls in src/recipe.rs"
     );
+}
+
+/// W13 given as its halves (torchtitan's w1 and w3: each expert's first i rows of d, then
+/// its last i) fills the cache as the stacked W13 does: the whole step bit for bit, both
+/// parameter sets; bad halves are refused with nothing cast.
+#[test]
+fn weight_cache_from_w13_halves_equals_stacked() {
+    let ctx = Context::cpu();
+    let s = SHAPE;
+    let (i, d, e) = (s.i, s.d, s.e);
+    let inp = inputs(s, 41);
+    let (mut gate, mut up) = (Vec::new(), Vec::new());
+    for g in 0..e {
+        let w = &inp.w13[g * 2 * i * d..][..2 * i * d];
+        gate.extend_from_slice(&w[..i * d]);
+        up.extend_from_slice(&w[i * d..]);
+    }
+    for (p, _, _) in param_sets() {
+        let whole = run(&ctx, &p, s, &cache_for(&ctx, &p, s, &inp), &inp);
+        let mut c = WeightCache::new(&ctx, &p, &s.projections()).unwrap();
+        let halves: [HpSrc<'_>; 2] = [(&gate).into(), (&up).into()];
+        let w2: [HpSrc<'_>; 1] = [(&inp.w2).into()];
+        assert_eq!(c.refresh_parts(&ctx, &[&halves, &w2], S).unwrap(), 1);
+        let split = run(&ctx, &p, s, &c, &inp);
+        assert_same("y", &split.y, &whole.y);
+        assert_same("dx", &split.dx, &whole.dx);
+        assert_same("dW13", &split.dw13, &whole.dw13);
+        assert_same("dW2", &split.dw2, &whole.dw2);
+        // A half of the wrong length, mixed dtypes, three parts: refused, the cache still
+        // holds its snapshot (generation unchanged).
+        let short: [HpSrc<'_>; 2] = [(&gate[1..]).into(), (&up).into()];
+        assert!(c.refresh_parts(&ctx, &[&short, &w2], S).is_err());
+        let up32: Vec<f32> = up.iter().map(|v| v.to_f32()).collect();
+        let mixed: [HpSrc<'_>; 2] = [(&gate).into(), (&up32).into()];
+        assert!(matches!(
+            c.refresh_parts(&ctx, &[&mixed, &w2], S),
+            Err(Error::InvalidShape(_))
+        ));
+        let three: [HpSrc<'_>; 3] = [(&gate).into(), (&up).into(), (&up).into()];
+        assert!(matches!(
+            c.refresh_parts(&ctx, &[&three, &w2], S),
+            Err(Error::InvalidShape(_))
+        ));
+        assert_eq!(c.generation(), 1);
+    }
 }

@@ -22,6 +22,13 @@ HIPFP8_DECL int hipfp8_moe_workspace_bytes(int64_t groups, uint64_t* bytes) HIPF
 HIPFP8_DECL int hipfp8_moe_weights_dual_launch(const void* x, uint8_t* out, float* scales, uint8_t* out_t,
     float* scales_t, int64_t e, int64_t k, int64_t n, int format, int pow2, int dequant, int in_dtype,
     hipStream_t stream) HIPFP8_NOEXCEPT;
+/// hipfp8_moe_weights_dual_launch of the weights x0 (E,K,N0) and x1 (E,K,N1) (column-major,
+/// one dtype) stacked along n per expert, N = N0 + N1 (rows [0, N0) of expert e's N rows of K
+/// from x0, [N0, N) from x1), without the stacked copy: the same outputs, bit for bit.
+/// k > 0, n0 > 0 and n1 > 0 when e > 0.
+HIPFP8_DECL int hipfp8_moe_weights_dual_pair_launch(const void* x0, const void* x1, uint8_t* out, float* scales,
+    uint8_t* out_t, float* scales_t, int64_t e, int64_t k, int64_t n0, int64_t n1, int format, int pow2,
+    int dequant, int in_dtype, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
 /// scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
 /// workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.

@@ -164,6 +164,8 @@ class _Lib:
             ("hipfp8_weight_cache_destroy", c_uint32, [c_void_p]),
             ("hipfp8_weight_cache_refresh", c_uint32,
              [c_void_p, c_void_p, c_uint32, _P, _N, _P, _N, POINTER(c_uint64), c_void_p]),
+            ("hipfp8_weight_cache_refresh_halves", c_uint32,
+             [c_void_p, c_void_p, c_uint32, _P, _N, _P, _N, _P, _N, POINTER(c_uint64), c_void_p]),
             ("hipfp8_weight_cache_invalidate", c_uint32, [c_void_p]),
             ("hipfp8_weight_cache_generation", c_uint32, [c_void_p, POINTER(c_uint64)]),
             ("hipfp8_moe_experts_saved_size", c_uint32,

@@ -305,16 +305,80 @@ pub extern "C" fn hipfp8_weight_cache_refresh(
     generation: *mut u64,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    guard("hipfp8_weight_cache_refresh", || {
+    let w0 = [(w0, w0_len)];
+    refresh(
+        "hipfp8_weight_cache_refresh",
+        ctx,
+        cache,
+        input_dtype,
+        &w0,
+        (w1, w1_len),
+        generation,
+        stream,
+    )
+}
+
+/// `hipfp8_weight_cache_refresh` of an experts cache with W13 given as its two halves along
+/// 2i, torchtitan's w1 and w3 (`w0_gate`, `w0_up`: e*i*d elements each, expert e's gate rows
+/// then its up rows), without a stacked copy; the same cache, bit for bit, as W13 gives. `w1`
+/// = W2 (e*d*i).
+#[unsafe(no_mangle)]
+pub extern "C" fn hipfp8_weight_cache_refresh_halves(
+    ctx: *const hipfp8_context,
+    cache: *mut hipfp8_weight_cache,
+    input_dtype: u32,
+    w0_gate: *const c_void,
+    w0_gate_len: usize,
+    w0_up: *const c_void,
+    w0_up_len: usize,
+    w1: *const c_void,
+    w1_len: usize,
+    generation: *mut u64,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    let w0 = [(w0_gate, w0_gate_len), (w0_up, w0_up_len)];
+    let name = "hipfp8_weight_cache_refresh_halves";
+    refresh(
+        name,
+        ctx,
+        cache,
+        input_dtype,
+        &w0,
+        (w1, w1_len),
+        generation,
+        stream,
+    )
+}
+
+/// The refresh calls: projection 0 from the parts `w0`, projection 1 from `w1` (a NULL `w1`
+/// with 0 elements: none, for a one-projection cache).
+#[allow(clippy::too_many_arguments)]
+fn refresh(
+    name: &'static str,
+    ctx: *const hipfp8_context,
+    cache: *mut hipfp8_weight_cache,
+    input_dtype: u32,
+    w0: &[(*const c_void, usize)],
+    (w1, w1_len): (*const c_void, usize),
+    generation: *mut u64,
+    stream: hipStream_t,
+) -> hipfp8_status {
+    guard(name, || {
         let c = context::lookup(ctx)?;
         let out = args::out_param("generation", generation)?;
         let v = Views::new(&c);
         let g = with_cache(cache, |wc| {
-            let mut ws: Vec<HpSrc<'_>> = vec![v.hp("w0", input_dtype, w0, w0_len)?];
+            let p0 = w0
+                .iter()
+                .map(|&(p, n)| v.hp("w0", input_dtype, p, n))
+                .collect::<Result<Vec<HpSrc<'_>>, _>>()?;
+            let p1: [HpSrc<'_>; 1];
+            let mut ws: Vec<&[HpSrc<'_>]> = vec![&p0];
             if wc.projections().len() > 1 || !w1.is_null() || w1_len != 0 {
-                ws.push(v.hp("w1", input_dtype, w1, w1_len)?);
+                p1 = [v.hp("w1", input_dtype, w1, w1_len)?];
+                ws.push(&p1);
             }
-            Ok(wc.refresh(&c, &ws, StreamRef(stream.cast()))?)
+            Ok(wc.refresh_parts(&c, &ws, StreamRef(stream.cast()))?)
         })?;
         out.write(g);
         Ok(())

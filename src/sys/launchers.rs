@@ -304,6 +304,14 @@ foreign! {
         x: *const c_void, out: *mut u8, scales: *mut f32, out_t: *mut u8, scales_t: *mut f32,
         e: i64, k: i64, n: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
         stream: hipStream_t) -> c_int;
+    /// hipfp8_moe_weights_dual_launch of the weights x0 (E,K,N0) and x1 (E,K,N1) (column-major,
+    ///one dtype) stacked along n per expert, N = N0 + N1 (rows [0, N0) of expert e's N rows of K
+    ///from x0, [N0, N) from x1), without the stacked copy: the same outputs, bit for bit.
+    ///k > 0, n0 > 0 and n1 > 0 when e > 0.
+    "hipfp8_moe_weights_dual_pair_launch" => pub fn hipfp8_moe_weights_dual_pair_launch(
+        x0: *const c_void, x1: *const c_void, out: *mut u8, scales: *mut f32, out_t: *mut u8,
+        scales_t: *mut f32, e: i64, k: i64, n0: i64, n1: i64, format: c_int, pow2: c_int,
+        dequant: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
     /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
     ///scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
     ///workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.

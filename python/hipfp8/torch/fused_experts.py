@@ -32,9 +32,8 @@ W13 = [w1; w3] (E, 2I, D) and W2 = w2 (E, D, I) in both GEMM layouts with their 
 (2 bytes of device memory per weight element, held while the cache lives). The forward op
 re-quantizes them when a weight's storage, dtype or version counter changed since the last
 refresh (an optimizer step, a `load_state_dict`), so gradient accumulation quantizes the weights
-once per optimizer step with no further API. Each refresh first concatenates w1 and w3 into a
-temporary W13 (`torch.cat`, 2*E*I*D elements written and read once more per refresh; a
-two-source weight cast would avoid it). Not seen: a weight changed through `.data` (its own
+once per optimizer step with no further API. W13 is cast from w1 and w3 as they are
+(hipfp8_weight_cache_refresh_halves: no stacked copy). Not seen: a weight changed through `.data` (its own
 version counter) -- call `refresh` then -- and weight updates between replays of a CUDA graph
 (no Python runs in a replay: call `refresh` after each optimizer step; the graph then reads
 the refreshed cache in place).
@@ -147,14 +146,14 @@ class ExpertsWeightCache:
         self._handle, self._shape, self.serial = h.value, shape, next(_serials)
 
     def _refresh(self, ctx, dev, w1, w3, w2):
-        w13 = torch.cat([w1, w3], dim=1)  # (E, 2I, D): gate rows first, then up
-        w2c = w2.contiguous()
+        # W13 = [w1; w3] (E, 2I, D) is cast from its two halves: no stacked copy
+        w1c, w3c, w2c = w1.contiguous(), w3.contiguous(), w2.contiguous()
         gen = ctypes.c_uint64()
         stream = None if dev.type == "cpu" else ops._raw_stream(dev.index)
         self._weights = None
-        L.check(L.lib().dll.hipfp8_weight_cache_refresh(
-            ctx.handle, self._handle, ops.HP_DTYPE[w13.dtype], w13.data_ptr(), w13.numel(),
-            w2c.data_ptr(), w2c.numel(), ctypes.byref(gen), stream),
+        L.check(L.lib().dll.hipfp8_weight_cache_refresh_halves(
+            ctx.handle, self._handle, ops.HP_DTYPE[w1c.dtype], w1c.data_ptr(), w1c.numel(),
+            w3c.data_ptr(), w3c.numel(), w2c.data_ptr(), w2c.numel(), ctypes.byref(gen), stream),
             "hipfp8.moe_experts_forward: weight cache refresh")
         self.generation = gen.value
         self.refreshes += 1
