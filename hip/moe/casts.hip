@@ -1,19 +1,31 @@
 // casts.hip -- the fused MoE casts (docs/OPS.md, "Fused MoE casts"; definitions in
 // src/reference/moe.rs): one launch pair per op, a row kernel (scale per row) and a column
 // kernel (scale per column of a group, transposed output), both reading their input through a
-// source functor that computes the element on the fly:
+// source that computes 8 consecutive columns of a row at once (one 16-byte bf16 / two f32
+// vector loads per input where J % 8 == 0 and the inputs are 16-byte aligned, else element
+// loads with the tail zeroed):
 //   weights_dual   x (E,K,N) column-major = E*N rows of K: rows -> colwise_3d, columns of each
 //                  expert's N rows -> rowwise_3d_transpose_rhs
 //   act_dual       x (M,K): rows -> rowwise_2d, columns per group -> per_group_colwise
 //   swiglu_quant   h = silu(gate) * up computed from gu (M, 2I): the act_dual casts of h; h is
 //                  never stored
-//   swiglu_bwd     [d_gate | d_up] computed from grad_h and gu: the act_dual casts of it
-// Each kernel reduces its group first and casts in a second sweep over the same elements (the
-// second sweep of a row is served by the cache; a column group's by L2 for groups that fit), so
-// the row and column casts read the input twice each. Every code goes through encode_sw (the
-// rule itself), every scale through amax_to_scale: bit-identical to the CPU reference. The
-// scale outputs hold the forward scale s (codes = encode(x * s)) or, with `dequant`, the
-// grouped GEMMs' dequant scale dequant_scale(s) = 1 / s; the codes are the same either way.
+//   swiglu_bwd     [d_gate | d_up] computed from grad_h and gu (both outputs of one swiglu_bwd
+//                  per element): the act_dual casts of it
+// Row kernel: one block per row; the row's values (SwiGLU values computed once) stay in
+// registers (bf16 values as bf16 bits), amax over the block, codes from registers with 8-byte
+// stores: the input is read once. Rows longer than the block holds (row_cfg: 512 threads x 4
+// chunks of 8 = 16384 columns plain, 256 threads x 2 / x 1 chunks for swiglu / swiglu_bwd)
+// compute the rest again for the codes (a second read of that part, from the cache).
+// Column kernel: a block takes 64 source columns (each row's 64 columns one contiguous 128-byte
+// bf16 / 256-byte f32 run) x a sub-tile of 32 runs of RPT rows (RPT = 16 bf16 / 8 f32 plain, 4
+// for the SwiGLU sources); a thread holds its RPT rows x 8 columns in registers and stores RPT
+// code bytes per column (the transpose happens in registers). A group within one sub-tile is
+// read once; a taller one is reduced over all its sub-tiles, then the codes of the last come
+// from registers and the others are read (and computed) again, last first: twice for those.
+// Every code goes through encode_sw (or encode4_finite, the same bits for finite inputs), every
+// scale through amax_to_scale: bit-identical to the CPU reference. The scale outputs hold the
+// forward scale s (codes = encode(x * s)) or, with `dequant`, the grouped GEMMs' dequant scale
+// dequant_scale(s) = 1 / s; the codes are the same either way.
 // Grouped launches first clamp the device offsets into the zeroed workspace
 // (launch_group_tables), and zero it again after.
 #include "../quant/common.h"
@@ -194,13 +206,16 @@ struct RowVpt {  // 4 chunks (plain), 2 (SwiGLU: fewer inlined copies of its ari
   static constexpr int value = S::COMPUTED ? 2 / S::NOUT : 4;
 };
 constexpr int kRowBlocks[4] = {64, 128, 256, 512};
-// Smallest block whose registers hold the row's chunks (the largest re-reads the rest).
+// Smallest block whose registers hold the row's chunks (the largest re-reads the rest). The
+// SwiGLU sources stop at 256 threads: a 512-thread block caps the registers at 128 on NVIDIA,
+// where the f64 division's out-of-line path then spills.
 template <class S>
 inline int row_cfg(int64_t nch) {
   constexpr int V = RowVpt<S>::value;
-  for (int i = 0; i < 3; ++i)
+  constexpr int LAST = S::COMPUTED ? 2 : 3;
+  for (int i = 0; i < LAST; ++i)
     if (nch <= (int64_t)kRowBlocks[i] * V) return i;
-  return 3;
+  return LAST;
 }
 
 template <uint32_t F, class S, int BLOCK, int VPT, bool VEC, bool FIN>
@@ -340,12 +355,6 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
     for (int o = 0; o < NO; ++o)
 #pragma unroll
       for (int e = 0; e < kChunk; ++e) cam[o][e] = 0;
-    bool fin[NO][kChunk];
-    float s[NO][kChunk];
-#pragma unroll
-    for (int o = 0; o < NO; ++o)
-#pragma unroll
-      for (int e = 0; e < kChunk; ++e) fin[o][e] = false, s[o][e] = 0.0f;
     // Step it < nsub: sub-tile it (amax); step it >= nsub - 1: codes of sub-tile 2 nsub - 2 - it
     // (the last one from the registers of the amax step). One load site: the source's code is
     // inlined once.
@@ -386,13 +395,6 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
           if (j < J) scales[g * K + o * J + j] = dequant ? dequant_scale(sv) : sv;
         }
         __syncthreads();
-#pragma unroll
-        for (int o = 0; o < NO; ++o)
-#pragma unroll
-          for (int e = 0; e < kChunk; ++e) {
-            s[o][e] = sc[o * kColTile + cc * kChunk + e];
-            fin[o][e] = amax_bits_finite(amx[o * kColTile + cc * kChunk + e]);
-          }
       }
       if (!colvalid || rb + RPT <= gs || rb >= ge) continue;
       const bool full = rb >= gs && rb + RPT <= ge;
@@ -401,9 +403,10 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
 #pragma unroll
         for (int e = 0; e < kChunk; ++e) {
           if (j0 + e >= J) continue;
-          const float se = s[o][e];
+          // the scales stay in shared memory (fewer live registers) until the next group's barrier
+          const float se = sc[o * kColTile + cc * kChunk + e];
           uint32_t q[RPT / 4];
-          if (fin[o][e]) {
+          if (amax_bits_finite(amx[o * kColTile + cc * kChunk + e])) {
 #pragma unroll
             for (int k4 = 0; k4 < RPT / 4; ++k4)
               q[k4] = enc4<F, true>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
@@ -450,7 +453,7 @@ int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow
   const int64_t nch = (src.J + kChunk - 1) / kChunk;
   const int cfg = row_cfg<S>(nch);
   const bool vec = vec_ok(src, out);
-  with_index<4>(cfg, [&](auto ci) {
+  with_index<S::COMPUTED ? 3 : 4>(cfg, [&](auto ci) {
     constexpr int B = kRowBlocks[decltype(ci)::value];
     if (vec) {
       row_kernel<F, S, B, V, true><<<row_grid(rows), B, 0, st>>>(src, rows, out, scales, pow2, dequant);

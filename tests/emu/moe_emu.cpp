@@ -69,7 +69,7 @@ void rows(const Args& a, const S& src, int64_t n, uint8_t* out, float* sc) {
   const bool vec = vec_ok(src, out);
   if (a.tiny) return rows_inst<F, S, 32, 1>(a, src, n, vec, out, sc);
   const int64_t nch = (src.J + kChunk - 1) / kChunk;
-  with_index<4>(row_cfg<S>(nch), [&](auto ci) {
+  with_index<S::COMPUTED ? 3 : 4>(row_cfg<S>(nch), [&](auto ci) {
     rows_inst<F, S, kRowBlocks[decltype(ci)::value], RowVpt<S>::value>(a, src, n, vec, out, sc);
   });
 }
