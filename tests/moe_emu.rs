@@ -49,6 +49,7 @@ fn build(dir: &Path) -> std::path::PathBuf {
         ("hip/kernel_abi.h", "kernel_abi.h"),
         ("hip/knobs.h", "knobs.h"),
         ("hip/quant/common.h", "quant/common.h"),
+        ("hip/quant/policy.h", "quant/policy.h"),
         ("hip/moe/swiglu.h", "moe/swiglu.h"),
     ] {
         std::fs::copy(root().join(from), dir.join(to)).unwrap();
@@ -99,6 +100,9 @@ struct Case {
     d: [usize; 3],
     offs: Vec<i32>,
     grid: (u32, u32),
+    /// The row casts in the 32-thread, one-chunk-per-thread instance (rows past 256 source
+    /// columns take the re-read path).
+    tiny: bool,
 }
 
 /// The CPU reference's four outputs for `c` (sentinel-prefilled, 7 spare elements each).
@@ -192,12 +196,13 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         c.offs.len(),
         c.grid.0 as usize,
         c.grid.1 as usize,
+        c.tiny as usize,
     ];
     run(Command::new(exe).args(args.map(|a| a.to_string())).arg(dir));
     let want = reference(c, &x, &dh);
     let what = format!(
-        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?}",
-        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid
+        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={}",
+        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny
     );
     for (i, (name_o, name_s)) in [("out.bin", "scales.bin"), ("out2.bin", "scales2.bin")]
         .iter()
@@ -238,11 +243,15 @@ fn moe_kernels_emulated_eq_reference() {
                 mag_exp: r.below(40) as i32 - 20,
                 bf16: case % 3 != 2,
             };
-            let dims = [
+            let mut dims = [
                 1 + r.below(70) as usize,
                 1 + r.below(70) as usize,
                 1 + r.below(40) as usize,
             ];
+            if case % 4 == 1 {
+                // whole 8-column chunks: the vector kernels
+                dims[1] = 8 * (1 + dims[1] / 10);
+            }
             let d = match op {
                 0 => [r.below(4) as usize, dims[1], dims[2]],
                 _ => [if case == 5 { 0 } else { dims[0] }, dims[1].min(40), 0],
@@ -259,10 +268,62 @@ fn moe_kernels_emulated_eq_reference() {
                 d,
                 offs,
                 grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
+                tiny: case % 6 == 3,
             };
             check_case(&exe, &dir, &c);
             n += 1;
         }
     }
     println!("{n} emulated cases bit-identical to the CPU reference");
+}
+
+/// Shapes past the kernels' on-chip limits: rows longer than the tiny row instance holds (the
+/// re-read path), groups taller than one column sub-tile (512 rows of bf16 / 256 of f32 for the
+/// plain sources, 128 for the SwiGLU ones: the reduce-then-re-read path), with empty, one-row
+/// and tall groups and rows past the last END offset; both the vector (whole 8-column chunks)
+/// and the element-wise kernels, bf16 and f32, every format, pow2 both.
+#[test]
+fn moe_kernels_emulated_eq_reference_large() {
+    let test = "moe_kernels_emulated_eq_reference_large";
+    if !have_tool(test, &cxx()) {
+        return;
+    }
+    let dir = scratch(test);
+    let exe = build(&dir);
+    let mut r = Rng::new(0x6c6172);
+    let mut n = 0;
+    // (op, d, offs, bf16)
+    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 8] = [
+        (1, [600, 264, 0], vec![0, 1, 1, 560, 590], true),
+        (1, [600, 261, 0], vec![3, 3, 300, 600], false),
+        (0, [2, 264, 600], vec![], true),
+        (0, [2, 259, 300], vec![], false),
+        (2, [300, 264, 0], vec![0, 1, 140, 140, 299], true),
+        (2, [300, 259, 0], vec![150, 300], false),
+        (3, [300, 136, 0], vec![1, 1, 200, 290], true),
+        (3, [280, 131, 0], vec![0, 279], false),
+    ];
+    for (i, (op, d, offs, bf16)) in shapes.into_iter().enumerate() {
+        let fill = Fill {
+            seed: r.next(),
+            special_pct: [0, 3][i % 2],
+            zero_row_pct: [0, 10][(i / 2) % 2],
+            mag_exp: r.below(20) as i32 - 10,
+            bf16,
+        };
+        let c = Case {
+            op,
+            fmt: Fp8Format::ALL[i % 4],
+            pow2: (i / 4) % 2 == 1,
+            scales: SCALE_OUTPUTS[(i + i / 4) % 2],
+            fill,
+            d,
+            offs,
+            grid: (1 + r.below(3) as u32, 1 + r.below(2) as u32),
+            tiny: i % 3 != 2,
+        };
+        check_case(&exe, &dir, &c);
+        n += 1;
+    }
+    println!("{n} large emulated cases bit-identical to the CPU reference");
 }

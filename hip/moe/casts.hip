@@ -1,22 +1,35 @@
 // casts.hip -- the fused MoE casts (docs/OPS.md, "Fused MoE casts"; definitions in
 // src/reference/moe.rs): one launch pair per op, a row kernel (scale per row) and a column
 // kernel (scale per column of a group, transposed output), both reading their input through a
-// source functor that computes the element on the fly:
+// source that computes 8 consecutive columns of a row at once (one 16-byte bf16 / two f32
+// vector loads per input where J % 8 == 0 and the inputs are 16-byte aligned, else element
+// loads with the tail zeroed):
 //   weights_dual   x (E,K,N) column-major = E*N rows of K: rows -> colwise_3d, columns of each
 //                  expert's N rows -> rowwise_3d_transpose_rhs
 //   act_dual       x (M,K): rows -> rowwise_2d, columns per group -> per_group_colwise
 //   swiglu_quant   h = silu(gate) * up computed from gu (M, 2I): the act_dual casts of h; h is
 //                  never stored
-//   swiglu_bwd     [d_gate | d_up] computed from grad_h and gu: the act_dual casts of it
-// Each kernel reduces its group first and casts in a second sweep over the same elements (the
-// second sweep of a row is served by the cache; a column group's by L2 for groups that fit), so
-// the row and column casts read the input twice each. Every code goes through encode_sw (the
-// rule itself), every scale through amax_to_scale: bit-identical to the CPU reference. The
-// scale outputs hold the forward scale s (codes = encode(x * s)) or, with `dequant`, the
-// grouped GEMMs' dequant scale dequant_scale(s) = 1 / s; the codes are the same either way.
+//   swiglu_bwd     [d_gate | d_up] computed from grad_h and gu (both outputs of one swiglu_bwd
+//                  per element): the act_dual casts of it
+// Row kernel: one block per row; the row's values (SwiGLU values computed once) stay in
+// registers (bf16 values as bf16 bits), amax over the block, codes from registers with 8-byte
+// stores: the input is read once. Rows longer than the block holds (row_cfg: 512 threads x 4
+// chunks of 8 = 16384 columns plain, 256 threads x 2 / x 1 chunks for swiglu / swiglu_bwd)
+// compute the rest again for the codes (a second read of that part, from the cache).
+// Column kernel: a block takes 64 source columns (each row's 64 columns one contiguous 128-byte
+// bf16 / 256-byte f32 run) x a sub-tile of 32 runs of RPT rows (RPT = 16 bf16 / 8 f32 plain, 4
+// for the SwiGLU sources); a thread holds its RPT rows x 8 columns in registers and stores RPT
+// code bytes per column (the transpose happens in registers). A group within one sub-tile is
+// read once; a taller one is reduced over all its sub-tiles, then the codes of the last come
+// from registers and the others are read (and computed) again, last first: twice for those.
+// Every code goes through encode_sw (or encode4_finite, the same bits for finite inputs), every
+// scale through amax_to_scale: bit-identical to the CPU reference. The scale outputs hold the
+// forward scale s (codes = encode(x * s)) or, with `dequant`, the grouped GEMMs' dequant scale
+// dequant_scale(s) = 1 / s; the codes are the same either way.
 // Grouped launches first clamp the device offsets into the zeroed workspace
 // (launch_group_tables), and zero it again after.
 #include "../quant/common.h"
+#include "../quant/policy.h"
 #include "launchers.h"
 #include "swiglu.h"
 
@@ -24,79 +37,304 @@ namespace hipfp8 {
 // hipfp8-emu-begin moe_kernels (tests/moe_emu.rs runs the kernels on the host)
 namespace moe {
 
-constexpr int kBlock = 256;
-constexpr int kTile = 32;  // columns per column-kernel block, rows per transposed store tile
-constexpr int kRowLanes = kBlock / kTile;
+constexpr int kChunk = 8;           // source columns per chunk: one 16-byte bf16 vector, two f32 vectors
+constexpr int kBlock = 256;         // column kernel block
+constexpr int kColChunks = 8;       // chunks across a column tile: 64 source columns (128 B bf16 rows)
+constexpr int kColTile = kChunk * kColChunks;
+constexpr int kColRowGroups = kBlock / kColChunks;  // 32 runs of RPT rows per sub-tile
 
+// Bits of one chunk of 8 input-dtype values: 4 words (bf16, two per word, element 0 in the low
+// half) or 8 words (f32). The SwiGLU values are rounded to the input dtype (swiglu.h), so the
+// bf16 ones are held exactly as bf16 bits as well.
 template <class In>
-struct IsBf16 {
-  static constexpr bool value = sizeof(typename In::elem) == 2;
-};
-
-// x[r * K + c] as read.
-template <class In>
-struct PlainSrc {
-  const typename In::elem* x;
-  int64_t K;
-  __device__ float operator()(int64_t r, int64_t c) const { return In::load1(x, r * K + c); }
-};
-
-// h[r, c] of gu (rows of 2I): swiglu_h(gate, up).
-template <class In>
-struct SwigluSrc {
-  const typename In::elem* gu;
-  int64_t I;
-  __device__ float operator()(int64_t r, int64_t c) const {
-    const int64_t b = r * 2 * I + c;
-    return swiglu_h<IsBf16<In>::value>(In::load1(gu, b), In::load1(gu, b + I));
+struct Pk {
+  static constexpr bool BF16 = sizeof(typename In::elem) == 2;
+  static constexpr int W = BF16 ? 4 : 8;
+  static __device__ inline uint32_t abs_at(const uint32_t* w, int e) {
+    if constexpr (BF16) {
+      return ((e & 1) ? w[e >> 1] & 0xFFFF0000u : w[e >> 1] << 16) & 0x7FFFFFFFu;
+    } else {
+      return w[e] & 0x7FFFFFFFu;
+    }
+  }
+  static __device__ inline float get(const uint32_t* w, int e) {
+    if constexpr (BF16) {
+      return u2f((e & 1) ? w[e >> 1] & 0xFFFF0000u : w[e >> 1] << 16);
+    } else {
+      return u2f(w[e]);
+    }
+  }
+  static __device__ inline void zero(uint32_t* w) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = 0;
+  }
+  // w zeroed before: element e = x (a value of the input dtype)
+  static __device__ inline void put(uint32_t* w, int e, float x) {
+    if constexpr (BF16) {
+      w[e >> 1] |= (f2u(x) >> 16) << (16 * (e & 1));
+    } else {
+      w[e] = f2u(x);
+    }
+  }
+  // Elements p[0 .. min(n, 8)) (zero past n). VEC: n >= 8 and p 16-byte aligned: 16-byte loads.
+  template <bool VEC>
+  static __device__ inline void load(const typename In::elem* p, int64_t n, uint32_t* w) {
+    if constexpr (VEC) {
+      const uint4 a = HIPFP8_LDG(reinterpret_cast<const uint4*>(p));
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+      if constexpr (!BF16) {
+        const uint4 b = HIPFP8_LDG(reinterpret_cast<const uint4*>(p) + 1);
+        w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+      }
+    } else {
+      zero(w);
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) {
+        if (e < n) {
+          if constexpr (BF16) {
+            w[e >> 1] |= (uint32_t)reinterpret_cast<const uint16_t*>(p)[e] << (16 * (e & 1));
+          } else {
+            w[e] = f2u(reinterpret_cast<const float*>(p)[e]);
+          }
+        }
+      }
+    }
   }
 };
 
-// [d_gate | d_up][r, c] (rows of 2I) from grad_h (rows of I) and gu.
-template <class In>
+// Sources: S::J source columns per row, S::NOUT outputs per source column (output column
+// o * J + j of a row of K = NOUT * J); chunk<VEC>(r, j0, w) computes the values of source columns
+// [j0, j0 + 8) of row r (zero past J) into w[NOUT][W], each exactly once. VEC: J % 8 == 0 and
+// the inputs 16-byte aligned (aligned()).
+
+// x[r * J + j] as read.
+template <class In_>
+struct PlainSrc {
+  typedef In_ In;
+  static constexpr int NOUT = 1;
+  static constexpr bool COMPUTED = false;
+  const typename In::elem* x;
+  int64_t J;
+  template <bool VEC>
+  __device__ inline void chunk(int64_t r, int64_t j0, uint32_t (*w)[Pk<In>::W]) const {
+    Pk<In>::template load<VEC>(x + r * J + j0, J - j0, w[0]);
+  }
+  bool aligned() const { return aligned16(x); }
+};
+
+// h[r, j] of gu (rows of 2I): swiglu_h(gate, up).
+template <class In_>
+struct SwigluSrc {
+  typedef In_ In;
+  static constexpr int NOUT = 1;
+  static constexpr bool COMPUTED = true;
+  const typename In::elem* gu;
+  int64_t J;  // I
+  template <bool VEC>
+  __device__ inline void chunk(int64_t r, int64_t j0, uint32_t (*w)[Pk<In>::W]) const {
+    constexpr int W = Pk<In>::W;
+    uint32_t g[W], u[W];
+    const typename In::elem* p = gu + r * 2 * J + j0;
+    const int64_t n = J - j0;
+    Pk<In>::template load<VEC>(p, n, g);
+    Pk<In>::template load<VEC>(p + J, n, u);
+    Pk<In>::zero(w[0]);
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e)
+      if (VEC || e < n) Pk<In>::put(w[0], e, swiglu_h<Pk<In>::BF16>(Pk<In>::get(g, e), Pk<In>::get(u, e)));
+  }
+  bool aligned() const { return aligned16(gu); }
+};
+
+// [d_gate | d_up][r, c] (rows of 2I) from grad_h (rows of I) and gu: output 0 = d_gate, 1 = d_up.
+template <class In_>
 struct SwigluBwdSrc {
+  typedef In_ In;
+  static constexpr int NOUT = 2;
+  static constexpr bool COMPUTED = true;
   const typename In::elem* dh;
   const typename In::elem* gu;
-  int64_t I;
-  __device__ float operator()(int64_t r, int64_t c) const {
-    const int64_t j = c < I ? c : c - I;
-    const int64_t b = r * 2 * I + j;
-    float dg, du;
-    swiglu_bwd<IsBf16<In>::value>(In::load1(dh, r * I + j), In::load1(gu, b), In::load1(gu, b + I), dg, du);
-    return c < I ? dg : du;
+  int64_t J;  // I
+  template <bool VEC>
+  __device__ inline void chunk(int64_t r, int64_t j0, uint32_t (*w)[Pk<In>::W]) const {
+    constexpr int W = Pk<In>::W;
+    uint32_t d[W], g[W], u[W];
+    const typename In::elem* p = gu + r * 2 * J + j0;
+    const int64_t n = J - j0;
+    Pk<In>::template load<VEC>(dh + r * J + j0, n, d);
+    Pk<In>::template load<VEC>(p, n, g);
+    Pk<In>::template load<VEC>(p + J, n, u);
+    Pk<In>::zero(w[0]);
+    Pk<In>::zero(w[1]);
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e) {
+      if (VEC || e < n) {
+        float dg, du;
+        swiglu_bwd<Pk<In>::BF16>(Pk<In>::get(d, e), Pk<In>::get(g, e), Pk<In>::get(u, e), dg, du);
+        Pk<In>::put(w[0], e, dg);
+        Pk<In>::put(w[1], e, du);
+      }
+    }
   }
+  bool aligned() const { return aligned16(dh) && aligned16(gu); }
 };
 
-// Rows r of K elements: scales[r] over the row, out[r * K + c].
-template <uint32_t F, class S>
-__global__ void __launch_bounds__(kBlock) row_kernel(S src, int64_t rows, int64_t K, uint8_t* out, float* scales,
-                                                     int pow2, int dequant) {
-  __shared__ uint32_t red[kBlock / HIPFP8_WAVE];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    uint32_t a = 0;
-    for (int64_t c = threadIdx.x; c < K; c += kBlock) a = max(a, abs_bits(src(r, c)));
-    a = block_max<kBlock>(a, red);
-    const float s = amax_to_scale<F>(a, pow2 != 0);
-    if (threadIdx.x == 0) scales[r] = dequant ? dequant_scale(s) : s;
-    uint8_t* o = out + r * K;
-    for (int64_t c = threadIdx.x; c < K; c += kBlock) o[c] = (uint8_t)encode_sw<F>(src(r, c) * s);
+// Whether a launch of source `s` (row output `out`) takes the vector kernels (16-byte loads,
+// 8-byte row stores; the column stores test their own alignment).
+template <class S>
+inline bool vec_ok(const S& s, const void* out) {
+  return s.J % kChunk == 0 && s.aligned() && ((uintptr_t)out & 7u) == 0;
+}
+
+// Codes of 4 values, finite group amax (FIN) or any.
+template <uint32_t F, bool FIN>
+__device__ inline uint32_t enc4(float a, float b, float c, float d) {
+  if constexpr (FIN) {
+    return encode4_finite<F>(a, b, c, d);
+  } else {
+    return encode4_sw<F>(a, b, c, d);
   }
 }
 
+// ---------------------------------------------------------------------------------- rows
+// Row kernel: one block per row at a time (grid-stride); thread t holds chunks t, t + BLOCK, ...
+// (VPT of them) of the row in registers, computed once; the amax over the block; codes from
+// registers (8-byte stores). Chunks past VPT * BLOCK (rows longer than the register budget) are
+// computed again for the codes (their inputs re-read, from the cache).
+template <class S>
+struct RowVpt {  // 4 chunks (plain), 2 (SwiGLU: fewer inlined copies of its arithmetic), 1 (bwd)
+  static constexpr int value = S::COMPUTED ? 2 / S::NOUT : 4;
+};
+constexpr int kRowBlocks[4] = {64, 128, 256, 512};
+// Smallest block whose registers hold the row's chunks (the largest re-reads the rest). The
+// SwiGLU sources stop at 256 threads: a 512-thread block caps the registers at 128 on NVIDIA,
+// where the f64 division's out-of-line path then spills.
+template <class S>
+inline int row_cfg(int64_t nch) {
+  constexpr int V = RowVpt<S>::value;
+  constexpr int LAST = S::COMPUTED ? 2 : 3;
+  for (int i = 0; i < LAST; ++i)
+    if (nch <= (int64_t)kRowBlocks[i] * V) return i;
+  return LAST;
+}
+
+template <uint32_t F, class S, int BLOCK, int VPT, bool VEC, bool FIN>
+__device__ inline void row_emit(const S& src, int64_t r, uint32_t (*v)[S::NOUT][Pk<typename S::In>::W],
+                                int64_t nch, uint8_t* orow, float s) {
+  typedef typename S::In In;
+  constexpr int W = Pk<In>::W;
+  const int64_t J = src.J;
+  auto emit = [&](int64_t i, uint32_t (*w)[W]) {
+#pragma unroll
+    for (int o = 0; o < S::NOUT; ++o) {
+      const uint32_t* x = w[o];
+      uint32_t c0 = enc4<F, FIN>(Pk<In>::get(x, 0) * s, Pk<In>::get(x, 1) * s, Pk<In>::get(x, 2) * s, Pk<In>::get(x, 3) * s);
+      uint32_t c1 = enc4<F, FIN>(Pk<In>::get(x, 4) * s, Pk<In>::get(x, 5) * s, Pk<In>::get(x, 6) * s, Pk<In>::get(x, 7) * s);
+      uint8_t* d = orow + o * J + i * kChunk;
+      if constexpr (VEC) {
+        *reinterpret_cast<uint2*>(d) = make_uint2(c0, c1);
+      } else {
+        const int64_t n = J - i * kChunk;
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e)
+          if (e < n) d[e] = (uint8_t)((e < 4 ? c0 : c1) >> (8 * (e & 3)));
+      }
+    }
+  };
+#pragma unroll
+  for (int q = 0; q < VPT; ++q) {
+    const int64_t i = threadIdx.x + (int64_t)q * BLOCK;
+    if (i < nch) emit(i, v[q]);
+  }
+  for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nch; i += BLOCK) {
+    uint32_t w[S::NOUT][W];
+    src.template chunk<VEC>(r, i * kChunk, w);
+    emit(i, w);
+  }
+}
+
+// Rows r of K = NOUT * J output elements: scales[r] over the row, out[r * K + c].
+template <uint32_t F, class S, int BLOCK, int VPT, bool VEC>
+__global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t* out, float* scales, int pow2,
+                                                    int dequant) {
+  typedef typename S::In In;
+  constexpr int W = Pk<In>::W, NO = S::NOUT;
+  __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
+  const int64_t J = src.J, K = NO * J;
+  const int64_t nch = (J + kChunk - 1) / kChunk;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    uint32_t v[VPT][NO][W];
+    uint32_t a = 0;
+#pragma unroll
+    for (int q = 0; q < VPT; ++q) {
+      const int64_t i = threadIdx.x + (int64_t)q * BLOCK;
+      if (i < nch) {
+        src.template chunk<VEC>(r, i * kChunk, v[q]);
+      } else {
+#pragma unroll
+        for (int o = 0; o < NO; ++o) Pk<In>::zero(v[q][o]);
+      }
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) a = max(a, Pk<In>::abs_at(v[q][o], e));
+    }
+    for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nch; i += BLOCK) {
+      uint32_t w[NO][W];
+      src.template chunk<VEC>(r, i * kChunk, w);
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) a = max(a, Pk<In>::abs_at(w[o], e));
+    }
+    a = block_max<BLOCK>(a, red);
+    const float s = amax_to_scale<F>(a, pow2 != 0);
+    if (threadIdx.x == 0) scales[r] = dequant ? dequant_scale(s) : s;
+    uint8_t* orow = out + r * K;
+    if (amax_bits_finite(a)) {
+      row_emit<F, S, BLOCK, VPT, VEC, true>(src, r, v, nch, orow, s);
+    } else {
+      row_emit<F, S, BLOCK, VPT, VEC, false>(src, r, v, nch, orow, s);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------- columns
 // Column groups: group g covers rows [gs, ge) (clamped END offsets, or uniform groups of
-// group_rows rows when `clamped` is null); scales[g * K + c] over the group's rows of column
-// c; code of (r, c) at out[c * M + r] (out_ld = M > 0) or, per group, out[gs * K + c * (ge - gs)
-// + (r - gs)] (out_ld = 0: the 3D transposed layout). Block: 32 columns x 8 row lanes.
-template <uint32_t F, class S>
-__global__ void __launch_bounds__(kBlock) col_kernel(S src, int64_t K, const int32_t* clamped, int64_t group_rows,
-                                                     int64_t G, int64_t out_ld, uint8_t* out, float* scales,
-                                                     int pow2, int dequant) {
-  __shared__ uint32_t red[kRowLanes][kTile];
-  __shared__ float sc[kTile];
-  __shared__ uint8_t tile[kTile][kTile + 1];
-  const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
-  const int64_t c0 = (int64_t)blockIdx.x * kTile;
-  const int64_t c = c0 + tx;
+// group_rows rows when `clamped` is null); scales[g * K + c] over the group's rows of output
+// column c; code of (r, c) at out[c * M + r] (out_ld = M > 0) or, per group, out[gs * K + c *
+// (ge - gs) + (r - gs)] (out_ld = 0: the 3D transposed layout).
+// Block: 64 source columns (8 chunks across: a row's 64 columns are one contiguous 128-byte bf16
+// / 256-byte f32 run) x 32 runs of RPT consecutive rows = a sub-tile of 32 * RPT rows; thread
+// (run, chunk) holds its RPT rows x 8 columns (x NOUT outputs) in registers, so after scaling it
+// owns RPT consecutive bytes of each of its columns: the transposed stores are RPT-byte vectors
+// (no shared-memory round trip). A group of at most one sub-tile (rows aligned to absolute
+// RPT-row runs) is read once. A taller group is reduced over all its sub-tiles first, keeps the
+// last one in registers and reads the others again, last first (the most recently read, likely
+// still in L2), computing the SwiGLU values again.
+template <class S>
+struct ColRpt {  // rows per thread: 64 registers of values (plain), 4 rows for the SwiGLU sources
+  static constexpr int value = S::COMPUTED ? 4 : 32 / (int)sizeof(typename S::In::elem);
+};
+
+template <uint32_t F, class S, bool VEC>
+__global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamped, int64_t group_rows, int64_t G,
+                                                     int64_t out_ld, uint8_t* out, float* scales, int pow2,
+                                                     int dequant) {
+  typedef typename S::In In;
+  constexpr int W = Pk<In>::W, NO = S::NOUT;
+  constexpr int RPT = ColRpt<S>::value;
+  constexpr int SUB = kColRowGroups * RPT;
+  constexpr int NC = NO * kColTile;  // output columns of the tile
+  __shared__ uint32_t red[kColRowGroups][NC];
+  __shared__ float sc[NC];
+  __shared__ uint32_t amx[NC];
+  const int tid = threadIdx.x;
+  const int cc = tid % kColChunks, rg = tid / kColChunks;
+  const int64_t J = src.J, K = NO * J;
+  const int64_t jt = (int64_t)blockIdx.x * kColTile;
+  const int64_t j0 = jt + cc * kChunk;
+  const bool colvalid = j0 < J;
   for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
     int64_t gs, ge;
     if (clamped) {
@@ -106,35 +344,97 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, int64_t K, const int
       gs = g * group_rows;
       ge = gs + group_rows;
     }
-    uint32_t a = 0;
-    if (c < K)
-      for (int64_t r = gs + ty; r < ge; r += kRowLanes) a = max(a, abs_bits(src(r, c)));
-    red[ty][tx] = a;
-    __syncthreads();
-    if (ty == 0) {
-      for (int i = 1; i < kRowLanes; ++i) a = max(a, red[i][tx]);
-      const float s = amax_to_scale<F>(a, pow2 != 0);
-      sc[tx] = s;
-      if (c < K) scales[g * K + c] = dequant ? dequant_scale(s) : s;
-    }
-    __syncthreads();
-    const float s = sc[tx];
+    const int64_t row_base = gs / RPT * RPT;
+    int64_t nsub = (ge - row_base + SUB - 1) / SUB;
+    if (nsub < 1) nsub = 1;
     const int64_t ld = out_ld ? out_ld : ge - gs;
     uint8_t* ob = out_ld ? out : out + gs * (K - 1);
-    for (int64_t rb = gs; rb < ge; rb += kTile) {
-      for (int j = 0; j < kTile / kRowLanes; ++j) {
-        const int rr = ty + kRowLanes * j;
-        const int64_t r = rb + rr;
-        tile[tx][rr] = (c < K && r < ge) ? (uint8_t)encode_sw<F>(src(r, c) * s) : 0;
+    uint32_t v[RPT][NO][W];
+    uint32_t cam[NO][kChunk];
+#pragma unroll
+    for (int o = 0; o < NO; ++o)
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) cam[o][e] = 0;
+    // Step it < nsub: sub-tile it (amax); step it >= nsub - 1: codes of sub-tile 2 nsub - 2 - it
+    // (the last one from the registers of the amax step). One load site: the source's code is
+    // inlined once.
+    for (int64_t it = 0; it < 2 * nsub - 1; ++it) {
+      const int64_t sub = it < nsub ? it : 2 * nsub - 2 - it;
+      const int64_t rb = row_base + sub * SUB + (int64_t)rg * RPT;
+#pragma unroll
+      for (int rr = 0; rr < RPT; ++rr) {
+        const int64_t m = rb + rr;
+        if (colvalid && m >= gs && m < ge) {
+          src.template chunk<VEC>(m, j0, v[rr]);
+        } else {
+#pragma unroll
+          for (int o = 0; o < NO; ++o) Pk<In>::zero(v[rr][o]);
+        }
       }
-      __syncthreads();
-      for (int j = 0; j < kTile / kRowLanes; ++j) {
-        const int cc = ty + kRowLanes * j;
-        const int64_t col = c0 + cc;
-        const int64_t r = rb + tx;
-        if (col < K && r < ge) ob[col * ld + r] = tile[cc][tx];
+      if (it < nsub) {
+#pragma unroll
+        for (int rr = 0; rr < RPT; ++rr)
+#pragma unroll
+          for (int o = 0; o < NO; ++o)
+#pragma unroll
+            for (int e = 0; e < kChunk; ++e) cam[o][e] = max(cam[o][e], Pk<In>::abs_at(v[rr][o], e));
+        if (it != nsub - 1) continue;
+#pragma unroll
+        for (int o = 0; o < NO; ++o)
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) red[rg][o * kColTile + cc * kChunk + e] = cam[o][e];
+        __syncthreads();
+        for (int c = tid; c < NC; c += kBlock) {
+          uint32_t a = red[0][c];
+          for (int i = 1; i < kColRowGroups; ++i) a = max(a, red[i][c]);
+          const float sv = amax_to_scale<F>(a, pow2 != 0);
+          sc[c] = sv;
+          amx[c] = a;
+          const int o = c / kColTile;
+          const int64_t j = jt + c % kColTile;
+          if (j < J) scales[g * K + o * J + j] = dequant ? dequant_scale(sv) : sv;
+        }
+        __syncthreads();
       }
-      __syncthreads();
+      if (!colvalid || rb + RPT <= gs || rb >= ge) continue;
+      const bool full = rb >= gs && rb + RPT <= ge;
+#pragma unroll
+      for (int o = 0; o < NO; ++o) {
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) {
+          if (j0 + e >= J) continue;
+          // the scales stay in shared memory (fewer live registers) until the next group's barrier
+          const float se = sc[o * kColTile + cc * kChunk + e];
+          uint32_t q[RPT / 4];
+          if (amax_bits_finite(amx[o * kColTile + cc * kChunk + e])) {
+#pragma unroll
+            for (int k4 = 0; k4 < RPT / 4; ++k4)
+              q[k4] = enc4<F, true>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
+                                    Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
+          } else {
+#pragma unroll
+            for (int k4 = 0; k4 < RPT / 4; ++k4)
+              q[k4] = enc4<F, false>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
+                                     Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
+          }
+          uint8_t* d = ob + (o * J + j0 + e) * ld + rb;
+          if (full && ((uintptr_t)d & (RPT - 1)) == 0) {
+            if constexpr (RPT == 16) {
+              *reinterpret_cast<uint4*>(d) = make_uint4(q[0], q[1], q[2], q[3]);
+            } else if constexpr (RPT == 8) {
+              *reinterpret_cast<uint2*>(d) = make_uint2(q[0], q[1]);
+            } else {
+              *reinterpret_cast<uint32_t*>(d) = q[0];
+            }
+          } else {
+#pragma unroll
+            for (int rr = 0; rr < RPT; ++rr) {
+              const int64_t m = rb + rr;
+              if (m >= gs && m < ge) d[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
+            }
+          }
+        }
+      }
     }
   }
 }
@@ -147,35 +447,49 @@ namespace moe {
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
 template <uint32_t F, class S>
-int launch_rows(const S& src, int64_t rows, int64_t K, uint8_t* out, float* scales, int pow2, int dequant,
-                hipStream_t st) {
+int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
   if (rows == 0) return kLaunchOk;
-  row_kernel<F, S><<<row_grid(rows), kBlock, 0, st>>>(src, rows, K, out, scales, pow2, dequant);
+  constexpr int V = RowVpt<S>::value;
+  const int64_t nch = (src.J + kChunk - 1) / kChunk;
+  const int cfg = row_cfg<S>(nch);
+  const bool vec = vec_ok(src, out);
+  with_index<S::COMPUTED ? 3 : 4>(cfg, [&](auto ci) {
+    constexpr int B = kRowBlocks[decltype(ci)::value];
+    if (vec) {
+      row_kernel<F, S, B, V, true><<<row_grid(rows), B, 0, st>>>(src, rows, out, scales, pow2, dequant);
+    } else {
+      row_kernel<F, S, B, V, false><<<row_grid(rows), B, 0, st>>>(src, rows, out, scales, pow2, dequant);
+    }
+  });
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 template <uint32_t F, class S>
-int launch_cols(const S& src, int64_t K, const int32_t* clamped, int64_t group_rows, int64_t G, int64_t out_ld,
-                uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
-  if (G == 0 || K == 0) return kLaunchOk;
-  const int64_t tiles = (K + kTile - 1) / kTile;
+int launch_cols(const S& src, const int32_t* clamped, int64_t group_rows, int64_t G, int64_t out_ld, uint8_t* out,
+                float* scales, int pow2, int dequant, hipStream_t st) {
+  if (G == 0 || src.J == 0) return kLaunchOk;
+  const int64_t tiles = (src.J + kColTile - 1) / kColTile;
   if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
   const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535));
-  col_kernel<F, S><<<grid, kBlock, 0, st>>>(src, K, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
+  if (src.J % kChunk == 0 && src.aligned()) {
+    col_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
+  } else {
+    col_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
+  }
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
 // The grouped casts of `src` (m rows of k): rows, then columns per clamped group, with the
 // workspace zeroed again at the end.
 template <uint32_t F, class S>
-int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t k, int64_t G, uint8_t* out, float* scales,
+int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint8_t* out, float* scales,
                    uint8_t* out_col, float* scales_col, int pow2, int dequant, void* ws, hipStream_t st) {
-  int rc = launch_rows<F>(src, m, k, out, scales, pow2, dequant, st);
+  int rc = launch_rows<F>(src, m, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk || G == 0) return rc;
   int32_t* clamped = static_cast<int32_t*>(ws);
   rc = launch_group_tables(offs, G, m, clamped, nullptr, st);
   if (rc != kLaunchOk) return rc;
-  rc = launch_cols<F>(src, k, clamped, 0, G, m, out_col, scales_col, pow2, dequant, st);
+  rc = launch_cols<F>(src, clamped, 0, G, m, out_col, scales_col, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
@@ -208,9 +522,9 @@ template <class In, uint32_t F>
 static int weights_dual(const void* x, uint8_t* out, float* scales, uint8_t* out_t, float* scales_t, int64_t e,
                         int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
   const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
-  const int rc = launch_rows<F>(src, e * n, k, out, scales, pow2, dequant, st);
+  const int rc = launch_rows<F>(src, e * n, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk) return rc;
-  return launch_cols<F>(src, k, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
+  return launch_cols<F>(src, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_weights_dual_launch(const void* x, uint8_t* out, float* scales, uint8_t* out_t,
@@ -231,7 +545,7 @@ static int act_dual(const void* x, const int32_t* offs, uint8_t* out, float* sca
                     float* scales_col, int64_t m, int64_t k, int64_t G, int pow2, int dequant, void* ws,
                     hipStream_t st) {
   const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
-  return launch_grouped<F>(src, offs, m, k, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_act_dual_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
@@ -251,7 +565,7 @@ static int swiglu_quant(const void* gu, const int32_t* offs, uint8_t* out, float
                         float* scales_col, int64_t m, int64_t i, int64_t G, int pow2, int dequant, void* ws,
                         hipStream_t st) {
   const SwigluSrc<In> src{static_cast<const typename In::elem*>(gu), i};
-  return launch_grouped<F>(src, offs, m, i, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_quant_launch(const void* gu, const int32_t* offs, uint8_t* out, float* scales,
@@ -272,7 +586,7 @@ static int swiglu_bwd_quant(const void* dh, const void* gu, const int32_t* offs,
                             int dequant, void* ws, hipStream_t st) {
   typedef typename In::elem E;
   const SwigluBwdSrc<In> src{static_cast<const E*>(dh), static_cast<const E*>(gu), i};
-  return launch_grouped<F>(src, offs, m, 2 * i, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const void* gu, const int32_t* offs,

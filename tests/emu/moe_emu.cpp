@@ -4,9 +4,11 @@
 // emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
 // inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
 // reference. Usage:
-//   moe_emu OP FMT POW2 BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR
+//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
 // 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs).
+// TINY 1: the row casts run a 32-thread, one-chunk-per-thread instance (the re-read path of
+// rows longer than the registers hold); 0: the launcher's instance (row_cfg).
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "quant/common.h"
+#include "quant/policy.h"
 #include "moe/swiglu.h"
 #include "group_tables.inc"
 #include "moe_kernels.inc"
@@ -44,24 +47,43 @@ void write_file(const std::string& p, const std::vector<T>& v) {
 }
 
 struct Args {
-  int op, pow2, dequant;
+  int op, pow2, dequant, tiny;
   int64_t d0, d1, d2, G;
   unsigned grid_rows, grid_groups;
   std::string dir;
 };
 
-template <uint32_t F, class S>
-void rows(const Args& a, const S& src, int64_t n, int64_t k, uint8_t* out, float* sc) {
-  if (n == 0) return;
-  emu_launch_waves(a.grid_rows, kBlock, [&] { row_kernel<F, S>(src, n, k, out, sc, a.pow2, a.dequant); });
+// The launcher's row kernel instance (row_cfg, vec_ok), or with TINY a 32-thread block holding one
+// chunk per thread (rows past 256 source columns take the re-read path).
+template <uint32_t F, class S, int B, int V>
+void rows_inst(const Args& a, const S& src, int64_t n, bool vec, uint8_t* out, float* sc) {
+  emu_launch_waves(a.grid_rows, B, [&] {
+    if (vec) row_kernel<F, S, B, V, true>(src, n, out, sc, a.pow2, a.dequant);
+    else row_kernel<F, S, B, V, false>(src, n, out, sc, a.pow2, a.dequant);
+  });
 }
 
 template <uint32_t F, class S>
-void cols(const Args& a, const S& src, int64_t k, const int32_t* cl, int64_t group_rows, int64_t G, int64_t out_ld,
+void rows(const Args& a, const S& src, int64_t n, uint8_t* out, float* sc) {
+  if (n == 0) return;
+  const bool vec = vec_ok(src, out);
+  if (a.tiny) return rows_inst<F, S, 32, 1>(a, src, n, vec, out, sc);
+  const int64_t nch = (src.J + kChunk - 1) / kChunk;
+  with_index<S::COMPUTED ? 3 : 4>(row_cfg<S>(nch), [&](auto ci) {
+    rows_inst<F, S, kRowBlocks[decltype(ci)::value], RowVpt<S>::value>(a, src, n, vec, out, sc);
+  });
+}
+
+template <uint32_t F, class S>
+void cols(const Args& a, const S& src, const int32_t* cl, int64_t group_rows, int64_t G, int64_t out_ld,
           uint8_t* out, float* sc) {
   if (G == 0) return;
-  const dim3 grid((unsigned)((k + kTile - 1) / kTile), a.grid_groups);
-  emu_launch(grid, kBlock, [&] { col_kernel<F, S>(src, k, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant); });
+  const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
+  const bool vec = src.J % kChunk == 0 && src.aligned();
+  emu_launch(grid, kBlock, [&] {
+    if (vec) col_kernel<F, S, true>(src, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
+    else col_kernel<F, S, false>(src, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
+  });
 }
 
 template <class In, uint32_t F>
@@ -89,26 +111,26 @@ int run(const Args& a) {
   switch (a.op) {
     case 0: {
       const PlainSrc<In> s{x.data(), a.d1};
-      rows<F>(a, s, a.d0 * a.d2, a.d1, out.data(), sc.data());
-      cols<F>(a, s, a.d1, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
+      cols<F>(a, s, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
       break;
     }
     case 1: {
       const PlainSrc<In> s{x.data(), a.d1};
-      rows<F>(a, s, a.d0, a.d1, out.data(), sc.data());
-      cols<F>(a, s, a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      rows<F>(a, s, a.d0, out.data(), sc.data());
+      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
       break;
     }
     case 2: {
       const SwigluSrc<In> s{gu.data(), a.d1};
-      rows<F>(a, s, a.d0, a.d1, out.data(), sc.data());
-      cols<F>(a, s, a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      rows<F>(a, s, a.d0, out.data(), sc.data());
+      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
       break;
     }
     case 3: {
       const SwigluBwdSrc<In> s{dh.data(), gu.data(), a.d1};
-      rows<F>(a, s, a.d0, 2 * a.d1, out.data(), sc.data());
-      cols<F>(a, s, 2 * a.d1, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      rows<F>(a, s, a.d0, out.data(), sc.data());
+      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
       break;
     }
     default:
@@ -133,8 +155,8 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 13) {
-    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS DIR\n");
+  if (argc != 14) {
+    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY DIR\n");
     return 2;
   }
   Args a;
@@ -149,6 +171,7 @@ int main(int argc, char** argv) {
   a.G = std::atoll(argv[9]);
   a.grid_rows = (unsigned)std::atoi(argv[10]);
   a.grid_groups = (unsigned)std::atoi(argv[11]);
-  a.dir = argv[12];
+  a.tiny = std::atoi(argv[12]);
+  a.dir = argv[13];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }
