@@ -110,7 +110,7 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
     let [d0, d1, d2] = c.d;
     let g = c.offs.len();
     let (no, ns, ns2) = match c.op {
-        0 => (d0 * d1 * d2, d0 * d2, d0 * d1),
+        0 | 4 => (d0 * d1 * d2, d0 * d2, d0 * d1),
         3 => (d0 * 2 * d1, d0, g * 2 * d1),
         _ => (d0 * d1, d0, g * d1),
     };
@@ -123,7 +123,7 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
     macro_rules! go {
         ($x:expr, $dh:expr) => {
             match c.op {
-                0 => moe::weights_dual(rule, so, (d0, d1, d2), $x, out),
+                0 | 4 => moe::weights_dual(rule, so, (d0, d1, d2), $x, out),
                 1 => moe::act_dual(
                     rule,
                     so,
@@ -167,7 +167,7 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
 fn check_case(exe: &Path, dir: &Path, c: &Case) {
     let [d0, d1, d2] = c.d;
     let (xn, xrow) = match c.op {
-        0 => (d0 * d1 * d2, d1),
+        0 | 4 => (d0 * d1 * d2, d1),
         1 => (d0 * d1, d1),
         _ => (d0 * 2 * d1, 2 * d1),
     };
@@ -180,7 +180,12 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         d0 * d1,
         d1,
     );
-    write_hp(&dir.join(if c.op <= 1 { "x.bin" } else { "gu.bin" }), &x);
+    let input = if matches!(c.op, 0 | 1 | 4) {
+        "x.bin"
+    } else {
+        "gu.bin"
+    };
+    write_hp(&dir.join(input), &x);
     write_hp(&dir.join("dh.bin"), &dh);
     let ob: Vec<u8> = c.offs.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(dir.join("offs.bin"), ob).unwrap();
@@ -234,7 +239,7 @@ fn moe_kernels_emulated_eq_reference() {
     let exe = build(&dir);
     let mut r = Rng::new(0x6d6f65);
     let mut n = 0;
-    for op in 0..4u32 {
+    for op in 0..5u32 {
         for case in 0..12u64 {
             let fill = Fill {
                 seed: r.next(),
@@ -254,9 +259,14 @@ fn moe_kernels_emulated_eq_reference() {
             }
             let d = match op {
                 0 => [r.below(4) as usize, dims[1], dims[2]],
+                4 => [1 + r.below(3) as usize, dims[1], 2 + dims[2]],
                 _ => [if case == 5 { 0 } else { dims[0] }, dims[1].min(40), 0],
             };
-            let g = if op == 0 { 0 } else { r.below(7) as usize };
+            let g = if matches!(op, 0 | 4) {
+                0
+            } else {
+                r.below(7) as usize
+            };
             let offs = split_offsets(SPLITS[case as usize % SPLITS.len()], r.next(), g, d[0]);
             let c = Case {
                 op,
@@ -293,11 +303,13 @@ fn moe_kernels_emulated_eq_reference_large() {
     let mut r = Rng::new(0x6c6172);
     let mut n = 0;
     // (op, d, offs, bf16)
-    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 8] = [
+    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 10] = [
         (1, [600, 264, 0], vec![0, 1, 1, 560, 590], true),
         (1, [600, 261, 0], vec![3, 3, 300, 600], false),
         (0, [2, 264, 600], vec![], true),
         (0, [2, 259, 300], vec![], false),
+        (4, [2, 264, 600], vec![], true),
+        (4, [3, 131, 301], vec![], false),
         (2, [300, 264, 0], vec![0, 1, 140, 140, 299], true),
         (2, [300, 259, 0], vec![150, 300], false),
         (3, [300, 136, 0], vec![1, 1, 200, 290], true),

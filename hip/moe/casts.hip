@@ -107,7 +107,8 @@ struct Pk {
 // [j0, j0 + 8) of row r (zero past J) into w[NOUT][W], each exactly once. VEC: J % 8 == 0 and
 // the inputs 16-byte aligned (aligned()).
 
-// x[r * J + j] as read.
+// x[r * J + j] as read; with x1 set, two weights stacked along n per expert: row r = e * (n0 +
+// n1) + i is x's row e * n0 + i (i < n0) or x1's row e * n1 + i - n0.
 template <class In_>
 struct PlainSrc {
   typedef In_ In;
@@ -115,11 +116,18 @@ struct PlainSrc {
   static constexpr bool COMPUTED = false;
   const typename In::elem* x;
   int64_t J;
+  const typename In::elem* x1;  // null: one input
+  int64_t n0, n1;
+  __device__ inline const typename In::elem* row(int64_t r) const {
+    if (!x1) return x + r * J;
+    const int64_t n = n0 + n1, e = r / n, i = r - e * n;
+    return i < n0 ? x + (e * n0 + i) * J : x1 + (e * n1 + i - n0) * J;
+  }
   template <bool VEC>
   __device__ inline void chunk(int64_t r, int64_t j0, uint32_t (*w)[Pk<In>::W]) const {
-    Pk<In>::template load<VEC>(x + r * J + j0, J - j0, w[0]);
+    Pk<In>::template load<VEC>(row(r) + j0, J - j0, w[0]);
   }
-  bool aligned() const { return aligned16(x); }
+  bool aligned() const { return aligned16(x) && (!x1 || aligned16(x1)); }
 };
 
 // h[r, j] of gu (rows of 2I): swiglu_h(gate, up).
@@ -518,13 +526,24 @@ HIPFP8_EXTERN int hipfp8_moe_workspace_bytes(int64_t groups, uint64_t* bytes) no
   return kLaunchOk;
 }
 
+// x (E,K,N) or, with x1, x (E,K,n0) and x1 (E,K,N-n0) stacked along n per expert.
 template <class In, uint32_t F>
-static int weights_dual(const void* x, uint8_t* out, float* scales, uint8_t* out_t, float* scales_t, int64_t e,
-                        int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
-  const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
+static int weights_dual(const void* x, const void* x1, int64_t n0, uint8_t* out, float* scales, uint8_t* out_t,
+                        float* scales_t, int64_t e, int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
+  typedef typename In::elem E;
+  const PlainSrc<In> src{static_cast<const E*>(x), k, static_cast<const E*>(x1), n0, n - n0};
   const int rc = launch_rows<F>(src, e * n, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk) return rc;
   return launch_cols<F>(src, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
+}
+
+static int weights_dual_any(const void* x, const void* x1, int64_t n0, uint8_t* out, float* scales, uint8_t* out_t,
+                            float* scales_t, int64_t e, int64_t k, int64_t n, int format, int pow2, int dequant,
+                            int in_dtype, hipStream_t stream) {
+  const uint32_t fmt = (uint32_t)format;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<Bf16In, FMT>(x, x1, n0, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<F32In, FMT>(x, x1, n0, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
+  return kLaunchBadEnum;
 }
 
 HIPFP8_EXTERN int hipfp8_moe_weights_dual_launch(const void* x, uint8_t* out, float* scales, uint8_t* out_t,
@@ -534,10 +553,20 @@ HIPFP8_EXTERN int hipfp8_moe_weights_dual_launch(const void* x, uint8_t* out, fl
   if (e == 0) return kLaunchOk;
   if (k == 0 || n == 0) return kLaunchBadShape;
   if (!x || !out || !scales || !out_t || !scales_t) return kLaunchNull;
-  const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<Bf16In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (weights_dual<F32In, FMT>(x, out, scales, out_t, scales_t, e, k, n, pow2, dequant, stream))); }
-  return kLaunchBadEnum;
+  return weights_dual_any(x, nullptr, n, out, scales, out_t, scales_t, e, k, n, format, pow2, dequant, in_dtype,
+                          stream);
+}
+
+HIPFP8_EXTERN int hipfp8_moe_weights_dual_pair_launch(const void* x0, const void* x1, uint8_t* out, float* scales,
+                                                      uint8_t* out_t, float* scales_t, int64_t e, int64_t k,
+                                                      int64_t n0, int64_t n1, int format, int pow2, int dequant,
+                                                      int in_dtype, hipStream_t stream) noexcept {
+  if (e < 0 || k < 0 || n0 < 0 || n1 < 0) return kLaunchBadShape;
+  if (e == 0) return kLaunchOk;
+  if (k == 0 || n0 == 0 || n1 == 0) return kLaunchBadShape;
+  if (!x0 || !x1 || !out || !scales || !out_t || !scales_t) return kLaunchNull;
+  return weights_dual_any(x0, x1, n0, out, scales, out_t, scales_t, e, k, n0 + n1, format, pow2, dequant, in_dtype,
+                          stream);
 }
 
 template <class In, uint32_t F>

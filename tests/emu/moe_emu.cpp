@@ -6,7 +6,9 @@
 // reference. Usage:
 //   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
-// 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs).
+// 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs),
+// 4 weights_dual of x read as two weights stacked along n per expert (each expert's first
+// D2/2 rows of K copied to one buffer, the others to another: the pair source).
 // TINY 1: the row casts run a 32-thread, one-chunk-per-thread instance (the re-read path of
 // rows longer than the registers hold); 0: the launcher's instance (row_cfg).
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
@@ -96,7 +98,7 @@ int run(const Args& a) {
   if (a.op != 0 && a.G > 0)
     emu_launch(dim3(1), kTablesBlock, [&] { group_tables_kernel(offs.data(), a.G, a.d0, cl.data(), nullptr); });
   int64_t n_out, n_sc, n_out2, n_sc2;
-  if (a.op == 0) {
+  if (a.op == 0 || a.op == 4) {
     n_out = n_out2 = a.d0 * a.d1 * a.d2;
     n_sc = a.d0 * a.d2;
     n_sc2 = a.d0 * a.d1;
@@ -131,6 +133,19 @@ int run(const Args& a) {
       const SwigluBwdSrc<In> s{dh.data(), gu.data(), a.d1};
       rows<F>(a, s, a.d0, out.data(), sc.data());
       cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      break;
+    }
+    case 4: {
+      const int64_t n0 = a.d2 / 2, n1 = a.d2 - n0;
+      std::vector<E> x0, x1;
+      for (int64_t e = 0; e < a.d0; ++e) {
+        const E* w = x.data() + e * a.d2 * a.d1;
+        x0.insert(x0.end(), w, w + n0 * a.d1);
+        x1.insert(x1.end(), w + n0 * a.d1, w + a.d2 * a.d1);
+      }
+      const PlainSrc<In> s{x0.data(), a.d1, x1.data(), n0, n1};
+      rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
+      cols<F>(a, s, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
       break;
     }
     default:
