@@ -305,17 +305,13 @@ pub extern "C" fn hipfp8_weight_cache_refresh(
     generation: *mut u64,
     stream: hipStream_t,
 ) -> hipfp8_status {
-    let w0 = [(w0, w0_len)];
-    refresh(
-        "hipfp8_weight_cache_refresh",
-        ctx,
-        cache,
-        input_dtype,
-        &w0,
+    let (name, w0) = ("hipfp8_weight_cache_refresh", [(w0, w0_len)]);
+    let rest = (
+        (ctx, cache, input_dtype),
         (w1, w1_len),
-        generation,
-        stream,
-    )
+        (generation, stream),
+    );
+    refresh(name, &w0, rest)
 }
 
 /// `hipfp8_weight_cache_refresh` of an experts cache with W13 given as its two halves along
@@ -338,31 +334,26 @@ pub extern "C" fn hipfp8_weight_cache_refresh_halves(
 ) -> hipfp8_status {
     let w0 = [(w0_gate, w0_gate_len), (w0_up, w0_up_len)];
     let name = "hipfp8_weight_cache_refresh_halves";
-    refresh(
-        name,
-        ctx,
-        cache,
-        input_dtype,
-        &w0,
+    let rest = (
+        (ctx, cache, input_dtype),
         (w1, w1_len),
-        generation,
-        stream,
-    )
+        (generation, stream),
+    );
+    refresh(name, &w0, rest)
 }
+
+/// The refresh calls' other arguments: (ctx, cache, input_dtype), (w1, w1_len), (generation,
+/// stream).
+type RefreshArgs = (
+    (*const hipfp8_context, *mut hipfp8_weight_cache, u32),
+    (*const c_void, usize),
+    (*mut u64, hipStream_t),
+);
 
 /// The refresh calls: projection 0 from the parts `w0`, projection 1 from `w1` (a NULL `w1`
 /// with 0 elements: none, for a one-projection cache).
-#[allow(clippy::too_many_arguments)]
-fn refresh(
-    name: &'static str,
-    ctx: *const hipfp8_context,
-    cache: *mut hipfp8_weight_cache,
-    input_dtype: u32,
-    w0: &[(*const c_void, usize)],
-    (w1, w1_len): (*const c_void, usize),
-    generation: *mut u64,
-    stream: hipStream_t,
-) -> hipfp8_status {
+fn refresh(name: &'static str, w0: &[(*const c_void, usize)], rest: RefreshArgs) -> hipfp8_status {
+    let ((ctx, cache, input_dtype), (w1, w1_len), (generation, stream)) = rest;
     guard(name, || {
         let c = context::lookup(ctx)?;
         let out = args::out_param("generation", generation)?;
