@@ -189,9 +189,9 @@ class GroupedExperts(nn.Module):
     `fused=True`: the experts recipe, one library call per pass with the FP8 weights in
     `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change; call
     `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs). Not the
-    default: on the H200 its fused casts are slower than the separate ones, and with token
-    groups that are not multiples of 16 its wgrad GEMMs take the reference kernel (README,
-    "From PyTorch"; bench/NOTES.md, session 14).
+    default: its last H200 measurement (first versions of its fused cast kernels, since
+    rebuilt) was slower, and with token groups that are not multiples of 16 its wgrad GEMMs
+    take the reference kernel (README, "From PyTorch"; bench/NOTES.md).
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
