@@ -14,8 +14,9 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use hipfp8::device::{DeviceBuffer, Event, Stream};
+use hipfp8::route::{CombineShape, DispatchShape};
 use hipfp8::{
-    CastParams, Context, Fp8Format, HpSrc, MxParams, MxRounding, Scaling, StreamRef, bf16,
+    CastParams, Context, Fp8Format, HpSrc, MxParams, MxRounding, NoParams, Scaling, StreamRef, bf16,
 };
 use rayon::prelude::*;
 
@@ -436,6 +437,125 @@ fn main() {
                         } else {
                             c.moe_swiglu_quant(&p, MTOK, I, h, offs, d, s)
                         }
+                    },
+                );
+            }
+        }
+    }
+    // ---- the MoE routing ops (hip/route): T tokens, top-8 of E experts, hidden H, groups padded
+    // to 16 (the DeepSeek-V3 layer of BENCHMARKS.md); minimal bytes: each token row read once,
+    // each output written once (the padded rows as the routing pads them)
+    let route_ops = [
+        "moe_dispatch_dual",
+        "moe_combine_bwd_dual",
+        "moe_combine",
+        "moe_combine_bwd_scores",
+    ];
+    if route_ops.iter().any(|op| b.enabled(op)) {
+        const TOPK: usize = 8;
+        const T: usize = MTOK / TOPK;
+        let m = T * TOPK;
+        let m_cap = m + 15 * E;
+        // a fixed permutation of the slots (7919 is prime, so coprime with m = 2^15)
+        let perm: Vec<i32> = (0..m).map(|i| ((i * 7919) % m) as i32).collect();
+        let dperm = DeviceBuffer::from_host(&b.ctx, &perm).unwrap();
+        let w: Vec<f32> = (0..m).map(|i| 0.05 + (i % 17) as f32 * 0.01).collect();
+        let dw = DeviceBuffer::from_host(&b.ctx, &w).unwrap();
+        let mut slot_row = DeviceBuffer::<i32>::alloc(&b.ctx, m).unwrap();
+        let mut comb = DeviceBuffer::<bf16>::alloc(&b.ctx, T * H).unwrap();
+        let mut dws = DeviceBuffer::<f32>::alloc(&b.ctx, m).unwrap();
+        let mp = hipfp8::MoeCastParams::from(p);
+        let ds = DispatchShape {
+            t: T,
+            k: H,
+            topk: TOPK,
+            align: 16,
+            m_cap,
+        };
+        let cs = CombineShape {
+            t: T,
+            k: H,
+            topk: TOPK,
+            m_cap,
+        };
+        let shape = format!("({T},{H}) top{TOPK} of {E}");
+        for (name, offs) in routings {
+            let sizes = if name == "zipf" {
+                zipf_sizes(m, E)
+            } else {
+                vec![m / E; E]
+            };
+            let mpad: usize = sizes.iter().map(|v| v.div_ceil(16) * 16).sum();
+            for (op, weighted) in [("moe_dispatch_dual", false), ("moe_combine_bwd_dual", true)] {
+                // the combine rows below need the slot rows of a dispatch of this routing
+                let first = !weighted;
+                if !b.enabled(op) && !first {
+                    continue;
+                }
+                let bytes = 2 * T * H + 2 * mpad * H + 4 * mpad + 4 * E * H + 8 * m + 4 * m;
+                let mut run = |c: &Context, st: StreamRef| {
+                    let (o1, o2) = out.dst_range(0..2 * m_cap * H)?.split_at(m_cap * H);
+                    let (po, sr) = (poffs.dst_range(0..E)?, slot_row.dst());
+                    let (x, pm, of) = (xs(T * H), dperm.src(), offs.src());
+                    if weighted {
+                        let w = dw.src();
+                        c.moe_combine_bwd_dual(
+                            &mp,
+                            ds,
+                            x,
+                            w,
+                            pm,
+                            of,
+                            po,
+                            sr,
+                            o1,
+                            sc.dst(),
+                            o2,
+                            sc2.dst(),
+                            st,
+                        )
+                    } else {
+                        c.moe_dispatch_dual(
+                            &mp,
+                            ds,
+                            x,
+                            pm,
+                            of,
+                            po,
+                            sr,
+                            o1,
+                            sc.dst(),
+                            o2,
+                            sc2.dst(),
+                            st,
+                        )
+                    }
+                };
+                if b.enabled(op) {
+                    b.case(op, shape.clone(), name, bytes as u64, &mut run);
+                } else {
+                    run(&b.ctx, b.stream.handle()).unwrap();
+                }
+            }
+            // y (m_cap, H) in the padded layout, read through the dispatch's slot rows
+            let y = || HpSrc::Bf16(dx.src_range(0..m_cap * H).unwrap());
+            if b.enabled("moe_combine") {
+                let bytes = 2 * m * H + 8 * m + 2 * T * H;
+                b.case("moe_combine", shape.clone(), name, bytes as u64, |c, st| {
+                    let (sr, w, o) = (slot_row.src(), dw.src(), comb.dst());
+                    c.moe_combine(&NoParams, cs, y(), sr, w, o, st)
+                });
+            }
+            if b.enabled("moe_combine_bwd_scores") {
+                let bytes = 2 * T * H + 2 * m * H + 8 * m;
+                b.case(
+                    "moe_combine_bwd_scores",
+                    shape.clone(),
+                    name,
+                    bytes as u64,
+                    |c, st| {
+                        let (dout, sr) = (xs2(T * H), slot_row.src());
+                        c.moe_combine_bwd_scores(&NoParams, cs, dout, y(), sr, dws.dst(), st)
                     },
                 );
             }
