@@ -497,38 +497,26 @@ fn main() {
                     let (o1, o2) = out.dst_range(0..2 * m_cap * H)?.split_at(m_cap * H);
                     let (po, sr) = (poffs.dst_range(0..E)?, slot_row.dst());
                     let (x, pm, of) = (xs(T * H), dperm.src(), offs.src());
-                    if weighted {
-                        let w = dw.src();
-                        c.moe_combine_bwd_dual(
+                    let (s1, s2) = (sc.dst(), sc2.dst());
+                    match weighted {
+                        true => c.moe_combine_bwd_dual(
                             &mp,
                             ds,
                             x,
-                            w,
+                            dw.src(),
                             pm,
                             of,
                             po,
                             sr,
                             o1,
-                            sc.dst(),
+                            s1,
                             o2,
-                            sc2.dst(),
+                            s2,
                             st,
-                        )
-                    } else {
-                        c.moe_dispatch_dual(
-                            &mp,
-                            ds,
-                            x,
-                            pm,
-                            of,
-                            po,
-                            sr,
-                            o1,
-                            sc.dst(),
-                            o2,
-                            sc2.dst(),
-                            st,
-                        )
+                        ),
+                        false => {
+                            c.moe_dispatch_dual(&mp, ds, x, pm, of, po, sr, o1, s1, o2, s2, st)
+                        }
                     }
                 };
                 if b.enabled(op) {
