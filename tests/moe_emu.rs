@@ -9,6 +9,7 @@
 //! Needs a C++20 compiler (g++); skips with a printed reason outside cargo when there is none.
 
 mod common;
+mod emu_support;
 mod moe_support;
 mod support;
 
@@ -16,71 +17,11 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
+use emu_support::{build, write_hp};
 use hipfp8::reference::{Dual, Grouped, Rule, Scaled, moe};
 use hipfp8::{Fp8Format, ScaleOutput};
 use moe_support::{SCALE_OUTPUTS, SPLITS, split_offsets};
-use support::{cxx, have_tool, root, run, scratch};
-
-/// The text between `// hipfp8-emu-begin NAME` and `// hipfp8-emu-end NAME` of a hip/ file,
-/// wrapped in namespace hipfp8.
-fn marked(file: &str, name: &str) -> String {
-    let src = std::fs::read_to_string(root().join(file)).unwrap();
-    let b = src
-        .find(&format!("// hipfp8-emu-begin {name}"))
-        .expect("begin marker");
-    let e = src
-        .find(&format!("// hipfp8-emu-end {name}"))
-        .expect("end marker");
-    format!(
-        "namespace hipfp8 {{\n{}\n}}  // namespace hipfp8\n",
-        &src[b..e]
-    )
-}
-
-/// Lay out the emulation's include tree in `dir` and build the harness; returns its path.
-fn build(dir: &Path) -> std::path::PathBuf {
-    for d in ["quant", "moe"] {
-        std::fs::create_dir_all(dir.join(d)).unwrap();
-    }
-    for (from, to) in [
-        ("tests/emu/port_emu.h", "port_emu_base.h"),
-        ("tests/emu/quant_port_emu.h", "port.h"),
-        ("hip/fp8_codec.h", "fp8_codec.h"),
-        ("hip/kernel_abi.h", "kernel_abi.h"),
-        ("hip/knobs.h", "knobs.h"),
-        ("hip/quant/common.h", "quant/common.h"),
-        ("hip/quant/policy.h", "quant/policy.h"),
-        ("hip/moe/swiglu.h", "moe/swiglu.h"),
-    ] {
-        std::fs::copy(root().join(from), dir.join(to)).unwrap();
-    }
-    std::fs::write(
-        dir.join("group_tables.inc"),
-        marked("hip/quant/common.hip", "group_tables"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("moe_kernels.inc"),
-        marked("hip/moe/casts.hip", "moe_kernels"),
-    )
-    .unwrap();
-    let exe = dir.join("moe_emu");
-    run(Command::new(cxx())
-        .args(["-std=c++20", "-O2", "-pthread"])
-        .arg(format!("-I{}", dir.display()))
-        .arg(root().join("tests/emu/moe_emu.cpp"))
-        .arg("-o")
-        .arg(&exe));
-    exe
-}
-
-fn write_hp(path: &Path, t: &Tensor) {
-    let bytes: Vec<u8> = match &t.b {
-        Some(b) => b.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
-        None => t.vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    };
-    std::fs::write(path, bytes).unwrap();
-}
+use support::{cxx, have_tool, run, scratch};
 
 fn read_f32(path: &Path) -> Vec<f32> {
     std::fs::read(path)
@@ -229,6 +170,12 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
     }
 }
 
+/// The marked regions the harness includes.
+const MOE_INCS: &[(&str, &str, &str)] = &[
+    ("group_tables.inc", "hip/quant/common.hip", "group_tables"),
+    ("moe_kernels.inc", "hip/moe/casts.hip", "moe_kernels"),
+];
+
 #[test]
 fn moe_kernels_emulated_eq_reference() {
     let test = "moe_kernels_emulated_eq_reference";
@@ -236,7 +183,7 @@ fn moe_kernels_emulated_eq_reference() {
         return;
     }
     let dir = scratch(test);
-    let exe = build(&dir);
+    let exe = build(&dir, "moe_emu", MOE_INCS);
     let mut r = Rng::new(0x6d6f65);
     let mut n = 0;
     for op in 0..5u32 {
@@ -299,7 +246,7 @@ fn moe_kernels_emulated_eq_reference_large() {
         return;
     }
     let dir = scratch(test);
-    let exe = build(&dir);
+    let exe = build(&dir, "moe_emu", MOE_INCS);
     let mut r = Rng::new(0x6c6172);
     let mut n = 0;
     // (op, d, offs, bf16)

@@ -14,6 +14,7 @@
 //! Needs a C++20 compiler (g++); skips with a printed reason outside cargo when there is none.
 
 mod common;
+mod emu_support;
 mod moe_support;
 mod route_support;
 mod support;
@@ -22,66 +23,12 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
+use emu_support::{build, write_hp};
 use hipfp8::reference::{Dual, Grouped, Rule, Scaled, moe, route};
 use hipfp8::{Fp8Format, ScaleOutput, bf16};
 use moe_support::{SPLITS, Split};
 use route_support::Route;
-use support::{cxx, have_tool, root, run, scratch};
-
-/// The text between `// hipfp8-emu-begin NAME` and `// hipfp8-emu-end NAME` of a hip/ file,
-/// wrapped in namespace hipfp8.
-fn marked(file: &str, name: &str) -> String {
-    let src = std::fs::read_to_string(root().join(file)).unwrap();
-    let b = src
-        .find(&format!("// hipfp8-emu-begin {name}"))
-        .expect("begin marker");
-    let e = src
-        .find(&format!("// hipfp8-emu-end {name}"))
-        .expect("end marker");
-    format!(
-        "namespace hipfp8 {{\n{}\n}}  // namespace hipfp8\n",
-        &src[b..e]
-    )
-}
-
-/// Lay out the emulation's include tree in `dir` and build the harness; returns its path.
-fn build(dir: &Path) -> std::path::PathBuf {
-    for d in ["quant", "moe"] {
-        std::fs::create_dir_all(dir.join(d)).unwrap();
-    }
-    for (from, to) in [
-        ("tests/emu/port_emu.h", "port_emu_base.h"),
-        ("tests/emu/quant_port_emu.h", "port.h"),
-        ("hip/fp8_codec.h", "fp8_codec.h"),
-        ("hip/kernel_abi.h", "kernel_abi.h"),
-        ("hip/knobs.h", "knobs.h"),
-        ("hip/quant/common.h", "quant/common.h"),
-        ("hip/moe/swiglu.h", "moe/swiglu.h"),
-    ] {
-        std::fs::copy(root().join(from), dir.join(to)).unwrap();
-    }
-    std::fs::write(
-        dir.join("route_kernels.inc"),
-        marked("hip/route/route.hip", "route_kernels"),
-    )
-    .unwrap();
-    let exe = dir.join("route_emu");
-    run(Command::new(cxx())
-        .args(["-std=c++20", "-O2", "-pthread"])
-        .arg(format!("-I{}", dir.display()))
-        .arg(root().join("tests/emu/route_emu.cpp"))
-        .arg("-o")
-        .arg(&exe));
-    exe
-}
-
-fn write_hp(path: &Path, t: &Tensor) {
-    let bytes: Vec<u8> = match &t.b {
-        Some(b) => b.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect(),
-        None => t.vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    };
-    std::fs::write(path, bytes).unwrap();
-}
+use support::{cxx, have_tool, run, scratch};
 
 fn write_i32(path: &Path, v: &[i32]) {
     std::fs::write(
@@ -376,6 +323,10 @@ fn routing(
     Route::new(seed, dims, split, align, extra)
 }
 
+/// The marked region the harness includes.
+const ROUTE_INCS: &[(&str, &str, &str)] =
+    &[("route_kernels.inc", "hip/route/route.hip", "route_kernels")];
+
 #[test]
 fn route_kernels_emulated_eq_reference() {
     let test = "route_kernels_emulated_eq_reference";
@@ -383,7 +334,7 @@ fn route_kernels_emulated_eq_reference() {
         return;
     }
     let dir = scratch(test);
-    let exe = build(&dir);
+    let exe = build(&dir, "route_emu", ROUTE_INCS);
     let mut r = Rng::new(0x726f757465);
     let aligns = [1usize, 16, 32, 128, 3];
     let mut n = 0;
@@ -460,7 +411,7 @@ fn combine_kernels_emulated_eq_reference() {
         return;
     }
     let dir = scratch(test);
-    let exe = build(&dir);
+    let exe = build(&dir, "route_emu", ROUTE_INCS);
     let mut r = Rng::new(0x636f6d62);
     let mut n = 0;
     for i in 0..16usize {
