@@ -3,6 +3,8 @@ experts recipe, the default, and the grouped_mm seam): same parameters and state
 and gradients equal hipfp8's own GroupedExperts in the same mode on the same parameters, and
 stay close to torchtitan's BF16 answer."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -72,3 +74,32 @@ def test_swap_fused_matches_unfused_forward(device, dtype):
         assert torch.equal(got, want)
     cos = torch.nn.functional.cosine_similarity(got.float().flatten(), want.float().flatten(), dim=0)
     assert cos > 0.999
+
+
+@pytest.mark.parametrize("pad", [None, 8, 16])
+def test_fused_swap_warns_about_an_unpadded_dispatcher(device, pad):
+    """fused=True inside a RoutedExperts-like owner: a dispatcher without pad_multiple (or one
+    not a multiple of 16) draws a RuntimeWarning naming the owner; pad_multiple=16 and
+    fused=False draw none."""
+    class Dispatcher(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            if pad is not None:
+                self.pad_multiple = pad
+
+    class Owner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner_experts = tiny(device)
+            self.token_dispatcher = Dispatcher()
+
+    model = torch.nn.Sequential(Owner())
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert hf.swap_grouped_experts(Owner(), fused=False) == 1
+        assert hf.swap_grouped_experts(model, fused=True) == 1
+    msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    if pad == 16:
+        assert msgs == []
+    else:
+        assert len(msgs) == 1 and "'0'" in msgs[0] and "pad_multiple=16" in msgs[0], msgs
