@@ -107,9 +107,16 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(hipfp8_rocm)");
     println!("cargo::rustc-check-cfg=cfg(hipfp8_cuda)");
     println!("cargo::rustc-check-cfg=cfg(hipfp8_launcher, values(any()))");
-    // Versioned SONAME libhipfp8.so.<HIPFP8_ABI_VERSION> (src/ffi/mod.rs; tests/ffi_examples.rs and
-    // python/tests/test_cmake.py fail when they disagree).
-    println!("cargo::rustc-cdylib-link-arg=-Wl,-soname,libhipfp8.so.2");
+    // Versioned SONAME libhipfp8.so.<HIPFP8_ABI_VERSION>, the constant read from src/ffi/mod.rs
+    // (tests/ffi_examples.rs and python/tests/test_cmake.py check the built library's).
+    println!("cargo::rerun-if-changed=src/ffi/mod.rs");
+    let ffi = std::fs::read_to_string("src/ffi/mod.rs").expect("src/ffi/mod.rs");
+    let abi = ffi
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const HIPFP8_ABI_VERSION: u32 = "))
+        .and_then(|v| v.trim_end_matches(';').trim().parse::<u32>().ok())
+        .expect("src/ffi/mod.rs defines `pub const HIPFP8_ABI_VERSION: u32 = N;`");
+    println!("cargo::rustc-cdylib-link-arg=-Wl,-soname,libhipfp8.so.{abi}");
 
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let hip_dir = manifest_dir.join("hip");

@@ -58,9 +58,11 @@ typedef struct ihipStream_t *hipStream_t;
 /**
  * Version of the C ABI this header describes. Bumped on any incompatible change to an
  * existing function, descriptor or enum value; additions do not bump it (tests/abi.rs guards
- * this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace.
+ * this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace. 3:
+ * `hipfp8_moe_experts_backward(_precast)` write dW13 as (2, e, i, d) = [dW1; dW3] (was
+ * (e, 2i, d)).
  */
-#define HIPFP8_ABI_VERSION 2
+#define HIPFP8_ABI_VERSION 3
 
 /**
  * Result of every fallible call. The values are part of the ABI and never change; new

@@ -197,8 +197,10 @@ pub const HIPFP8_VERSION_PATCH: u32 = 0;
 pub const HIPFP8_VERSION: u32 = 100;
 /// Version of the C ABI this header describes. Bumped on any incompatible change to an
 /// existing function, descriptor or enum value; additions do not bump it (tests/abi.rs guards
-/// this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace.
-pub const HIPFP8_ABI_VERSION: u32 = 2;
+/// this). 2: the grouped-GEMM descriptors gained `backend`, the calls a workspace. 3:
+/// `hipfp8_moe_experts_backward(_precast)` write dW13 as (2, e, i, d) = [dW1; dW3] (was
+/// (e, 2i, d)).
+pub const HIPFP8_ABI_VERSION: u32 = 3;
 
 /// The ABI version of the library actually linked (compare with `HIPFP8_ABI_VERSION` from
 /// the header the program was compiled against).
