@@ -39,27 +39,28 @@ T emu_shfl(T v, unsigned src) {
 #define HIPFP8_SHFL_XOR(v, o) emu_shfl((v), (threadIdx.x % HIPFP8_WAVE) ^ (unsigned)(o))
 #define HIPFP8_SHFL(v, s) emu_shfl((v), (unsigned)(s))
 
-// Launch with per-wavefront barriers as well as the block barrier.
+// Launch a grid of blocks (x, then y) with per-wavefront barriers as well as the block barrier.
 template <class F>
-void emu_launch_waves(unsigned grid, unsigned threads, F&& body) {
-  gridDim = dim3(grid);
+void emu_launch_waves(dim3 grid, unsigned threads, F&& body) {
+  gridDim = grid;
   blockDim = dim3(threads);
-  for (unsigned x = 0; x < grid; ++x) {
-    std::barrier<> bar(threads);
-    emu_barrier = &bar;
-    std::vector<std::unique_ptr<std::barrier<>>> waves;
-    emu_wave_barrier.clear();
-    for (unsigned w = 0; w < threads / HIPFP8_WAVE; ++w) {
-      waves.emplace_back(new std::barrier<>(HIPFP8_WAVE));
-      emu_wave_barrier.push_back(waves.back().get());
+  for (unsigned y = 0; y < grid.y; ++y)
+    for (unsigned x = 0; x < grid.x; ++x) {
+      std::barrier<> bar(threads);
+      emu_barrier = &bar;
+      std::vector<std::unique_ptr<std::barrier<>>> waves;
+      emu_wave_barrier.clear();
+      for (unsigned w = 0; w < threads / HIPFP8_WAVE; ++w) {
+        waves.emplace_back(new std::barrier<>(HIPFP8_WAVE));
+        emu_wave_barrier.push_back(waves.back().get());
+      }
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < threads; ++t)
+        ts.emplace_back([&, t] {
+          threadIdx = dim3(t);
+          blockIdx = dim3(x, y);
+          body();
+        });
+      for (auto& th : ts) th.join();
     }
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < threads; ++t)
-      ts.emplace_back([&, t] {
-        threadIdx = dim3(t);
-        blockIdx = dim3(x);
-        body();
-      });
-    for (auto& th : ts) th.join();
-  }
 }

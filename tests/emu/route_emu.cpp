@@ -55,32 +55,6 @@ void write_file(const std::string& p, const std::vector<T>& v) {
   std::fclose(f);
 }
 
-// A 2D grid of blocks, each with per-wavefront barriers for the emulated shuffles.
-template <class F>
-void launch(dim3 grid, unsigned threads, F&& body) {
-  gridDim = grid;
-  blockDim = dim3(threads);
-  for (unsigned y = 0; y < grid.y; ++y)
-    for (unsigned x = 0; x < grid.x; ++x) {
-      std::barrier<> bar(threads);
-      emu_barrier = &bar;
-      std::vector<std::unique_ptr<std::barrier<>>> waves;
-      emu_wave_barrier.clear();
-      for (unsigned w = 0; w < threads / HIPFP8_WAVE; ++w) {
-        waves.emplace_back(new std::barrier<>(HIPFP8_WAVE));
-        emu_wave_barrier.push_back(waves.back().get());
-      }
-      std::vector<std::thread> ts;
-      for (unsigned t = 0; t < threads; ++t)
-        ts.emplace_back([&, t] {
-          threadIdx = dim3(t);
-          blockIdx = dim3(x, y);
-          body();
-        });
-      for (auto& th : ts) th.join();
-    }
-}
-
 struct Args {
   int op, pow2, dequant, weighted;
   int64_t t, k, topk, G, align, m_cap;
@@ -96,11 +70,11 @@ void dispatch_vec(const Args& a, const RouteSrc<In, W>& src, std::vector<int32_t
   for (int64_t i = 0; i < G * k; ++i) sc_col[i] = 0.0f;
   uint32_t* am = reinterpret_cast<uint32_t*>(sc_col.data());
   if (mc > 0)
-    launch(dim3(a.gx), kBlock, [&] {
+    emu_launch_waves(dim3(a.gx), kBlock, [&] {
       rows_kernel<In, F, W, VEC>(src, mc, slot_row.data(), out.data(), sc.data(), am, a.pow2, a.dequant);
     });
   const unsigned tiles = (unsigned)((k + kColLanes * In::EPV - 1) / (kColLanes * In::EPV));
-  launch(dim3(tiles < a.gx ? tiles : a.gx, a.gy), kBlock, [&] {
+  emu_launch_waves(dim3(tiles < a.gx ? tiles : a.gx, a.gy), kBlock, [&] {
     cols_kernel<In, F, W, VEC>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
   });
 }
@@ -116,7 +90,7 @@ int dispatch_emu(const Args& a) {
   std::vector<int32_t> ws(G + 1, 0), pad(G + 7, -7), slot_row(m + 7, -7);
   std::vector<uint8_t> out(mc * k + 7, 0xA5), out_col(mc * k + 7, 0xA5);
   std::vector<float> sc(mc + 7, -12345.5f), sc_col(G * k + 7, -12345.5f);
-  if (G > 0) launch(dim3(1), kTablesBlock, [&] { tables_kernel(offs.data(), (int)G, m, a.align, ws.data(), pad.data()); });
+  if (G > 0) emu_launch_waves(dim3(1), kTablesBlock, [&] { tables_kernel(offs.data(), (int)G, m, a.align, ws.data(), pad.data()); });
   const RouteSrc<In, W> src{x.data(), W ? w.data() : nullptr, perm.data(), ws.data(), pad.data(), (int)G, m, k, a.topk};
   if (k % In::EPV == 0) {
     dispatch_vec<In, F, W, true>(a, src, slot_row, out, sc, out_col, sc_col);
@@ -140,7 +114,7 @@ int combine_emu(const Args& a) {
   const std::vector<float> w = read_file<float>(a.dir + "/w.bin");
   std::vector<uint16_t> out(a.t * a.k + 7, 0xA5A5);
   if (a.t > 0 && a.k > 0)
-    launch(dim3(a.gx), kBlock, [&] {
+    emu_launch_waves(dim3(a.gx), kBlock, [&] {
       if (a.k % In::EPV == 0)
         combine_kernel<In, true>(y.data(), rows.data(), w.data(), out.data(), a.t, a.k, a.topk, a.m_cap);
       else
@@ -157,7 +131,7 @@ int scores_emu(const Args& a) {
   const std::vector<int32_t> rows = read_file<int32_t>(a.dir + "/rows.bin");
   std::vector<float> dw(a.t * a.topk + 7, -12345.5f);
   if (a.t * a.topk > 0)
-    launch(dim3(a.gx), kBlock, [&] {
+    emu_launch_waves(dim3(a.gx), kBlock, [&] {
       if (a.k % In::EPV == 0)
         scores_kernel<In, true>(dout.data(), y.data(), rows.data(), dw.data(), a.t, a.k, a.topk, a.m_cap);
       else
