@@ -16,7 +16,8 @@ use crate::dispatch::{
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::{MoeCastParams, ScaleOutput};
-use crate::reference::{self, Dual, Rule, Scaled};
+use crate::quant::check_wgrad_cap;
+use crate::reference::{self, Dual, Rule, Scaled, try_scratch};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::checked_mul;
@@ -81,14 +82,6 @@ const fn one_input_bufs(
     ]
 }
 
-/// The offsets and the four outputs of a grouped dual cast, as its reference takes them.
-fn dual_host<'a>(h: &mut Host<'a>) -> (&'a [i32], Dual<'a>) {
-    let offs = h.src("offs");
-    let rows = Scaled::new(h.dst("out"), h.dst("scales"));
-    let cols = Scaled::new(h.dst("out_col"), h.dst("scales_col"));
-    (offs, Dual { rows, cols })
-}
-
 /// The launchers' `dequant` argument: 1 when the scale outputs hold dequant scales.
 fn dequant(p: &MoeCastParams) -> i32 {
     (p.scales == ScaleOutput::Dequant) as i32
@@ -99,10 +92,11 @@ fn empty_grouped(&(m, _): &(usize, usize), g: usize) -> bool {
     m == 0 && g == 0
 }
 
-/// The grouped launchers: (input, [gu,] offs, out, scales, out_col, scales_col, m, cols,
-/// groups, format, pow2, dequant, dtype, workspace, stream) with cols = k or i.
+/// The grouped launchers: (input, [gu,] offs, out, scales, out_col, scales_col, m_cap,
+/// offs_pad, m, cols, groups, format, pow2, dequant, dtype, workspace, stream) with cols = k
+/// or i.
 #[derive(Clone, Copy)]
-enum Grouped {
+pub(crate) enum Grouped {
     /// `hipfp8_moe_act_dual_launch` (input x, cols = k).
     Act,
     /// `hipfp8_moe_swiglu_quant_launch` (input gu, cols = i).
@@ -133,14 +127,25 @@ impl Context {
     }
 }
 
+impl Grouped {
+    /// Columns of the op's outputs for `cols` (2*cols for the SwiGLU backward's [d_gate | d_up]).
+    fn width(self, cols: usize) -> usize {
+        match self {
+            Grouped::SwigluBwd => 2 * cols,
+            _ => cols,
+        }
+    }
+}
+
 /// The GPU arm of the grouped ops: the stream's zeroed workspace, then the launcher of `k`
-/// with (m, cols).
+/// with (m, cols), the column output padded to `m_cap` rows when given.
 fn launch_grouped(
     ctx: &Context,
     k: Grouped,
     p: &MoeCastParams,
     fmt: Fp8Format,
     (m, cols): (usize, usize),
+    m_cap: Option<usize>,
     d: &Dev,
     stream: StreamRef,
 ) -> Result<()> {
@@ -153,21 +158,28 @@ fn launch_grouped(
     let (x, offs, dtype) = (d.ptr(input), d.ptr("offs"), d.dtype(input));
     let (o, s) = (d.ptr("out"), d.ptr("scales"));
     let (oc, sc) = (d.ptr("out_col"), d.ptr("scales_col"));
+    let (cap, pad_offs): (i64, *mut i32) = match m_cap {
+        Some(c) => (c as i64, d.ptr("offs_pad")),
+        None => (0, std::ptr::null_mut()),
+    };
     let (m, cols, g64) = (m as i64, cols as i64, g as i64);
     let (f, pw, dq) = (fmt as i32, p.pow2_scales as i32, dequant(p));
     ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
         // SAFETY: validated by Context::run: device memory of this GPU with the declared
         // lengths (inputs, of one dtype for the backward, m*cols bytes per output (m*2i for
-        // the backward), m and g*cols (g*2i) scales, g offsets, clamped by the kernels and
-        // never read on the host); `ws` is the stream's zeroed workspace of the size the
-        // launcher asked for; work is only queued on `stream`.
+        // the backward; m_cap*cols (m_cap*2i) padded, with g padded offsets), m and g*cols
+        // (g*2i) scales, g offsets, clamped by the kernels and never read on the host); `ws`
+        // is the stream's zeroed workspace of the size the launcher asked for; work is only
+        // queued on `stream`.
         let st = unsafe {
             match k {
                 Grouped::Act => sys::hipfp8_moe_act_dual_launch(
-                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dq, dtype, ws, stream.0,
+                    x, offs, o, s, oc, sc, cap, pad_offs, m, cols, g64, f, pw, dq, dtype, ws,
+                    stream.0,
                 ),
                 Grouped::Swiglu => sys::hipfp8_moe_swiglu_quant_launch(
-                    x, offs, o, s, oc, sc, m, cols, g64, f, pw, dq, dtype, ws, stream.0,
+                    x, offs, o, s, oc, sc, cap, pad_offs, m, cols, g64, f, pw, dq, dtype, ws,
+                    stream.0,
                 ),
                 Grouped::SwigluBwd => sys::hipfp8_moe_swiglu_bwd_quant_launch(
                     x,
@@ -177,6 +189,8 @@ fn launch_grouped(
                     s,
                     oc,
                     sc,
+                    cap,
+                    pad_offs,
                     m,
                     cols,
                     g64,
@@ -193,15 +207,32 @@ fn launch_grouped(
     })
 }
 
-/// The CPU arm of the grouped ops: the reference of `k` with (m, cols).
+/// The CPU arm of the grouped ops: the reference of `k` with (m, cols), its column output
+/// padded to `m_cap` rows by [`reference::moe::pad_cols`] when given.
 fn grouped_cpu(
     k: Grouped,
     p: &MoeCastParams,
     fmt: Fp8Format,
-    &(m, cols): &(usize, usize),
+    (m, cols): (usize, usize),
+    m_cap: Option<usize>,
     h: &mut Host<'_>,
 ) -> Result<()> {
-    let (offs, out) = dual_host(h);
+    let offs = h.src("offs");
+    let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+    let w = k.width(cols);
+    let mut unpadded = match m_cap {
+        // m*w: the op's output length, checked.
+        Some(_) => try_scratch::<u8>("padded colwise codes", m * w)?,
+        None => Vec::new(),
+    };
+    let codes = match m_cap {
+        Some(_) => &mut unpadded[..],
+        None => h.dst("out_col"),
+    };
+    let out = Dual {
+        rows,
+        cols: Scaled::new(codes, h.dst("scales_col")),
+    };
     let rule = Rule::new(fmt, p.pow2_scales);
     // gu has 2*cols columns (checked by the op).
     macro_rules! bwd {
@@ -215,7 +246,7 @@ fn grouped_cpu(
             reference::moe::swiglu_bwd_quant(rule, p.scales, gu, $dh.host_slice(), out)
         }};
     }
-    match k {
+    let r = match k {
         Grouped::Act => with_hp!(h.hp("x"), |x| {
             reference::moe::act_dual(
                 rule,
@@ -244,7 +275,13 @@ fn grouped_cpu(
             // Context::run checked one dtype (`hp_like`).
             _ => Err(Error::NotSupported("mixed input dtypes".into())),
         },
+    };
+    r?;
+    if let Some(cap) = m_cap {
+        let (offs_pad, out_col) = (h.dst("offs_pad"), h.dst("out_col"));
+        reference::moe::pad_cols((w, m), offs, &unpadded, cap, out_col, offs_pad);
     }
+    Ok(())
 }
 
 impl Grouped {
@@ -265,19 +302,63 @@ impl Grouped {
                 noop: empty_grouped,
             },
             cpu: match self {
-                Grouped::Act => |p, fmt, s, h| grouped_cpu(Grouped::Act, p, fmt, s, h),
-                Grouped::Swiglu => |p, fmt, s, h| grouped_cpu(Grouped::Swiglu, p, fmt, s, h),
-                Grouped::SwigluBwd => |p, fmt, s, h| grouped_cpu(Grouped::SwigluBwd, p, fmt, s, h),
+                Grouped::Act => |p, fmt, &s, h| grouped_cpu(Grouped::Act, p, fmt, s, None, h),
+                Grouped::Swiglu => |p, fmt, &s, h| grouped_cpu(Grouped::Swiglu, p, fmt, s, None, h),
+                Grouped::SwigluBwd => {
+                    |p, fmt, &s, h| grouped_cpu(Grouped::SwigluBwd, p, fmt, s, None, h)
+                }
             },
             gpu: match self {
-                Grouped::Act => {
-                    |ctx, p, fmt, &s, d, st| launch_grouped(ctx, Grouped::Act, p, fmt, s, d, st)
-                }
-                Grouped::Swiglu => {
-                    |ctx, p, fmt, &s, d, st| launch_grouped(ctx, Grouped::Swiglu, p, fmt, s, d, st)
-                }
+                Grouped::Act => |ctx, p, fmt, &s, d, st| {
+                    launch_grouped(ctx, Grouped::Act, p, fmt, s, None, d, st)
+                },
+                Grouped::Swiglu => |ctx, p, fmt, &s, d, st| {
+                    launch_grouped(ctx, Grouped::Swiglu, p, fmt, s, None, d, st)
+                },
                 Grouped::SwigluBwd => |ctx, p, fmt, &s, d, st| {
-                    launch_grouped(ctx, Grouped::SwigluBwd, p, fmt, s, d, st)
+                    launch_grouped(ctx, Grouped::SwigluBwd, p, fmt, s, None, d, st)
+                },
+            },
+        }
+    }
+
+    /// The padded-column twin of [`Grouped::decl`] on (m, cols, m_cap): the column output in
+    /// the padded layout of m_cap rows ([`reference::moe::pad_cols`]) and the padded END
+    /// offsets `offs_pad`; m_cap as [`check_wgrad_cap`] says.
+    const fn decl_padded(
+        self,
+        c_name: &'static str,
+        bufs: &'static [BufDecl<Padded>],
+        nonzero: &'static [(&'static str, Dim<Padded>)],
+    ) -> OpDecl<MoeCastParams, Padded> {
+        OpDecl {
+            c_name,
+            bufs,
+            nonzero,
+            check: Some(|_, &(m, _, m_cap), g| check_wgrad_cap(m, m_cap, g)),
+            gpu_run: GpuRun::Checked {
+                noop: |&(m, _, _), g| m == 0 && g == 0,
+            },
+            cpu: match self {
+                Grouped::Act => |p, fmt, &(m, c, cap), h| {
+                    grouped_cpu(Grouped::Act, p, fmt, (m, c), Some(cap), h)
+                },
+                Grouped::Swiglu => |p, fmt, &(m, c, cap), h| {
+                    grouped_cpu(Grouped::Swiglu, p, fmt, (m, c), Some(cap), h)
+                },
+                Grouped::SwigluBwd => |p, fmt, &(m, c, cap), h| {
+                    grouped_cpu(Grouped::SwigluBwd, p, fmt, (m, c), Some(cap), h)
+                },
+            },
+            gpu: match self {
+                Grouped::Act => |ctx, p, fmt, &(m, c, cap), d, st| {
+                    launch_grouped(ctx, Grouped::Act, p, fmt, (m, c), Some(cap), d, st)
+                },
+                Grouped::Swiglu => |ctx, p, fmt, &(m, c, cap), d, st| {
+                    launch_grouped(ctx, Grouped::Swiglu, p, fmt, (m, c), Some(cap), d, st)
+                },
+                Grouped::SwigluBwd => |ctx, p, fmt, &(m, c, cap), d, st| {
+                    launch_grouped(ctx, Grouped::SwigluBwd, p, fmt, (m, c), Some(cap), d, st)
                 },
             },
         }
@@ -376,6 +457,148 @@ pub static MOE_SWIGLU_BWD_QUANT: OpDecl<MoeCastParams, (usize, usize)> = Grouped
     &swiglu_bwd_bufs(),
     &[("i", |s| s.1)],
 );
+
+/// The shape of a padded grouped dual cast: (m, cols, m_cap).
+pub(crate) type Padded = (usize, usize, usize);
+
+fn p_mw(&(m, c, _): &Padded, _: usize) -> Result<usize> {
+    checked_mul("m*cols", m, c)
+}
+fn p_m2w(&(m, c, _): &Padded, _: usize) -> Result<usize> {
+    checked_mul("m*2i", m, two_i(c)?)
+}
+fn p_capw(&(_, c, cap): &Padded, _: usize) -> Result<usize> {
+    checked_mul("m_cap*cols", cap, c)
+}
+fn p_cap2w(&(_, c, cap): &Padded, _: usize) -> Result<usize> {
+    checked_mul("m_cap*2i", cap, two_i(c)?)
+}
+fn p_gw(&(_, c, _): &Padded, g: usize) -> Result<usize> {
+    checked_mul("g*cols", g, c)
+}
+fn p_g2w(&(_, c, _): &Padded, g: usize) -> Result<usize> {
+    checked_mul("g*2i", g, two_i(c)?)
+}
+
+/// The outputs of a padded grouped dual cast: `out`, `scales` (m), `out_col` (m_cap rows),
+/// `scales_col`, `offs_pad` (g).
+const fn padded_outs(
+    mw: LenFn<Padded>,
+    capw: LenFn<Padded>,
+    gw: LenFn<Padded>,
+) -> [BufDecl<Padded>; 5] {
+    [
+        BufDecl::output("out", Elem::U8, mw),
+        BufDecl::output("scales", Elem::F32, |&(m, _, _), _| Ok(m)),
+        BufDecl::output("out_col", Elem::U8, capw),
+        BufDecl::output("scales_col", Elem::F32, gw),
+        BufDecl::output("offs_pad", Elem::I32, |_, g| Ok(g)),
+    ]
+}
+
+/// The buffers of a one-input padded grouped dual cast: `input`, offs, [`padded_outs`] of
+/// (m, cols).
+const fn padded_one_input(input: &'static str, len: LenFn<Padded>) -> [BufDecl<Padded>; 7] {
+    let [o, s, oc, sc, op] = padded_outs(p_mw, p_capw, p_gw);
+    [
+        BufDecl::hp(input, len),
+        BufDecl::offsets("offs", |s| s.0),
+        o,
+        s,
+        oc,
+        sc,
+        op,
+    ]
+}
+
+const fn padded_swiglu_bwd() -> [BufDecl<Padded>; 8] {
+    let [o, s, oc, sc, op] = padded_outs(p_m2w, p_cap2w, p_g2w);
+    [
+        BufDecl::hp("grad_h", p_mw),
+        BufDecl::hp_like("gu", "grad_h", p_m2w),
+        BufDecl::offsets("offs", |s| s.0),
+        o,
+        s,
+        oc,
+        sc,
+        op,
+    ]
+}
+
+static MOE_ACT_DUAL_PADDED: OpDecl<MoeCastParams, Padded> = Grouped::Act.decl_padded(
+    "moe_act_dual (padded columns)",
+    &padded_one_input("x", p_mw),
+    &[("k", |s| s.1)],
+);
+
+static MOE_SWIGLU_QUANT_PADDED: OpDecl<MoeCastParams, Padded> = Grouped::Swiglu.decl_padded(
+    "moe_swiglu_quant (padded columns)",
+    &padded_one_input("gu", p_m2w),
+    &[("i", |s| s.1)],
+);
+
+static MOE_SWIGLU_BWD_QUANT_PADDED: OpDecl<MoeCastParams, Padded> = Grouped::SwigluBwd.decl_padded(
+    "moe_swiglu_bwd_quant (padded columns)",
+    &padded_swiglu_bwd(),
+    &[("i", |s| s.1)],
+);
+
+/// The inputs of a grouped dual cast: x (act_dual), gu (swiglu_quant), or grad_h and gu
+/// (swiglu_bwd_quant).
+pub(crate) enum DualIn<'a> {
+    Act(HpSrc<'a>),
+    Swiglu(HpSrc<'a>),
+    SwigluBwd(HpSrc<'a>, HpSrc<'a>),
+}
+
+impl Context {
+    /// The grouped dual cast of `input` on (m, cols): [`Context::moe_act_dual`],
+    /// [`Context::moe_swiglu_quant`] or [`Context::moe_swiglu_bwd_quant`], or with
+    /// `pad = Some((m_cap, offs_pad))` the same with the column output `o.out_col` in the
+    /// padded layout of m_cap rows: group g's rows at `[offs_pad[g-1], offs_pad[g])`, each
+    /// group padded to a multiple of 16 rows (the 2D x 2D wgrad GEMM's library path), every
+    /// other byte 0x00, `offs_pad` receiving the padded END offsets
+    /// ([`reference::moe::pad_cols`]; the experts recipe's wgrad operands with
+    /// [`crate::RecipeParams::pad_wgrad`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn moe_dual(
+        &self,
+        p: &MoeCastParams,
+        (m, cols): (usize, usize),
+        input: DualIn<'_>,
+        offs: Src<'_, i32>,
+        o: DualOut<'_>,
+        pad: Option<(usize, Dst<'_, i32>)>,
+        stream: StreamRef,
+    ) -> Result<()> {
+        let Some((m_cap, offs_pad)) = pad else {
+            return match input {
+                DualIn::Act(x) => self.moe_act_dual(p, m, cols, x, offs, o, stream),
+                DualIn::Swiglu(gu) => self.moe_swiglu_quant(p, m, cols, gu, offs, o, stream),
+                DualIn::SwigluBwd(dh, gu) => {
+                    self.moe_swiglu_bwd_quant(p, m, cols, dh, gu, offs, o, stream)
+                }
+            };
+        };
+        let [a, b, c, d] = o.views();
+        let (offs, op) = (offs.into(), offs_pad.into());
+        let s = (m, cols, m_cap);
+        match input {
+            DualIn::Act(x) => {
+                let views = [x.into(), offs, a, b, c, d, op];
+                self.run(&MOE_ACT_DUAL_PADDED, p, s, views, stream)
+            }
+            DualIn::Swiglu(gu) => {
+                let views = [gu.into(), offs, a, b, c, d, op];
+                self.run(&MOE_SWIGLU_QUANT_PADDED, p, s, views, stream)
+            }
+            DualIn::SwigluBwd(dh, gu) => {
+                let views = [dh.into(), gu.into(), offs, a, b, c, d, op];
+                self.run(&MOE_SWIGLU_BWD_QUANT_PADDED, p, s, views, stream)
+            }
+        }
+    }
+}
 
 op_methods! {
     /// Expert weights (E,K,N) column-major (`x[e*K*N + n*K + k]`) to both grouped-GEMM

@@ -609,18 +609,7 @@ pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDec
         BufDecl::output("padded_offs", Elem::I32, |_, g| Ok(g)),
     ],
     nonzero: &[],
-    check: Some(|_, &(m, _, _, m_cap), g| {
-        check_m_cap(m, m_cap, g)?;
-        // The 2D x 2D GEMM's library path takes Mt % 16 == 0 (docs/OPS.md); the output's
-        // token extent is m_cap.
-        if m_cap % 16 != 0 {
-            return Err(Error::InvalidShape(format!(
-                "m_cap = {m_cap} is not a multiple of 16 (pass round_up(m + 15*G, 16) = {})",
-                pad16_or_max(m, g)
-            )));
-        }
-        Ok(())
-    }),
+    check: Some(|_, &(m, _, _, m_cap), g| check_wgrad_cap(m, m_cap, g)),
     gpu_run: GpuRun::Checked {
         noop: |_, g| g == 0,
     },
@@ -629,6 +618,20 @@ pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDec
         launch_dual(ctx, p, fmt, (m, k1, k2), Some(m_cap), d, stream)
     },
 };
+
+/// The m_cap rule of the padded wgrad-operand layouts: [`check_m_cap`], and a multiple of 16
+/// (the 2D x 2D GEMM's library path takes Mt % 16 == 0, docs/OPS.md; the output's token
+/// extent is m_cap).
+pub(crate) fn check_wgrad_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
+    check_m_cap(m, m_cap, g)?;
+    if m_cap % 16 != 0 {
+        return Err(Error::InvalidShape(format!(
+            "m_cap = {m_cap} is not a multiple of 16 (pass round_up(m + 15*G, 16) = {})",
+            pad16_or_max(m, g)
+        )));
+    }
+    Ok(())
+}
 
 /// `round_up(m + 15*g, 16)` for an error message (saturating).
 fn pad16_or_max(m: usize, g: usize) -> usize {

@@ -44,7 +44,7 @@ use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::grouped_gemm::params::{GemmBackend, GemmParams};
-use crate::moe::DualOut;
+use crate::moe::{DualIn, DualOut};
 use crate::params::{CastParams, FormatChoice, MoeCastParams, ScaleOutput};
 use crate::reference;
 use crate::runtime::{DeviceBuffer, check_status};
@@ -108,14 +108,25 @@ impl Context {
 
 /// The recipe's choices: the FP8 format of the activations and weights (x, h, the expert
 /// weights) and of the gradients (the output's gradient, d = [d_gate | d_up]), power-of-two
-/// scales, and the grouped GEMM implementation on a GPU. The default is torchao's MoE recipe:
-/// E4M3 (the device's flavour) everywhere, power-of-two scales.
+/// scales, the grouped GEMM implementation on a GPU, and the layout of the experts block's
+/// wgrad operands. The default is torchao's MoE recipe: E4M3 (the device's flavour)
+/// everywhere, power-of-two scales, wgrad operands on the caller's offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecipeParams {
     pub format: FormatChoice,
     pub grad_format: FormatChoice,
     pub pow2_scales: bool,
     pub backend: GemmBackend,
+    /// The experts block (bf16 calls) writes its wgrad operands (the per-group colwise casts
+    /// of x, h, dy and d) in a layout whose groups start on 16-token boundaries (each group
+    /// padded with zero tokens, [`crate::reference::moe::pad_cols`]) and runs the wgrad GEMMs
+    /// on the padded offsets: every group takes the grouped GEMM's library path whatever the
+    /// routing (unpadded groups off the boundary take the portable reference kernel, ~30x
+    /// slower). Costs up to 15 zero tokens per group in those GEMMs; the gradients equal the
+    /// unpadded recipe's up to the GEMM's summation order (bit for bit on the CPU). Not for
+    /// the pre-cast calls (their operands are the caller's: pad in the dispatch, align 16) nor
+    /// the grouped linear (`NotSupported`).
+    pub pad_wgrad: bool,
 }
 
 impl Default for RecipeParams {
@@ -125,6 +136,7 @@ impl Default for RecipeParams {
             grad_format: FormatChoice::Auto,
             pow2_scales: true,
             backend: GemmBackend::Auto,
+            pad_wgrad: false,
         }
     }
 }
@@ -162,6 +174,29 @@ impl RecipeParams {
         let b = ctx.grouped_gemm_workspace_size(&self.gemm(true, None), groups)?;
         Ok(f.max(b))
     }
+}
+
+/// [`RecipeParams::pad_wgrad`] is for the experts block's bf16 calls (`pre`: a pre-cast call,
+/// whose wgrad operands are the caller's).
+fn check_pad(p: &RecipeParams, pre: bool) -> Result<()> {
+    if p.pad_wgrad && pre {
+        return Err(Error::NotSupported(
+            "pad_wgrad: the pre-cast experts calls take the caller's wgrad operands (pad the \
+             groups in the dispatch, align 16)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The grouped linear does not pad its wgrad operands.
+fn linear_no_pad(p: &RecipeParams) -> Result<()> {
+    if p.pad_wgrad {
+        return Err(Error::NotSupported(
+            "pad_wgrad: the grouped linear casts its wgrad operands on the caller's offsets".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `p` for a fused MoE cast that writes the GEMMs' dequant scales.
@@ -818,8 +853,9 @@ pub struct ExpertsShape {
 /// Bytes the backward keeps from the forward ([`ExpertsShape::saved_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SavedBytes {
-    /// This recipe: FP8 colwise x (m*d) and h (m*i) with their e*d and e*i f32 dequant
-    /// scales, and bf16 gu (m*2i).
+    /// This recipe: FP8 colwise x and h (m_cap*d and m_cap*i: room for the padded layout of
+    /// [`RecipeParams::pad_wgrad`], `m_cap = round_up(m + 15*e, 16)`) with their e*d and e*i
+    /// f32 dequant scales, bf16 gu (m*2i) and the e padded offsets.
     pub fp8: usize,
     /// A recipe that saves the bf16 tensors and re-quantizes them in the backward (torchao's
     /// `_Float8GroupedMM` per GEMM and torch's SwiGLU autograd): x (m*d), gu (m*2i) and h
@@ -827,12 +863,14 @@ pub struct SavedBytes {
     pub bf16: usize,
 }
 
-/// Parts of `saved`: x colwise, its dequant scales, gu, h colwise, its dequant scales.
+/// Parts of `saved`: x colwise, its dequant scales, gu, h colwise, its dequant scales, the
+/// padded offsets (with `pad_wgrad`). The colwise parts have room for m_cap tokens.
 const SAVED_XC: usize = 0;
 const SAVED_XCS: usize = 1;
 const SAVED_GU: usize = 2;
 const SAVED_HC: usize = 3;
 const SAVED_HCS: usize = 4;
+const SAVED_PAD: usize = 5;
 
 /// Parts of a workspace: the zeroed scratch of the casts, the GEMMs' arguments, then the
 /// call's intermediates from index 2 on.
@@ -874,18 +912,33 @@ impl ExpertsShape {
         (m * d, m * i, m * 2 * i, e * d, e * i, e * 2 * i)
     }
 
+    /// Tokens of the padded wgrad layout: `round_up(m + 15*e, 16)` (every group padded to 16
+    /// fits whatever the offsets).
+    fn m_cap(&self) -> Result<usize> {
+        checked_mul("15*e", 15, self.e)?
+            .checked_add(self.m)
+            .and_then(|n| n.checked_next_multiple_of(16))
+            .ok_or_else(|| overflow("m + 15*e"))
+    }
+
+    /// The wgrad operands' columns (m_cap tokens of `cols`).
+    fn cap_cols(&self, what: &str, cols: usize) -> Result<usize> {
+        checked_mul(what, self.m_cap()?, cols)
+    }
+
     /// The parts of `saved`; `pre`: the pre-cast forward's (no x colwise: the caller keeps
     /// it and hands it to the backward).
-    fn saved_sizes(&self, pre: bool) -> Result<[usize; 5]> {
+    fn saved_sizes(&self, pre: bool) -> Result<[usize; 6]> {
         self.check()?;
-        let (md, mi, m2i, ed, ei, _) = self.counts();
+        let (_, _, m2i, ed, ei, _) = self.counts();
         let x = |n: usize| if pre { 0 } else { n };
         Ok([
-            x(md),
+            x(self.cap_cols("m_cap*d", self.d)?),
             x(bytes_of::<f32>("e*d", ed)?),
             bytes_of::<bf16>("m*2i", m2i)?,
-            mi,
+            self.cap_cols("m_cap*i", self.i)?,
             bytes_of::<f32>("e*i", ei)?,
+            bytes_of::<i32>("e", self.e)?,
         ])
     }
 
@@ -912,7 +965,8 @@ impl ExpertsShape {
         carve("experts forward workspace", &[zb, gb, x(md), x(m4), mi, m4])
     }
 
-    /// The backward's workspace: parts 2-5 dy's casts (none when `pre`), 6 dh, 7-10 d's.
+    /// The backward's workspace: parts 2-5 dy's casts (none when `pre`), 6 dh, 7-10 d's (the
+    /// colwise parts with room for m_cap tokens), 11 d's split scales, 12 padded offsets.
     fn bwd_parts(&self, pre: bool, zb: usize, gb: usize) -> Result<Parts> {
         self.check()?;
         let (md, mi, m2i, ed, _, e2i) = self.counts();
@@ -926,14 +980,15 @@ impl ExpertsShape {
                 gb,
                 x(md),
                 x(m4),
-                x(md),
+                x(self.cap_cols("m_cap*d", self.d)?),
                 x(f(ed)?),
                 bytes_of::<bf16>("m*i", mi)?,
                 m2i,
                 m4,
-                m2i,
+                self.cap_cols("m_cap*2i", 2 * self.i)?,
                 f(e2i)?,
                 f(e2i)?,
+                bytes_of::<i32>("e", self.e)?,
             ],
         )
     }
@@ -1047,12 +1102,15 @@ impl Context {
         stream: StreamRef,
     ) -> Result<u64> {
         let pre = matches!(x, Input::Cast(_));
+        check_pad(p, pre)?;
         let (zb, gb) = self.experts_scratch(p, s)?;
         let wp = s.fwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
         let w = cache.use_for(self, p, &s.projections())?;
         let (m, d, i, e) = (s.m, s.d, s.i, s.e);
         let (md, mi, m2i, ed, ei, _) = s.counts();
+        // The wgrad operands' token extent: m_cap in the padded layout.
+        let mt = if p.pad_wgrad { s.m_cap()? } else { m };
         let mut ck = Checks::new(self);
         match &x {
             Input::Hp(x) => ck.hp("x", x, md)?,
@@ -1070,15 +1128,16 @@ impl Context {
             p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
         );
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
+            let pad = || p.pad_wgrad.then(|| (mt, sv.dst(&sp, SAVED_PAD, e)));
             let xq = match x {
                 Input::Hp(x) => {
                     let x_out = DualOut {
                         out: ws.dst(&wp, 2, md),
                         scales: ws.dst(&wp, 3, m),
-                        out_col: sv.dst(&sp, SAVED_XC, md),
+                        out_col: sv.dst(&sp, SAVED_XC, mt * d),
                         scales_col: sv.dst(&sp, SAVED_XCS, ed),
                     };
-                    self.moe_act_dual(&act, m, d, x, offs, x_out, stream)?;
+                    self.moe_dual(&act, (m, d), DualIn::Act(x), offs, x_out, pad(), stream)?;
                     ws.fp8(&wp, (2, md), (3, m))
                 }
                 Input::Cast(x) => x,
@@ -1096,11 +1155,11 @@ impl Context {
             let h_out = DualOut {
                 out: ws.dst(&wp, 4, mi),
                 scales: ws.dst(&wp, 5, m),
-                out_col: sv.dst(&sp, SAVED_HC, mi),
+                out_col: sv.dst(&sp, SAVED_HC, mt * i),
                 scales_col: sv.dst(&sp, SAVED_HCS, ei),
             };
-            let gu = sv.hp(&sp, SAVED_GU, m2i);
-            self.moe_swiglu_quant(&act, m, i, gu, offs, h_out, stream)?;
+            let gu = DualIn::Swiglu(sv.hp(&sp, SAVED_GU, m2i));
+            self.moe_dual(&act, (m, i), gu, offs, h_out, pad(), stream)?;
             let hq = ws.fp8(&wp, (4, mi), (5, m));
             self.gemm(&gemm, Gemm::D3(m, i, d, e), hq, w[1].fwd, offs, y, stream)
         })?;
@@ -1177,6 +1236,7 @@ impl Context {
         stream: StreamRef,
     ) -> Result<()> {
         let pre = matches!(dy, Input::Cast(_));
+        check_pad(p, pre)?;
         let (zb, gb) = self.experts_scratch(p, s)?;
         let wp = s.bwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
@@ -1184,6 +1244,7 @@ impl Context {
         cache.check_generation(generation)?;
         let (m, d, i, e) = (s.m, s.d, s.i, s.e);
         let (md, mi, m2i, ed, ei, e2i) = s.counts();
+        let mt = if p.pad_wgrad { s.m_cap()? } else { m };
         let mut ck = Checks::new(self);
         ck.src("saved", &saved, sp.bytes)?;
         match &dy {
@@ -1205,10 +1266,19 @@ impl Context {
         let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
         let (grad, gemm) = (p.grad_dq(), p.gemm(true, gw));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
+            // The wgrad GEMMs' offsets: the forward's padded ones with `pad_wgrad`; the
+            // backward's casts write the same values into part 12.
+            let pad = || p.pad_wgrad.then(|| (mt, ws.dst(&wp, 12, e)));
+            let wg_offs = if p.pad_wgrad {
+                sv.src::<i32>(&sp, SAVED_PAD, e)
+            } else {
+                offs
+            };
             let (dyq, dyc, xc) = match dy {
                 Input::Hp(dy) => {
-                    let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, (m, d, e), dy, offs, stream)?;
-                    (dyq, dyc, sv.fp8(&sp, (SAVED_XC, md), (SAVED_XCS, ed)))
+                    let dims = (m, d, e, mt);
+                    let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, dims, dy, offs, pad(), stream)?;
+                    (dyq, dyc, sv.fp8(&sp, (SAVED_XC, mt * d), (SAVED_XCS, ed)))
                 }
                 Input::Cast(c) => (c.dy, c.dy_col, c.x_col),
             };
@@ -1224,16 +1294,17 @@ impl Context {
                 stream,
             )?;
             // W2 wgrad: dW2 (e, d, i) = dy^T . h per group.
-            let hc = sv.fp8(&sp, (SAVED_HC, mi), (SAVED_HCS, ei));
-            self.gemm(&gemm, Gemm::D2(d, m, i), dyc, hc, offs, dw2, stream)?;
+            let hc = sv.fp8(&sp, (SAVED_HC, mt * i), (SAVED_HCS, ei));
+            self.gemm(&gemm, Gemm::D2(d, mt, i), dyc, hc, wg_offs, dw2, stream)?;
             let d_out = DualOut {
                 out: ws.dst(&wp, 7, m2i),
                 scales: ws.dst(&wp, 8, m),
-                out_col: ws.dst(&wp, 9, m2i),
+                out_col: ws.dst(&wp, 9, mt * 2 * i),
                 scales_col: ws.dst(&wp, 10, e2i),
             };
             let (dh, gu) = (ws.hp(&wp, 6, mi), sv.hp(&sp, SAVED_GU, m2i));
-            self.moe_swiglu_bwd_quant(&grad, m, i, dh, gu, offs, d_out, stream)?;
+            let d_in = DualIn::SwigluBwd(dh, gu);
+            self.moe_dual(&grad, (m, i), d_in, offs, d_out, pad(), stream)?;
             // W13 dgrad: dx (m, d) = [d_gate | d_up] . W13^T.
             let dq = ws.fp8(&wp, (7, m2i), (8, m));
             self.gemm(
@@ -1248,15 +1319,15 @@ impl Context {
             // W13 wgrad: dW13 (2, e, i, d) = [dW1; dW3], dW1 = d_gate^T . x and dW3 = d_up^T . x
             // per group: the halves of d's colwise codes, with the halves of its scales.
             self.split_scale_halves((e, i), ws.src(&wp, 10, e2i), ws.dst(&wp, 11, e2i), stream)?;
-            let (gate, up) = ws.src::<u8>(&wp, 9, m2i).split_at(mi);
+            let (gate, up) = ws.src::<u8>(&wp, 9, mt * 2 * i).split_at(mt * i);
             let (s_gate, s_up) = ws.src::<f32>(&wp, 11, e2i).split_at(ei);
             let (dw1, dw3) = dw13.split_at(ei * d);
             let (g, u) = (
                 Fp8Operand { q: gate, s: s_gate },
                 Fp8Operand { q: up, s: s_up },
             );
-            self.gemm(&gemm, Gemm::D2(i, m, d), g, xc, offs, dw1, stream)?;
-            self.gemm(&gemm, Gemm::D2(i, m, d), u, xc, offs, dw3, stream)
+            self.gemm(&gemm, Gemm::D2(i, mt, d), g, xc, wg_offs, dw1, stream)?;
+            self.gemm(&gemm, Gemm::D2(i, mt, d), u, xc, wg_offs, dw3, stream)
         })
     }
 }
@@ -1264,28 +1335,29 @@ impl Context {
 impl Context {
     /// The first step of both backwards: dy (m, cols) cast by [`Context::moe_act_dual`] (`p`:
     /// dequant scales) into the workspace parts 2 and 3 (rowwise codes and dequant scales)
-    /// and 4 and 5 (per-group colwise). Returns the dgrad operand (2, 3) and the wgrad one
-    /// (4, 5).
+    /// and 4 and 5 (per-group colwise, mt tokens: padded with `pad`). Returns the dgrad
+    /// operand (2, 3) and the wgrad one (4, 5).
     #[allow(clippy::too_many_arguments)]
     fn cast_dy<'a>(
         &self,
         p: &MoeCastParams,
         ws: Region<'a>,
         wp: &Parts,
-        (m, cols, e): (usize, usize, usize),
+        (m, cols, e, mt): (usize, usize, usize, usize),
         dy: HpSrc<'_>,
         offs: Src<'_, i32>,
+        pad: Option<(usize, Dst<'_, i32>)>,
         stream: StreamRef,
     ) -> Result<(Fp8Operand<'a>, Fp8Operand<'a>)> {
-        let (mc, ec) = (m * cols, e * cols);
+        let (mc, tc, ec) = (m * cols, mt * cols, e * cols);
         let dy_out = DualOut {
             out: ws.dst(wp, 2, mc),
             scales: ws.dst(wp, 3, m),
-            out_col: ws.dst(wp, 4, mc),
+            out_col: ws.dst(wp, 4, tc),
             scales_col: ws.dst(wp, 5, ec),
         };
-        self.moe_act_dual(p, m, cols, dy, offs, dy_out, stream)?;
-        Ok((ws.fp8(wp, (2, mc), (3, m)), ws.fp8(wp, (4, mc), (5, ec))))
+        self.moe_dual(p, (m, cols), DualIn::Act(dy), offs, dy_out, pad, stream)?;
+        Ok((ws.fp8(wp, (2, mc), (3, m)), ws.fp8(wp, (4, tc), (5, ec))))
     }
 }
 
@@ -1380,6 +1452,7 @@ impl Context {
         stream: StreamRef,
     ) -> Result<u64> {
         s.check()?;
+        linear_no_pad(p)?;
         let gb = p.gemm_bytes(self, s.e)?;
         let wp = s.fwd_parts(gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
@@ -1420,6 +1493,7 @@ impl Context {
         stream: StreamRef,
     ) -> Result<()> {
         s.check()?;
+        linear_no_pad(p)?;
         let (zb, gb) = (zeroed_bytes(self, s.e, s.k)?, p.gemm_bytes(self, s.e)?);
         let wp = s.bwd_parts(zb, gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
@@ -1437,7 +1511,8 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let gemm = p.gemm(true, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let (dyq, dyc) = self.cast_dy(&p.grad_dq(), ws, &wp, (m, n, e), dy, offs, stream)?;
+            let dims = (m, n, e, m);
+            let (dyq, dyc) = self.cast_dy(&p.grad_dq(), ws, &wp, dims, dy, offs, None, stream)?;
             let (xc, xcs) = (ws.dst(&wp, 6, mk), ws.dst(&wp, 7, ek));
             self.per_group_colwise(&p.act(), m, k, x, offs, xc, xcs, stream)?;
             self.scale_reciprocal(ek, ws.src(&wp, 7, ek), ws.dst(&wp, 8, ek), stream)?;

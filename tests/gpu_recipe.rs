@@ -440,46 +440,9 @@ fn experts_gpu_eq_composed_ops_and_cpu() {
             }
         }
         // The CPU backend's recipe.
-        let (m, d, i, e) = (S.m, S.d, S.i, S.e);
-        let mut c = WeightCache::new(&cpu, &p, &S.projections()).unwrap();
-        c.refresh(&cpu, &[(&h.w13).into(), (&h.w2).into()], StreamRef::DEFAULT)
-            .unwrap();
-        let mut saved = vec![0u8; cpu.moe_experts_saved_size(S).unwrap()];
-        let mut fws = vec![0u8; cpu.moe_experts_sizes(&p, S).unwrap().forward_workspace];
-        let mut bws = vec![0u8; cpu.moe_experts_sizes(&p, S).unwrap().backward_workspace];
-        let (mut y, mut dx) = (vec![bf16::ZERO; m * d], vec![bf16::ZERO; m * d]);
-        let (mut dw13, mut dw2) = (vec![bf16::ZERO; e * 2 * i * d], vec![bf16::ZERO; e * d * i]);
-        let g = cpu
-            .moe_experts_forward(
-                &p,
-                S,
-                &c,
-                (&h.x).into(),
-                (&offs[..]).into(),
-                (&mut y).into(),
-                (&mut saved).into(),
-                (&mut fws).into(),
-                StreamRef::DEFAULT,
-            )
-            .unwrap();
-        cpu.moe_experts_backward(
-            &p,
-            S,
-            &c,
-            g,
-            (&saved).into(),
-            (&h.dy).into(),
-            (&offs[..]).into(),
-            (&mut dx).into(),
-            (&mut dw13).into(),
-            (&mut dw2).into(),
-            (&mut bws).into(),
-            StreamRef::DEFAULT,
-        )
-        .unwrap();
+        let d = S.d;
         let rows = *offs.last().unwrap() as usize * d;
-        let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        let cpu_out = [bits(&y), bits(&dx), bits(&dw13), bits(&dw2)];
+        let cpu_out = cpu_recipe(&cpu, &p, &h, &offs);
         for (k, name) in NAMES.iter().enumerate() {
             let n = if k < 2 { rows } else { got[k].len() };
             let diff = similarity_diff(&got[k], &cpu_out[k], n);
@@ -491,6 +454,106 @@ fn experts_gpu_eq_composed_ops_and_cpu() {
         }
     }
     println!("HIPFP8_GPU_CHECK experts recipe gpu == composed gpu ops (bitwise), ~= cpu recipe");
+}
+
+/// `pad_wgrad` on the GPU: y and dx bit-identical to the unpadded recipe's (the padding only
+/// touches the wgrad operands), dW13 and dW2 equal to the CPU recipe's up to the GEMMs'
+/// summation order (the CPU's padded and unpadded results are bit-identical,
+/// tests/recipe_cpu.rs), with aligned groups and with unaligned / empty groups and rows past
+/// the last offset (there every wgrad group runs the library GEMM instead of the reference
+/// kernel).
+#[test]
+fn experts_pad_wgrad_gpu() {
+    let Some(ctx) = gpu_for_tests("experts_pad_wgrad_gpu") else {
+        return;
+    };
+    let p = params();
+    let pp = RecipeParams {
+        pad_wgrad: true,
+        ..p
+    };
+    let cpu = Context::cpu();
+    for offs in [OFFS_A, OFFS_B] {
+        let h = host_inputs(11);
+        let stream = Stream::new(&ctx).unwrap();
+        let s = stream.handle();
+        let mut st = Step::new(&ctx, &p, &h, &offs);
+        let mut cache = WeightCache::new(&ctx, &p, &S.projections()).unwrap();
+        st.refresh(&ctx, &mut cache, s);
+        st.fill_outputs(0xA5);
+        st.run(&ctx, &p, &cache, s);
+        stream.synchronize().unwrap();
+        let plain = st.outputs();
+        st.fill_outputs(0x5A);
+        st.run(&ctx, &pp, &cache, s);
+        stream.synchronize().unwrap();
+        let padded = st.outputs();
+        let rows = *offs.last().unwrap() as usize * S.d;
+        for k in 0..2 {
+            if let Some(j) = (0..rows).find(|&j| plain[k][j] != padded[k][j]) {
+                panic!(
+                    "offsets {offs:?}: {}[{j}]: padded {:#06x}, unpadded {:#06x}",
+                    NAMES[k], padded[k][j], plain[k][j]
+                );
+            }
+        }
+        let want = cpu_recipe(&cpu, &pp, &h, &offs);
+        for k in 2..4 {
+            let diff = similarity_diff(&padded[k], &want[k], padded[k].len());
+            println!(
+                "offsets {offs:?}: padded {} gpu vs cpu similarity diff {diff:.2e}",
+                NAMES[k]
+            );
+            assert!(diff <= 1e-3, "offsets {offs:?}: {} diff {diff}", NAMES[k]);
+        }
+    }
+    println!("HIPFP8_GPU_CHECK experts recipe pad_wgrad: y, dx == unpadded; dW ~= cpu");
+}
+
+/// The CPU backend's recipe (forward + backward) on the host inputs: y, dx, dW13, dW2 bits.
+fn cpu_recipe(cpu: &Context, p: &RecipeParams, h: &Host, offs: &[i32]) -> Vec<Vec<u16>> {
+    let (m, d, i, e) = (S.m, S.d, S.i, S.e);
+    let mut c = WeightCache::new(cpu, p, &S.projections()).unwrap();
+    c.refresh(cpu, &[(&h.w13).into(), (&h.w2).into()], StreamRef::DEFAULT)
+        .unwrap();
+    let mut saved = vec![0u8; cpu.moe_experts_saved_size(S).unwrap()];
+    let sizes = cpu.moe_experts_sizes(p, S).unwrap();
+    let (mut fws, mut bws) = (
+        vec![0u8; sizes.forward_workspace],
+        vec![0u8; sizes.backward_workspace],
+    );
+    let (mut y, mut dx) = (vec![bf16::ZERO; m * d], vec![bf16::ZERO; m * d]);
+    let (mut dw13, mut dw2) = (vec![bf16::ZERO; e * 2 * i * d], vec![bf16::ZERO; e * d * i]);
+    let g = cpu
+        .moe_experts_forward(
+            p,
+            S,
+            &c,
+            (&h.x).into(),
+            offs.into(),
+            (&mut y).into(),
+            (&mut saved).into(),
+            (&mut fws).into(),
+            StreamRef::DEFAULT,
+        )
+        .unwrap();
+    cpu.moe_experts_backward(
+        p,
+        S,
+        &c,
+        g,
+        (&saved).into(),
+        (&h.dy).into(),
+        offs.into(),
+        (&mut dx).into(),
+        (&mut dw13).into(),
+        (&mut dw2).into(),
+        (&mut bws).into(),
+        StreamRef::DEFAULT,
+    )
+    .unwrap();
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    vec![bits(&y), bits(&dx), bits(&dw13), bits(&dw2)]
 }
 
 #[test]

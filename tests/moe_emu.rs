@@ -44,10 +44,21 @@ struct Case {
     /// The row casts in the 32-thread, one-chunk-per-thread instance (rows past 256 source
     /// columns take the re-read path).
     tiny: bool,
+    /// Ops 1-3: the column output in the padded layout of this many rows (0: unpadded).
+    m_cap: usize,
 }
 
-/// The CPU reference's four outputs for `c` (sentinel-prefilled, 7 spare elements each).
-fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
+/// The smallest padded layout of a grouped case: `round_up(m + 15*G, 16)`.
+fn pad_cap(m: usize, g: usize) -> usize {
+    (m + 15 * g).div_ceil(16) * 16
+}
+
+/// The CPU reference's four outputs for `c` (sentinel-prefilled, 7 spare elements each), the
+/// column output padded by `moe::pad_cols` when `c.m_cap > 0` (with the padded offsets).
+/// The reference's outputs: (codes, scales) of the rows and of the columns, the padded offsets.
+type Want = ([(Vec<u8>, Vec<f32>); 2], Vec<i32>);
+
+fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> Want {
     let [d0, d1, d2] = c.d;
     let g = c.offs.len();
     let (no, ns, ns2) = match c.op {
@@ -102,7 +113,14 @@ fn reference(c: &Case, x: &Tensor, dh: &Tensor) -> [(Vec<u8>, Vec<f32>); 2] {
         (Some(b), Some(db)) => go!(b, db),
         _ => go!(&x.vals, &dh.vals),
     }
-    [(o, s), (o2, s2)]
+    let mut pend = vec![0i32; g];
+    if c.m_cap > 0 {
+        let w = if c.op == 3 { 2 * d1 } else { d1 };
+        let mut p = vec![SENT_U8; w * c.m_cap + 7];
+        moe::pad_cols((w, d0), &c.offs, &o2, c.m_cap, &mut p, &mut pend);
+        o2 = p;
+    }
+    ([(o, s), (o2, s2)], pend)
 }
 
 fn check_case(exe: &Path, dir: &Path, c: &Case) {
@@ -143,13 +161,22 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         c.grid.0 as usize,
         c.grid.1 as usize,
         c.tiny as usize,
+        c.m_cap,
     ];
     run(Command::new(exe).args(args.map(|a| a.to_string())).arg(dir));
-    let want = reference(c, &x, &dh);
+    let (want, want_pend) = reference(c, &x, &dh);
     let what = format!(
-        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={}",
-        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny
+        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={}",
+        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap
     );
+    if c.m_cap > 0 && !c.offs.is_empty() {
+        let p: Vec<i32> = std::fs::read(dir.join("pend.bin"))
+            .unwrap()
+            .chunks(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(p, want_pend, "{what}: padded offsets");
+    }
     for (i, (name_o, name_s)) in [("out.bin", "scales.bin"), ("out2.bin", "scales2.bin")]
         .iter()
         .enumerate()
@@ -226,6 +253,7 @@ fn moe_kernels_emulated_eq_reference() {
                 offs,
                 grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
                 tiny: case % 6 == 3,
+                m_cap: 0,
             };
             check_case(&exe, &dir, &c);
             n += 1;
@@ -280,9 +308,91 @@ fn moe_kernels_emulated_eq_reference_large() {
             offs,
             grid: (1 + r.below(3) as u32, 1 + r.below(2) as u32),
             tiny: i % 3 != 2,
+            m_cap: 0,
         };
         check_case(&exe, &dir, &c);
         n += 1;
     }
     println!("{n} large emulated cases bit-identical to the CPU reference");
+}
+
+/// The padded column layout (the experts recipe's wgrad operands with `pad_wgrad`): ops 1-3
+/// with the column output at 16-row aligned group starts in m_cap rows, against the reference
+/// padded by `moe::pad_cols` (codes moved, padding and tail rows 0x00 even in NaN groups,
+/// scales unchanged) and the padded offsets; groups of every alignment, empty, one-row and
+/// taller than a column sub-tile, rows past the last offset, spare capacity past the minimum.
+#[test]
+fn moe_kernels_emulated_padded_columns() {
+    let test = "moe_kernels_emulated_padded_columns";
+    if !have_tool(test, &cxx()) {
+        return;
+    }
+    let dir = scratch(test);
+    let exe = build(&dir, "moe_emu", MOE_INCS);
+    let mut r = Rng::new(0x706164);
+    let mut n = 0;
+    // (op, d, offs, bf16)
+    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 9] = [
+        (1, [600, 264, 0], vec![3, 3, 40, 561, 590], true),
+        (1, [70, 24, 0], vec![0, 1, 17, 50], false),
+        (1, [33, 13, 0], vec![33], true),
+        (2, [300, 264, 0], vec![5, 5, 150, 299], true),
+        (2, [45, 19, 0], vec![1, 2, 3, 45], false),
+        (3, [280, 136, 0], vec![7, 9, 200, 270], true),
+        (3, [50, 11, 0], vec![0, 0, 31], false),
+        (1, [0, 16, 0], vec![0, 0], true),
+        (2, [40, 16, 0], vec![], true),
+    ];
+    for (i, (op, d, offs, bf16)) in shapes.into_iter().enumerate() {
+        let fill = Fill {
+            seed: r.next(),
+            special_pct: [0, 3, 20][i % 3],
+            zero_row_pct: [0, 10][(i / 2) % 2],
+            mag_exp: r.below(20) as i32 - 10,
+            bf16,
+        };
+        let cap = pad_cap(d[0], offs.len()) + 16 * (i % 3);
+        let c = Case {
+            op,
+            fmt: Fp8Format::ALL[i % 4],
+            pow2: (i / 4) % 2 == 1,
+            scales: SCALE_OUTPUTS[(i + i / 4) % 2],
+            fill,
+            d,
+            offs,
+            grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
+            tiny: false,
+            m_cap: cap.max(16),
+        };
+        check_case(&exe, &dir, &c);
+        n += 1;
+    }
+    let mut split_cases = 0;
+    for (k, split) in SPLITS.iter().enumerate() {
+        for op in 1..4u32 {
+            let (m, g) = (20 + r.below(200) as usize, 1 + r.below(9) as usize);
+            let fill = Fill {
+                seed: r.next(),
+                special_pct: 2,
+                zero_row_pct: 5,
+                mag_exp: 0,
+                bf16: k % 2 == 0,
+            };
+            let c = Case {
+                op,
+                fmt: Fp8Format::ALL[(k + op as usize) % 4],
+                pow2: k % 2 == 1,
+                scales: SCALE_OUTPUTS[op as usize % 2],
+                fill,
+                d: [m, 8 * (1 + r.below(5) as usize), 0],
+                offs: split_offsets(*split, r.next(), g, m),
+                grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
+                tiny: false,
+                m_cap: pad_cap(m, g),
+            };
+            check_case(&exe, &dir, &c);
+            split_cases += 1;
+        }
+    }
+    println!("{n} + {split_cases} padded emulated cases bit-identical to the padded reference");
 }

@@ -396,6 +396,72 @@ fn assert_same(what: &str, a: &[bf16], b: &[bf16]) {
     }
 }
 
+/// `pad_wgrad` (the wgrad operands at 16-token group starts, the wgrad GEMMs on the padded
+/// offsets) gives the unpadded recipe's outputs bit for bit on the CPU (the padding tokens are
+/// zeros: the reference GEMM adds exact zeros after each group's terms), with unaligned, empty
+/// and one-token groups, rows past the last offset, every group aligned, and one group.
+/// The grouped linear refuses it.
+#[test]
+fn pad_wgrad_equals_the_unpadded_recipe() {
+    let ctx = Context::cpu();
+    let splits: [&[i32]; 4] = [&OFFS, &[1, 17, 17, 100], &[16, 32, 48, 96], &[0, 0, 0, 77]];
+    for (n, (p, fa, fg)) in param_sets().into_iter().enumerate() {
+        for (k, offs) in splits.iter().enumerate() {
+            let mut inp = inputs(SHAPE, 30 + n as u64);
+            inp.offs = offs.to_vec();
+            let cache = cache_for(&ctx, &p, SHAPE, &inp);
+            let pp = RecipeParams {
+                pad_wgrad: true,
+                ..p
+            };
+            let (a, b) = (
+                run(&ctx, &p, SHAPE, &cache, &inp),
+                run(&ctx, &pp, SHAPE, &cache, &inp),
+            );
+            let tag = format!("params {n} ({fa:?}, {fg:?}), offs {offs:?}");
+            assert_same(&format!("{tag}: y"), &b.y, &a.y);
+            assert_same(&format!("{tag}: dx"), &b.dx, &a.dx);
+            assert_same(&format!("{tag}: dW13"), &b.dw13, &a.dw13);
+            assert_same(&format!("{tag}: dW2"), &b.dw2, &a.dw2);
+            if k == 1 {
+                // the gradients are not all zeros (a test that cannot pass by accident)
+                assert!(b.dw13.iter().any(|v| v.to_f32() != 0.0));
+                assert!(b.dw2.iter().any(|v| v.to_f32() != 0.0));
+            }
+        }
+    }
+    let s = LinearShape {
+        m: 20,
+        k: 16,
+        n: 16,
+        e: 2,
+    };
+    let p = RecipeParams {
+        pad_wgrad: true,
+        ..RecipeParams::default()
+    };
+    let e = ctx
+        .grouped_linear_forward_workspace_size(&p, s)
+        .and_then(|n| {
+            let cache = WeightCache::new(&ctx, &p, &[s.projection()])?;
+            let (x, offs) = (values(20 * 16, 1, 1.0), vec![5i32, 20]);
+            let (mut y, mut ws) = (sentinel(20 * 16), vec![0u8; n]);
+            ctx.grouped_linear_forward(
+                &p,
+                s,
+                &cache,
+                (&x).into(),
+                (&offs).into(),
+                (&mut y).into(),
+                (&mut ws).into(),
+                S,
+            )
+            .map(|_| ())
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::NotSupported(_)), "{e}");
+}
+
 #[test]
 fn experts_equal_the_composed_ops() {
     let ctx = Context::cpu();
@@ -1070,13 +1136,18 @@ fn saved_bytes_from_the_shapes() {
     for s in shapes {
         let (m, d, i, e) = (s.m, s.d, s.i, s.e);
         let b = s.saved_bytes().unwrap();
-        // FP8 x and h colwise (1 byte), their f32 dequant scales per group and column, bf16 gu.
-        assert_eq!(b.fp8, m * d + 4 * e * d + 2 * m * 2 * i + m * i + 4 * e * i);
+        // FP8 x and h colwise (1 byte, room for the padded layout of m_cap tokens), their f32
+        // dequant scales per group and column, bf16 gu, the e padded offsets.
+        let m_cap = (m + 15 * e).div_ceil(16) * 16;
+        assert_eq!(
+            b.fp8,
+            m_cap * d + 4 * e * d + 2 * m * 2 * i + m_cap * i + 4 * e * i + 4 * e
+        );
         // bf16 x, gu and h.
         assert_eq!(b.bf16, 2 * m * d + 2 * m * 2 * i + 2 * m * i);
         assert!(b.fp8 < b.bf16);
         let buf = ctx.moe_experts_saved_size(s).unwrap();
-        assert!(buf >= b.fp8 && buf < b.fp8 + 6 * 256, "{buf} vs {}", b.fp8);
+        assert!(buf >= b.fp8 && buf < b.fp8 + 7 * 256, "{buf} vs {}", b.fp8);
         println!(
             "saved for backward, m {m} d {d} i {i} e {e}: fp8 recipe {} bytes, bf16-saving {} \
              bytes ({:.3}x)",
@@ -1104,9 +1175,10 @@ fn workspace_sizes_do_not_depend_on_the_data() {
         f >= fwd && f < fwd + 7 * 256,
         "forward workspace {f} for {fwd}"
     );
-    let bwd = 2 * m * d + 2 * m * i + 4 * m * i + 4 * (2 * m + e * d + 2 * e * i);
+    let m_cap = (m + 15 * e).div_ceil(16) * 16;
+    let bwd = m * d + m_cap * d + 4 * m * i + m_cap * 2 * i + 4 * (2 * m + e * d + 4 * e * i + e);
     assert!(
-        b >= bwd && b < bwd + 12 * 256,
+        b >= bwd && b < bwd + 13 * 256,
         "backward workspace {b} for {bwd}"
     );
     assert!(matches!(

@@ -487,4 +487,31 @@ fn precast_bad_arguments() {
     assert!(matches!(e, Error::OutputTooSmall { .. }), "{e}");
     assert!(e.to_string().contains("workspace"), "{e}");
     fwd(xc.rows(), z.forward_workspace).unwrap();
+    // pad_wgrad is for the bf16 calls: the pre-cast ones take the caller's wgrad operands.
+    let pp = RecipeParams {
+        pad_wgrad: true,
+        ..p
+    };
+    let (mut y, mut saved, mut ws) = (
+        sentinel(s.m * s.d),
+        vec![7u8; z.saved],
+        vec![0u8; z.forward_workspace],
+    );
+    let e = ctx
+        .moe_experts_forward_precast(
+            &pp,
+            s,
+            &c,
+            xc.rows(),
+            offs[..].into(),
+            (&mut y).into(),
+            (&mut saved).into(),
+            (&mut ws).into(),
+            S,
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::NotSupported(_)), "{e}");
+    assert!(e.to_string().contains("pad_wgrad"), "{e}");
+    assert!(y.iter().all(|v| v.to_f32() == SENTINEL));
+    assert!(saved.iter().all(|&b| b == 7));
 }

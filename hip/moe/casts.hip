@@ -328,9 +328,9 @@ struct ColRpt {  // rows per thread: 64 registers of values (plain), 4 rows for 
 };
 
 template <uint32_t F, class S, bool VEC>
-__global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamped, int64_t group_rows, int64_t G,
-                                                     int64_t out_ld, uint8_t* out, float* scales, int pow2,
-                                                     int dequant) {
+__global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamped, const int32_t* pend,
+                                                     int64_t group_rows, int64_t G, int64_t out_ld, uint8_t* out,
+                                                     float* scales, int pow2, int dequant) {
   typedef typename S::In In;
   constexpr int W = Pk<In>::W, NO = S::NOUT;
   constexpr int RPT = ColRpt<S>::value;
@@ -354,11 +354,16 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
       gs = g * group_rows;
       ge = gs + group_rows;
     }
-    const int64_t row_base = gs / RPT * RPT;
-    int64_t nsub = (ge - row_base + SUB - 1) / SUB;
+    // Padded layout (pend): the group's rows go to [pend[g-1], pend[g]) with zeros after its
+    // last row; the runs start at the group's first row, so they are RPT-aligned there.
+    // Otherwise the runs are aligned to absolute rows and the rows written are the group's.
+    const int64_t ps = pend ? (g ? pend[g - 1] : 0) : gs;
+    const int64_t we = pend ? gs + (pend[g] - ps) : ge;
+    const int64_t row_base = pend ? gs : gs / RPT * RPT;
+    int64_t nsub = (we - row_base + SUB - 1) / SUB;
     if (nsub < 1) nsub = 1;
     const int64_t ld = out_ld ? out_ld : ge - gs;
-    uint8_t* ob = out_ld ? out : out + gs * (K - 1);
+    uint8_t* ob = (out_ld ? out : out + gs * (K - 1)) + (ps - gs);
     uint32_t v[RPT][NO][W];
     uint32_t cam[NO][kChunk];
 #pragma unroll
@@ -406,8 +411,8 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
         }
         __syncthreads();
       }
-      if (!colvalid || rb + RPT <= gs || rb >= ge) continue;
-      const bool full = rb >= gs && rb + RPT <= ge;
+      if (!colvalid || rb + RPT <= gs || rb >= we) continue;
+      const bool full = rb >= gs && rb + RPT <= we;
 #pragma unroll
       for (int o = 0; o < NO; ++o) {
 #pragma unroll
@@ -427,6 +432,12 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
               q[k4] = enc4<F, false>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
                                      Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
           }
+          // padding rows hold 0x00 whatever the scale (a NaN group's too)
+          if (rb + RPT > ge) {
+#pragma unroll
+            for (int rr = 0; rr < RPT; ++rr)
+              if (rb + rr >= ge) q[rr >> 2] &= ~(0xFFu << (8 * (rr & 3)));
+          }
           uint8_t* d = ob + (o * J + j0 + e) * ld + rb;
           if (full && ((uintptr_t)d & (RPT - 1)) == 0) {
             if constexpr (RPT == 16) {
@@ -440,9 +451,22 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
 #pragma unroll
             for (int rr = 0; rr < RPT; ++rr) {
               const int64_t m = rb + rr;
-              if (m >= gs && m < ge) d[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
+              if (m >= gs && m < we) d[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
             }
           }
+        }
+      }
+    }
+    // The rows after the last group's padding, [pend[G-1], out_ld), are zeros (16-byte runs:
+    // both ends are multiples of 16).
+    if (pend && g == G - 1) {
+      const int64_t t0 = pend[G - 1], tw = (out_ld - t0) / 16;
+      for (int64_t idx = tid; idx < NC * tw; idx += kBlock) {
+        const int c = (int)(idx / tw);
+        const int64_t j = jt + c % kColTile;
+        if (j < J) {
+          uint8_t* d = out + ((c / kColTile) * J + j) * out_ld + t0 + 16 * (idx % tw);
+          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
         }
       }
     }
@@ -475,42 +499,59 @@ int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow
 }
 
 template <uint32_t F, class S>
-int launch_cols(const S& src, const int32_t* clamped, int64_t group_rows, int64_t G, int64_t out_ld, uint8_t* out,
-                float* scales, int pow2, int dequant, hipStream_t st) {
+int launch_cols(const S& src, const int32_t* clamped, const int32_t* pend, int64_t group_rows, int64_t G,
+                int64_t out_ld, uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
   if (G == 0 || src.J == 0) return kLaunchOk;
   const int64_t tiles = (src.J + kColTile - 1) / kColTile;
   if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
   const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535));
   if (src.J % kChunk == 0 && src.aligned()) {
-    col_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
+    col_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, out, scales, pow2,
+                                                    dequant);
   } else {
-    col_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, group_rows, G, out_ld, out, scales, pow2, dequant);
+    col_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, out, scales, pow2,
+                                                     dequant);
   }
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
+
+// Where a grouped cast writes its columns: out_col (k, m) on the offsets, or with offs_pad the
+// padded layout (k, m_cap) whose padded END offsets it writes to offs_pad.
+struct ColOut {
+  uint8_t* out;
+  float* scales;
+  int64_t m_cap;
+  int32_t* offs_pad;
+};
 
 // The grouped casts of `src` (m rows of k): rows, then columns per clamped group, with the
 // workspace zeroed again at the end.
 template <uint32_t F, class S>
 int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint8_t* out, float* scales,
-                   uint8_t* out_col, float* scales_col, int pow2, int dequant, void* ws, hipStream_t st) {
+                   ColOut col, int pow2, int dequant, void* ws, hipStream_t st) {
   int rc = launch_rows<F>(src, m, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk || G == 0) return rc;
   int32_t* clamped = static_cast<int32_t*>(ws);
-  rc = launch_group_tables(offs, G, m, clamped, nullptr, st);
+  rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
   if (rc != kLaunchOk) return rc;
-  rc = launch_cols<F>(src, clamped, 0, G, m, out_col, scales_col, pow2, dequant, st);
+  const int64_t ld = col.offs_pad ? col.m_cap : m;
+  rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
 
 // Argument checks shared by the grouped launchers; kLaunchOk + 1 = valid, nothing to do.
+// With offs_pad (the padded column layout): m_cap a multiple of 16, at least m + 15*G, at most
+// 2^31 - 1 rows, and out_col always written (the rows past the last group are zeros).
 inline int check_grouped(int64_t m, int64_t k, int64_t G, const void* in, const int32_t* offs, const void* out,
-                         const void* scales, const void* out_col, const void* scales_col, const void* ws) {
+                         const void* scales, const void* out_col, const void* scales_col, int64_t m_cap,
+                         const int32_t* offs_pad, const void* ws) {
   if (m < 0 || k <= 0 || G < 0) return kLaunchBadShape;
   if (G > 0x7FFFFFFF) return kLaunchUnsupported;
+  if (offs_pad && (m_cap % 16 != 0 || m_cap > 0x7FFFFFFF || m > m_cap || (m_cap - m) / 15 < G))
+    return kLaunchBadShape;
   if (m == 0 && G == 0) return kLaunchOk + 1;
-  if (G > 0 && (!offs || !scales_col || !ws || (m > 0 && !out_col))) return kLaunchNull;
+  if (G > 0 && (!offs || !scales_col || !ws || ((m > 0 || offs_pad) && !out_col))) return kLaunchNull;
   if (m > 0 && (!in || !out || !scales)) return kLaunchNull;
   return kLaunchOk;
 }
@@ -536,7 +577,7 @@ static int weights_dual(const void* x, const void* x1, int64_t n0, uint8_t* out,
   const PlainSrc<In> src{static_cast<const E*>(x), k, static_cast<const E*>(x1), n0, n - n0};
   const int rc = launch_rows<F>(src, e * n, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk) return rc;
-  return launch_cols<F>(src, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
+  return launch_cols<F>(src, nullptr, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
 }
 
 static int weights_dual_any(const void* x, const void* x1, int64_t n0, uint8_t* out, float* scales, uint8_t* out_t,
@@ -572,65 +613,68 @@ HIPFP8_EXTERN int hipfp8_moe_weights_dual_pair_launch(const void* x0, const void
 }
 
 template <class In, uint32_t F>
-static int act_dual(const void* x, const int32_t* offs, uint8_t* out, float* scales, uint8_t* out_col,
-                    float* scales_col, int64_t m, int64_t k, int64_t G, int pow2, int dequant, void* ws,
-                    hipStream_t st) {
+static int act_dual(const void* x, const int32_t* offs, uint8_t* out, float* scales, ColOut col, int64_t m,
+                    int64_t k, int64_t G, int pow2, int dequant, void* ws, hipStream_t st) {
   const PlainSrc<In> src{static_cast<const typename In::elem*>(x), k};
-  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_act_dual_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
-                                             uint8_t* out_col, float* scales_col, int64_t m, int64_t k, int64_t groups,
-                                             int format, int pow2, int dequant, int in_dtype, void* workspace,
-                                             hipStream_t stream) noexcept {
-  const int chk = check_grouped(m, k, groups, x, offs, out, scales, out_col, scales_col, workspace);
+                                             uint8_t* out_col, float* scales_col, int64_t m_cap, int32_t* offs_pad,
+                                             int64_t m, int64_t k, int64_t groups, int format, int pow2, int dequant,
+                                             int in_dtype, void* workspace, hipStream_t stream) noexcept {
+  const int chk = check_grouped(m, k, groups, x, offs, out, scales, out_col, scales_col, m_cap, offs_pad, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<Bf16In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, dequant, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<F32In, FMT>(x, offs, out, scales, out_col, scales_col, m, k, groups, pow2, dequant, workspace, stream))); }
+  const ColOut col{out_col, scales_col, m_cap, offs_pad};
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<Bf16In, FMT>(x, offs, out, scales, col, m, k, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (act_dual<F32In, FMT>(x, offs, out, scales, col, m, k, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }
 
 template <class In, uint32_t F>
-static int swiglu_quant(const void* gu, const int32_t* offs, uint8_t* out, float* scales, uint8_t* out_col,
-                        float* scales_col, int64_t m, int64_t i, int64_t G, int pow2, int dequant, void* ws,
-                        hipStream_t st) {
+static int swiglu_quant(const void* gu, const int32_t* offs, uint8_t* out, float* scales, ColOut col, int64_t m,
+                        int64_t i, int64_t G, int pow2, int dequant, void* ws, hipStream_t st) {
   const SwigluSrc<In> src{static_cast<const typename In::elem*>(gu), i};
-  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_quant_launch(const void* gu, const int32_t* offs, uint8_t* out, float* scales,
-                                                 uint8_t* out_col, float* scales_col, int64_t m, int64_t i,
-                                                 int64_t groups, int format, int pow2, int dequant, int in_dtype,
-                                                 void* workspace, hipStream_t stream) noexcept {
-  const int chk = check_grouped(m, i, groups, gu, offs, out, scales, out_col, scales_col, workspace);
+                                                 uint8_t* out_col, float* scales_col, int64_t m_cap,
+                                                 int32_t* offs_pad, int64_t m, int64_t i, int64_t groups, int format,
+                                                 int pow2, int dequant, int in_dtype, void* workspace,
+                                                 hipStream_t stream) noexcept {
+  const int chk = check_grouped(m, i, groups, gu, offs, out, scales, out_col, scales_col, m_cap, offs_pad, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<Bf16In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<F32In, FMT>(gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
+  const ColOut col{out_col, scales_col, m_cap, offs_pad};
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<Bf16In, FMT>(gu, offs, out, scales, col, m, i, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_quant<F32In, FMT>(gu, offs, out, scales, col, m, i, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }
 
 template <class In, uint32_t F>
 static int swiglu_bwd_quant(const void* dh, const void* gu, const int32_t* offs, uint8_t* out, float* scales,
-                            uint8_t* out_col, float* scales_col, int64_t m, int64_t i, int64_t G, int pow2,
-                            int dequant, void* ws, hipStream_t st) {
+                            ColOut col, int64_t m, int64_t i, int64_t G, int pow2, int dequant, void* ws,
+                            hipStream_t st) {
   typedef typename In::elem E;
   const SwigluBwdSrc<In> src{static_cast<const E*>(dh), static_cast<const E*>(gu), i};
-  return launch_grouped<F>(src, offs, m, G, out, scales, out_col, scales_col, pow2, dequant, ws, st);
+  return launch_grouped<F>(src, offs, m, G, out, scales, col, pow2, dequant, ws, st);
 }
 
 HIPFP8_EXTERN int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const void* gu, const int32_t* offs,
                                                      uint8_t* out, float* scales, uint8_t* out_col, float* scales_col,
-                                                     int64_t m, int64_t i, int64_t groups, int format, int pow2,
-                                                     int dequant, int in_dtype, void* workspace,
-                                                     hipStream_t stream) noexcept {
+                                                     int64_t m_cap, int32_t* offs_pad, int64_t m, int64_t i,
+                                                     int64_t groups, int format, int pow2, int dequant, int in_dtype,
+                                                     void* workspace, hipStream_t stream) noexcept {
   if (i > (int64_t(1) << 61)) return kLaunchBadShape;
-  const int chk = check_grouped(m, 2 * i, groups, gu, offs, out, scales, out_col, scales_col, workspace);
+  const int chk =
+      check_grouped(m, 2 * i, groups, gu, offs, out, scales, out_col, scales_col, m_cap, offs_pad, workspace);
   if (chk != kLaunchOk) return chk == kLaunchOk + 1 ? kLaunchOk : chk;
   if (m > 0 && !grad_h) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<Bf16In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<F32In, FMT>(grad_h, gu, offs, out, scales, out_col, scales_col, m, i, groups, pow2, dequant, workspace, stream))); }
+  const ColOut col{out_col, scales_col, m_cap, offs_pad};
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<Bf16In, FMT>(grad_h, gu, offs, out, scales, col, m, i, groups, pow2, dequant, workspace, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<F32In, FMT>(grad_h, gu, offs, out, scales, col, m, i, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }

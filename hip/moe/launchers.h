@@ -31,18 +31,22 @@ HIPFP8_DECL int hipfp8_moe_weights_dual_pair_launch(const void* x0, const void* 
     int dequant, int in_dtype, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
 /// scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
-/// workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
+/// With offs_pad not null, out_col is the padded layout (K, m_cap) instead: group g's rows at
+/// [offs_pad[g-1], offs_pad[g]) (each group padded to a multiple of 16 rows; offs_pad written,
+/// as hipfp8_per_group_colwise_dual_padded), every other byte 0x00; m_cap % 16 == 0 and
+/// m_cap >= m + 15*groups. workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
 HIPFP8_DECL int hipfp8_moe_act_dual_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
-    uint8_t* out_col, float* scales_col, int64_t m, int64_t k, int64_t groups, int format, int pow2,
-    int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
+    uint8_t* out_col, float* scales_col, int64_t m_cap, int32_t* offs_pad, int64_t m, int64_t k, int64_t groups,
+    int format, int pow2, int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// SwiGLU forward fused with both casts: gu (M, 2I) row-major (gate = columns [0, I), up =
 /// [I, 2I)), h = silu(gate) * up (M, I) in the input dtype's arithmetic, cast as
 /// hipfp8_moe_act_dual_launch casts x. workspace: as there.
 HIPFP8_DECL int hipfp8_moe_swiglu_quant_launch(const void* gu, const int32_t* offs, uint8_t* out, float* scales,
-    uint8_t* out_col, float* scales_col, int64_t m, int64_t i, int64_t groups, int format, int pow2,
-    int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
+    uint8_t* out_col, float* scales_col, int64_t m_cap, int32_t* offs_pad, int64_t m, int64_t i, int64_t groups,
+    int format, int pow2, int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
 /// SwiGLU backward fused with both casts: from grad_h (M, I) and the forward's gu (M, 2I),
 /// d = [d_gate | d_up] (M, 2I), cast as hipfp8_moe_act_dual_launch casts x (K = 2I).
 HIPFP8_DECL int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const void* gu, const int32_t* offs,
-    uint8_t* out, float* scales, uint8_t* out_col, float* scales_col, int64_t m, int64_t i, int64_t groups,
-    int format, int pow2, int dequant, int in_dtype, void* workspace, hipStream_t stream) HIPFP8_NOEXCEPT;
+    uint8_t* out, float* scales, uint8_t* out_col, float* scales_col, int64_t m_cap, int32_t* offs_pad, int64_t m,
+    int64_t i, int64_t groups, int format, int pow2, int dequant, int in_dtype, void* workspace,
+    hipStream_t stream) HIPFP8_NOEXCEPT;

@@ -109,7 +109,8 @@ trait RecipeDesc: args::Descriptor {
     fn fields(&self) -> (u32, u32, u32, u32, u32);
     fn params(&self) -> Result<RecipeParams, FfiError> {
         let (_, format, grad_format, flags, backend) = self.fields();
-        let p = args::cast_params(format, flags)?;
+        const PAD: u32 = hipfp8_flag::HIPFP8_FLAG_PAD_WGRAD as u32;
+        let p = args::cast_params(format, flags & !PAD)?;
         let backend = gemm_backend_of(backend).ok_or_else(|| {
             Error::InvalidEnum(format!(
                 "backend = {backend} is not a hipfp8_gemm_backend (AUTO = 0 ... LIBRARY = 2)"
@@ -120,6 +121,7 @@ trait RecipeDesc: args::Descriptor {
             grad_format: format_choice(grad_format)?,
             pow2_scales: p.pow2_scales,
             backend,
+            pad_wgrad: flags & PAD != 0,
         })
     }
     fn dtype(&self) -> u32 {

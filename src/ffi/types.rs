@@ -70,5 +70,12 @@ c_enum! {
         /// the codes are the same. The fused MoE casts (`hipfp8_moe_*`) only: every other op
         /// returns NOT_SUPPORTED.
         HIPFP8_FLAG_DEQUANT_SCALES = 2,
+        /// The experts block (`hipfp8_moe_experts_forward` / `_backward`, not the pre-cast
+        /// calls: NOT_SUPPORTED there and in the grouped linear) writes its wgrad operands with
+        /// every group starting on a 16-token boundary (zero tokens after each group) and runs
+        /// the wgrad GEMMs on those padded offsets: the grouped GEMM's library path for any
+        /// routing. Pass it when the offsets are not multiples of 16 (a token dispatcher that
+        /// does not pad). Every other op: INVALID_ENUM (an unknown bit).
+        HIPFP8_FLAG_PAD_WGRAD = 4,
     }
 }

@@ -88,6 +88,40 @@ pub fn weights_dual<T: Hp>(
         });
 }
 
+/// The padded column layout of a grouped dual cast (the experts recipe's wgrad operands with
+/// [`crate::RecipeParams::pad_wgrad`]): from `cols` (k*m, column-major `[c*m + r]`, as
+/// [`act_dual`] writes it on END `offs`) to `out` (k*m_cap, `[c*m_cap + p]`), row r of group g
+/// at `p = offs_pad[g-1] + (r - start_g)` with each group padded to a multiple of 16 rows
+/// (`offs_pad` = the padded END offsets, [`super::route::padded_offsets`] with align 16), every
+/// other byte 0x00 (padding rows and the rows from `offs_pad[G-1]` on). The per-group scales
+/// do not change; G = 0 writes nothing. Needs `m_cap >= offs_pad[G-1]` (the callers check
+/// `m_cap >= m + 15*G`).
+pub fn pad_cols(
+    (k, m): (usize, usize),
+    offs: &[i32],
+    cols: &[u8],
+    m_cap: usize,
+    out: &mut [u8],
+    offs_pad: &mut [i32],
+) {
+    super::route::padded_offsets(offs, 16, offs_pad);
+    if offs.is_empty() || m_cap == 0 {
+        return;
+    }
+    out[..k * m_cap]
+        .par_chunks_mut(m_cap)
+        .enumerate()
+        .for_each(|(ci, o)| {
+            let c = &cols[ci * m..(ci + 1) * m];
+            o.fill(0);
+            let mut at = 0usize;
+            for ((r0, r1), &pe) in group_ranges(offs).zip(offs_pad.iter()) {
+                o[at..at + (r1 - r0)].copy_from_slice(&c[r0..r1]);
+                at = pe as usize;
+            }
+        });
+}
+
 /// See [`crate::Context::moe_act_dual`]. `x` (M,K) row-major, END `offs` along M (validated).
 /// Writes `out[m*K + k]` with `scales[m]` (amax over row m: rowwise_2d, every row, grouped or
 /// not) and `out_col[k*M + m]` with `scales_col[g*K + k]` (amax over the group's rows of

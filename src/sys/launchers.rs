@@ -314,24 +314,30 @@ foreign! {
         dequant: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
     /// Activations x (M,K) row-major with END offsets offs[groups] along M: out[m*K + k] with
     ///scales[m] (rowwise_2d) and out_col[k*M + m] with scales_col[g*K + k] (per_group_colwise).
-    ///workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
+    ///With offs_pad not null, out_col is the padded layout (K, m_cap) instead: group g's rows at
+    ///[offs_pad[g-1], offs_pad[g]) (each group padded to a multiple of 16 rows; offs_pad written,
+    ///as hipfp8_per_group_colwise_dual_padded), every other byte 0x00; m_cap % 16 == 0 and
+    ///m_cap >= m + 15*groups. workspace: hipfp8_moe_workspace_bytes(groups) zeroed bytes.
     "hipfp8_moe_act_dual_launch" => pub fn hipfp8_moe_act_dual_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
-        scales_col: *mut f32, m: i64, k: i64, groups: i64, format: c_int, pow2: c_int,
-        dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        scales_col: *mut f32, m_cap: i64, offs_pad: *mut i32, m: i64, k: i64, groups: i64,
+        format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int, workspace: *mut c_void,
+        stream: hipStream_t) -> c_int;
     /// SwiGLU forward fused with both casts: gu (M, 2I) row-major (gate = columns [0, I), up =
     ///[I, 2I)), h = silu(gate) * up (M, I) in the input dtype's arithmetic, cast as
     ///hipfp8_moe_act_dual_launch casts x. workspace: as there.
     "hipfp8_moe_swiglu_quant_launch" => pub fn hipfp8_moe_swiglu_quant_launch(
         gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, out_col: *mut u8,
-        scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int, pow2: c_int,
-        dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        scales_col: *mut f32, m_cap: i64, offs_pad: *mut i32, m: i64, i: i64, groups: i64,
+        format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int, workspace: *mut c_void,
+        stream: hipStream_t) -> c_int;
     /// SwiGLU backward fused with both casts: from grad_h (M, I) and the forward's gu (M, 2I),
     ///d = [d_gate | d_up] (M, 2I), cast as hipfp8_moe_act_dual_launch casts x (K = 2I).
     "hipfp8_moe_swiglu_bwd_quant_launch" => pub fn hipfp8_moe_swiglu_bwd_quant_launch(
         grad_h: *const c_void, gu: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32,
-        out_col: *mut u8, scales_col: *mut f32, m: i64, i: i64, groups: i64, format: c_int,
-        pow2: c_int, dequant: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+        out_col: *mut u8, scales_col: *mut f32, m_cap: i64, offs_pad: *mut i32, m: i64, i: i64,
+        groups: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// out[i] = 1 / in[i] for i in [0, n): the IEEE f32 division (computed in f64 and rounded
     ///once, which is the correctly rounded f32 quotient), as torch's Tensor.reciprocal; 1/0 =
     ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.

@@ -4,13 +4,15 @@
 // emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
 // inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
 // reference. Usage:
-//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY DIR
+//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
 // 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs),
 // 4 weights_dual of x read as two weights stacked along n per expert (each expert's first
 // D2/2 rows of K copied to one buffer, the others to another: the pair source).
 // TINY 1: the row casts run a 32-thread, one-chunk-per-thread instance (the re-read path of
 // rows longer than the registers hold); 0: the launcher's instance (row_cfg).
+// M_CAP > 0 (ops 1-3): the column output in the padded layout of M_CAP rows, its padded END
+// offsets written to pend.bin.
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
 #include <cstdio>
@@ -50,7 +52,7 @@ void write_file(const std::string& p, const std::vector<T>& v) {
 
 struct Args {
   int op, pow2, dequant, tiny;
-  int64_t d0, d1, d2, G;
+  int64_t d0, d1, d2, G, m_cap;
   unsigned grid_rows, grid_groups;
   std::string dir;
 };
@@ -77,14 +79,14 @@ void rows(const Args& a, const S& src, int64_t n, uint8_t* out, float* sc) {
 }
 
 template <uint32_t F, class S>
-void cols(const Args& a, const S& src, const int32_t* cl, int64_t group_rows, int64_t G, int64_t out_ld,
-          uint8_t* out, float* sc) {
+void cols(const Args& a, const S& src, const int32_t* cl, const int32_t* pend, int64_t group_rows, int64_t G,
+          int64_t out_ld, uint8_t* out, float* sc) {
   if (G == 0) return;
   const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
   const bool vec = src.J % kChunk == 0 && src.aligned();
   emu_launch(grid, kBlock, [&] {
-    if (vec) col_kernel<F, S, true>(src, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
-    else col_kernel<F, S, false>(src, cl, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
+    if (vec) col_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
+    else col_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
   });
 }
 
@@ -94,9 +96,11 @@ int run(const Args& a) {
   const std::vector<E> x = read_file<E>(a.dir + "/x.bin"), gu = read_file<E>(a.dir + "/gu.bin"),
                        dh = read_file<E>(a.dir + "/dh.bin");
   const std::vector<int32_t> offs = read_file<int32_t>(a.dir + "/offs.bin");
-  std::vector<int32_t> cl(offs.size() + 1);
+  std::vector<int32_t> cl(offs.size() + 1), pend(offs.size() + 1, -7);
+  int32_t* pd = a.m_cap ? pend.data() : nullptr;
+  const int64_t ld = a.m_cap ? a.m_cap : a.d0;
   if (a.op != 0 && a.G > 0)
-    emu_launch(dim3(1), kTablesBlock, [&] { group_tables_kernel(offs.data(), a.G, a.d0, cl.data(), nullptr); });
+    emu_launch(dim3(1), kTablesBlock, [&] { group_tables_kernel(offs.data(), a.G, a.d0, cl.data(), pd); });
   int64_t n_out, n_sc, n_out2, n_sc2;
   if (a.op == 0 || a.op == 4) {
     n_out = n_out2 = a.d0 * a.d1 * a.d2;
@@ -104,7 +108,8 @@ int run(const Args& a) {
     n_sc2 = a.d0 * a.d1;
   } else {
     const int64_t w = a.op == 3 ? 2 * a.d1 : a.d1;
-    n_out = n_out2 = a.d0 * w;
+    n_out = a.d0 * w;
+    n_out2 = ld * w;
     n_sc = a.d0;
     n_sc2 = a.G * w;
   }
@@ -114,25 +119,25 @@ int run(const Args& a) {
     case 0: {
       const PlainSrc<In> s{x.data(), a.d1};
       rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
-      cols<F>(a, s, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      cols<F>(a, s, nullptr, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
       break;
     }
     case 1: {
       const PlainSrc<In> s{x.data(), a.d1};
       rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
       break;
     }
     case 2: {
       const SwigluSrc<In> s{gu.data(), a.d1};
       rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
       break;
     }
     case 3: {
       const SwigluBwdSrc<In> s{dh.data(), gu.data(), a.d1};
       rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), 0, a.G, a.d0, out2.data(), sc2.data());
+      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
       break;
     }
     case 4: {
@@ -145,7 +150,7 @@ int run(const Args& a) {
       }
       const PlainSrc<In> s{x0.data(), a.d1, x1.data(), n0, n1};
       rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
-      cols<F>(a, s, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      cols<F>(a, s, nullptr, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
       break;
     }
     default:
@@ -155,6 +160,7 @@ int run(const Args& a) {
   write_file(a.dir + "/scales.bin", sc);
   write_file(a.dir + "/out2.bin", out2);
   write_file(a.dir + "/scales2.bin", sc2);
+  if (pd) write_file(a.dir + "/pend.bin", std::vector<int32_t>(pend.begin(), pend.begin() + a.G));
   return 0;
 }
 
@@ -170,8 +176,8 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 14) {
-    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY DIR\n");
+  if (argc != 15) {
+    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP DIR\n");
     return 2;
   }
   Args a;
@@ -187,6 +193,7 @@ int main(int argc, char** argv) {
   a.grid_rows = (unsigned)std::atoi(argv[10]);
   a.grid_groups = (unsigned)std::atoi(argv[11]);
   a.tiny = std::atoi(argv[12]);
-  a.dir = argv[13];
+  a.m_cap = std::atoll(argv[13]);
+  a.dir = argv[14];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }
