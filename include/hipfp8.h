@@ -1928,7 +1928,10 @@ hipfp8_status hipfp8_weight_cache_generation(const struct hipfp8_weight_cache *c
 
 /**
  * Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
- * their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
+ * room for the padded layout of HIPFP8_FLAG_PAD_WGRAD, their dequant scales, bf16 gu,
+ * the padded offsets; plus 255 bytes of alignment slack). Its parts sit at fixed
+ * offsets from its first 16-byte aligned address: a copy at another such address
+ * serves the backward as well.
  */
 hipfp8_status hipfp8_moe_experts_saved_size(const struct hipfp8_context *ctx,
                                             const struct hipfp8_moe_experts_desc *desc,

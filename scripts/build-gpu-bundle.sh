@@ -8,7 +8,10 @@
 #   # name it in the run's `carry`, and run there:  bash .gpu/<name>/run-gpu-bundle.sh
 #
 # Env: HIPFP8_CUDA_ARCH (default 90), CARGO_TARGET_DIR (default target/gpu-cuda),
-#      BUNDLE_NO_STRIP=1 (keep debug info: bigger, better backtraces).
+#      BUNDLE_NO_STRIP=1 (keep debug info: bigger, better backtraces),
+#      BUNDLE_TESTS="gpu_moe gpu_recipe ..." (pack only these test binaries, no static
+#      library unless ffi_examples is named and no CLI test binaries unless cli is: a smaller
+#      payload that fits the device carry with other files; the build and stage are the same).
 # Binaries link cudart statically: on the GPU machine they need only the driver's libcuda.so.1.
 # The bundle is BUNDLE_DIR/{payload.tar.xz,MANIFEST,run-gpu-bundle.sh}; the runner unpacks it.
 set -euo pipefail
@@ -98,6 +101,16 @@ while IFS=$'\t' read -r kind name path; do
   esac
 done < <(artifacts tests < "$WORK/tests.json"; artifacts release < "$WORK/release.json"; artifacts bench < "$WORK/bench.json")
 rmdir "$STAGE/bin" 2>/dev/null || true   # no binary targets yet
+# What the payload leaves out of the stage (the stage keeps everything, for repacking).
+LEAVE=()
+if [ -n "${BUNDLE_TESTS:-}" ]; then
+  for t in $BUNDLE_TESTS; do [ -f "$STAGE/tests/$t" ] || { log "BUNDLE_TESTS: no test binary $t"; exit 1; }; done
+  for t in "$STAGE"/tests/*; do
+    [[ " $BUNDLE_TESTS " == *" $(basename "$t") "* ]] || LEAVE+=("--exclude=./tests/$(basename "$t")")
+  done
+  [[ " $BUNDLE_TESTS " == *" ffi_examples "* ]] || LEAVE+=("--exclude=./lib/libhipfp8.a")
+  [[ " $BUNDLE_TESTS " == *" cli "* ]] || LEAVE+=("--exclude=./testbin")
+fi
 
 # The tracked sources (test data, headers, examples): tests run with this as their cwd and
 # CARGO_MANIFEST_DIR, as under cargo.
@@ -113,12 +126,15 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$STAGE/crate"
   # the runner links them to the bundle where they do not exist.
   echo "build_root: $ROOT"
   echo "files:"
-  (cd "$STAGE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 )); done)
+  (cd "$STAGE" && { find tests bin lib -type f 2>/dev/null || true; } | sort | while read -r f; do
+    [[ " ${LEAVE[*]} " == *" --exclude=./$f "* ]] && continue
+    printf '  %-40s %8d KiB\n' "$f" $(( $(stat -c %s "$f") / 1024 ))
+  done)
 } > "$STAGE/MANIFEST"
 log "packing $(du -sm "$STAGE" | cut -f1) MiB (solid xz; identical fatbins compress away)"
 rm -rf "$BUNDLE"/{tests,bin,lib,crate,MANIFEST,run-gpu-bundle.sh,payload.tar.xz}
 # One xz stream with a dictionary larger than a test binary, so repeats across binaries are found.
-tar -C "$STAGE" -cf - . | xz -T1 --lzma2=preset=6,dict=64MiB > "$BUNDLE/payload.tar.xz"
+tar -C "$STAGE" "${LEAVE[@]}" -cf - . | xz -T1 --lzma2=preset=6,dict=64MiB > "$BUNDLE/payload.tar.xz"
 cp "$STAGE/MANIFEST" "$BUNDLE/MANIFEST"
 cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
 size=$(du -sm "$BUNDLE" | cut -f1)

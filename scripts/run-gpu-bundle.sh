@@ -47,7 +47,7 @@ if [ -f "$B/testbin/paths.tsv" ]; then
   done < "$B/testbin/paths.tsv"
 fi
 # The C-ABI tests link the bundle's libraries (tests/ffi_examples.rs).
-if [ -f "$B/lib/libhipfp8.a" ] && [ -f "$B/lib/libhipfp8.so" ]; then export HIPFP8_LIB_DIR="$B/lib"; fi
+if [ -f "$B/lib/libhipfp8.so" ]; then export HIPFP8_LIB_DIR="$B/lib"; fi
 # UNPACK_ONLY=1: stop here (bundle unpacked, build paths linked) for callers that run single
 # binaries themselves (bench/gpu_session.sh).
 if [ "${UNPACK_ONLY:-0}" = 1 ]; then echo "bundle unpacked at $B"; exit 0; fi

@@ -25,8 +25,10 @@
 //!   synchronises: a call only queues work on its stream, so it can be captured into a
 //!   CUDA/HIP graph on a fresh stream and replayed with new data and new offsets.
 //! - Buffers are views of this context's memory (host on the CPU backend, device on a GPU);
-//!   `saved` and the workspace may start at any address (the parts are 256-byte aligned from
-//!   the first aligned address, hence 255 bytes of slack in the sizes).
+//!   `saved` and the workspace may start at any address (the workspace's parts are 256-byte
+//!   aligned from its first such address, hence 255 bytes of slack in the sizes; `saved`'s
+//!   sit at fixed offsets from its first 16-byte aligned address, so a copy of `saved` at
+//!   another 16-byte aligned address serves the backward as well as the original).
 //! - Validation before anything is queued: shapes and sizes, every buffer's length and
 //!   location, outputs overlapping anything, the offsets (CPU), the cache's shapes, format
 //!   and generation. A runtime error while the ops run (a device fault, CPU scratch that
@@ -256,6 +258,17 @@ impl<'a> Region<'a> {
     fn new(ptr: *const u8, loc: Loc) -> Region<'a> {
         Region {
             base: (ptr as usize).div_ceil(ALIGN) * ALIGN,
+            loc,
+            _p: PhantomData,
+        }
+    }
+    /// The region of the experts' `saved` buffer: from its first 16-byte aligned address, so
+    /// the parts keep their offsets in a copy of the buffer at any other 16-byte aligned
+    /// address (a framework may copy or move what it saved for the backward); the parts are
+    /// as aligned as that start (16 bytes at least: what the GEMMs and vector loads need).
+    fn saved(ptr: *const u8, loc: Loc) -> Region<'a> {
+        Region {
+            base: (ptr as usize).div_ceil(16) * 16,
             loc,
             _p: PhantomData,
         }
@@ -1122,7 +1135,7 @@ impl Context {
         ck.dst("workspace", &mut workspace, wp.bytes)?;
         ck.finish()?;
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
-        let sv = Region::new(saved.as_mut_ptr(), self.loc());
+        let sv = Region::saved(saved.as_mut_ptr(), self.loc());
         let (act, gemm) = (
             p.act_dq(),
             p.gemm(false, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb)),
@@ -1262,7 +1275,7 @@ impl Context {
         ck.dst("workspace", &mut workspace, wp.bytes)?;
         ck.finish()?;
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
-        let sv = Region::new(saved.as_ptr(), self.loc());
+        let sv = Region::saved(saved.as_ptr(), self.loc());
         let gw = gemm_ws(self, ws.addr(&wp, WS_GEMM), gb);
         let (grad, gemm) = (p.grad_dq(), p.gemm(true, gw));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {

@@ -8,9 +8,15 @@ with the reason printed otherwise (`pytest -rs`).
 
 import os
 import sys
+import tempfile
 
-import pytest
-import torch
+# A fresh inductor cache per test session: compiled graphs cached by an earlier session hold
+# the custom ops' fake kernels of the code they were compiled with (a stale saved-buffer size
+# then fails the compiled tests), and the compile tests are meant to compile.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="hipfp8-inductor-"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -66,10 +66,10 @@ def test_ops_equal_composed(device, sizes, m, fmts):
     dy = rnd(m, d, device=device, seed=2, scale=0.01)
     offs = offs_of(sizes, device)
     cache = hf.ExpertsWeightCache()
-    y, saved, gen = X.moe_experts_forward(x, offs, w1, w3, w2, cache, fmts[0])
+    y, saved, gen = X.moe_experts_forward(x, offs, w1, w3, w2, cache, fmts[0], pad=False)
     assert saved.numel() == X.experts_saved_bytes(m, d, i, e)
     assert gen.tolist() == [cache.serial, cache.generation] and cache.generation > 0
-    dx, dw13, dw2 = X.moe_experts_backward(saved, gen, dy, offs, cache, i, *fmts)
+    dx, dw13, dw2 = X.moe_experts_backward(saved, gen, dy, offs, cache, i, *fmts, pad=False)
     want = composed(x, offs, w1, w3, w2, dy, *fmts)
     r = sum(sizes)
     bits_equal(y[:r], want[0][:r], "y")
@@ -78,6 +78,19 @@ def test_ops_equal_composed(device, sizes, m, fmts):
     bits_equal(dw2, want[3], "dW2")
     z = sizes.index(0)  # an empty group's weight gradients are zeros
     assert torch.count_nonzero(dw13[:, z]) == 0 and torch.count_nonzero(dw2[z]) == 0
+    # The padded wgrad layout (the default): y and dx bit for bit; the weight gradients bit for
+    # bit on the CPU, up to the GEMMs' summation order on a GPU (there every group now takes
+    # the library GEMM, unaligned ones the reference kernel before).
+    y2, saved2, gen2 = X.moe_experts_forward(x, offs, w1, w3, w2, cache, fmts[0])
+    dx2, dw13p, dw2p = X.moe_experts_backward(saved2, gen2, dy, offs, cache, i, *fmts)
+    bits_equal(y2[:r], y[:r], "y (pad)")
+    bits_equal(dx2[:r], dx[:r], "dx (pad)")
+    for got, ref, what in ((dw13p, dw13, "dW13 (pad)"), (dw2p, dw2, "dW2 (pad)")):
+        if device == "cpu":
+            bits_equal(got, ref, what)
+        else:
+            err = (got.float() - ref.float()).norm() / ref.float().norm()
+            assert err <= 2 ** -8, (what, float(err))
 
 
 def test_autograd_equals_composed_f32(device):

@@ -425,7 +425,10 @@ fn size_of_call<D: RecipeDesc>(
 c_fns! {
     (bytes: *mut usize) {
         /// Bytes of the `saved` buffer of `hipfp8_moe_experts_forward` (FP8 colwise x and h with
-        /// their dequant scales, bf16 gu; plus 255 bytes of alignment slack).
+        /// room for the padded layout of HIPFP8_FLAG_PAD_WGRAD, their dequant scales, bf16 gu,
+        /// the padded offsets; plus 255 bytes of alignment slack). Its parts sit at fixed
+        /// offsets from its first 16-byte aligned address: a copy at another such address
+        /// serves the backward as well.
         fn hipfp8_moe_experts_saved_size(desc: hipfp8_moe_experts_desc) =
             size_of_call(bytes, |c, d, _| c.moe_experts_saved_size(experts_shape(d)));
         /// Bytes of the workspace of `hipfp8_moe_experts_forward`.

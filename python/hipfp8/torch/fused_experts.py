@@ -13,8 +13,8 @@ scales). What the backward keeps is FP8: x and h per-group colwise with their sc
 bf16 gate/up output gu (`saved_bytes`).
 
 Ops (torch.library, namespace `hipfp8`, fake kernels with exact shapes):
-  moe_experts_forward(x, offs, w1, w3, w2, cache, dtype) -> (y, saved, generation)
-  moe_experts_backward(saved, generation, dy, offs, cache, i, dtype, grad_dtype)
+  moe_experts_forward(x, offs, w1, w3, w2, cache, dtype, pad=True) -> (y, saved, generation)
+  moe_experts_backward(saved, generation, dy, offs, cache, i, dtype, grad_dtype, pad=True)
       -> (dx, dw13, dw2)
   moe_experts_forward_precast(x, x_scales, offs, w1, w3, w2, cache) -> (y, saved, generation)
   moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_col_scales, x_col,
@@ -26,6 +26,12 @@ the cache instance and the cache snapshot the forward used; the backward refuses
 other than its forward's (the weights were re-quantized in between). Workspaces and `saved` come
 from torch's caching allocator; everything runs on torch's current stream with no host
 synchronisation.
+
+`pad` (HIPFP8_FLAG_PAD_WGRAD, on by default; forward and backward must agree): the wgrad
+operands are written with every expert group starting on a 16-token boundary, so the wgrad
+GEMMs take the grouped GEMM's library path whatever the routing (token groups that are not
+multiples of 16 otherwise run the portable reference kernel, ~30x slower). Free for aligned
+groups; the gradients equal the unpadded recipe's up to the GEMMs' summation order.
 
 The weight cache (`ExpertsWeightCache`, one per experts module): the library's FP8 copies of
 W13 = [w1; w3] (E, 2I, D) and W2 = w2 (E, D, I) in both GEMM layouts with their dequant scales
@@ -75,16 +81,27 @@ def _carve_bytes(sizes):
     return at + 255
 
 
+def _m_cap(m, e):
+    """Tokens of the padded wgrad layout: round_up(m + 15*e, 16) (src/recipe.rs)."""
+    return (m + 15 * e + 15) // 16 * 16
+
+
 def experts_saved_bytes(m, d, i, e):
-    """Bytes of the forward's `saved` (hipfp8_moe_experts_saved_size): FP8 colwise x (m*d) and
-    h (m*i), their f32 dequant scales (e*d, e*i) and bf16 gu (m*2i), aligned."""
-    return _carve_bytes([m * d, 4 * e * d, 2 * m * 2 * i, m * i, 4 * e * i])
+    """Bytes of the forward's `saved` (hipfp8_moe_experts_saved_size): FP8 colwise x and h
+    (m_cap*d, m_cap*i: room for the padded layout), their f32 dequant scales (e*d, e*i), bf16 gu
+    (m*2i) and the e padded offsets, aligned."""
+    mc = _m_cap(m, e)
+    return _carve_bytes([mc * d, 4 * e * d, 2 * m * 2 * i, mc * i, 4 * e * i, 4 * e])
 
 
 def experts_precast_saved_bytes(m, d, i, e):
     """Bytes of the pre-cast forward's `saved` (hipfp8_moe_experts_precast_sizes): as
     experts_saved_bytes without x's colwise cast (the caller keeps it for the backward)."""
-    return _carve_bytes([0, 0, 2 * m * 2 * i, m * i, 4 * e * i])
+    return _carve_bytes([0, 0, 2 * m * 2 * i, _m_cap(m, e) * i, 4 * e * i, 4 * e])
+
+
+def _flags(pad):
+    return _POW2 | (L.FLAG_PAD_WGRAD if pad else 0)
 
 
 class ExpertsWeightCache:
@@ -229,12 +246,12 @@ def _fwd_plan(x, offs, w1, w3, w2, cache, dtype):
     return dev, hp, f, (m, d, i, e)
 
 
-def _fwd_kernel(x, offs, w1, w3, w2, cache, dtype):
+def _fwd_kernel(x, offs, w1, w3, w2, cache, dtype, pad=True):
     op = "moe_experts_forward"
     dev, hp, f, (m, d, i, e) = _fwd_plan(x, offs, w1, w3, w2, cache, dtype)
     c = _cache_of(op, cache)
     h = c._ensure(dev, f, w1, w3, w2)
-    desc = ops._desc(L.Experts, hp, f, f, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
+    desc = ops._desc(L.Experts, hp, f, f, _flags(pad), L.GEMM_BACKEND_AUTO, m, d, i, e)
     return _forward_call(op, False, dev, desc, c, h, (m, d), [x, offs])
 
 
@@ -279,7 +296,7 @@ def _backward_call(op, pre, dev, desc, c, gen, shape, ins):
     return tuple(outs)
 
 
-def _fwd_fake(x, offs, w1, w3, w2, cache, dtype):
+def _fwd_fake(x, offs, w1, w3, w2, cache, dtype, pad=True):
     dev, _, _, (m, d, i, e) = _fwd_plan(x, offs, w1, w3, w2, cache, dtype)
     return (torch.empty((m, d), dtype=_BF16, device=dev),
             torch.empty(experts_saved_bytes(m, d, i, e), dtype=_U8, device=dev),
@@ -335,16 +352,16 @@ def _bwd_outs(dev, m, d, i, e):
             torch.empty((e, d, i), dtype=_BF16, device=dev))
 
 
-def _bwd_kernel(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
+def _bwd_kernel(saved, generation, dy, offs, cache, i, dtype, grad_dtype, pad=True):
     op = "moe_experts_backward"
     dev, hp, f, gf, (m, d, i, e) = _bwd_plan(saved, generation, dy, offs, cache, i, dtype,
                                              grad_dtype)
     c, gen = _cache_for_backward(op, cache, generation)
-    desc = ops._desc(L.Experts, hp, f, gf, _POW2, L.GEMM_BACKEND_AUTO, m, d, i, e)
+    desc = ops._desc(L.Experts, hp, f, gf, _flags(pad), L.GEMM_BACKEND_AUTO, m, d, i, e)
     return _backward_call(op, False, dev, desc, c, gen, (m, d, i, e), [saved, dy, offs])
 
 
-def _bwd_fake(saved, generation, dy, offs, cache, i, dtype, grad_dtype):
+def _bwd_fake(saved, generation, dy, offs, cache, i, dtype, grad_dtype, pad=True):
     dev, _, _, _, (m, d, i, e) = _bwd_plan(saved, generation, dy, offs, cache, i, dtype,
                                            grad_dtype)
     return _bwd_outs(dev, m, d, i, e)
@@ -444,9 +461,10 @@ def _define(schema, kernel, fake):
 
 
 _fwd_op = _define("moe_experts_forward(Tensor x, Tensor offs, Tensor w1, Tensor w3, Tensor w2, "
-                  "int cache, ScalarType dtype) -> (Tensor, Tensor, Tensor)", _fwd_kernel, _fwd_fake)
+                  "int cache, ScalarType dtype, bool pad=True) -> (Tensor, Tensor, Tensor)",
+                  _fwd_kernel, _fwd_fake)
 _bwd_op = _define("moe_experts_backward(Tensor saved, Tensor generation, Tensor dy, Tensor offs, "
-                  "int cache, int i, ScalarType dtype, ScalarType grad_dtype) "
+                  "int cache, int i, ScalarType dtype, ScalarType grad_dtype, bool pad=True) "
                   "-> (Tensor, Tensor, Tensor)", _bwd_kernel, _bwd_fake)
 
 
@@ -475,17 +493,21 @@ _fwd = _eager(_fwd_kernel, _fwd_op)
 _bwd = _eager(_bwd_kernel, _bwd_op)
 
 
-def moe_experts_forward(x, offs, w1, w3, w2, cache, dtype=None):
+def moe_experts_forward(x, offs, w1, w3, w2, cache, dtype=None, pad=True):
     """The recipe's forward (no autograd): (y (M, D) bf16, saved, generation). `cache`: an
-    ExpertsWeightCache. Rows of y past offs[-1] are not written."""
-    return _fwd(x, offs, w1, w3, w2, cache.id, ops._dt(x, dtype))
+    ExpertsWeightCache; `pad`: the padded wgrad layout (module docstring). Rows of y past
+    offs[-1] are not written."""
+    return _fwd(x, offs, w1, w3, w2, cache.id, ops._dt(x, dtype), pad)
 
 
-def moe_experts_backward(saved, generation, dy, offs, cache, i, dtype=None, grad_dtype=None):
-    """The recipe's backward: (dx (M, D), dW13 (2, E, I, D) = [dW1; dW3], dW2 (E, D, I)), all bf16, from the
-    forward's saved and generation. Rows of dx past offs[-1] are not written."""
+def moe_experts_backward(saved, generation, dy, offs, cache, i, dtype=None, grad_dtype=None,
+                         pad=True):
+    """The recipe's backward: (dx (M, D), dW13 (2, E, I, D) = [dW1; dW3], dW2 (E, D, I)), all
+    bf16, from the forward's saved and generation (`pad` as that forward's). Rows of dx past
+    offs[-1] are not written."""
     dt = ops._dt(dy, dtype)
-    return _bwd(saved, generation, dy, offs, cache.id, i, dt, dt if grad_dtype is None else grad_dtype)
+    gdt = dt if grad_dtype is None else grad_dtype
+    return _bwd(saved, generation, dy, offs, cache.id, i, dt, gdt, pad)
 
 
 _fwdp = _eager(_fwdp_kernel, _fwdp_op)
@@ -515,29 +537,30 @@ def moe_experts_backward_precast(saved, generation, dy, dy_scales, dy_col, dy_co
 
 class _Experts(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, offs, w1, w3, w2, cache_id, fp8, grad_fp8):
-        y, saved, gen = _fwd(x, offs, w1, w3, w2, cache_id, fp8)
+    def forward(ctx, x, offs, w1, w3, w2, cache_id, fp8, grad_fp8, pad):
+        y, saved, gen = _fwd(x, offs, w1, w3, w2, cache_id, fp8, pad)
         ctx.save_for_backward(saved, gen, offs)
-        ctx.args = (cache_id, w1.shape[1], fp8, grad_fp8, x.dtype, w1.dtype)
+        ctx.args = (cache_id, w1.shape[1], fp8, grad_fp8, x.dtype, w1.dtype, pad)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         saved, gen, offs = ctx.saved_tensors
-        cache_id, i, fp8, grad_fp8, x_dtype, w_dtype = ctx.args
+        cache_id, i, fp8, grad_fp8, x_dtype, w_dtype, pad = ctx.args
         dy = dy.contiguous()
         if dy.dtype != x_dtype:
             dy = dy.to(x_dtype)
-        dx, dw13, dw2 = _bwd(saved, gen, dy, offs, cache_id, i, fp8, grad_fp8)
+        dx, dw13, dw2 = _bwd(saved, gen, dy, offs, cache_id, i, fp8, grad_fp8, pad)
         gw1, gw3 = dw13[0], dw13[1]  # contiguous: autograd keeps them without a copy
         if w_dtype != _BF16:
             gw1, gw3, dw2 = gw1.to(w_dtype), gw3.to(w_dtype), dw2.to(w_dtype)
         if x_dtype != _BF16:
             dx = dx.to(x_dtype)
-        return dx, None, gw1, gw3, dw2, None, None, None
+        return dx, None, gw1, gw3, dw2, None, None, None, None
 
 
-def experts(x, offs, w1, w3, w2, cache, float8_dtype=None, grad_float8_dtype=None):
+def experts(x, offs, w1, w3, w2, cache, float8_dtype=None, grad_float8_dtype=None,
+            pad_wgrad=True):
     """Differentiable fused FP8 experts block: y (M, D) bf16 = per expert group g of x's rows
     `(silu(x_g w1[g]^T) * (x_g w3[g]^T)) w2[g]^T`, torchtitan's SwiGLU experts.
 
@@ -545,7 +568,9 @@ def experts(x, offs, w1, w3, w2, cache, float8_dtype=None, grad_float8_dtype=Non
     one dtype (bf16 or f32: cast to FP8 from that dtype); cache: the ExpertsWeightCache that
     keeps their FP8 copies. `float8_dtype` (x, h, the weights) and `grad_float8_dtype` (dy and
     the SwiGLU's gradient) default to the device's native E4M3. Rows of y and of x's gradient
-    past offs[-1] are not written. Gradients: x, w1, w3, w2 (each in its input's dtype)."""
+    past offs[-1] are not written. Gradients: x, w1, w3, w2 (each in its input's dtype).
+    `pad_wgrad` (default on): the wgrad GEMMs on 16-token aligned groups whatever the routing
+    (module docstring; off: token groups off that boundary take the reference GEMM kernel)."""
     op = "experts"
     if not isinstance(cache, ExpertsWeightCache):
         _fail(op, f"cache must be an ExpertsWeightCache, got {type(cache).__name__}", TypeError)
@@ -555,4 +580,4 @@ def experts(x, offs, w1, w3, w2, cache, float8_dtype=None, grad_float8_dtype=Non
         x = x.contiguous()
     fp8 = float8_dtype if float8_dtype is not None else ops.native_fp8_dtype(x.device)
     gfp8 = grad_float8_dtype if grad_float8_dtype is not None else fp8
-    return _Experts.apply(x, offs, w1, w3, w2, cache.id, fp8, gfp8)
+    return _Experts.apply(x, offs, w1, w3, w2, cache.id, fp8, gfp8, bool(pad_wgrad))

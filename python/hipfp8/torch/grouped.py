@@ -21,7 +21,6 @@ same weight at the same version; the same bits as without the cache.
 """
 
 import contextlib
-import warnings
 
 import torch
 from torch import nn
@@ -189,10 +188,10 @@ class GroupedExperts(nn.Module):
     `fused=False` (the default): three `grouped_mm` calls and torch's bf16 SwiGLU.
     `fused=True`: the experts recipe, one library call per pass with the FP8 weights in
     `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change; call
-    `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs). Not the
-    default: its last H200 measurement (first versions of its fused cast kernels, since
-    rebuilt) was slower, and with token groups that are not multiples of 16 its wgrad GEMMs
-    take the reference kernel (README, "From PyTorch"; bench/NOTES.md).
+    `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs; its wgrad
+    GEMMs run on 16-token aligned groups whatever the token dispatcher pads). Not the default:
+    its last H200 measurement (first versions of its fused cast kernels, since rebuilt) was
+    slower (README, "From PyTorch"; bench/NOTES.md).
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
@@ -262,8 +261,6 @@ def swap_grouped_experts(model, float8_dtype=None, fused=False):
     the seam, so the module's `_grouped_mm` is FP8 either way. Returns the number of modules
     swapped."""
     n = 0
-    unpadded = _unpadded_experts(model) if fused else set()
-    warn = []
     for m in model.modules():
         cls = getattr(type(m), "_hipfp8_base", type(m))  # a module swapped before: its class
         if (cls.__name__ == "GroupedExperts" and hasattr(m, "w1_EFD")
@@ -280,32 +277,8 @@ def swap_grouped_experts(model, float8_dtype=None, fused=False):
             m._hipfp8_fused = fused
             if getattr(m, "_hipfp8_cache", None) is None:
                 m._hipfp8_cache = ExpertsWeightCache()
-            if id(m) in unpadded:
-                warn.append(unpadded[id(m)])
             n += 1
-    if warn:
-        warnings.warn(
-            f"hipfp8.torch.swap_grouped_experts(fused=True): the token dispatcher of {warn[:3]} "
-            "does not pad expert groups to a multiple of 16 rows, so the fused recipe's wgrad "
-            "GEMMs of unaligned groups run the portable reference kernel (several times slower); "
-            "give torchtitan a padding dispatcher (TorchAOTokenDispatcher, pad_multiple=16) or "
-            "use hipfp8.torch.swap_routed_experts", RuntimeWarning, stacklevel=2)
     return n
-
-
-def _unpadded_experts(model):
-    """{id(experts module): owner name} of the experts inside torchtitan RoutedExperts-like
-    modules (`inner_experts` beside a `token_dispatcher`) whose dispatcher does not pad groups
-    to a multiple of 16 (torchtitan's padding dispatchers have `pad_multiple`)."""
-    out = {}
-    for name, m in model.named_modules():
-        inner, disp = getattr(m, "inner_experts", None), getattr(m, "token_dispatcher", None)
-        if inner is None or disp is None:
-            continue
-        pm = getattr(disp, "pad_multiple", None)
-        if not pm or pm % 16:
-            out[id(inner)] = name or type(m).__name__
-    return out
 
 
 _swapped = {}
