@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "emu_io.h"
+
 #include "quant/common.h"
 #include "moe/swiglu.h"
 
@@ -33,27 +35,6 @@ inline uint32_t atomicMax(uint32_t* p, uint32_t v) {
 
 using namespace hipfp8;
 using namespace hipfp8::route;
-
-template <class T>
-std::vector<T> read_file(const std::string& p) {
-  std::vector<T> v;
-  FILE* f = std::fopen(p.c_str(), "rb");
-  if (!f) return v;
-  std::fseek(f, 0, SEEK_END);
-  const long n = std::ftell(f);
-  std::fseek(f, 0, SEEK_SET);
-  v.resize((size_t)n / sizeof(T));
-  if (std::fread(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(3);
-  std::fclose(f);
-  return v;
-}
-
-template <class T>
-void write_file(const std::string& p, const std::vector<T>& v) {
-  FILE* f = std::fopen(p.c_str(), "wb");
-  if (!f || std::fwrite(v.data(), sizeof(T), v.size(), f) != v.size()) std::exit(4);
-  std::fclose(f);
-}
 
 struct Args {
   int op, pow2, dequant, weighted;

@@ -34,6 +34,7 @@ pub fn build(dir: &Path, harness: &str, incs: &[(&str, &str, &str)]) -> PathBuf 
     for (from, to) in [
         ("tests/emu/port_emu.h", "port_emu_base.h"),
         ("tests/emu/quant_port_emu.h", "port.h"),
+        ("tests/emu/emu_io.h", "emu_io.h"),
         ("hip/fp8_codec.h", "fp8_codec.h"),
         ("hip/kernel_abi.h", "kernel_abi.h"),
         ("hip/knobs.h", "knobs.h"),
