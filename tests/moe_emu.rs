@@ -262,6 +262,39 @@ fn moe_kernels_emulated_eq_reference() {
     println!("{n} emulated cases bit-identical to the CPU reference");
 }
 
+/// One row of a shape table: (op, d, offs, bf16 input).
+type ShapeRow = (u32, [usize; 3], Vec<i32>, bool);
+
+/// The case of row `i` of a shape table: format, pow2 and scale outputs cycle with `i`,
+/// values and grid are drawn from `r` (grid rows 1..=`grid_y`); not tiny, not padded.
+fn table_case(
+    r: &mut Rng,
+    i: usize,
+    (op, d, offs, bf16): ShapeRow,
+    special_pct: u32,
+    grid_y: u64,
+) -> Case {
+    let fill = Fill {
+        seed: r.next(),
+        special_pct,
+        zero_row_pct: [0, 10][(i / 2) % 2],
+        mag_exp: r.below(20) as i32 - 10,
+        bf16,
+    };
+    Case {
+        op,
+        fmt: Fp8Format::ALL[i % 4],
+        pow2: (i / 4) % 2 == 1,
+        scales: SCALE_OUTPUTS[(i + i / 4) % 2],
+        fill,
+        d,
+        offs,
+        grid: (1 + r.below(3) as u32, 1 + r.below(grid_y) as u32),
+        tiny: false,
+        m_cap: 0,
+    }
+}
+
 /// Shapes past the kernels' on-chip limits: rows longer than the tiny row instance holds (the
 /// re-read path), groups taller than one column sub-tile (512 rows of bf16 / 256 of f32 for the
 /// plain sources, 128 for the SwiGLU ones: the reduce-then-re-read path), with empty, one-row
@@ -277,8 +310,7 @@ fn moe_kernels_emulated_eq_reference_large() {
     let exe = build(&dir, "moe_emu", MOE_INCS);
     let mut r = Rng::new(0x6c6172);
     let mut n = 0;
-    // (op, d, offs, bf16)
-    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 10] = [
+    let shapes: [ShapeRow; 10] = [
         (1, [600, 264, 0], vec![0, 1, 1, 560, 590], true),
         (1, [600, 261, 0], vec![3, 3, 300, 600], false),
         (0, [2, 264, 600], vec![], true),
@@ -290,25 +322,10 @@ fn moe_kernels_emulated_eq_reference_large() {
         (3, [300, 136, 0], vec![1, 1, 200, 290], true),
         (3, [280, 131, 0], vec![0, 279], false),
     ];
-    for (i, (op, d, offs, bf16)) in shapes.into_iter().enumerate() {
-        let fill = Fill {
-            seed: r.next(),
-            special_pct: [0, 3][i % 2],
-            zero_row_pct: [0, 10][(i / 2) % 2],
-            mag_exp: r.below(20) as i32 - 10,
-            bf16,
-        };
+    for (i, shape) in shapes.into_iter().enumerate() {
         let c = Case {
-            op,
-            fmt: Fp8Format::ALL[i % 4],
-            pow2: (i / 4) % 2 == 1,
-            scales: SCALE_OUTPUTS[(i + i / 4) % 2],
-            fill,
-            d,
-            offs,
-            grid: (1 + r.below(3) as u32, 1 + r.below(2) as u32),
             tiny: i % 3 != 2,
-            m_cap: 0,
+            ..table_case(&mut r, i, shape, [0, 3][i % 2], 2)
         };
         check_case(&exe, &dir, &c);
         n += 1;
@@ -331,8 +348,7 @@ fn moe_kernels_emulated_padded_columns() {
     let exe = build(&dir, "moe_emu", MOE_INCS);
     let mut r = Rng::new(0x706164);
     let mut n = 0;
-    // (op, d, offs, bf16)
-    let shapes: [(u32, [usize; 3], Vec<i32>, bool); 9] = [
+    let shapes: [ShapeRow; 9] = [
         (1, [600, 264, 0], vec![3, 3, 40, 561, 590], true),
         (1, [70, 24, 0], vec![0, 1, 17, 50], false),
         (1, [33, 13, 0], vec![33], true),
@@ -343,26 +359,11 @@ fn moe_kernels_emulated_padded_columns() {
         (1, [0, 16, 0], vec![0, 0], true),
         (2, [40, 16, 0], vec![], true),
     ];
-    for (i, (op, d, offs, bf16)) in shapes.into_iter().enumerate() {
-        let fill = Fill {
-            seed: r.next(),
-            special_pct: [0, 3, 20][i % 3],
-            zero_row_pct: [0, 10][(i / 2) % 2],
-            mag_exp: r.below(20) as i32 - 10,
-            bf16,
-        };
-        let cap = pad_cap(d[0], offs.len()) + 16 * (i % 3);
+    for (i, shape) in shapes.into_iter().enumerate() {
+        let cap = pad_cap(shape.1[0], shape.2.len()) + 16 * (i % 3);
         let c = Case {
-            op,
-            fmt: Fp8Format::ALL[i % 4],
-            pow2: (i / 4) % 2 == 1,
-            scales: SCALE_OUTPUTS[(i + i / 4) % 2],
-            fill,
-            d,
-            offs,
-            grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
-            tiny: false,
             m_cap: cap.max(16),
+            ..table_case(&mut r, i, shape, [0, 3, 20][i % 3], 3)
         };
         check_case(&exe, &dir, &c);
         n += 1;

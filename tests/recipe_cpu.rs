@@ -46,6 +46,31 @@ fn sentinel(n: usize) -> Vec<bf16> {
     vec![bf16::from_f32(SENTINEL); n]
 }
 
+/// `grouped_linear_forward` into a sentinel-filled y with a workspace of the queried size:
+/// (y, the cache generation it used).
+fn linear_forward(
+    ctx: &Context,
+    p: &RecipeParams,
+    s: LinearShape,
+    cache: &WeightCache,
+    x: &[bf16],
+    offs: &[i32],
+) -> hipfp8::Result<(Vec<bf16>, u64)> {
+    let mut y = sentinel(s.m * s.n);
+    let mut ws = vec![0u8; ctx.grouped_linear_forward_workspace_size(p, s)?];
+    let g = ctx.grouped_linear_forward(
+        p,
+        s,
+        cache,
+        x.into(),
+        offs.into(),
+        (&mut y).into(),
+        (&mut ws).into(),
+        S,
+    )?;
+    Ok((y, g))
+}
+
 fn recip(v: &[f32]) -> Vec<f32> {
     v.iter().map(|s| 1.0 / s).collect()
 }
@@ -440,23 +465,10 @@ fn pad_wgrad_equals_the_unpadded_recipe() {
         pad_wgrad: true,
         ..RecipeParams::default()
     };
-    let e = ctx
-        .grouped_linear_forward_workspace_size(&p, s)
-        .and_then(|n| {
-            let cache = WeightCache::new(&ctx, &p, &[s.projection()])?;
+    let e = WeightCache::new(&ctx, &p, &[s.projection()])
+        .and_then(|cache| {
             let (x, offs) = (values(20 * 16, 1, 1.0), vec![5i32, 20]);
-            let (mut y, mut ws) = (sentinel(20 * 16), vec![0u8; n]);
-            ctx.grouped_linear_forward(
-                &p,
-                s,
-                &cache,
-                (&x).into(),
-                (&offs).into(),
-                (&mut y).into(),
-                (&mut ws).into(),
-                S,
-            )
-            .map(|_| ())
+            linear_forward(&ctx, &p, s, &cache, &x, &offs)
         })
         .unwrap_err();
     assert!(matches!(e, Error::NotSupported(_)), "{e}");
@@ -774,20 +786,7 @@ fn grouped_linear_equals_the_composed_ops() {
         let dy = values(m * n, 7, 0.1);
         let mut cache = WeightCache::new(&ctx, &p, &[s.projection()]).unwrap();
         let g = cache.refresh(&ctx, &[(&w).into()], S).unwrap();
-        let mut y = sentinel(m * n);
-        let mut ws = vec![0u8; ctx.grouped_linear_forward_workspace_size(&p, s).unwrap()];
-        let g2 = ctx
-            .grouped_linear_forward(
-                &p,
-                s,
-                &cache,
-                (&x).into(),
-                (&offs).into(),
-                (&mut y).into(),
-                (&mut ws).into(),
-                S,
-            )
-            .unwrap();
+        let (y, g2) = linear_forward(&ctx, &p, s, &cache, &x, &offs).unwrap();
         assert_eq!(g, g2);
         let (mut dx, mut dw) = (sentinel(m * k), sentinel(e * k * n));
         let mut ws = vec![0u8; ctx.grouped_linear_backward_workspace_size(&p, s).unwrap()];
