@@ -88,11 +88,23 @@ pub fn weights_dual<T: Hp>(
         });
 }
 
+/// `pad[g]` = sum over h <= g of `(offs[h] - offs[h-1])` rounded up to a multiple of `align`
+/// (`offs` validated END offsets).
+pub fn padded_offsets(offs: &[i32], align: usize, pad: &mut [i32]) {
+    let (mut prev, mut at) = (0usize, 0usize);
+    for (p, &o) in pad.iter_mut().zip(offs) {
+        let len = o as usize - prev;
+        prev = o as usize;
+        at += len.div_ceil(align) * align;
+        *p = at as i32;
+    }
+}
+
 /// The padded column layout of a grouped dual cast (the experts recipe's wgrad operands with
 /// [`crate::RecipeParams::pad_wgrad`]): from `cols` (k*m, column-major `[c*m + r]`, as
 /// [`act_dual`] writes it on END `offs`) to `out` (k*m_cap, `[c*m_cap + p]`), row r of group g
 /// at `p = offs_pad[g-1] + (r - start_g)` with each group padded to a multiple of 16 rows
-/// (`offs_pad` = the padded END offsets, [`super::route::padded_offsets`] with align 16), every
+/// (`offs_pad` = the padded END offsets, [`padded_offsets`] with align 16), every
 /// other byte 0x00 (padding rows and the rows from `offs_pad[G-1]` on). The per-group scales
 /// do not change; G = 0 writes nothing. Needs `m_cap >= offs_pad[G-1]` (the callers check
 /// `m_cap >= m + 15*G`).
@@ -104,7 +116,7 @@ pub fn pad_cols(
     out: &mut [u8],
     offs_pad: &mut [i32],
 ) {
-    super::route::padded_offsets(offs, 16, offs_pad);
+    padded_offsets(offs, 16, offs_pad);
     if offs.is_empty() || m_cap == 0 {
         return;
     }

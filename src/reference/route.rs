@@ -23,6 +23,7 @@
 use half::bf16;
 use rayon::prelude::*;
 
+pub use super::moe::padded_offsets;
 use super::moe::{GluElem, act_dual};
 use super::{Dual, Grouped, Hp, Rule, try_scratch};
 use crate::error::{Error, Result};
@@ -32,18 +33,6 @@ use crate::params::ScaleOutput;
 /// products of columns l, l + LANES, ... in order, then the lanes are added pairwise
 /// (l += l + h for h = LANES/2, ..., 1).
 pub const DOT_LANES: usize = 256;
-
-/// `pad[g]` = sum over h <= g of `(offs[h] - offs[h-1])` rounded up to a multiple of `align`
-/// (`offs` validated END offsets).
-pub fn padded_offsets(offs: &[i32], align: usize, pad: &mut [i32]) {
-    let (mut prev, mut at) = (0usize, 0usize);
-    for (p, &o) in pad.iter_mut().zip(offs) {
-        let len = o as usize - prev;
-        prev = o as usize;
-        at += len.div_ceil(align) * align;
-        *p = at as i32;
-    }
-}
 
 /// The most rows a padded layout of `m` routed slots in `groups` groups needs:
 /// `m + groups*(align-1)` (None on overflow or align 0).
