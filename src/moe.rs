@@ -16,11 +16,10 @@ use crate::dispatch::{
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
 use crate::params::{MoeCastParams, ScaleOutput};
-use crate::quant::check_wgrad_cap;
 use crate::reference::{self, Dual, Rule, Scaled, try_scratch};
 use crate::runtime::check_status;
 use crate::sys;
-use crate::validate::checked_mul;
+use crate::validate::{check_wgrad_cap, checked_mul};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 
 /// The outputs of a dual cast of an (m, k) operand: `out` (m*k, row-major) with `scales[m]`

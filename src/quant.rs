@@ -15,7 +15,7 @@ use crate::params::CastParams;
 use crate::reference::{self, Grouped, Rule, Scaled};
 use crate::runtime::check_status;
 use crate::sys;
-use crate::validate::{checked_mul, require_no_pow2};
+use crate::validate::{check_m_cap, check_wgrad_cap, checked_mul, require_no_pow2};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
 
 /// The shape of the 3D expert-weight casts: (e, k, n).
@@ -568,25 +568,6 @@ pub static ROWWISE_2D_PADDED: OpDecl<CastParams, Padded> = OpDecl {
 /// The shape of the padded dual colwise cast: (m, k1, k2, m_cap).
 type DualPadded = (usize, usize, usize, usize);
 
-/// The padding ops' m_cap rule: `m_cap >= m + 15*G` (every padded group fits whatever the
-/// offsets), `m_cap <= i32::MAX` (the padded offsets are int32).
-fn check_m_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
-    let worst = checked_mul("15*g", 15, g)?
-        .checked_add(m)
-        .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
-    if m_cap < worst {
-        return Err(Error::InvalidShape(format!(
-            "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
-        )));
-    }
-    if m_cap > i32::MAX as usize {
-        return Err(Error::SizeOverflow(format!(
-            "m_cap = {m_cap} does not fit the int32 padded offsets"
-        )));
-    }
-    Ok(())
-}
-
 #[doc(hidden)]
 pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDecl {
     c_name: "hipfp8_per_group_colwise_dual_padded",
@@ -618,27 +599,6 @@ pub static PER_GROUP_COLWISE_DUAL_PADDED: OpDecl<CastParams, DualPadded> = OpDec
         launch_dual(ctx, p, fmt, (m, k1, k2), Some(m_cap), d, stream)
     },
 };
-
-/// The m_cap rule of the padded wgrad-operand layouts: [`check_m_cap`], and a multiple of 16
-/// (the 2D x 2D GEMM's library path takes Mt % 16 == 0, docs/OPS.md; the output's token
-/// extent is m_cap).
-pub(crate) fn check_wgrad_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
-    check_m_cap(m, m_cap, g)?;
-    if m_cap % 16 != 0 {
-        return Err(Error::InvalidShape(format!(
-            "m_cap = {m_cap} is not a multiple of 16 (pass round_up(m + 15*G, 16) = {})",
-            pad16_or_max(m, g)
-        )));
-    }
-    Ok(())
-}
-
-/// `round_up(m + 15*g, 16)` for an error message (saturating).
-fn pad16_or_max(m: usize, g: usize) -> usize {
-    m.saturating_add(g.saturating_mul(15))
-        .checked_next_multiple_of(16)
-        .unwrap_or(usize::MAX)
-}
 
 impl Context {}
 

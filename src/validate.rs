@@ -93,3 +93,43 @@ pub fn validate_offsets(offs: &[i32], extent: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// The padding ops' m_cap rule: `m_cap >= m + 15*G` (every padded group fits whatever the
+/// offsets), `m_cap <= i32::MAX` (the padded offsets are int32).
+pub(crate) fn check_m_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
+    let worst = checked_mul("15*g", 15, g)?
+        .checked_add(m)
+        .ok_or_else(|| Error::SizeOverflow("m + 15*g overflows".into()))?;
+    if m_cap < worst {
+        return Err(Error::InvalidShape(format!(
+            "m_cap = {m_cap} < m + 15*G = {worst}: padded groups may not fit"
+        )));
+    }
+    if m_cap > i32::MAX as usize {
+        return Err(Error::SizeOverflow(format!(
+            "m_cap = {m_cap} does not fit the int32 padded offsets"
+        )));
+    }
+    Ok(())
+}
+
+/// The m_cap rule of the padded wgrad-operand layouts: [`check_m_cap`], and a multiple of 16
+/// (the 2D x 2D GEMM's library path takes Mt % 16 == 0, docs/OPS.md; the output's token
+/// extent is m_cap).
+pub(crate) fn check_wgrad_cap(m: usize, m_cap: usize, g: usize) -> Result<()> {
+    check_m_cap(m, m_cap, g)?;
+    if m_cap % 16 != 0 {
+        return Err(Error::InvalidShape(format!(
+            "m_cap = {m_cap} is not a multiple of 16 (pass round_up(m + 15*G, 16) = {})",
+            pad16_or_max(m, g)
+        )));
+    }
+    Ok(())
+}
+
+/// `round_up(m + 15*g, 16)` for an error message (saturating).
+fn pad16_or_max(m: usize, g: usize) -> usize {
+    m.saturating_add(g.saturating_mul(15))
+        .checked_next_multiple_of(16)
+        .unwrap_or(usize::MAX)
+}
