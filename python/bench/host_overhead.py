@@ -32,6 +32,7 @@ import gc
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -39,6 +40,7 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 try:
     import hipfp8  # noqa: F401
 except ImportError:
@@ -74,8 +76,14 @@ def build_stub(out_dir):
     so = os.path.join(out_dir, "libhipfp8-stub.so")
     with open(src, "w") as f:
         f.write(_STUB_C)
-        for name in L._OPS:  # called with the real arguments; the stub reads none of them
-            f.write(f"uint32_t hipfp8_{name}(void) {{ return 0; }}\n")
+        # Every other entry point of the header: success at once, nothing read or written
+        # (called with the real arguments; the stub reads none of them).
+        have = set(re.findall(r"\b(hipfp8_\w+)\(", _STUB_C))
+        with open(os.path.join(ROOT, "include", "hipfp8.h")) as h:
+            decl = re.findall(r"^hipfp8_status (hipfp8_\w+)\(", h.read(), re.M)
+        for name in dict.fromkeys(decl):
+            if name not in have:
+                f.write(f"uint32_t {name}(void) {{ return 0; }}\n")
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
     return so
 
@@ -389,6 +397,7 @@ def write(a, dev, res, skipped, t_start, final=False):
                       f"(min), over {a.reps} batches"}
     if not final:
         meta["incomplete"] = True
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "rows": res}, f, indent=1)
     lines = [f"Host time per call, {meta['device']} ({meta['backend']} backend"
