@@ -27,7 +27,9 @@
   X(MXDIM1_LDS, "HIPFP8_MXDIM1_LDS", "bool", 1, "once",                                            \
     "0: MXFP8 dim1 through the register transpose instead of LDS")                                \
   X(CT_LDS, "HIPFP8_CT_LDS", "bool", 1, "once",                                                    \
-    "0: the cast phase of cast_transpose(_scaled) through the register transpose instead of LDS")
+    "0: the cast phase of cast_transpose(_scaled) through the register transpose instead of LDS") \
+  X(MOE_COL_SPLIT, "HIPFP8_MOE_COL_SPLIT", "bool", 1, "once",                                      \
+    "0: the SwiGLU casts' column pass walks each group in one block (col_kernel) instead of the split amax + codes kernels")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

@@ -46,6 +46,9 @@ struct Case {
     tiny: bool,
     /// Ops 1-3: the column output in the padded layout of this many rows (0: unpadded).
     m_cap: usize,
+    /// Ops 1-3: the columns through the split pass with this many blocks per group (0: the
+    /// one-kernel column pass).
+    split: usize,
 }
 
 /// The smallest padded layout of a grouped case: `round_up(m + 15*G, 16)`.
@@ -162,12 +165,13 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         c.grid.1 as usize,
         c.tiny as usize,
         c.m_cap,
+        c.split,
     ];
     run(Command::new(exe).args(args.map(|a| a.to_string())).arg(dir));
     let (want, want_pend) = reference(c, &x, &dh);
     let what = format!(
-        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={}",
-        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap
+        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={} split={}",
+        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap, c.split
     );
     if c.m_cap > 0 && !c.offs.is_empty() {
         let p: Vec<i32> = std::fs::read(dir.join("pend.bin"))
@@ -254,6 +258,7 @@ fn moe_kernels_emulated_eq_reference() {
                 grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
                 tiny: case % 6 == 3,
                 m_cap: 0,
+                split: 0,
             };
             check_case(&exe, &dir, &c);
             n += 1;
@@ -292,6 +297,7 @@ fn table_case(
         grid: (1 + r.below(3) as u32, 1 + r.below(grid_y) as u32),
         tiny: false,
         m_cap: 0,
+        split: 0,
     }
 }
 
@@ -390,10 +396,49 @@ fn moe_kernels_emulated_padded_columns() {
                 grid: (1 + r.below(3) as u32, 1 + r.below(3) as u32),
                 tiny: false,
                 m_cap: pad_cap(m, g),
+                split: 0,
             };
             check_case(&exe, &dir, &c);
             split_cases += 1;
         }
     }
     println!("{n} + {split_cases} padded emulated cases bit-identical to the padded reference");
+}
+
+/// The split column pass (col_amax_kernel + col_codes_kernel + col_scale_kernel, the launch
+/// of the SwiGLU casts' columns): the same bytes as the reference, for every source (the
+/// kernels are generic), groups taller than a sub-tile (so their sub-tiles are dealt to several
+/// blocks, or to fewer blocks than sub-tiles), empty, one-row, rows past the last offset,
+/// vector and element-wise loads, unpadded and padded layouts, grids smaller than the groups.
+#[test]
+fn moe_kernels_emulated_split_columns() {
+    let test = "moe_kernels_emulated_split_columns";
+    if !have_tool(test, &cxx()) {
+        return;
+    }
+    let dir = scratch(test);
+    let exe = build(&dir, "moe_emu", MOE_INCS);
+    let mut r = Rng::new(0x73706c);
+    let shapes: [ShapeRow; 8] = [
+        (2, [300, 264, 0], vec![5, 5, 150, 299], true),
+        (3, [280, 136, 0], vec![0, 1, 200, 270], true),
+        (2, [45, 19, 0], vec![1, 2, 3, 45], false),
+        (3, [300, 11, 0], vec![0, 0, 290], false),
+        (1, [600, 24, 0], vec![3, 3, 40, 561, 590], true),
+        (1, [600, 13, 0], vec![300, 600], false),
+        (2, [0, 16, 0], vec![0, 0], true),
+        (3, [260, 16, 0], vec![260], false),
+    ];
+    let mut n = 0;
+    for (i, shape) in shapes.into_iter().enumerate() {
+        let cap = pad_cap(shape.1[0], shape.2.len()).max(16);
+        let c = Case {
+            m_cap: if i % 2 == 1 { cap } else { 0 },
+            split: [1, 2, 3, 5][i % 4],
+            ..table_case(&mut r, i, shape, [0, 3, 20][i % 3], 3)
+        };
+        check_case(&exe, &dir, &c);
+        n += 1;
+    }
+    println!("{n} split-column emulated cases bit-identical to the CPU reference");
 }

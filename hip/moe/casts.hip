@@ -22,6 +22,9 @@
 // code bytes per column (the transpose happens in registers). A group within one sub-tile is
 // read once; a taller one is reduced over all its sub-tiles, then the codes of the last come
 // from registers and the others are read (and computed) again, last first: twice for those.
+// The SwiGLU sources' grouped launches take the split column pass where groups average two
+// sub-tiles or more (col_split): amax, codes and scales kernels, a group's sub-tiles dealt to
+// several blocks, so no block walks a whole group in series.
 // Every code goes through encode_sw (or encode4_finite, the same bits for finite inputs), every
 // scale through amax_to_scale: bit-identical to the CPU reference. The scale outputs hold the
 // forward scale s (codes = encode(x * s)) or, with `dequant`, the grouped GEMMs' dequant scale
@@ -327,6 +330,148 @@ struct ColRpt {  // rows per thread: 64 registers of values (plain), 4 rows for 
   static constexpr int value = S::COMPUTED ? 4 : 32 / (int)sizeof(typename S::In::elem);
 };
 
+// Group g of a column launch: its rows [gs, ge), where its codes go (the padded layout's rows
+// [ps, ps + ge - gs), written rows [gs, we) in source-row terms) and its sub-tiles: runs of RPT
+// rows from row_base (the group's first row in the padded layout, so the RPT-byte stores stay
+// aligned there; else absolute RPT boundaries), nsub >= 1 sub-tiles of SUB rows.
+struct ColGroup {
+  int64_t gs, ge, we, row_base, nsub, ld;
+  uint8_t* ob;  // code of (row m, output column c) at ob[c * ld + m]
+};
+
+template <int RPT, int SUB>
+__device__ inline ColGroup col_group(const int32_t* clamped, const int32_t* pend, int64_t group_rows, int64_t g,
+                                     int64_t K, int64_t out_ld, uint8_t* out) {
+  ColGroup c;
+  if (clamped) {
+    c.gs = g ? clamped[g - 1] : 0;
+    c.ge = clamped[g];
+  } else {
+    c.gs = g * group_rows;
+    c.ge = c.gs + group_rows;
+  }
+  const int64_t ps = pend ? (g ? pend[g - 1] : 0) : c.gs;
+  c.we = pend ? c.gs + (pend[g] - ps) : c.ge;
+  c.row_base = pend ? c.gs : c.gs / RPT * RPT;
+  c.nsub = (c.we - c.row_base + SUB - 1) / SUB;
+  if (c.nsub < 1) c.nsub = 1;
+  c.ld = out_ld ? out_ld : c.ge - c.gs;
+  c.ob = out ? (out_ld ? out : out + c.gs * (K - 1)) + (ps - c.gs) : nullptr;
+  return c;
+}
+
+// Rows rb .. rb + RPT of source columns [j0, j0 + 8) into v (zero outside the group).
+template <class S, bool VEC, int RPT>
+__device__ inline void col_load(const S& src, const ColGroup& cg, int64_t rb, bool colvalid, int64_t j0,
+                                uint32_t (*v)[S::NOUT][Pk<typename S::In>::W]) {
+#pragma unroll
+  for (int rr = 0; rr < RPT; ++rr) {
+    const int64_t m = rb + rr;
+    if (colvalid && m >= cg.gs && m < cg.ge) {
+      src.template chunk<VEC>(m, j0, v[rr]);
+    } else {
+#pragma unroll
+      for (int o = 0; o < S::NOUT; ++o) Pk<typename S::In>::zero(v[rr][o]);
+    }
+  }
+}
+
+template <class S, int RPT>
+__device__ inline void col_amax(uint32_t (*v)[S::NOUT][Pk<typename S::In>::W], uint32_t (*cam)[kChunk]) {
+#pragma unroll
+  for (int rr = 0; rr < RPT; ++rr)
+#pragma unroll
+    for (int o = 0; o < S::NOUT; ++o)
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) cam[o][e] = max(cam[o][e], Pk<typename S::In>::abs_at(v[rr][o], e));
+}
+
+// The block's column amax (thread (rg, cc)'s cam merged over the 32 row groups) into
+// red[0][c] for the NC = NOUT * 64 output columns of the tile; ends with a barrier.
+template <int NO>
+__device__ inline void col_block_amax(uint32_t (*cam)[kChunk], uint32_t (*red)[NO * kColTile], int rg, int cc) {
+#pragma unroll
+  for (int o = 0; o < NO; ++o)
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e) red[rg][o * kColTile + cc * kChunk + e] = cam[o][e];
+  __syncthreads();
+  for (int c = threadIdx.x; c < NO * kColTile; c += kBlock) {
+    uint32_t a = red[0][c];
+    for (int i = 1; i < kColRowGroups; ++i) a = max(a, red[i][c]);
+    red[0][c] = a;
+  }
+  __syncthreads();
+}
+
+// Codes of rows rb .. rb + RPT (in v) with the tile's scales sc / amax bits amx: RPT-byte
+// column stores where the run is whole and aligned, byte stores else; padding rows 0x00.
+template <uint32_t F, class S, int RPT>
+__device__ inline void col_emit(uint32_t (*v)[S::NOUT][Pk<typename S::In>::W], const float* sc, const uint32_t* amx,
+                                const ColGroup& cg, int64_t rb, int cc, int64_t j0, int64_t J) {
+  typedef typename S::In In;
+  if (rb + RPT <= cg.gs || rb >= cg.we) return;
+  const bool full = rb >= cg.gs && rb + RPT <= cg.we;
+#pragma unroll
+  for (int o = 0; o < S::NOUT; ++o) {
+#pragma unroll
+    for (int e = 0; e < kChunk; ++e) {
+      if (j0 + e >= J) continue;
+      // the scales stay in shared memory (fewer live registers)
+      const float se = sc[o * kColTile + cc * kChunk + e];
+      uint32_t q[RPT / 4];
+      if (amax_bits_finite(amx[o * kColTile + cc * kChunk + e])) {
+#pragma unroll
+        for (int k4 = 0; k4 < RPT / 4; ++k4)
+          q[k4] = enc4<F, true>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
+                                Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
+      } else {
+#pragma unroll
+        for (int k4 = 0; k4 < RPT / 4; ++k4)
+          q[k4] = enc4<F, false>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
+                                 Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
+      }
+      // padding rows hold 0x00 whatever the scale (a NaN group's too)
+      if (rb + RPT > cg.ge) {
+#pragma unroll
+        for (int rr = 0; rr < RPT; ++rr)
+          if (rb + rr >= cg.ge) q[rr >> 2] &= ~(0xFFu << (8 * (rr & 3)));
+      }
+      uint8_t* d = cg.ob + (o * J + j0 + e) * cg.ld + rb;
+      if (full && ((uintptr_t)d & (RPT - 1)) == 0) {
+        if constexpr (RPT == 16) {
+          *reinterpret_cast<uint4*>(d) = make_uint4(q[0], q[1], q[2], q[3]);
+        } else if constexpr (RPT == 8) {
+          *reinterpret_cast<uint2*>(d) = make_uint2(q[0], q[1]);
+        } else {
+          *reinterpret_cast<uint32_t*>(d) = q[0];
+        }
+      } else {
+#pragma unroll
+        for (int rr = 0; rr < RPT; ++rr) {
+          const int64_t m = rb + rr;
+          if (m >= cg.gs && m < cg.we) d[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
+        }
+      }
+    }
+  }
+}
+
+// The rows after the last group's padding, [pend[G-1], out_ld), are zeros (16-byte runs: both
+// ends are multiples of 16): the tile's columns, by one block.
+template <int NC>
+__device__ inline void col_tail_zero(const int32_t* pend, int64_t G, int64_t out_ld, uint8_t* out, int64_t jt,
+                                     int64_t J) {
+  const int64_t t0 = pend[G - 1], tw = (out_ld - t0) / 16;
+  for (int64_t idx = threadIdx.x; idx < NC * tw; idx += kBlock) {
+    const int c = (int)(idx / tw);
+    const int64_t j = jt + c % kColTile;
+    if (j < J) {
+      uint8_t* d = out + ((c / kColTile) * J + j) * out_ld + t0 + 16 * (idx % tw);
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 template <uint32_t F, class S, bool VEC>
 __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamped, const int32_t* pend,
                                                      int64_t group_rows, int64_t G, int64_t out_ld, uint8_t* out,
@@ -346,24 +491,8 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
   const int64_t j0 = jt + cc * kChunk;
   const bool colvalid = j0 < J;
   for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
-    int64_t gs, ge;
-    if (clamped) {
-      gs = g ? clamped[g - 1] : 0;
-      ge = clamped[g];
-    } else {
-      gs = g * group_rows;
-      ge = gs + group_rows;
-    }
-    // Padded layout (pend): the group's rows go to [pend[g-1], pend[g]) with zeros after its
-    // last row; the runs start at the group's first row, so they are RPT-aligned there.
-    // Otherwise the runs are aligned to absolute rows and the rows written are the group's.
-    const int64_t ps = pend ? (g ? pend[g - 1] : 0) : gs;
-    const int64_t we = pend ? gs + (pend[g] - ps) : ge;
-    const int64_t row_base = pend ? gs : gs / RPT * RPT;
-    int64_t nsub = (we - row_base + SUB - 1) / SUB;
-    if (nsub < 1) nsub = 1;
-    const int64_t ld = out_ld ? out_ld : ge - gs;
-    uint8_t* ob = (out_ld ? out : out + gs * (K - 1)) + (ps - gs);
+    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, group_rows, g, K, out_ld, out);
+    const int64_t nsub = cg.nsub;
     uint32_t v[RPT][NO][W];
     uint32_t cam[NO][kChunk];
 #pragma unroll
@@ -375,33 +504,14 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
     // inlined once.
     for (int64_t it = 0; it < 2 * nsub - 1; ++it) {
       const int64_t sub = it < nsub ? it : 2 * nsub - 2 - it;
-      const int64_t rb = row_base + sub * SUB + (int64_t)rg * RPT;
-#pragma unroll
-      for (int rr = 0; rr < RPT; ++rr) {
-        const int64_t m = rb + rr;
-        if (colvalid && m >= gs && m < ge) {
-          src.template chunk<VEC>(m, j0, v[rr]);
-        } else {
-#pragma unroll
-          for (int o = 0; o < NO; ++o) Pk<In>::zero(v[rr][o]);
-        }
-      }
+      const int64_t rb = cg.row_base + sub * SUB + (int64_t)rg * RPT;
+      col_load<S, VEC, RPT>(src, cg, rb, colvalid, j0, v);
       if (it < nsub) {
-#pragma unroll
-        for (int rr = 0; rr < RPT; ++rr)
-#pragma unroll
-          for (int o = 0; o < NO; ++o)
-#pragma unroll
-            for (int e = 0; e < kChunk; ++e) cam[o][e] = max(cam[o][e], Pk<In>::abs_at(v[rr][o], e));
+        col_amax<S, RPT>(v, cam);
         if (it != nsub - 1) continue;
-#pragma unroll
-        for (int o = 0; o < NO; ++o)
-#pragma unroll
-          for (int e = 0; e < kChunk; ++e) red[rg][o * kColTile + cc * kChunk + e] = cam[o][e];
-        __syncthreads();
+        col_block_amax<NO>(cam, red, rg, cc);
         for (int c = tid; c < NC; c += kBlock) {
-          uint32_t a = red[0][c];
-          for (int i = 1; i < kColRowGroups; ++i) a = max(a, red[i][c]);
+          const uint32_t a = red[0][c];
           const float sv = amax_to_scale<F>(a, pow2 != 0);
           sc[c] = sv;
           amx[c] = a;
@@ -411,65 +521,99 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
         }
         __syncthreads();
       }
-      if (!colvalid || rb + RPT <= gs || rb >= we) continue;
-      const bool full = rb >= gs && rb + RPT <= we;
-#pragma unroll
-      for (int o = 0; o < NO; ++o) {
-#pragma unroll
-        for (int e = 0; e < kChunk; ++e) {
-          if (j0 + e >= J) continue;
-          // the scales stay in shared memory (fewer live registers) until the next group's barrier
-          const float se = sc[o * kColTile + cc * kChunk + e];
-          uint32_t q[RPT / 4];
-          if (amax_bits_finite(amx[o * kColTile + cc * kChunk + e])) {
-#pragma unroll
-            for (int k4 = 0; k4 < RPT / 4; ++k4)
-              q[k4] = enc4<F, true>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
-                                    Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
-          } else {
-#pragma unroll
-            for (int k4 = 0; k4 < RPT / 4; ++k4)
-              q[k4] = enc4<F, false>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
-                                     Pk<In>::get(v[4 * k4 + 2][o], e) * se, Pk<In>::get(v[4 * k4 + 3][o], e) * se);
-          }
-          // padding rows hold 0x00 whatever the scale (a NaN group's too)
-          if (rb + RPT > ge) {
-#pragma unroll
-            for (int rr = 0; rr < RPT; ++rr)
-              if (rb + rr >= ge) q[rr >> 2] &= ~(0xFFu << (8 * (rr & 3)));
-          }
-          uint8_t* d = ob + (o * J + j0 + e) * ld + rb;
-          if (full && ((uintptr_t)d & (RPT - 1)) == 0) {
-            if constexpr (RPT == 16) {
-              *reinterpret_cast<uint4*>(d) = make_uint4(q[0], q[1], q[2], q[3]);
-            } else if constexpr (RPT == 8) {
-              *reinterpret_cast<uint2*>(d) = make_uint2(q[0], q[1]);
-            } else {
-              *reinterpret_cast<uint32_t*>(d) = q[0];
-            }
-          } else {
-#pragma unroll
-            for (int rr = 0; rr < RPT; ++rr) {
-              const int64_t m = rb + rr;
-              if (m >= gs && m < we) d[rr] = (uint8_t)(q[rr >> 2] >> (8 * (rr & 3)));
-            }
-          }
-        }
-      }
+      if (colvalid) col_emit<F, S, RPT>(v, sc, amx, cg, rb, cc, j0, J);
     }
-    // The rows after the last group's padding, [pend[G-1], out_ld), are zeros (16-byte runs:
-    // both ends are multiples of 16).
-    if (pend && g == G - 1) {
-      const int64_t t0 = pend[G - 1], tw = (out_ld - t0) / 16;
-      for (int64_t idx = tid; idx < NC * tw; idx += kBlock) {
-        const int c = (int)(idx / tw);
-        const int64_t j = jt + c % kColTile;
-        if (j < J) {
-          uint8_t* d = out + ((c / kColTile) * J + j) * out_ld + t0 + 16 * (idx % tw);
-          *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-        }
-      }
+    if (pend && g == G - 1) col_tail_zero<NC>(pend, G, out_ld, out, jt, J);
+  }
+}
+
+// The split column pass (clamped groups): the sub-tiles of each group are dealt to gridDim.z
+// blocks (sub-tile s, s + gridDim.z, ...), in three kernels with no serial chain per group:
+// col_amax_kernel merges each block's column amax into amax_bits[g * K + c] (the scales output
+// as bits, zeroed by the launcher) with atomicMax (order-free: the exact group amax);
+// col_codes_kernel reads each of its sub-tiles once and writes the codes with the scale of that
+// amax; col_scale_kernel turns the amax bits into the scales in place. Same bytes as col_kernel.
+template <uint32_t F, class S, bool VEC>
+__global__ void __launch_bounds__(kBlock) col_amax_kernel(S src, const int32_t* clamped, const int32_t* pend,
+                                                          int64_t G, uint32_t* amax_bits) {
+  typedef typename S::In In;
+  constexpr int W = Pk<In>::W, NO = S::NOUT;
+  constexpr int RPT = ColRpt<S>::value;
+  constexpr int SUB = kColRowGroups * RPT;
+  constexpr int NC = NO * kColTile;
+  __shared__ uint32_t red[kColRowGroups][NC];
+  const int tid = threadIdx.x;
+  const int cc = tid % kColChunks, rg = tid / kColChunks;
+  const int64_t J = src.J, K = NO * J;
+  const int64_t jt = (int64_t)blockIdx.x * kColTile;
+  const int64_t j0 = jt + cc * kChunk;
+  const bool colvalid = j0 < J;
+  for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
+    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, 0, g, K, 1, nullptr);
+    if ((int64_t)blockIdx.z >= cg.nsub) continue;
+    uint32_t v[RPT][NO][W];
+    uint32_t cam[NO][kChunk];
+#pragma unroll
+    for (int o = 0; o < NO; ++o)
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) cam[o][e] = 0;
+    for (int64_t sub = blockIdx.z; sub < cg.nsub; sub += gridDim.z) {
+      col_load<S, VEC, RPT>(src, cg, cg.row_base + sub * SUB + (int64_t)rg * RPT, colvalid, j0, v);
+      col_amax<S, RPT>(v, cam);
     }
+    col_block_amax<NO>(cam, red, rg, cc);
+    for (int c = tid; c < NC; c += kBlock) {
+      const int64_t j = jt + c % kColTile;
+      if (j < J && red[0][c] != 0) atomicMax(&amax_bits[g * K + (c / kColTile) * J + j], red[0][c]);
+    }
+    __syncthreads();  // red is read before the next group writes it
+  }
+}
+
+template <uint32_t F, class S, bool VEC>
+__global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t* clamped, const int32_t* pend,
+                                                           int64_t G, int64_t out_ld, uint8_t* out,
+                                                           const uint32_t* amax_bits, int pow2) {
+  typedef typename S::In In;
+  constexpr int W = Pk<In>::W, NO = S::NOUT;
+  constexpr int RPT = ColRpt<S>::value;
+  constexpr int SUB = kColRowGroups * RPT;
+  constexpr int NC = NO * kColTile;
+  __shared__ float sc[NC];
+  __shared__ uint32_t amx[NC];
+  const int tid = threadIdx.x;
+  const int cc = tid % kColChunks, rg = tid / kColChunks;
+  const int64_t J = src.J, K = NO * J;
+  const int64_t jt = (int64_t)blockIdx.x * kColTile;
+  const int64_t j0 = jt + cc * kChunk;
+  const bool colvalid = j0 < J;
+  for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
+    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, 0, g, K, out_ld, out);
+    if (pend && g == G - 1 && blockIdx.z == 0) col_tail_zero<NC>(pend, G, out_ld, out, jt, J);
+    if ((int64_t)blockIdx.z >= cg.nsub) continue;
+    __syncthreads();  // the previous group's readers of sc / amx are done
+    for (int c = tid; c < NC; c += kBlock) {
+      const int64_t j = jt + c % kColTile;
+      const uint32_t a = j < J ? amax_bits[g * K + (c / kColTile) * J + j] : 0;
+      amx[c] = a;
+      sc[c] = amax_to_scale<F>(a, pow2 != 0);
+    }
+    __syncthreads();
+    uint32_t v[RPT][NO][W];
+    for (int64_t sub = blockIdx.z; colvalid && sub < cg.nsub; sub += gridDim.z) {
+      const int64_t rb = cg.row_base + sub * SUB + (int64_t)rg * RPT;
+      col_load<S, VEC, RPT>(src, cg, rb, colvalid, j0, v);
+      col_emit<F, S, RPT>(v, sc, amx, cg, rb, cc, j0, J);
+    }
+  }
+}
+
+// scales[i] = the scale of amax bits scales[i] (forward, or dequant), in place, i < n.
+template <uint32_t F>
+__global__ void __launch_bounds__(kBlock) col_scale_kernel(float* scales, int64_t n, int pow2, int dequant) {
+  for (int64_t i = (int64_t)blockIdx.x * kBlock + threadIdx.x; i < n; i += (int64_t)gridDim.x * kBlock) {
+    const float sv = amax_to_scale<F>(f2u(scales[i]), pow2 != 0);
+    scales[i] = dequant ? dequant_scale(sv) : sv;
   }
 }
 
@@ -515,6 +659,40 @@ int launch_cols(const S& src, const int32_t* clamped, const int32_t* pend, int64
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
+// The split column pass (col_amax_kernel, col_codes_kernel, col_scale_kernel) for the SwiGLU
+// sources, whose sub-tiles are 128 rows (a 1024-token group is 8, a serial chain of reads
+// and re-reads in col_kernel): the blocks per group = the mean group's sub-tiles, at most 64.
+// 0: col_kernel (plain sources, whose 512-row sub-tiles leave short chains; groups of at most
+// one sub-tile on average, which col_kernel reads once; HIPFP8_MOE_COL_SPLIT=0).
+template <class S>
+inline int64_t col_split(int64_t m, int64_t G) {
+  if (!S::COMPUTED || G == 0 || !knob(kKnob_MOE_COL_SPLIT)) return 0;
+  constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
+  const int64_t mean = (m / G + SUB - 1) / SUB;
+  return mean < 2 ? 0 : (mean > 64 ? 64 : mean);
+}
+
+template <uint32_t F, class S>
+int launch_cols_split(const S& src, const int32_t* clamped, const int32_t* pend, int64_t G, int64_t out_ld,
+                      uint8_t* out, float* scales, int64_t nsplit, int pow2, int dequant, hipStream_t st) {
+  const int64_t tiles = (src.J + kColTile - 1) / kColTile, n = G * S::NOUT * src.J;
+  if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
+  const hipError_t e = hipMemsetAsync(scales, 0, (size_t)n * sizeof(float), st);  // the amax bits
+  if (e != hipSuccess) return (int)e;
+  const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)nsplit);
+  uint32_t* amax = reinterpret_cast<uint32_t*>(scales);
+  if (src.J % kChunk == 0 && src.aligned()) {
+    col_amax_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, amax);
+    col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, out_ld, out, amax, pow2);
+  } else {
+    col_amax_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, amax);
+    col_codes_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, out_ld, out, amax, pow2);
+  }
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(scales, n, pow2, dequant);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
 // Where a grouped cast writes its columns: out_col (k, m) on the offsets, or with offs_pad the
 // padded layout (k, m_cap) whose padded END offsets it writes to offs_pad.
 struct ColOut {
@@ -535,7 +713,9 @@ int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint
   rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
   if (rc != kLaunchOk) return rc;
   const int64_t ld = col.offs_pad ? col.m_cap : m;
-  rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
+  const int64_t nsplit = col_split<S>(m, G);
+  rc = nsplit ? launch_cols_split<F>(src, clamped, col.offs_pad, G, ld, col.out, col.scales, nsplit, pow2, dequant, st)
+              : launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }

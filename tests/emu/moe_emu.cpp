@@ -4,7 +4,7 @@
 // emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
 // inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
 // reference. Usage:
-//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP DIR
+//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
 // 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs),
 // 4 weights_dual of x read as two weights stacked along n per expert (each expert's first
@@ -12,9 +12,12 @@
 // TINY 1: the row casts run a 32-thread, one-chunk-per-thread instance (the re-read path of
 // rows longer than the registers hold); 0: the launcher's instance (row_cfg).
 // M_CAP > 0 (ops 1-3): the column output in the padded layout of M_CAP rows, its padded END
-// offsets written to pend.bin.
+// offsets written to pend.bin. SPLIT > 0 (ops 1-3): the grouped columns through the split pass
+// (col_amax_kernel, col_codes_kernel, col_scale_kernel) with SPLIT blocks per group, as
+// launch_cols_split runs it; 0: col_kernel.
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,7 +36,7 @@ using namespace hipfp8::moe;
 
 struct Args {
   int op, pow2, dequant, tiny;
-  int64_t d0, d1, d2, G, m_cap;
+  int64_t d0, d1, d2, G, m_cap, split;
   unsigned grid_rows, grid_groups;
   std::string dir;
 };
@@ -65,6 +68,22 @@ void cols(const Args& a, const S& src, const int32_t* cl, const int32_t* pend, i
   if (G == 0) return;
   const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
   const bool vec = src.J % kChunk == 0 && src.aligned();
+  if (a.split > 0 && cl) {
+    const int64_t n = G * S::NOUT * src.J;
+    std::fill(sc, sc + n, 0.0f);
+    uint32_t* amax = reinterpret_cast<uint32_t*>(sc);
+    const dim3 g3(grid.x, grid.y, (unsigned)a.split);
+    emu_launch(g3, kBlock, [&] {
+      if (vec) col_amax_kernel<F, S, true>(src, cl, pend, G, amax);
+      else col_amax_kernel<F, S, false>(src, cl, pend, G, amax);
+    });
+    emu_launch(g3, kBlock, [&] {
+      if (vec) col_codes_kernel<F, S, true>(src, cl, pend, G, out_ld, out, amax, a.pow2);
+      else col_codes_kernel<F, S, false>(src, cl, pend, G, out_ld, out, amax, a.pow2);
+    });
+    emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc, n, a.pow2, a.dequant); });
+    return;
+  }
   emu_launch(grid, kBlock, [&] {
     if (vec) col_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
     else col_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
@@ -157,8 +176,9 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 15) {
-    std::fprintf(stderr, "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP DIR\n");
+  if (argc != 16) {
+    std::fprintf(stderr,
+                 "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR\n");
     return 2;
   }
   Args a;
@@ -175,6 +195,7 @@ int main(int argc, char** argv) {
   a.grid_groups = (unsigned)std::atoi(argv[11]);
   a.tiny = std::atoi(argv[12]);
   a.m_cap = std::atoll(argv[13]);
-  a.dir = argv[14];
+  a.split = std::atoll(argv[14]);
+  a.dir = argv[15];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }

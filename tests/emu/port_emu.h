@@ -3,6 +3,7 @@
 // One block runs at a time, its threads as std::threads meeting at a std::barrier;
 // `__shared__` becomes `static`, i.e. one copy shared by the block's threads.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,15 @@ inline std::barrier<>* emu_barrier = nullptr;
 #define __shared__ static
 #define HIPFP8_EXTERN extern "C"
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
+// Global-memory atomics (device-scope; relaxed is enough: the emulation joins every thread of
+// a launch before the next launch starts).
+inline uint32_t atomicMax(uint32_t* p, uint32_t v) {
+  std::atomic_ref<uint32_t> r(*p);
+  uint32_t old = r.load(std::memory_order_relaxed);
+  while (old < v && !r.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
+  }
+  return old;
+}
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 // Separately rounded f32 multiply and add (ISO C++ mode: GCC contracts nothing).
 inline float __fmul_rn(float x, float y) { return x * y; }

@@ -9,7 +9,6 @@
 // scales.bin, out_col.bin, scales_col.bin), 1 combine (y.bin, rows.bin, w.bin -> comb.bin),
 // 2 combine_bwd_scores (dout.bin, y.bin, rows.bin -> dw.bin). Output buffers are pre-filled
 // with the sentinels 0xA5 / -12345.5 / -7 (0xA5A5 for bf16).
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -20,16 +19,6 @@
 
 #include "quant/common.h"
 #include "moe/swiglu.h"
-
-// Global-memory atomics the kernels use (device-scope, relaxed is enough: the emulation joins
-// every thread of a launch before the next launch starts).
-inline uint32_t atomicMax(uint32_t* p, uint32_t v) {
-  std::atomic_ref<uint32_t> r(*p);
-  uint32_t old = r.load(std::memory_order_relaxed);
-  while (old < v && !r.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
-  }
-  return old;
-}
 
 #include "route_kernels.inc"
 
