@@ -311,7 +311,8 @@ fn moe_swiglu_bwd_quant_gpu_eq_cpu() {
 
 /// Shapes of the MoE recipe's size class (many tokens per expert, wide rows, balanced and
 /// Zipf routing over 32 experts; 4096 groups past the shared-memory group tables of the other
-/// casts), every op, bf16 inputs.
+/// casts; SwiGLU groups of 1024 tokens on average, which take the split column pass), every
+/// op, bf16 inputs.
 #[test]
 fn moe_casts_large_gpu_eq_cpu() {
     let Some(ctx) = gpu_for_tests("moe_casts_large_gpu_eq_cpu") else {
@@ -335,6 +336,10 @@ fn moe_casts_large_gpu_eq_cpu() {
             let offs = split_offsets(split, 9, 32, 4096);
             swiglu_case(&ctx, &p, 4096, 768, &offs, &fill(3), 0, false).unwrap();
             swiglu_case(&ctx, &p, 4096, 768, &offs, &fill(4), 0, true).unwrap();
+            // 1024-token groups: the split column pass (8 blocks per group)
+            let offs = split_offsets(split, 13, 8, 8192);
+            swiglu_case(&ctx, &p, 8192, 520, &offs, &fill(6), 0, false).unwrap();
+            swiglu_case(&ctx, &p, 8192, 520, &offs, &fill(7), 0, true).unwrap();
         }
         let offs = split_offsets(Split::Ragged, 11, 4096, 6000);
         act_case(&ctx, &p, 6000, 96, &offs, &fill(5), 0).unwrap();
