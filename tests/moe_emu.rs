@@ -13,7 +13,7 @@ mod emu_support;
 mod moe_support;
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Fill, Rng, SENT_F32, SENT_U8, Tensor, same_bits};
@@ -209,12 +209,9 @@ const MOE_INCS: &[(&str, &str, &str)] = &[
 
 #[test]
 fn moe_kernels_emulated_eq_reference() {
-    let test = "moe_kernels_emulated_eq_reference";
-    if !have_tool(test, &cxx()) {
+    let Some((dir, exe)) = emulator("moe_kernels_emulated_eq_reference") else {
         return;
-    }
-    let dir = scratch(test);
-    let exe = build(&dir, "moe_emu", MOE_INCS);
+    };
     let mut r = Rng::new(0x6d6f65);
     let mut n = 0;
     for op in 0..5u32 {
@@ -267,6 +264,17 @@ fn moe_kernels_emulated_eq_reference() {
     println!("{n} emulated cases bit-identical to the CPU reference");
 }
 
+/// The emulator built in test `test`'s scratch folder: (folder, executable), or None (after
+/// a printed skip) without a C++ compiler.
+fn emulator(test: &str) -> Option<(PathBuf, PathBuf)> {
+    if !have_tool(test, &cxx()) {
+        return None;
+    }
+    let dir = scratch(test);
+    let exe = build(&dir, "moe_emu", MOE_INCS);
+    Some((dir, exe))
+}
+
 /// One row of a shape table: (op, d, offs, bf16 input).
 type ShapeRow = (u32, [usize; 3], Vec<i32>, bool);
 
@@ -308,12 +316,9 @@ fn table_case(
 /// and the element-wise kernels, bf16 and f32, every format, pow2 both.
 #[test]
 fn moe_kernels_emulated_eq_reference_large() {
-    let test = "moe_kernels_emulated_eq_reference_large";
-    if !have_tool(test, &cxx()) {
+    let Some((dir, exe)) = emulator("moe_kernels_emulated_eq_reference_large") else {
         return;
-    }
-    let dir = scratch(test);
-    let exe = build(&dir, "moe_emu", MOE_INCS);
+    };
     let mut r = Rng::new(0x6c6172);
     let mut n = 0;
     let shapes: [ShapeRow; 10] = [
@@ -346,12 +351,9 @@ fn moe_kernels_emulated_eq_reference_large() {
 /// taller than a column sub-tile, rows past the last offset, spare capacity past the minimum.
 #[test]
 fn moe_kernels_emulated_padded_columns() {
-    let test = "moe_kernels_emulated_padded_columns";
-    if !have_tool(test, &cxx()) {
+    let Some((dir, exe)) = emulator("moe_kernels_emulated_padded_columns") else {
         return;
-    }
-    let dir = scratch(test);
-    let exe = build(&dir, "moe_emu", MOE_INCS);
+    };
     let mut r = Rng::new(0x706164);
     let mut n = 0;
     let shapes: [ShapeRow; 9] = [
@@ -412,12 +414,9 @@ fn moe_kernels_emulated_padded_columns() {
 /// vector and element-wise loads, unpadded and padded layouts, grids smaller than the groups.
 #[test]
 fn moe_kernels_emulated_split_columns() {
-    let test = "moe_kernels_emulated_split_columns";
-    if !have_tool(test, &cxx()) {
+    let Some((dir, exe)) = emulator("moe_kernels_emulated_split_columns") else {
         return;
-    }
-    let dir = scratch(test);
-    let exe = build(&dir, "moe_emu", MOE_INCS);
+    };
     let mut r = Rng::new(0x73706c);
     let shapes: [ShapeRow; 8] = [
         (2, [300, 264, 0], vec![5, 5, 150, 299], true),
