@@ -178,28 +178,19 @@ impl RecipeParams {
     }
 }
 
-/// [`RecipeParams::pad_wgrad`] is for the experts block's bf16 calls (`pre`: a pre-cast call,
-/// whose wgrad operands are the caller's).
-fn check_pad(p: &RecipeParams, pre: bool) -> Result<()> {
-    if p.pad_wgrad && pre {
-        return Err(Error::NotSupported(
-            "pad_wgrad: the pre-cast experts calls take the caller's wgrad operands (pad the \
-             groups in the dispatch, align 16)"
-                .into(),
-        ));
+/// [`RecipeParams::pad_wgrad`] is for the experts block's bf16 calls: `NotSupported` with
+/// `why` for a call that does not pad its wgrad operands.
+fn refuse_pad(p: &RecipeParams, why: &str) -> Result<()> {
+    if p.pad_wgrad {
+        return Err(Error::NotSupported(format!("pad_wgrad: {why}")));
     }
     Ok(())
 }
 
-/// The grouped linear does not pad its wgrad operands.
-fn linear_no_pad(p: &RecipeParams) -> Result<()> {
-    if p.pad_wgrad {
-        return Err(Error::NotSupported(
-            "pad_wgrad: the grouped linear casts its wgrad operands on the caller's offsets".into(),
-        ));
-    }
-    Ok(())
-}
+/// The pre-cast experts calls' refusal of `pad_wgrad`.
+const PRECAST_PAD: &str = "the pre-cast experts calls take the caller's wgrad operands (pad the groups in the dispatch, align 16)";
+/// The grouped linear's refusal of `pad_wgrad`.
+const LINEAR_PAD: &str = "the grouped linear casts its wgrad operands on the caller's offsets";
 
 /// `p` for a fused MoE cast that writes the GEMMs' dequant scales.
 fn dequant(p: CastParams) -> MoeCastParams {
@@ -1115,7 +1106,9 @@ impl Context {
         stream: StreamRef,
     ) -> Result<u64> {
         let pre = matches!(x, Input::Cast(_));
-        check_pad(p, pre)?;
+        if pre {
+            refuse_pad(p, PRECAST_PAD)?;
+        }
         let (zb, gb) = self.experts_scratch(p, s)?;
         let wp = s.fwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
@@ -1249,7 +1242,9 @@ impl Context {
         stream: StreamRef,
     ) -> Result<()> {
         let pre = matches!(dy, Input::Cast(_));
-        check_pad(p, pre)?;
+        if pre {
+            refuse_pad(p, PRECAST_PAD)?;
+        }
         let (zb, gb) = self.experts_scratch(p, s)?;
         let wp = s.bwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
@@ -1465,7 +1460,7 @@ impl Context {
         stream: StreamRef,
     ) -> Result<u64> {
         s.check()?;
-        linear_no_pad(p)?;
+        refuse_pad(p, LINEAR_PAD)?;
         let gb = p.gemm_bytes(self, s.e)?;
         let wp = s.fwd_parts(gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
@@ -1506,7 +1501,7 @@ impl Context {
         stream: StreamRef,
     ) -> Result<()> {
         s.check()?;
-        linear_no_pad(p)?;
+        refuse_pad(p, LINEAR_PAD)?;
         let (zb, gb) = (zeroed_bytes(self, s.e, s.k)?, p.gemm_bytes(self, s.e)?);
         let wp = s.bwd_parts(zb, gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
