@@ -1284,7 +1284,7 @@ impl Context {
             };
             let (dyq, dyc, xc) = match dy {
                 Input::Hp(dy) => {
-                    let dims = (m, d, e, mt);
+                    let dims = (m, d, e);
                     let (dyq, dyc) = self.cast_dy(&grad, ws, &wp, dims, dy, offs, pad(), stream)?;
                     (dyq, dyc, sv.fp8(&sp, (SAVED_XC, mt * d), (SAVED_XCS, ed)))
                 }
@@ -1343,20 +1343,21 @@ impl Context {
 impl Context {
     /// The first step of both backwards: dy (m, cols) cast by [`Context::moe_act_dual`] (`p`:
     /// dequant scales) into the workspace parts 2 and 3 (rowwise codes and dequant scales)
-    /// and 4 and 5 (per-group colwise, mt tokens: padded with `pad`). Returns the dgrad
-    /// operand (2, 3) and the wgrad one (4, 5).
+    /// and 4 and 5 (per-group colwise; in the padded layout of `pad`'s m_cap tokens when
+    /// given). Returns the dgrad operand (2, 3) and the wgrad one (4, 5).
     #[allow(clippy::too_many_arguments)]
     fn cast_dy<'a>(
         &self,
         p: &MoeCastParams,
         ws: Region<'a>,
         wp: &Parts,
-        (m, cols, e, mt): (usize, usize, usize, usize),
+        (m, cols, e): (usize, usize, usize),
         dy: HpSrc<'_>,
         offs: Src<'_, i32>,
         pad: Option<(usize, Dst<'_, i32>)>,
         stream: StreamRef,
     ) -> Result<(Fp8Operand<'a>, Fp8Operand<'a>)> {
+        let mt = pad.as_ref().map_or(m, |&(cap, _)| cap);
         let (mc, tc, ec) = (m * cols, mt * cols, e * cols);
         let dy_out = DualOut {
             out: ws.dst(wp, 2, mc),
@@ -1519,7 +1520,7 @@ impl Context {
         let ws = Region::new(workspace.as_mut_ptr(), self.loc());
         let gemm = p.gemm(true, gemm_ws(self, ws.addr(&wp, WS_GEMM), gb));
         with_zeroed(self, ws.addr(&wp, WS_ZERO), zb, stream, || {
-            let dims = (m, n, e, m);
+            let dims = (m, n, e);
             let (dyq, dyc) = self.cast_dy(&p.grad_dq(), ws, &wp, dims, dy, offs, None, stream)?;
             let (xc, xcs) = (ws.dst(&wp, 6, mk), ws.dst(&wp, 7, ek));
             self.per_group_colwise(&p.act(), m, k, x, offs, xc, xcs, stream)?;
