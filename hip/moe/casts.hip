@@ -662,11 +662,13 @@ int launch_cols(const S& src, const int32_t* clamped, const int32_t* pend, int64
 // The split column pass (col_amax_kernel, col_codes_kernel, col_scale_kernel) for the SwiGLU
 // sources, whose sub-tiles are 128 rows (a 1024-token group is 8, a serial chain of reads
 // and re-reads in col_kernel): the blocks per group = the mean group's sub-tiles, at most 64.
-// 0: col_kernel (plain sources, whose 512-row sub-tiles leave short chains; groups of at most
-// one sub-tile on average, which col_kernel reads once; HIPFP8_MOE_COL_SPLIT=0).
+// 0: col_kernel (groups of at most one sub-tile on average, which col_kernel reads once;
+// HIPFP8_MOE_COL_SPLIT=0). The plain sources, whose 512-row sub-tiles leave short chains,
+// always take col_kernel (launch_grouped).
 template <class S>
 inline int64_t col_split(int64_t m, int64_t G) {
-  if (!S::COMPUTED || G == 0 || !knob(kKnob_MOE_COL_SPLIT)) return 0;
+  static_assert(S::COMPUTED, "only the SwiGLU sources split their column pass");
+  if (G == 0 || !knob(kKnob_MOE_COL_SPLIT)) return 0;
   constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
   const int64_t mean = (m / G + SUB - 1) / SUB;
   return mean < 2 ? 0 : (mean > 64 ? 64 : mean);
@@ -713,9 +715,13 @@ int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint
   rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
   if (rc != kLaunchOk) return rc;
   const int64_t ld = col.offs_pad ? col.m_cap : m;
-  const int64_t nsplit = col_split<S>(m, G);
-  rc = nsplit ? launch_cols_split<F>(src, clamped, col.offs_pad, G, ld, col.out, col.scales, nsplit, pow2, dequant, st)
-              : launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
+  int64_t nsplit = 0;
+  if constexpr (S::COMPUTED) {  // the plain sources never split: no split kernels built for them
+    nsplit = col_split<S>(m, G);
+    if (nsplit)
+      rc = launch_cols_split<F>(src, clamped, col.offs_pad, G, ld, col.out, col.scales, nsplit, pow2, dequant, st);
+  }
+  if (!nsplit) rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
