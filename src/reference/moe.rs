@@ -18,7 +18,7 @@
 use half::bf16;
 use rayon::prelude::*;
 
-use super::quant::group_ranges;
+use super::quant::{group_ranges, padded_offsets};
 use super::recipe::reciprocal;
 use super::{Dual, Grouped, Hp, Rule, amax_of, try_jobs, try_scratch};
 use crate::error::Result;
@@ -86,18 +86,6 @@ pub fn weights_dual<T: Hp>(
             store_scales(so, s);
             store_scales(so, st);
         });
-}
-
-/// `pad[g]` = sum over h <= g of `(offs[h] - offs[h-1])` rounded up to a multiple of `align`
-/// (`offs` validated END offsets).
-pub fn padded_offsets(offs: &[i32], align: usize, pad: &mut [i32]) {
-    let (mut prev, mut at) = (0usize, 0usize);
-    for (p, &o) in pad.iter_mut().zip(offs) {
-        let len = o as usize - prev;
-        prev = o as usize;
-        at += len.div_ceil(align) * align;
-        *p = at as i32;
-    }
 }
 
 /// The padded column layout of a grouped dual cast (the experts recipe's wgrad operands with

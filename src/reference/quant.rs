@@ -366,6 +366,18 @@ pub fn pad16(rows: usize) -> usize {
     rows.div_ceil(16) * 16
 }
 
+/// `pad[g]` = sum over h <= g of `(offs[h] - offs[h-1])` rounded up to a multiple of `align`
+/// (`offs` validated END offsets).
+pub fn padded_offsets(offs: &[i32], align: usize, pad: &mut [i32]) {
+    let (mut prev, mut at) = (0usize, 0usize);
+    for (p, &o) in pad.iter_mut().zip(offs) {
+        let len = o as usize - prev;
+        prev = o as usize;
+        at += len.div_ceil(align) * align;
+        *p = at as i32;
+    }
+}
+
 /// See [`crate::Context::rowwise_2d_padded`]: the groups of `x` (`x.m` unused: the rows are
 /// the offsets') moved to 16-row aligned starts. Requires `m_cap >= offs[G-1]` padded (the
 /// API checks the stronger, data-independent `m_cap >= m + 15*G`).
@@ -377,17 +389,17 @@ pub fn rowwise_2d_padded<T: Hp>(
 ) -> Result<()> {
     let Grouped { k, x, offs, .. } = x;
     let zero_scale = rule.scale(0.0);
+    padded_offsets(offs, 16, padded_offs);
     let mut dst = 0usize;
     // Per group: a disjoint (source rows, destination rows) pair, split off sequentially and
     // then processed in parallel.
     let mut out_rest: &mut [u8] = out.codes;
     let mut sc_rest: &mut [f32] = out.scales;
     let mut jobs = try_jobs("rowwise_2d_padded", offs.len(), offs.len())?;
-    for ((r0, r1), po) in group_ranges(offs).zip(padded_offs.iter_mut()) {
+    for ((r0, r1), &po) in group_ranges(offs).zip(padded_offs.iter()) {
         let rows = r1 - r0;
-        let prows = pad16(rows);
-        dst += prows;
-        *po = dst as i32;
+        let prows = po as usize - dst;
+        dst = po as usize;
         let (o, orest) = std::mem::take(&mut out_rest).split_at_mut(prows * k);
         let (s, srest) = std::mem::take(&mut sc_rest).split_at_mut(prows);
         out_rest = orest;
@@ -406,19 +418,15 @@ pub fn rowwise_2d_padded<T: Hp>(
 }
 
 /// The padded row ranges of the padded [`per_group_colwise_dual`]: per group (start, end,
-/// padded start), with `padded_offs[g]` = padded start + pad16(end - start), allocated
-/// fallibly.
+/// padded start), with `padded_offs` = [`padded_offsets`] at 16 (padded start +
+/// pad16(end - start)), allocated fallibly.
 fn padded_ranges(offs: &[i32], padded_offs: &mut [i32]) -> Result<Vec<(usize, usize, usize)>> {
     let mut r = try_scratch("padded colwise group ranges", offs.len())?;
+    padded_offsets(offs, 16, padded_offs);
     let mut dst = 0usize;
-    for ((d, (r0, r1)), po) in r
-        .iter_mut()
-        .zip(group_ranges(offs))
-        .zip(padded_offs.iter_mut())
-    {
+    for ((d, (r0, r1)), &po) in r.iter_mut().zip(group_ranges(offs)).zip(padded_offs.iter()) {
         *d = (r0, r1, dst);
-        dst += pad16(r1 - r0);
-        *po = dst as i32;
+        dst = po as usize;
     }
     Ok(r)
 }

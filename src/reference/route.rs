@@ -23,8 +23,8 @@
 use half::bf16;
 use rayon::prelude::*;
 
-pub use super::moe::padded_offsets;
 use super::moe::{GluElem, act_dual};
+pub use super::quant::padded_offsets;
 use super::{Dual, Grouped, Hp, Rule, try_scratch};
 use crate::error::{Error, Result};
 use crate::params::ScaleOutput;
