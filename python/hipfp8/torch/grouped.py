@@ -190,8 +190,8 @@ class GroupedExperts(nn.Module):
     `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change; call
     `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs; its wgrad
     GEMMs run on 16-token aligned groups whatever the token dispatcher pads). Not the default:
-    its last H200 measurement (first versions of its fused cast kernels, since rebuilt) was
-    slower (README, "From PyTorch"; bench/NOTES.md).
+    on the H200 it is faster than the default eagerly, but the compiled default has not been
+    measured against it with its current kernels (README, "From PyTorch"; bench/NOTES.md).
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
