@@ -19,8 +19,10 @@ padded copy (`impl: "recipe+route"`, eager and compiled)). Rows keep `variant: "
 say which in `impl` (null for the other variants). Balanced and Zipf routing; fresh grads (.grad None before each step) and
 accumulating grads (.grad kept, every backward adds); 1 and 4 micro-batches per step (4 inputs,
 grads accumulating over them: hipfp8's grouped_mm path keeps its FP8 weights across them
-inside hipfp8.torch.weight_cache(); the recipe's weight cache does so by itself). Per measurement: median of N CUDA-event timings after
-warm-up, torch.cuda.max_memory_allocated of one step. Per variant, one profiled step (balanced,
+inside hipfp8.torch.weight_cache(); the recipe's weight cache does so by itself). Every timed step is a
+training step whose weights changed since the last one (an optimizer step: the parameters'
+versions are bumped between steps, so no variant reuses FP8 weights across steps). Per
+measurement: median of N CUDA-event timings after warm-up, torch.cuda.max_memory_allocated of one step. Per variant, one profiled step (balanced,
 fresh, 1 micro-batch) split into casts / GEMMs / other kernels / gaps by kernel name. Numerics:
 hipfp8's outputs and gradients against torchao's (bit for bit where the recipe is the same; how
 far where it is not), and hipfp8's five casts against torchao's eager reference casts.
@@ -320,6 +322,15 @@ def category(kernel_name):
     return "rest"
 
 
+def optimizer_step(params):
+    """What an optimizer step does to the weight caches: every parameter changed since the last
+    training step. Its version counter is bumped (no kernel, outside the timed region), so a
+    step never reuses FP8 weights quantized before it: hipfp8's weight caches key on the
+    version and quantize again, once per step (once for all its micro-batches)."""
+    for p in params:
+        torch.autograd.graph.increment_version(p)
+
+
 def profile_step(step, reset):
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -336,7 +347,7 @@ def profile_step(step, reset):
         us = e.time_range.elapsed_us()
         split[category(e.name)] += us
         top[e.name] = top.get(e.name, 0.0) + us
-    return split, sorted(top.items(), key=lambda kv: -kv[1])[:6]
+    return split, sorted(top.items(), key=lambda kv: -kv[1])[:12]
 
 
 # ---- the run ------------------------------------------------------------------------------
@@ -415,6 +426,7 @@ class Run:
                 if grads == "fresh":
                     for p in params:
                         p.grad = None
+                optimizer_step(params)
 
             ctx = self.cache if (variant in HIPFP8 and mb > 1 and self.cache) else contextlib.nullcontext
 

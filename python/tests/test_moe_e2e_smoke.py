@@ -115,3 +115,31 @@ def test_kernel_categories():
     assert moe_e2e.category("void hipfp8_gg::build_2d3d(...)") == "gemm"
     assert moe_e2e.category("triton_poi_fused_mul_silu_0") == "rest"
     assert moe_e2e.category("void at::native::vectorized_elementwise_kernel<4, ...>") == "rest"
+
+
+def test_every_timed_step_requantizes_the_weights():
+    """The benchmark's steps are training steps: its optimizer_step (run between steps, outside
+    the timed region) makes the fused recipe's weight cache quantize the weights again, so no
+    variant reuses FP8 weights from an earlier step; micro-batches of one step share one."""
+    import importlib.util
+
+    import torch
+
+    import hipfp8.torch as hf
+    spec = importlib.util.spec_from_file_location("moe_e2e", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    m = hf.GroupedExperts(32, 16, 2, device="cpu", dtype=torch.bfloat16, fused=True)
+    for p in m.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    cnt = torch.tensor([10, 22])
+    x = torch.randn(32, 32).to(torch.bfloat16)
+    params = list(m.parameters())
+    for step in range(3):
+        bench.optimizer_step(params)
+        for _ in range(2):  # two micro-batches
+            m(x, cnt).float().square().sum().backward()
+        assert m.weight_cache.refreshes == step + 1
+    before = [p.detach().clone() for p in params]
+    bench.optimizer_step(params)
+    assert all(torch.equal(a, p) for a, p in zip(before, params))  # no value changes
