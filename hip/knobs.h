@@ -29,7 +29,9 @@
   X(CT_LDS, "HIPFP8_CT_LDS", "bool", 1, "once",                                                    \
     "0: the cast phase of cast_transpose(_scaled) through the register transpose instead of LDS") \
   X(MOE_COL_SPLIT, "HIPFP8_MOE_COL_SPLIT", "bool", 1, "once",                                      \
-    "0: the SwiGLU casts' column pass walks each group in one block (col_kernel) instead of the split amax + codes kernels")
+    "0: the fused MoE casts reduce their columns in a column kernel (col_kernel) instead of in the row pass + a codes kernel") \
+  X(MOE_ROW_BLOCKS_PER_SM, "HIPFP8_MOE_ROW_BLOCKS_PER_SM", "int", 0, "once",                       \
+    "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

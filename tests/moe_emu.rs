@@ -407,18 +407,21 @@ fn moe_kernels_emulated_padded_columns() {
     println!("{n} + {split_cases} padded emulated cases bit-identical to the padded reference");
 }
 
-/// The split column pass (col_amax_kernel + col_codes_kernel + col_scale_kernel, the launch
-/// of the SwiGLU casts' columns): the same bytes as the reference, for every source (the
-/// kernels are generic), groups taller than a sub-tile (so their sub-tiles are dealt to several
-/// blocks, or to fewer blocks than sub-tiles), empty, one-row, rows past the last offset,
-/// vector and element-wise loads, unpadded and padded layouts, grids smaller than the groups.
+/// The fused pass (the row kernel merging each group's column amax, col_codes_kernel,
+/// col_scale_kernel: the launch of every fused MoE cast whose rows fit the row kernel's
+/// registers): the same bytes as the reference, for every source (weights and their pair source
+/// with uniform groups, activations, both SwiGLU sources), groups taller than a sub-tile (dealt
+/// to several codes blocks, or to fewer blocks than sub-tiles), empty, one-row, rows past the
+/// last offset, row ranges of one block spanning several groups and groups spanning several
+/// blocks (row grids smaller than the rows), the tiny row instance, vector and element-wise
+/// loads, unpadded and padded layouts, NaN and Inf inputs.
 #[test]
 fn moe_kernels_emulated_split_columns() {
     let Some((dir, exe)) = emulator("moe_kernels_emulated_split_columns") else {
         return;
     };
     let mut r = Rng::new(0x73706c);
-    let shapes: [ShapeRow; 8] = [
+    let shapes: [ShapeRow; 14] = [
         (2, [300, 264, 0], vec![5, 5, 150, 299], true),
         (3, [280, 136, 0], vec![0, 1, 200, 270], true),
         (2, [45, 19, 0], vec![1, 2, 3, 45], false),
@@ -427,17 +430,25 @@ fn moe_kernels_emulated_split_columns() {
         (1, [600, 13, 0], vec![300, 600], false),
         (2, [0, 16, 0], vec![0, 0], true),
         (3, [260, 16, 0], vec![260], false),
+        (0, [3, 72, 40], vec![], true),
+        (0, [2, 13, 600], vec![], false),
+        (4, [2, 64, 300], vec![], true),
+        (4, [3, 9, 7], vec![], false),
+        (1, [700, 40, 0], vec![0, 350, 351, 700], true),
+        (0, [4, 24, 33], vec![], true),
     ];
     let mut n = 0;
     for (i, shape) in shapes.into_iter().enumerate() {
         let cap = pad_cap(shape.1[0], shape.2.len()).max(16);
+        let weights = matches!(shape.0, 0 | 4);
         let c = Case {
-            m_cap: if i % 2 == 1 { cap } else { 0 },
+            m_cap: if i % 2 == 1 && !weights { cap } else { 0 },
             split: [1, 2, 3, 5][i % 4],
+            tiny: i >= 12,
             ..table_case(&mut r, i, shape, [0, 3, 20][i % 3], 3)
         };
         check_case(&exe, &dir, &c);
         n += 1;
     }
-    println!("{n} split-column emulated cases bit-identical to the CPU reference");
+    println!("{n} fused-pass emulated cases bit-identical to the CPU reference");
 }

@@ -266,16 +266,81 @@ __device__ inline void row_emit(const S& src, int64_t r, uint32_t (*v)[S::NOUT][
   }
 }
 
+// The column amax a fused row pass merges (row_kernel with CAM): group g of a row r is
+// [clamped[g-1], clamped[g]) (rows past the last END offset belong to none: g = G), or with
+// `clamped` null the uniform groups of group_rows rows; amax[g * K + c] holds the bits of the
+// group's |max| of output column c (zeroed before the launch, merged by atomicMax: order-free).
+struct ColAmax {
+  const int32_t* clamped;
+  int64_t group_rows, G;
+  uint32_t* amax;
+  __device__ inline int64_t group_of(int64_t r) const {  // first g with END offset > r
+    if (!clamped) return r / group_rows;
+    int64_t lo = 0, hi = G;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if ((int64_t)clamped[mid] > r) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  }
+  // the group of row r, from that of an earlier row
+  __device__ inline int64_t advance(int64_t g, int64_t r) const {
+    if (!clamped) return r / group_rows;
+    while (g < G && r >= (int64_t)clamped[g]) ++g;
+    return g;
+  }
+};
+
 // Rows r of K = NOUT * J output elements: scales[r] over the row, out[r * K + c].
-template <uint32_t F, class S, int BLOCK, int VPT, bool VEC>
+// CAM (the grouped casts' fused column amax; the launcher takes it only where the whole row
+// fits the registers, nch <= VPT * BLOCK): each block takes a contiguous range of rows and
+// keeps the |max| of every column it holds, per group, merged into ca.amax when the group
+// changes and at the end (one atomicMax per column per group a block touches).
+template <uint32_t F, class S, int BLOCK, int VPT, bool VEC, bool CAM>
 __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t* out, float* scales, int pow2,
-                                                    int dequant) {
+                                                    int dequant, ColAmax ca) {
   typedef typename S::In In;
   constexpr int W = Pk<In>::W, NO = S::NOUT;
   __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
   const int64_t J = src.J, K = NO * J;
   const int64_t nch = (J + kChunk - 1) / kChunk;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  int64_t r0 = blockIdx.x, r1 = rows, step = gridDim.x;
+  if constexpr (CAM) {
+    const int64_t per = (rows + gridDim.x - 1) / gridDim.x;
+    r0 = (int64_t)blockIdx.x * per;
+    r1 = r0 + per < rows ? r0 + per : rows;
+    step = 1;
+  }
+  uint32_t cam[CAM ? VPT : 1][NO][kChunk];
+#pragma unroll
+  for (int q = 0; q < (CAM ? VPT : 1); ++q)
+#pragma unroll
+    for (int o = 0; o < NO; ++o)
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) cam[q][o][e] = 0;
+  int64_t cg = CAM && r0 < r1 ? ca.group_of(r0) : 0;
+  auto flush = [&]() {
+    if (cg >= ca.G) return;
+#pragma unroll
+    for (int q = 0; q < (CAM ? VPT : 1); ++q)
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) {
+          const int64_t j = (threadIdx.x + (int64_t)q * BLOCK) * kChunk + e;
+          if (j < J && cam[q][o][e] != 0) atomicMax(&ca.amax[cg * K + o * J + j], cam[q][o][e]);
+          cam[q][o][e] = 0;
+        }
+  };
+  for (int64_t r = r0; r < r1; r += step) {
+    if constexpr (CAM) {
+      const int64_t g = ca.advance(cg, r);
+      if (g != cg) {
+        flush();
+        cg = g;
+      }
+    }
     uint32_t v[VPT][NO][W];
     uint32_t a = 0;
 #pragma unroll
@@ -290,7 +355,11 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
 #pragma unroll
       for (int o = 0; o < NO; ++o)
 #pragma unroll
-        for (int e = 0; e < kChunk; ++e) a = max(a, Pk<In>::abs_at(v[q][o], e));
+        for (int e = 0; e < kChunk; ++e) {
+          const uint32_t b = Pk<In>::abs_at(v[q][o], e);
+          a = max(a, b);
+          if constexpr (CAM) cam[q][o][e] = max(cam[q][o][e], b);
+        }
     }
     for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nch; i += BLOCK) {
       uint32_t w[NO][W];
@@ -310,6 +379,7 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
       row_emit<F, S, BLOCK, VPT, VEC, false>(src, r, v, nch, orow, s);
     }
   }
+  if constexpr (CAM) flush();
 }
 
 // ------------------------------------------------------------------------------- columns
@@ -527,53 +597,16 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
   }
 }
 
-// The split column pass (clamped groups): the sub-tiles of each group are dealt to gridDim.z
-// blocks (sub-tile s, s + gridDim.z, ...), in three kernels with no serial chain per group:
-// col_amax_kernel merges each block's column amax into amax_bits[g * K + c] (the scales output
-// as bits, zeroed by the launcher) with atomicMax (order-free: the exact group amax);
-// col_codes_kernel reads each of its sub-tiles once and writes the codes with the scale of that
-// amax; col_scale_kernel turns the amax bits into the scales in place. Same bytes as col_kernel.
-template <uint32_t F, class S, bool VEC>
-__global__ void __launch_bounds__(kBlock) col_amax_kernel(S src, const int32_t* clamped, const int32_t* pend,
-                                                          int64_t G, uint32_t* amax_bits) {
-  typedef typename S::In In;
-  constexpr int W = Pk<In>::W, NO = S::NOUT;
-  constexpr int RPT = ColRpt<S>::value;
-  constexpr int SUB = kColRowGroups * RPT;
-  constexpr int NC = NO * kColTile;
-  __shared__ uint32_t red[kColRowGroups][NC];
-  const int tid = threadIdx.x;
-  const int cc = tid % kColChunks, rg = tid / kColChunks;
-  const int64_t J = src.J, K = NO * J;
-  const int64_t jt = (int64_t)blockIdx.x * kColTile;
-  const int64_t j0 = jt + cc * kChunk;
-  const bool colvalid = j0 < J;
-  for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
-    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, 0, g, K, 1, nullptr);
-    if ((int64_t)blockIdx.z >= cg.nsub) continue;
-    uint32_t v[RPT][NO][W];
-    uint32_t cam[NO][kChunk];
-#pragma unroll
-    for (int o = 0; o < NO; ++o)
-#pragma unroll
-      for (int e = 0; e < kChunk; ++e) cam[o][e] = 0;
-    for (int64_t sub = blockIdx.z; sub < cg.nsub; sub += gridDim.z) {
-      col_load<S, VEC, RPT>(src, cg, cg.row_base + sub * SUB + (int64_t)rg * RPT, colvalid, j0, v);
-      col_amax<S, RPT>(v, cam);
-    }
-    col_block_amax<NO>(cam, red, rg, cc);
-    for (int c = tid; c < NC; c += kBlock) {
-      const int64_t j = jt + c % kColTile;
-      if (j < J && red[0][c] != 0) atomicMax(&amax_bits[g * K + (c / kColTile) * J + j], red[0][c]);
-    }
-    __syncthreads();  // red is read before the next group writes it
-  }
-}
-
+// The fused column pass: the row kernel (CAM) has merged each group's column amax into
+// amax_bits[g * K + c] (the column scales output as bits, zeroed by the launcher);
+// col_codes_kernel deals each group's sub-tiles to gridDim.z blocks (sub-tile s, s + gridDim.z,
+// ...), reads each once and writes the codes with the scale of that amax, no serial chain per
+// group; col_scale_kernel then turns the amax bits into the scales in place. Same bytes as
+// col_kernel.
 template <uint32_t F, class S, bool VEC>
 __global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t* clamped, const int32_t* pend,
-                                                           int64_t G, int64_t out_ld, uint8_t* out,
-                                                           const uint32_t* amax_bits, int pow2) {
+                                                           int64_t group_rows, int64_t G, int64_t out_ld,
+                                                           uint8_t* out, const uint32_t* amax_bits, int pow2) {
   typedef typename S::In In;
   constexpr int W = Pk<In>::W, NO = S::NOUT;
   constexpr int RPT = ColRpt<S>::value;
@@ -588,7 +621,7 @@ __global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t*
   const int64_t j0 = jt + cc * kChunk;
   const bool colvalid = j0 < J;
   for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
-    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, 0, g, K, out_ld, out);
+    const ColGroup cg = col_group<RPT, SUB>(clamped, pend, group_rows, g, K, out_ld, out);
     if (pend && g == G - 1 && blockIdx.z == 0) col_tail_zero<NC>(pend, G, out_ld, out, jt, J);
     if ((int64_t)blockIdx.z >= cg.nsub) continue;
     __syncthreads();  // the previous group's readers of sc / amx are done
@@ -624,21 +657,28 @@ namespace moe {
 
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
-template <uint32_t F, class S>
-int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
-  if (rows == 0) return kLaunchOk;
+// The row kernel's instance for rows of `nch` chunks (row_cfg, vec_ok), with or without the
+// fused column amax, on grid `grid`.
+template <uint32_t F, class S, bool CAM>
+void launch_row_kernel(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant,
+                       const ColAmax& ca, unsigned grid, hipStream_t st) {
   constexpr int V = RowVpt<S>::value;
-  const int64_t nch = (src.J + kChunk - 1) / kChunk;
-  const int cfg = row_cfg<S>(nch);
+  const int cfg = row_cfg<S>((src.J + kChunk - 1) / kChunk);
   const bool vec = vec_ok(src, out);
   with_index<S::COMPUTED ? 3 : 4>(cfg, [&](auto ci) {
     constexpr int B = kRowBlocks[decltype(ci)::value];
     if (vec) {
-      row_kernel<F, S, B, V, true><<<row_grid(rows), B, 0, st>>>(src, rows, out, scales, pow2, dequant);
+      row_kernel<F, S, B, V, true, CAM><<<grid, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
     } else {
-      row_kernel<F, S, B, V, false><<<row_grid(rows), B, 0, st>>>(src, rows, out, scales, pow2, dequant);
+      row_kernel<F, S, B, V, false, CAM><<<grid, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
     }
   });
+}
+
+template <uint32_t F, class S>
+int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
+  if (rows == 0) return kLaunchOk;
+  launch_row_kernel<F, S, false>(src, rows, out, scales, pow2, dequant, ColAmax{}, row_grid(rows), st);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -659,39 +699,63 @@ int launch_cols(const S& src, const int32_t* clamped, const int32_t* pend, int64
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
-// The split column pass (col_amax_kernel, col_codes_kernel, col_scale_kernel) for the SwiGLU
-// sources, whose sub-tiles are 128 rows (a 1024-token group is 8, a serial chain of reads
-// and re-reads in col_kernel): the blocks per group = the mean group's sub-tiles, at most 64.
-// 0: col_kernel (groups of at most one sub-tile on average, which col_kernel reads once;
-// HIPFP8_MOE_COL_SPLIT=0). The plain sources, whose 512-row sub-tiles leave short chains,
-// always take col_kernel (launch_grouped).
+// The fused column pass (row kernel with CAM, col_codes_kernel, col_scale_kernel): each
+// element read twice in all (rows, codes) instead of col_kernel's reduce + re-read of groups
+// taller than a sub-tile after the row pass (up to three reads), and no block walks a whole group
+// in series. Taken where the whole row fits the row kernel's registers (the fused amax keeps
+// one maximum per held column) unless HIPFP8_MOE_COL_SPLIT=0.
 template <class S>
-inline int64_t col_split(int64_t m, int64_t G) {
-  static_assert(S::COMPUTED, "only the SwiGLU sources split their column pass");
-  if (G == 0 || !knob(kKnob_MOE_COL_SPLIT)) return 0;
-  constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
-  const int64_t mean = (m / G + SUB - 1) / SUB;
-  return mean < 2 ? 0 : (mean > 64 ? 64 : mean);
+inline bool fused_cols(int64_t J) {
+  constexpr int LAST = S::COMPUTED ? 2 : 3;
+  return knob(kKnob_MOE_COL_SPLIT) != 0 &&
+         (J + kChunk - 1) / kChunk <= (int64_t)RowVpt<S>::value * kRowBlocks[LAST];
 }
 
+// Blocks per group of col_codes_kernel: the mean group's sub-tiles, 1 to 64.
+template <class S>
+inline int64_t codes_split(int64_t m, int64_t G) {
+  constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
+  const int64_t mean = G ? (m / G + SUB - 1) / SUB : 1;
+  return mean < 1 ? 1 : (mean > 64 ? 64 : mean);
+}
+
+// The fused row pass's grid: 1024 threads' worth of blocks per SM (HIPFP8_MOE_ROW_BLOCKS_PER_SM
+// overrides), at most one block per row. Fewer, longer row ranges mean fewer amax merges (one
+// atomicMax per column per group a block touches).
+template <class S>
+inline unsigned fused_row_grid(int64_t rows, int64_t J) {
+  const int block = kRowBlocks[row_cfg<S>((J + kChunk - 1) / kChunk)];
+  const int k = knob(kKnob_MOE_ROW_BLOCKS_PER_SM);
+  const int64_t per_sm = k >= 1 && k <= 64 ? k : 1024 / block;
+  const int64_t g = per_sm * device_sm_count();
+  return (unsigned)(rows < g ? rows : g);
+}
+
+// Rows and columns of `rows` source rows in G groups (clamped END offsets, or uniform groups of
+// group_rows rows): row codes and scales, then the column codes at out_ld (0: the 3D layout) with
+// the padded END offsets pend (or none), column scales col_scales[g * K + c].
 template <uint32_t F, class S>
-int launch_cols_split(const S& src, const int32_t* clamped, const int32_t* pend, int64_t G, int64_t out_ld,
-                      uint8_t* out, float* scales, int64_t nsplit, int pow2, int dequant, hipStream_t st) {
+int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const int32_t* clamped, int64_t group_rows,
+                 int64_t G, const int32_t* pend, int64_t out_ld, uint8_t* col_out, float* col_scales, int pow2,
+                 int dequant, hipStream_t st) {
   const int64_t tiles = (src.J + kColTile - 1) / kColTile, n = G * S::NOUT * src.J;
   if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
-  const hipError_t e = hipMemsetAsync(scales, 0, (size_t)n * sizeof(float), st);  // the amax bits
+  const hipError_t e = hipMemsetAsync(col_scales, 0, (size_t)n * sizeof(float), st);  // the amax bits
   if (e != hipSuccess) return (int)e;
-  const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)nsplit);
-  uint32_t* amax = reinterpret_cast<uint32_t*>(scales);
+  uint32_t* amax = reinterpret_cast<uint32_t*>(col_scales);
+  if (rows > 0)
+    launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax},
+                                  fused_row_grid<S>(rows, src.J), st);
+  const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<S>(rows, G));
   if (src.J % kChunk == 0 && src.aligned()) {
-    col_amax_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, amax);
-    col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, out_ld, out, amax, pow2);
+    col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
+                                                          pow2);
   } else {
-    col_amax_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, amax);
-    col_codes_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, G, out_ld, out, amax, pow2);
+    col_codes_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
+                                                           pow2);
   }
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(scales, n, pow2, dequant);
+  col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(col_scales, n, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -704,24 +768,24 @@ struct ColOut {
   int32_t* offs_pad;
 };
 
-// The grouped casts of `src` (m rows of k): rows, then columns per clamped group, with the
-// workspace zeroed again at the end.
+// The grouped casts of `src` (m rows of k): rows and columns per clamped group (fused, or the
+// row kernel then col_kernel), with the workspace zeroed again at the end.
 template <uint32_t F, class S>
 int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint8_t* out, float* scales,
                    ColOut col, int pow2, int dequant, void* ws, hipStream_t st) {
-  int rc = launch_rows<F>(src, m, out, scales, pow2, dequant, st);
-  if (rc != kLaunchOk || G == 0) return rc;
+  if (G == 0) return launch_rows<F>(src, m, out, scales, pow2, dequant, st);
   int32_t* clamped = static_cast<int32_t*>(ws);
-  rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
+  int rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
   if (rc != kLaunchOk) return rc;
   const int64_t ld = col.offs_pad ? col.m_cap : m;
-  int64_t nsplit = 0;
-  if constexpr (S::COMPUTED) {  // the plain sources never split: no split kernels built for them
-    nsplit = col_split<S>(m, G);
-    if (nsplit)
-      rc = launch_cols_split<F>(src, clamped, col.offs_pad, G, ld, col.out, col.scales, nsplit, pow2, dequant, st);
+  if (fused_cols<S>(src.J)) {
+    rc = launch_fused<F>(src, m, out, scales, clamped, 0, G, col.offs_pad, ld, col.out, col.scales, pow2, dequant,
+                         st);
+  } else {
+    rc = launch_rows<F>(src, m, out, scales, pow2, dequant, st);
+    if (rc == kLaunchOk)
+      rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
   }
-  if (!nsplit) rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
@@ -761,6 +825,8 @@ static int weights_dual(const void* x, const void* x1, int64_t n0, uint8_t* out,
                         float* scales_t, int64_t e, int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
   typedef typename In::elem E;
   const PlainSrc<In> src{static_cast<const E*>(x), k, static_cast<const E*>(x1), n0, n - n0};
+  if (fused_cols<PlainSrc<In>>(k))
+    return launch_fused<F>(src, e * n, out, scales, nullptr, n, e, nullptr, 0, out_t, scales_t, pow2, dequant, st);
   const int rc = launch_rows<F>(src, e * n, out, scales, pow2, dequant, st);
   if (rc != kLaunchOk) return rc;
   return launch_cols<F>(src, nullptr, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);

@@ -12,9 +12,9 @@
 // TINY 1: the row casts run a 32-thread, one-chunk-per-thread instance (the re-read path of
 // rows longer than the registers hold); 0: the launcher's instance (row_cfg).
 // M_CAP > 0 (ops 1-3): the column output in the padded layout of M_CAP rows, its padded END
-// offsets written to pend.bin. SPLIT > 0 (ops 1-3): the grouped columns through the split pass
-// (col_amax_kernel, col_codes_kernel, col_scale_kernel) with SPLIT blocks per group, as
-// launch_cols_split runs it; 0: col_kernel.
+// offsets written to pend.bin. SPLIT > 0: the fused pass (the row kernel merging the column
+// amax, col_codes_kernel with SPLIT blocks per group, col_scale_kernel) where the launcher takes
+// it (the whole row in the row kernel's registers), as launch_fused runs it; 0: col_kernel.
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
 #include <algorithm>
@@ -42,51 +42,56 @@ struct Args {
 };
 
 // The launcher's row kernel instance (row_cfg, vec_ok), or with TINY a 32-thread block holding one
-// chunk per thread (rows past 256 source columns take the re-read path).
-template <uint32_t F, class S, int B, int V>
-void rows_inst(const Args& a, const S& src, int64_t n, bool vec, uint8_t* out, float* sc) {
+// chunk per thread (rows past 256 source columns take the re-read path); CAM: with the fused
+// column amax into ca.
+template <uint32_t F, class S, int B, int V, bool CAM>
+void rows_inst(const Args& a, const S& src, int64_t n, bool vec, uint8_t* out, float* sc, const ColAmax& ca) {
   emu_launch_waves(a.grid_rows, B, [&] {
-    if (vec) row_kernel<F, S, B, V, true>(src, n, out, sc, a.pow2, a.dequant);
-    else row_kernel<F, S, B, V, false>(src, n, out, sc, a.pow2, a.dequant);
+    if (vec) row_kernel<F, S, B, V, true, CAM>(src, n, out, sc, a.pow2, a.dequant, ca);
+    else row_kernel<F, S, B, V, false, CAM>(src, n, out, sc, a.pow2, a.dequant, ca);
   });
 }
 
-template <uint32_t F, class S>
-void rows(const Args& a, const S& src, int64_t n, uint8_t* out, float* sc) {
+template <uint32_t F, class S, bool CAM>
+void rows(const Args& a, const S& src, int64_t n, uint8_t* out, float* sc, const ColAmax& ca = ColAmax{}) {
   if (n == 0) return;
   const bool vec = vec_ok(src, out);
-  if (a.tiny) return rows_inst<F, S, 32, 1>(a, src, n, vec, out, sc);
+  if (a.tiny) return rows_inst<F, S, 32, 1, CAM>(a, src, n, vec, out, sc, ca);
   const int64_t nch = (src.J + kChunk - 1) / kChunk;
   with_index<S::COMPUTED ? 3 : 4>(row_cfg<S>(nch), [&](auto ci) {
-    rows_inst<F, S, kRowBlocks[decltype(ci)::value], RowVpt<S>::value>(a, src, n, vec, out, sc);
+    rows_inst<F, S, kRowBlocks[decltype(ci)::value], RowVpt<S>::value, CAM>(a, src, n, vec, out, sc, ca);
   });
 }
 
+// Both casts of n source rows in G groups (clamped END offsets cl, or uniform groups of
+// group_rows rows): with SPLIT > 0 and the row in the row kernel's registers (the launcher's
+// fused_cols rule; TINY: 32 chunks), the fused pass as launch_fused runs it (row kernel with the
+// column amax, col_codes_kernel with SPLIT blocks per group, col_scale_kernel); else the row
+// kernel, then col_kernel.
 template <uint32_t F, class S>
-void cols(const Args& a, const S& src, const int32_t* cl, const int32_t* pend, int64_t group_rows, int64_t G,
-          int64_t out_ld, uint8_t* out, float* sc) {
-  if (G == 0) return;
-  const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
+void casts(const Args& a, const S& src, int64_t n, const int32_t* cl, int64_t group_rows, int64_t G,
+           const int32_t* pend, int64_t out_ld, uint8_t* out, float* sc, uint8_t* out2, float* sc2) {
+  const int64_t nch = (src.J + kChunk - 1) / kChunk;
+  const int64_t hold = a.tiny ? 32 : (int64_t)RowVpt<S>::value * kRowBlocks[S::COMPUTED ? 2 : 3];
   const bool vec = src.J % kChunk == 0 && src.aligned();
-  if (a.split > 0 && cl) {
-    const int64_t n = G * S::NOUT * src.J;
-    std::fill(sc, sc + n, 0.0f);
-    uint32_t* amax = reinterpret_cast<uint32_t*>(sc);
-    const dim3 g3(grid.x, grid.y, (unsigned)a.split);
-    emu_launch(g3, kBlock, [&] {
-      if (vec) col_amax_kernel<F, S, true>(src, cl, pend, G, amax);
-      else col_amax_kernel<F, S, false>(src, cl, pend, G, amax);
+  const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
+  if (a.split > 0 && G > 0 && nch <= hold) {
+    const int64_t nsc = G * S::NOUT * src.J;
+    std::fill(sc2, sc2 + nsc, 0.0f);
+    uint32_t* amax = reinterpret_cast<uint32_t*>(sc2);
+    rows<F, S, true>(a, src, n, out, sc, ColAmax{cl, group_rows, G, amax});
+    emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
+      if (vec) col_codes_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+      else col_codes_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
     });
-    emu_launch(g3, kBlock, [&] {
-      if (vec) col_codes_kernel<F, S, true>(src, cl, pend, G, out_ld, out, amax, a.pow2);
-      else col_codes_kernel<F, S, false>(src, cl, pend, G, out_ld, out, amax, a.pow2);
-    });
-    emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc, n, a.pow2, a.dequant); });
+    emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc2, nsc, a.pow2, a.dequant); });
     return;
   }
+  rows<F, S, false>(a, src, n, out, sc);
+  if (G == 0) return;
   emu_launch(grid, kBlock, [&] {
-    if (vec) col_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
-    else col_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out, sc, a.pow2, a.dequant);
+    if (vec) col_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out2, sc2, a.pow2, a.dequant);
+    else col_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out2, sc2, a.pow2, a.dequant);
   });
 }
 
@@ -118,26 +123,22 @@ int run(const Args& a) {
   switch (a.op) {
     case 0: {
       const PlainSrc<In> s{x.data(), a.d1};
-      rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
-      cols<F>(a, s, nullptr, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      casts<F>(a, s, a.d0 * a.d2, nullptr, a.d2, a.d0, nullptr, 0, out.data(), sc.data(), out2.data(), sc2.data());
       break;
     }
     case 1: {
       const PlainSrc<In> s{x.data(), a.d1};
-      rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
+      casts<F>(a, s, a.d0, cl.data(), 0, a.G, pd, ld, out.data(), sc.data(), out2.data(), sc2.data());
       break;
     }
     case 2: {
       const SwigluSrc<In> s{gu.data(), a.d1};
-      rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
+      casts<F>(a, s, a.d0, cl.data(), 0, a.G, pd, ld, out.data(), sc.data(), out2.data(), sc2.data());
       break;
     }
     case 3: {
       const SwigluBwdSrc<In> s{dh.data(), gu.data(), a.d1};
-      rows<F>(a, s, a.d0, out.data(), sc.data());
-      cols<F>(a, s, cl.data(), pd, 0, a.G, ld, out2.data(), sc2.data());
+      casts<F>(a, s, a.d0, cl.data(), 0, a.G, pd, ld, out.data(), sc.data(), out2.data(), sc2.data());
       break;
     }
     case 4: {
@@ -149,8 +150,7 @@ int run(const Args& a) {
         x1.insert(x1.end(), w + n0 * a.d1, w + a.d2 * a.d1);
       }
       const PlainSrc<In> s{x0.data(), a.d1, x1.data(), n0, n1};
-      rows<F>(a, s, a.d0 * a.d2, out.data(), sc.data());
-      cols<F>(a, s, nullptr, nullptr, a.d2, a.d0, 0, out2.data(), sc2.data());
+      casts<F>(a, s, a.d0 * a.d2, nullptr, a.d2, a.d0, nullptr, 0, out.data(), sc.data(), out2.data(), sc2.data());
       break;
     }
     default:
