@@ -22,9 +22,12 @@
 // code bytes per column (the transpose happens in registers). A group within one sub-tile is
 // read once; a taller one is reduced over all its sub-tiles, then the codes of the last come
 // from registers and the others are read (and computed) again, last first: twice for those.
-// The SwiGLU sources' grouped launches take the split column pass where groups average two
-// sub-tiles or more (col_split): amax, codes and scales kernels, a group's sub-tiles dealt to
-// several blocks, so no block walks a whole group in series.
+// Where the row fits the row kernel's registers (fused_cols) the launch takes the fused pass
+// instead: the row kernel takes contiguous row ranges and also merges each group's column amax
+// (atomicMax on the f32 bits of the column scales output), a codes kernel deals each group's
+// sub-tiles to several blocks and reads each once, a scales kernel turns the bits into scales:
+// every element read twice in all, no block walking a group in series. col_kernel stays for
+// longer rows and HIPFP8_MOE_COL_SPLIT=0.
 // Every code goes through encode_sw (or encode4_finite, the same bits for finite inputs), every
 // scale through amax_to_scale: bit-identical to the CPU reference. The scale outputs hold the
 // forward scale s (codes = encode(x * s)) or, with `dequant`, the grouped GEMMs' dequant scale
