@@ -336,6 +336,25 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
           cam[q][o][e] = 0;
         }
   };
+  // the held chunks of row r into d (zero past the row)
+  auto load = [&](int64_t r, uint32_t (*d)[NO][W]) {
+#pragma unroll
+    for (int q = 0; q < VPT; ++q) {
+      const int64_t i = threadIdx.x + (int64_t)q * BLOCK;
+      if (i < nch) {
+        src.template chunk<VEC>(r, i * kChunk, d[q]);
+      } else {
+#pragma unroll
+        for (int o = 0; o < NO; ++o) Pk<In>::zero(d[q][o]);
+      }
+    }
+  };
+  // CAM: the next row of the range is loaded before this one's block reduction (its loads in
+  // flight across the barriers)
+  uint32_t v[VPT][NO][W], vn[CAM ? VPT : 1][NO][W];
+  if constexpr (CAM) {
+    if (r0 < r1) load(r0, v);
+  }
   for (int64_t r = r0; r < r1; r += step) {
     if constexpr (CAM) {
       const int64_t g = ca.advance(cg, r);
@@ -343,18 +362,13 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
         flush();
         cg = g;
       }
+      if (r + 1 < r1) load(r + 1, vn);
+    } else {
+      load(r, v);
     }
-    uint32_t v[VPT][NO][W];
     uint32_t a = 0;
 #pragma unroll
-    for (int q = 0; q < VPT; ++q) {
-      const int64_t i = threadIdx.x + (int64_t)q * BLOCK;
-      if (i < nch) {
-        src.template chunk<VEC>(r, i * kChunk, v[q]);
-      } else {
-#pragma unroll
-        for (int o = 0; o < NO; ++o) Pk<In>::zero(v[q][o]);
-      }
+    for (int q = 0; q < VPT; ++q)
 #pragma unroll
       for (int o = 0; o < NO; ++o)
 #pragma unroll
@@ -363,7 +377,6 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
           a = max(a, b);
           if constexpr (CAM) cam[q][o][e] = max(cam[q][o][e], b);
         }
-    }
     for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nch; i += BLOCK) {
       uint32_t w[NO][W];
       src.template chunk<VEC>(r, i * kChunk, w);
@@ -380,6 +393,14 @@ __global__ void __launch_bounds__(BLOCK) row_kernel(S src, int64_t rows, uint8_t
       row_emit<F, S, BLOCK, VPT, VEC, true>(src, r, v, nch, orow, s);
     } else {
       row_emit<F, S, BLOCK, VPT, VEC, false>(src, r, v, nch, orow, s);
+    }
+    if constexpr (CAM) {
+#pragma unroll
+      for (int q = 0; q < VPT; ++q)
+#pragma unroll
+        for (int o = 0; o < NO; ++o)
+#pragma unroll
+          for (int w = 0; w < W; ++w) v[q][o][w] = vn[q][o][w];
     }
   }
   if constexpr (CAM) flush();
@@ -661,7 +682,9 @@ namespace moe {
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
 // The row kernel's instance for rows of `nch` chunks (row_cfg, vec_ok), with or without the
-// fused column amax, on grid `grid`.
+// fused column amax. Without: grid `grid`. With: the fused row grid (fused_row_grid), at most
+// the blocks resident at once (a contiguous row range per block: a second wave would be a
+// tail of whole ranges).
 template <uint32_t F, class S, bool CAM>
 void launch_row_kernel(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant,
                        const ColAmax& ca, unsigned grid, hipStream_t st) {
@@ -670,10 +693,23 @@ void launch_row_kernel(const S& src, int64_t rows, uint8_t* out, float* scales, 
   const bool vec = vec_ok(src, out);
   with_index<S::COMPUTED ? 3 : 4>(cfg, [&](auto ci) {
     constexpr int B = kRowBlocks[decltype(ci)::value];
+    // the grid, capped (CAM) at the resident blocks of that instance
+    auto grid_of = [&](const void* kernel, unsigned long long* cache) {
+      if constexpr (CAM) {
+        const int res = resident_grid(cache, kernel, B, 0);
+        return (int64_t)res < (int64_t)grid ? (unsigned)res : grid;
+      }
+      (void)kernel;
+      (void)cache;
+      return grid;
+    };
+    static unsigned long long cache_vec[kResidentDevs], cache_el[kResidentDevs];
     if (vec) {
-      row_kernel<F, S, B, V, true, CAM><<<grid, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
+      const unsigned g = grid_of(reinterpret_cast<const void*>(row_kernel<F, S, B, V, true, CAM>), cache_vec);
+      row_kernel<F, S, B, V, true, CAM><<<g, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
     } else {
-      row_kernel<F, S, B, V, false, CAM><<<grid, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
+      const unsigned g = grid_of(reinterpret_cast<const void*>(row_kernel<F, S, B, V, false, CAM>), cache_el);
+      row_kernel<F, S, B, V, false, CAM><<<g, B, 0, st>>>(src, rows, out, scales, pow2, dequant, ca);
     }
   });
 }
@@ -722,9 +758,9 @@ inline int64_t codes_split(int64_t m, int64_t G) {
   return mean < 1 ? 1 : (mean > 64 ? 64 : mean);
 }
 
-// The fused row pass's grid: 1024 threads' worth of blocks per SM (HIPFP8_MOE_ROW_BLOCKS_PER_SM
-// overrides), at most one block per row. Fewer, longer row ranges mean fewer amax merges (one
-// atomicMax per column per group a block touches).
+// The fused row pass's grid before the resident cap: 1024 threads' worth of blocks per SM
+// (HIPFP8_MOE_ROW_BLOCKS_PER_SM overrides), at most one block per row. Fewer, longer row ranges
+// mean fewer amax merges (one atomicMax per column per group a block touches).
 template <class S>
 inline unsigned fused_row_grid(int64_t rows, int64_t J) {
   const int block = kRowBlocks[row_cfg<S>((J + kChunk - 1) / kChunk)];
