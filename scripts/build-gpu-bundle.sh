@@ -133,8 +133,12 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$STAGE/crate"
 } > "$STAGE/MANIFEST"
 log "packing $(du -sm "$STAGE" | cut -f1) MiB (solid xz; identical fatbins compress away)"
 rm -rf "$BUNDLE"/{tests,bin,lib,crate,MANIFEST,run-gpu-bundle.sh,payload.tar.xz}
-# One xz stream with a dictionary larger than a test binary, so repeats across binaries are found.
-tar -C "$STAGE" "${LEAVE[@]}" -cf - . | xz -T1 --lzma2=preset=6,dict=64MiB > "$BUNDLE/payload.tar.xz"
+# One xz stream with a dictionary larger than the largest file (a test binary, ~70 MiB), so a
+# binary's repeat of the one before it is found (a dictionary smaller than that packs ~10x larger).
+big=$(find "$STAGE" -type f -printf '%s\n' | sort -n | tail -1)
+dict=$(( (big >> 20) + 32 ))
+[ "$dict" -ge 64 ] || dict=64
+tar -C "$STAGE" "${LEAVE[@]}" -cf - . | xz -T1 --lzma2=preset=6,dict=${dict}MiB > "$BUNDLE/payload.tar.xz"
 cp "$STAGE/MANIFEST" "$BUNDLE/MANIFEST"
 cp "$ROOT/scripts/run-gpu-bundle.sh" "$BUNDLE/run-gpu-bundle.sh"
 size=$(du -sm "$BUNDLE" | cut -f1)

@@ -357,7 +357,13 @@ fn main() {
     }
     // ---- the fused MoE casts (hip/moe): minimal bytes = inputs read once, both outputs
     // written once; compare with the rows of the casts each one replaces
-    if b.enabled("moe_") {
+    let moe_ops = [
+        "moe_weights_dual",
+        "moe_act_dual",
+        "moe_swiglu_quant",
+        "moe_swiglu_bwd_quant",
+    ];
+    if moe_ops.iter().any(|op| b.enabled(op)) {
         let p = hipfp8::MoeCastParams::from(p);
         let mut o1 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
         let mut o2 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();

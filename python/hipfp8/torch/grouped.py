@@ -190,8 +190,9 @@ class GroupedExperts(nn.Module):
     `self.weight_cache` (hipfp8.torch.fused_experts: re-quantized when the weights change; call
     `refresh_weight_cache()` after an optimizer step when replaying CUDA graphs; its wgrad
     GEMMs run on 16-token aligned groups whatever the token dispatcher pads). Not the default:
-    on the H200 it is faster than the default eagerly, but the compiled default has not been
-    measured against it with its current kernels (README, "From PyTorch"; bench/NOTES.md).
+    in a training step with one micro-batch (the weights quantized again after each optimizer
+    step) the compiled default is faster; the recipe wins with several micro-batches, where
+    the weights are quantized once per step (README, "From PyTorch"; bench/NOTES.md).
     """
 
     def __init__(self, dim, hidden_dim, num_experts, float8_dtype=None, device=None,
