@@ -158,7 +158,20 @@ def test_precast_ops_equal_bf16_ops(device):
     dy_pad, _, _ = gather_pad(dout, perm, offs, k, align, m_cap, scores)
     want = fe.moe_experts_backward(saved2, gen2, dy_pad, offs_pad, cache, i, E4)
     assert torch.equal(got[0][:end], want[0][:end])
-    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+    _assert_wgrad_equal(device, "dW13", got[1], want[1])
+    _assert_wgrad_equal(device, "dW2", got[2], want[2])
+
+
+def _assert_wgrad_equal(device, what, g, w):
+    """Weight gradients of two paths with the same FP8 operands: bit for bit on the CPU (one
+    GEMM implementation); on the GPU within bf16 rounding, since the paths' column operands
+    differ in row stride (the routing's m_cap, 140 rows in these tests, against the padded
+    layout's multiple of 16) and the library's 2D x 2D GEMM takes only 16-byte aligned strides:
+    one side runs the portable kernel (the same f32 products summed in another order)."""
+    if device == "cuda":
+        _assert_bf16_close(what, g, w)
+    else:
+        assert torch.equal(g, w), what
 
 
 def composed(x, scores, ids, w1, w2, w3, dout, align=16):
@@ -195,7 +208,10 @@ def test_layer_equals_composition(device, k):
     want = composed(x, scores, ids, w1, w2, w3, dout)
     for name, g, w in zip(("out", "dx", "d_scores", "dw1", "dw2", "dw3"), got, want):
         assert g.dtype == w.dtype or name == "d_scores", name
-        assert torch.equal(g.to(w.dtype), w), name
+        if name.startswith("dw"):
+            _assert_wgrad_equal(device, name, g, w)
+        else:
+            assert torch.equal(g.to(w.dtype), w), name
 
 
 def test_layer_dtypes_and_no_score_grad(device):
