@@ -164,10 +164,10 @@ def test_precast_ops_equal_bf16_ops(device):
 
 def _assert_wgrad_equal(device, what, g, w):
     """Weight gradients of two paths with the same FP8 operands: bit for bit on the CPU (one
-    GEMM implementation); on the GPU within bf16 rounding, since the paths' column operands
-    differ in row stride (the routing's m_cap, 140 rows in these tests, against the padded
-    layout's multiple of 16) and the library's 2D x 2D GEMM takes only 16-byte aligned strides:
-    one side runs the portable kernel (the same f32 products summed in another order)."""
+    GEMM implementation); on the GPU within bf16 rounding, since the library's 2D x 2D GEMM
+    takes only row strides of a multiple of 16 rows: a path whose column operands have another
+    (test_precast_ops_equal_bf16_ops' m_cap = 140 against the padded layout's multiple of 16)
+    runs the portable kernel, the same f32 products summed in another order."""
     if device == "cuda":
         _assert_bf16_close(what, g, w)
     else:

@@ -68,7 +68,9 @@ class _RoutedExperts(torch.autograd.Function):
     def forward(ctx, x, scores, perm, offs, w1, w2, w3, cache_id, fp8, grad_fp8, align):
         t, _ = x.shape
         topk = scores.shape[1]
-        m_cap = t * topk + offs.shape[0] * (align - 1)
+        # room for every padded group, rounded to 16 rows: the column operands' row stride is
+        # then one the library's 2D x 2D (wgrad) GEMM takes (else it runs the portable kernel)
+        m_cap = (t * topk + offs.shape[0] * (align - 1) + 15) // 16 * 16
         offs_pad, slot_row, xq, xs, xc, xcs = ops._moe_dispatch_dual(
             x, perm, offs, topk, align, m_cap, fp8, True, True)
         y_pad, saved, gen = fe._fwdp(xq, xs, offs_pad, w1, w3, w2, cache_id)
