@@ -97,6 +97,15 @@ impl Bench {
             .is_none_or(|f| f.split(',').any(|f| op.contains(f)))
     }
 
+    /// Whether a section of ops named `prefix...` may hold an enabled op: no filter, or a
+    /// filter naming such an op (or a part of the prefix). Its ops still check `enabled`.
+    fn section(&self, prefix: &str) -> bool {
+        self.filter.as_ref().is_none_or(|f| {
+            f.split(',')
+                .any(|f| f.starts_with(prefix) || prefix.contains(f))
+        })
+    }
+
     /// Median microseconds of `f` (events around each call).
     fn time(&self, mut f: impl FnMut(StreamRef)) -> f64 {
         let s = self.stream.handle();
@@ -357,13 +366,7 @@ fn main() {
     }
     // ---- the fused MoE casts (hip/moe): minimal bytes = inputs read once, both outputs
     // written once; compare with the rows of the casts each one replaces
-    let moe_ops = [
-        "moe_weights_dual",
-        "moe_act_dual",
-        "moe_swiglu_quant",
-        "moe_swiglu_bwd_quant",
-    ];
-    if moe_ops.iter().any(|op| b.enabled(op)) {
+    if b.section("moe_") {
         let p = hipfp8::MoeCastParams::from(p);
         let mut o1 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
         let mut o2 = DeviceBuffer::<u8>::alloc(&b.ctx, E * H * I).unwrap();
