@@ -15,6 +15,9 @@
 #   gaps     host time and GPU idle time inside one timed grouped GEMM call, ours and torch's
 #            (only when named): h200-gemm-gaps.json
 #   bench    hipfp8-bench --quick rows (the casts, the fused MoE casts) against copy bandwidth
+#   ab       hipfp8-bench --quick --filter moe_ once per knob setting of AB (a process each: the
+#            kernel knobs are read once per process; default "HIPFP8_MOE_COL_SPLIT=0
+#            HIPFP8_MOE_ROW_BLOCKS_PER_SM=2"): ab-1.log, ab-2.log, ... (first line: the setting)
 #   moe      MoE end to end through the Python package: projection, experts block, torchtitan
 #            layer vs BF16 and torchao (bench/moe_e2e.py; MOE_ARGS adds flags): h200-moe.{json,md}
 #   sanitize compute-sanitizer over the GPU test binaries (only when named: it takes minutes)
@@ -25,7 +28,7 @@ set -uo pipefail
 B=$(cd "${1:?usage: gpu-session.sh BUNDLE_DIR [PY_WHEELS_DIR]}" && pwd)
 W=${2:-.gpu/pyw}
 OUT=${OUT:-/tmp/hipfp8-session}
-STEPS=${STEPS:-tests isolate python gemm bench moe}
+STEPS=${STEPS:-tests isolate python gemm bench ab moe}
 U=${BUNDLE_UNPACK_DIR:-/tmp/hipfp8-bundle}
 LIB=$U/lib/libhipfp8.so
 mkdir -p "$OUT"
@@ -53,6 +56,16 @@ for s in $STEPS; do
     sweep) step sweep 300 env GG_MODE=sweep python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     gaps) step gaps 150 env GG_MODE=gaps python3 bench/compare_grouped_gemm.py "$LIB" "$OUT" ;;
     bench) step bench 180 "$U/bin/hipfp8-bench" --quick ;;
+    ab)
+      i=0
+      for kv in ${AB:-HIPFP8_MOE_COL_SPLIT=0 HIPFP8_MOE_ROW_BLOCKS_PER_SM=2}; do
+        i=$((i + 1))
+        echo "$kv" >"$OUT/ab-$i.log"
+        say "ab $i: $kv"
+        env "$kv" timeout 120 "$U/bin/hipfp8-bench" --quick --filter moe_ >>"$OUT/ab-$i.log" 2>&1 || status=1
+        grep -E '^moe_' "$OUT/ab-$i.log" | cut -c1-130
+      done
+      ;;
     moe) step moe 420 env HIPFP8_LIB="$LIB" OUT="$OUT" bash python/ci/site-env.sh "$W" \
       python3 bench/moe_e2e.py --out "$OUT" --budget-s "${MOE_BUDGET:-300}" ${MOE_ARGS:-} ;;
     sanitize) step sanitize 600 env OUT=$OUT SAN_TIMEOUT=400 bash scripts/sanitize-gpu.sh "$B" ;;
