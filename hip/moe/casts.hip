@@ -225,6 +225,11 @@ constexpr int kRowBlocks[4] = {64, 128, 256, 512};
 // Smallest block whose registers hold the row's chunks (the largest re-reads the rest). The
 // SwiGLU sources stop at 256 threads: a 512-thread block caps the registers at 128 on NVIDIA,
 // where the f64 division's out-of-line path then spills.
+// Chunks of a row the largest row instance holds in registers.
+template <class S>
+inline int64_t row_hold() {
+  return (int64_t)RowVpt<S>::value * kRowBlocks[S::COMPUTED ? 2 : 3];
+}
 template <class S>
 inline int row_cfg(int64_t nch) {
   constexpr int V = RowVpt<S>::value;
@@ -278,14 +283,7 @@ struct ColAmax {
   int64_t group_rows, G;
   uint32_t* amax;
   __device__ inline int64_t group_of(int64_t r) const {  // first g with END offset > r
-    if (!clamped) return r / group_rows;
-    int64_t lo = 0, hi = G;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if ((int64_t)clamped[mid] > r) hi = mid;
-      else lo = mid + 1;
-    }
-    return lo;
+    return clamped ? upper_bound_i32(clamped, (int)G, r) : r / group_rows;
   }
   // the group of row r, from that of an earlier row
   __device__ inline int64_t advance(int64_t g, int64_t r) const {
@@ -682,26 +680,30 @@ namespace moe {
 inline unsigned row_grid(int64_t rows) { return (unsigned)(rows < (1 << 20) ? rows : (1 << 20)); }
 
 // The row kernel's instance for rows of `nch` chunks (row_cfg, vec_ok), with or without the
-// fused column amax. Without: grid `grid`. With: the fused row grid (fused_row_grid), at most
-// the blocks resident at once (a contiguous row range per block: a second wave would be a
-// tail of whole ranges).
+// fused column amax. Without: a block per row (row_grid). With: 1024 threads' worth of blocks
+// per SM (HIPFP8_MOE_ROW_BLOCKS_PER_SM overrides), at most one per row and at most the blocks
+// resident at once (a contiguous row range per block: a second wave would be a tail of whole
+// ranges). Fewer, longer ranges mean fewer amax merges (one atomicMax per column per group a
+// block touches).
 template <uint32_t F, class S, bool CAM>
 void launch_row_kernel(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant,
-                       const ColAmax& ca, unsigned grid, hipStream_t st) {
+                       const ColAmax& ca, hipStream_t st) {
   constexpr int V = RowVpt<S>::value;
   const int cfg = row_cfg<S>((src.J + kChunk - 1) / kChunk);
   const bool vec = vec_ok(src, out);
   with_index<S::COMPUTED ? 3 : 4>(cfg, [&](auto ci) {
     constexpr int B = kRowBlocks[decltype(ci)::value];
-    // the grid, capped (CAM) at the resident blocks of that instance
     auto grid_of = [&](const void* kernel, unsigned long long* cache) {
       if constexpr (CAM) {
-        const int res = resident_grid(cache, kernel, B, 0);
-        return (int64_t)res < (int64_t)grid ? (unsigned)res : grid;
+        const int k = knob(kKnob_MOE_ROW_BLOCKS_PER_SM);
+        int64_t g = (int64_t)(k >= 1 && k <= 64 ? k : 1024 / B) * device_sm_count();
+        const int64_t res = resident_grid(cache, kernel, B, 0);
+        if (res < g) g = res;
+        return (unsigned)(rows < g ? rows : g);
       }
       (void)kernel;
       (void)cache;
-      return grid;
+      return row_grid(rows);
     };
     static unsigned long long cache_vec[kResidentDevs], cache_el[kResidentDevs];
     if (vec) {
@@ -717,7 +719,7 @@ void launch_row_kernel(const S& src, int64_t rows, uint8_t* out, float* scales, 
 template <uint32_t F, class S>
 int launch_rows(const S& src, int64_t rows, uint8_t* out, float* scales, int pow2, int dequant, hipStream_t st) {
   if (rows == 0) return kLaunchOk;
-  launch_row_kernel<F, S, false>(src, rows, out, scales, pow2, dequant, ColAmax{}, row_grid(rows), st);
+  launch_row_kernel<F, S, false>(src, rows, out, scales, pow2, dequant, ColAmax{}, st);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -745,9 +747,7 @@ int launch_cols(const S& src, const int32_t* clamped, const int32_t* pend, int64
 // one maximum per held column) unless HIPFP8_MOE_COL_SPLIT=0.
 template <class S>
 inline bool fused_cols(int64_t J) {
-  constexpr int LAST = S::COMPUTED ? 2 : 3;
-  return knob(kKnob_MOE_COL_SPLIT) != 0 &&
-         (J + kChunk - 1) / kChunk <= (int64_t)RowVpt<S>::value * kRowBlocks[LAST];
+  return knob(kKnob_MOE_COL_SPLIT) != 0 && (J + kChunk - 1) / kChunk <= row_hold<S>();
 }
 
 // Blocks per group of col_codes_kernel: the mean group's sub-tiles, 1 to 64.
@@ -756,18 +756,6 @@ inline int64_t codes_split(int64_t m, int64_t G) {
   constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
   const int64_t mean = G ? (m / G + SUB - 1) / SUB : 1;
   return mean < 1 ? 1 : (mean > 64 ? 64 : mean);
-}
-
-// The fused row pass's grid before the resident cap: 1024 threads' worth of blocks per SM
-// (HIPFP8_MOE_ROW_BLOCKS_PER_SM overrides), at most one block per row. Fewer, longer row ranges
-// mean fewer amax merges (one atomicMax per column per group a block touches).
-template <class S>
-inline unsigned fused_row_grid(int64_t rows, int64_t J) {
-  const int block = kRowBlocks[row_cfg<S>((J + kChunk - 1) / kChunk)];
-  const int k = knob(kKnob_MOE_ROW_BLOCKS_PER_SM);
-  const int64_t per_sm = k >= 1 && k <= 64 ? k : 1024 / block;
-  const int64_t g = per_sm * device_sm_count();
-  return (unsigned)(rows < g ? rows : g);
 }
 
 // Rows and columns of `rows` source rows in G groups (clamped END offsets, or uniform groups of
@@ -783,8 +771,7 @@ int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const 
   if (e != hipSuccess) return (int)e;
   uint32_t* amax = reinterpret_cast<uint32_t*>(col_scales);
   if (rows > 0)
-    launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax},
-                                  fused_row_grid<S>(rows, src.J), st);
+    launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax}, st);
   const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<S>(rows, G));
   if (src.J % kChunk == 0 && src.aligned()) {
     col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
@@ -796,6 +783,20 @@ int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const 
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(col_scales, n, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+// Both casts of `rows` source rows in G groups (arguments as launch_fused's): the fused pass
+// where fused_cols takes it, else the row kernel then col_kernel.
+template <uint32_t F, class S>
+int launch_dual(const S& src, int64_t rows, uint8_t* out, float* scales, const int32_t* clamped, int64_t group_rows,
+                int64_t G, const int32_t* pend, int64_t out_ld, uint8_t* col_out, float* col_scales, int pow2,
+                int dequant, hipStream_t st) {
+  if (fused_cols<S>(src.J))
+    return launch_fused<F>(src, rows, out, scales, clamped, group_rows, G, pend, out_ld, col_out, col_scales, pow2,
+                           dequant, st);
+  const int rc = launch_rows<F>(src, rows, out, scales, pow2, dequant, st);
+  if (rc != kLaunchOk) return rc;
+  return launch_cols<F>(src, clamped, pend, group_rows, G, out_ld, col_out, col_scales, pow2, dequant, st);
 }
 
 // Where a grouped cast writes its columns: out_col (k, m) on the offsets, or with offs_pad the
@@ -817,14 +818,7 @@ int launch_grouped(const S& src, const int32_t* offs, int64_t m, int64_t G, uint
   int rc = launch_group_tables(offs, G, m, clamped, col.offs_pad, st);
   if (rc != kLaunchOk) return rc;
   const int64_t ld = col.offs_pad ? col.m_cap : m;
-  if (fused_cols<S>(src.J)) {
-    rc = launch_fused<F>(src, m, out, scales, clamped, 0, G, col.offs_pad, ld, col.out, col.scales, pow2, dequant,
-                         st);
-  } else {
-    rc = launch_rows<F>(src, m, out, scales, pow2, dequant, st);
-    if (rc == kLaunchOk)
-      rc = launch_cols<F>(src, clamped, col.offs_pad, 0, G, ld, col.out, col.scales, pow2, dequant, st);
-  }
+  rc = launch_dual<F>(src, m, out, scales, clamped, 0, G, col.offs_pad, ld, col.out, col.scales, pow2, dequant, st);
   const int rc2 = clear_group_tables(ws, 4 * group_tables_words(G), st);
   return rc != kLaunchOk ? rc : rc2;
 }
@@ -864,11 +858,7 @@ static int weights_dual(const void* x, const void* x1, int64_t n0, uint8_t* out,
                         float* scales_t, int64_t e, int64_t k, int64_t n, int pow2, int dequant, hipStream_t st) {
   typedef typename In::elem E;
   const PlainSrc<In> src{static_cast<const E*>(x), k, static_cast<const E*>(x1), n0, n - n0};
-  if (fused_cols<PlainSrc<In>>(k))
-    return launch_fused<F>(src, e * n, out, scales, nullptr, n, e, nullptr, 0, out_t, scales_t, pow2, dequant, st);
-  const int rc = launch_rows<F>(src, e * n, out, scales, pow2, dequant, st);
-  if (rc != kLaunchOk) return rc;
-  return launch_cols<F>(src, nullptr, nullptr, n, e, 0, out_t, scales_t, pow2, dequant, st);
+  return launch_dual<F>(src, e * n, out, scales, nullptr, n, e, nullptr, 0, out_t, scales_t, pow2, dequant, st);
 }
 
 static int weights_dual_any(const void* x, const void* x1, int64_t n0, uint8_t* out, float* scales, uint8_t* out_t,

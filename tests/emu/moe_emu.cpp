@@ -72,7 +72,7 @@ template <uint32_t F, class S>
 void casts(const Args& a, const S& src, int64_t n, const int32_t* cl, int64_t group_rows, int64_t G,
            const int32_t* pend, int64_t out_ld, uint8_t* out, float* sc, uint8_t* out2, float* sc2) {
   const int64_t nch = (src.J + kChunk - 1) / kChunk;
-  const int64_t hold = a.tiny ? 32 : (int64_t)RowVpt<S>::value * kRowBlocks[S::COMPUTED ? 2 : 3];
+  const int64_t hold = a.tiny ? 32 : row_hold<S>();
   const bool vec = src.J % kChunk == 0 && src.aligned();
   const dim3 grid((unsigned)((src.J + kColTile - 1) / kColTile), a.grid_groups);
   if (a.split > 0 && G > 0 && nch <= hold) {
