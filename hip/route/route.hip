@@ -90,14 +90,20 @@ struct RouteSrc {
       return 1.0f;
     }
   }
-  // Chunk i (elements [i*EPV, i*EPV + EPV), i*EPV < k) of slot s's gathered row, weighted
-  // (ws = weight(s)): each element T(ws * x) (one f32 multiply, rounded to the input dtype),
-  // zero past k; all zero for s < 0. VEC: one 16-byte load (k % EPV == 0, x aligned).
+  // Chunk i (elements [i*EPV, i*EPV + EPV), i*EPV < k) of slot s's token row as stored: zero
+  // past k; all zero for s < 0. VEC: one 16-byte load (k % EPV == 0, x aligned).
   template <bool VEC>
-  __device__ uint4 chunk(int64_t s, float ws, int64_t i) const {
+  __device__ uint4 raw(int64_t s, int64_t i) const {
     if (s < 0) return zero4();
-    uint4 v = load_chunk<In, VEC>(x + (s / topk) * k, i, k);
+    return load_chunk<In, VEC>(x + (s / topk) * k, i, k);
+  }
+  // Chunk i of raw(s, i) weighted (ws = weight(s)): each element T(ws * x) (one f32 multiply,
+  // rounded to the input dtype), lanes past k and every lane of s < 0 left as they are (zero;
+  // VEC: none past k).
+  template <bool VEC>
+  __device__ uint4 weigh(uint4 v, int64_t s, float ws, int64_t i) const {
     if constexpr (W) {
+      if (s < 0) return v;
       const int64_t left = k - i * In::EPV;  // lanes past k stay zero (w * 0 may be NaN)
       uint32_t u[4] = {v.x, v.y, v.z, v.w};
       if constexpr (In::EPV == 8) {
@@ -118,6 +124,11 @@ struct RouteSrc {
     }
     return v;
   }
+  // Chunk i of slot s's gathered row, weighted: weigh(raw(s, i), s, ws, i).
+  template <bool VEC>
+  __device__ uint4 chunk(int64_t s, float ws, int64_t i) const {
+    return weigh<VEC>(raw<VEC>(s, i), s, ws, i);
+  }
 };
 
 // Rows per slot look-up of the row kernel (one thread per row resolves its slot).
@@ -132,22 +143,26 @@ __host__ __device__ constexpr int row_vpt() {
 
 // Padded rows: block b owns the contiguous rows [b*per, (b+1)*per) (per = ceil(m_cap / grid)),
 // in runs of kChunkRows whose slots (and weights, groups) are resolved once per row into
-// shared memory. Per row: the gathered row's first kRegElems elements in registers (row_vpt
-// 16-byte vectors per thread), the rest re-read (L2); block amax; scales[p]; codes from
-// registers; out[p * k + c]. slot_row of every routed slot. Each thread also keeps the running
-// column amax of its register-held columns over the rows of the current group and merges it
-// into col_amax[g * k + c] (scales_col as bits, zeroed by the launcher) by atomicMax when the
-// group changes and at the end of its rows: max is order-free, so cols_kernel reads the exact
-// column amax. Then slot_row = -1 for the slots at positions past the last group.
+// shared memory, one run ahead (two buffers: run n+1's table is written at the start of run n,
+// so the first row of run n+1 can be loaded during run n's last row). Per row: the gathered
+// row's first kRegElems elements in registers (row_vpt 16-byte vectors per thread, loaded as
+// stored, with bf16 inputs while the previous row is reduced and written; weighted when the
+// row's turn comes),
+// the rest re-read (L2); block amax; scales[p]; codes from registers; out[p * k + c]. slot_row
+// of every routed slot. Each thread also keeps the running column amax of its register-held
+// columns over the rows of the current group and merges it into col_amax[g * k + c]
+// (scales_col as bits, zeroed by the launcher) by atomicMax when the group changes and at the
+// end of its rows: max is order-free, so cols_kernel reads the exact column amax. Then
+// slot_row = -1 for the slots at positions past the last group.
 template <class In, uint32_t F, bool W, bool VEC>
 __global__ void __launch_bounds__(kBlock) rows_kernel(RouteSrc<In, W> src, int64_t m_cap, int32_t* slot_row,
                                                       uint8_t* out, float* scales, uint32_t* col_amax, int pow2,
                                                       int dequant) {
   constexpr int EPV = In::EPV, VPT = row_vpt<In>();
   __shared__ uint32_t red[kBlock / HIPFP8_WAVE];
-  __shared__ int64_t s_slot[kChunkRows];
-  __shared__ float s_w[kChunkRows];
-  __shared__ int s_grp[kChunkRows];
+  __shared__ int64_t s_slot[2][kChunkRows];
+  __shared__ float s_w[2][kChunkRows];
+  __shared__ int s_grp[2][kChunkRows];
   const int64_t k = src.k, nv = (k + EPV - 1) / EPV;
   const int64_t per = (m_cap + gridDim.x - 1) / gridDim.x;
   const int64_t pb = (int64_t)blockIdx.x * per;
@@ -170,34 +185,60 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(RouteSrc<In, W> src, int64
         }
     }
   };
-  for (int64_t p0 = pb; p0 < pe; p0 += kChunkRows) {
-    const int nrows = pe - p0 < kChunkRows ? (int)(pe - p0) : kChunkRows;
-    __syncthreads();  // the previous run's readers of s_slot are done
-    if ((int)threadIdx.x < nrows) {
+  // The slots, weights and groups of the run of rows from p0 (< pe) into table b; slot_row.
+  auto resolve = [&](int b, int64_t p0) {
+    if ((int)threadIdx.x < kChunkRows && p0 + threadIdx.x < pe) {
       const int64_t p = p0 + threadIdx.x;
       const int g = upper_bound_i32(src.pad, src.G, p);
       const int64_t s = g < src.G ? src.slot_in(g, p) : -1;
-      s_slot[threadIdx.x] = s;
-      s_w[threadIdx.x] = src.weight(s);
-      s_grp[threadIdx.x] = g;
+      s_slot[b][threadIdx.x] = s;
+      s_w[b][threadIdx.x] = src.weight(s);
+      s_grp[b][threadIdx.x] = g;
       if (s >= 0) slot_row[s] = (int32_t)p;
     }
+  };
+  // The held vectors of slot s's row as stored (zero past the row).
+  auto load = [&](int64_t s, uint4 (&d)[VPT]) {
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+      const int64_t i = threadIdx.x + (int64_t)j * kBlock;
+      d[j] = i < nv ? src.template raw<VEC>(s, i) : zero4();
+    }
+  };
+  // PF: the next row's held vectors are loaded before this row's block reduction, where the
+  // two sets fit the registers (bf16: VPT = 4; f32's 8 + 8 spill on sm_90).
+  constexpr bool PF = VPT <= 4;
+  uint4 v[VPT], vn[VPT];
+  resolve(0, pb);
+  __syncthreads();
+  if (PF && pb < pe) load(s_slot[0][0], v);
+  int b = 0;  // the table of the current run
+  for (int64_t p0 = pb; p0 < pe; p0 += kChunkRows, b ^= 1) {
+    const int nrows = pe - p0 < kChunkRows ? (int)(pe - p0) : kChunkRows;
+    // table b ^ 1's readers (the previous run's rows) are past their block_max barriers
+    resolve(b ^ 1, p0 + kChunkRows);
     __syncthreads();
     for (int r = 0; r < nrows; ++r) {
       const int64_t p = p0 + r;
-      const int64_t s = s_slot[r];
-      const float ws = s_w[r];
-      const int g = s_grp[r];
+      const int64_t s = s_slot[b][r];
+      const float ws = s_w[b][r];
+      const int g = s_grp[b][r];
+      if constexpr (PF) {
+        if (p + 1 < pe) load(r + 1 < nrows ? s_slot[b][r + 1] : s_slot[b ^ 1][0], vn);
+      }
       if (g != cg) {
         flush();
         cg = g;
       }
-      uint4 v[VPT];
       uint32_t a = 0;
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
         const int64_t i = threadIdx.x + (int64_t)j * kBlock;
-        v[j] = i < nv ? src.template chunk<VEC>(s, ws, i) : zero4();
+        if constexpr (PF) {
+          if (i < nv) v[j] = src.template weigh<VEC>(v[j], s, ws, i);
+        } else {
+          v[j] = i < nv ? src.template chunk<VEC>(s, ws, i) : zero4();
+        }
         a = max(a, In::absmax(v[j]));
 #pragma unroll
         for (int e = 0; e < EPV; ++e) cam[j][e] = max(cam[j][e], abs_bits(In::get(v[j], e)));
@@ -219,6 +260,10 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(RouteSrc<In, W> src, int64
         store_chunk<In, VEC>(orow, i, k, fin ? cast_vec<In, F, true>(u, sc) : cast_vec<In, F, false>(u, sc));
       }
       if (threadIdx.x == 0) scales[p] = dequant ? dequant_scale(sc) : sc;
+      if constexpr (PF) {
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) v[j] = vn[j];
+      }
     }
   }
   flush();
