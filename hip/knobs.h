@@ -31,9 +31,7 @@
   X(MOE_COL_SPLIT, "HIPFP8_MOE_COL_SPLIT", "bool", 1, "once",                                      \
     "0: the fused MoE casts reduce their columns in a column kernel (col_kernel) instead of in the row pass + a codes kernel") \
   X(MOE_ROW_BLOCKS_PER_SM, "HIPFP8_MOE_ROW_BLOCKS_PER_SM", "int", 0, "once",                       \
-    "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)") \
-  X(MOE_CODES_CHUNKS, "HIPFP8_MOE_CODES_CHUNKS", "int", 0, "once",                               \
-    "8, 16 or 32: 16-byte chunks across a tile of the fused MoE casts' codes kernel (other values: the built-in 16)")
+    "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

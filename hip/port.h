@@ -180,10 +180,6 @@ static inline __device__ float hipfp8_mul_rn(float a, float b) {
 #pragma clang fp contract(off)
   return a * b;
 }
-// One correctly rounded f32 division: HIP compiles f32 `/` correctly rounded (div_scale /
-// div_fmas / div_fixup) unless -fno-hip-fp32-correctly-rounded-divide-sqrt or fast math, which
-// hipfp8's builds never pass.
-static inline __device__ float hipfp8_div_rn(float a, float b) { return a / b; }
 #if defined(HIPFP8_HW_FP8_FNUZ) || defined(HIPFP8_HW_FP8_OCP)
 // Raw hardware f32x2 -> fp8x2 (byte 0 = lo, byte 1 = hi), round-to-nearest-even. The hardware
 // does NOT saturate by itself and its NaN/Inf/-0 behaviour is the codec's business: callers
@@ -204,8 +200,6 @@ static inline __device__ uint32_t hipfp8_hw_cvt_e5m2x2(float lo, float hi) {
 // default; the _rn intrinsics are documented never to be).
 static inline __device__ float hipfp8_add_rn(float a, float b) { return __fadd_rn(a, b); }
 static inline __device__ float hipfp8_mul_rn(float a, float b) { return __fmul_rn(a, b); }
-// One correctly rounded f32 division (whatever -prec-div says).
-static inline __device__ float hipfp8_div_rn(float a, float b) { return __fdiv_rn(a, b); }
 static inline __device__ uint32_t hipfp8_wave_max_u32(uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   return __reduce_max_sync(0xffffffffu, v);  // one redux.sync

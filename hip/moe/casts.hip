@@ -497,7 +497,7 @@ __device__ inline void col_block_amax(uint32_t (*cam)[kChunk], uint32_t (*red)[N
 
 // Codes of rows rb .. rb + RPT (in v) with the tile's scales sc / amax bits amx: RPT-byte
 // column stores where the run is whole and aligned, byte stores else; padding rows 0x00.
-template <uint32_t F, class S, int RPT, int TILE = kColTile>
+template <uint32_t F, class S, int RPT>
 __device__ inline void col_emit(uint32_t (*v)[S::NOUT][Pk<typename S::In>::W], const float* sc, const uint32_t* amx,
                                 const ColGroup& cg, int64_t rb, int cc, int64_t j0, int64_t J) {
   typedef typename S::In In;
@@ -509,9 +509,9 @@ __device__ inline void col_emit(uint32_t (*v)[S::NOUT][Pk<typename S::In>::W], c
     for (int e = 0; e < kChunk; ++e) {
       if (j0 + e >= J) continue;
       // the scales stay in shared memory (fewer live registers)
-      const float se = sc[o * TILE + cc * kChunk + e];
+      const float se = sc[o * kColTile + cc * kChunk + e];
       uint32_t q[RPT / 4];
-      if (amax_bits_finite(amx[o * TILE + cc * kChunk + e])) {
+      if (amax_bits_finite(amx[o * kColTile + cc * kChunk + e])) {
 #pragma unroll
         for (int k4 = 0; k4 < RPT / 4; ++k4)
           q[k4] = enc4<F, true>(Pk<In>::get(v[4 * k4][o], e) * se, Pk<In>::get(v[4 * k4 + 1][o], e) * se,
@@ -550,15 +550,15 @@ __device__ inline void col_emit(uint32_t (*v)[S::NOUT][Pk<typename S::In>::W], c
 
 // The rows after the last group's padding, [pend[G-1], out_ld), are zeros (16-byte runs: both
 // ends are multiples of 16): the tile's columns, by one block.
-template <int NC, int TILE = kColTile>
+template <int NC>
 __device__ inline void col_tail_zero(const int32_t* pend, int64_t G, int64_t out_ld, uint8_t* out, int64_t jt,
                                      int64_t J) {
   const int64_t t0 = pend[G - 1], tw = (out_ld - t0) / 16;
   for (int64_t idx = threadIdx.x; idx < NC * tw; idx += kBlock) {
     const int c = (int)(idx / tw);
-    const int64_t j = jt + c % TILE;
+    const int64_t j = jt + c % kColTile;
     if (j < J) {
-      uint8_t* d = out + ((c / TILE) * J + j) * out_ld + t0 + 16 * (idx % tw);
+      uint8_t* d = out + ((c / kColTile) * J + j) * out_ld + t0 + 16 * (idx % tw);
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
     }
   }
@@ -624,40 +624,32 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
 // col_codes_kernel deals each group's sub-tiles to gridDim.z blocks (sub-tile s, s + gridDim.z,
 // ...), reads each once and writes the codes with the scale of that amax, no serial chain per
 // group; col_scale_kernel then turns the amax bits into the scales in place. Same bytes as
-// col_kernel. CC chunks across the tile (CC * 8 source columns: CC * 16-byte runs of a bf16
-// row), kBlock / CC runs of RPT rows per sub-tile.
-template <int CC>
-struct CodesTile {
-  static constexpr int TILE = CC * kChunk;  // source columns
-  static constexpr int RG = kBlock / CC;    // runs of RPT rows per sub-tile
-};
-
-template <uint32_t F, class S, bool VEC, int CC>
+// col_kernel.
+template <uint32_t F, class S, bool VEC>
 __global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t* clamped, const int32_t* pend,
                                                            int64_t group_rows, int64_t G, int64_t out_ld,
                                                            uint8_t* out, const uint32_t* amax_bits, int pow2) {
   typedef typename S::In In;
   constexpr int W = Pk<In>::W, NO = S::NOUT;
   constexpr int RPT = ColRpt<S>::value;
-  constexpr int TILE = CodesTile<CC>::TILE;
-  constexpr int SUB = CodesTile<CC>::RG * RPT;
-  constexpr int NC = NO * TILE;
+  constexpr int SUB = kColRowGroups * RPT;
+  constexpr int NC = NO * kColTile;
   __shared__ float sc[NC];
   __shared__ uint32_t amx[NC];
   const int tid = threadIdx.x;
-  const int cc = tid % CC, rg = tid / CC;
+  const int cc = tid % kColChunks, rg = tid / kColChunks;
   const int64_t J = src.J, K = NO * J;
-  const int64_t jt = (int64_t)blockIdx.x * TILE;
+  const int64_t jt = (int64_t)blockIdx.x * kColTile;
   const int64_t j0 = jt + cc * kChunk;
   const bool colvalid = j0 < J;
   for (int64_t g = blockIdx.y; g < G; g += gridDim.y) {
     const ColGroup cg = col_group<RPT, SUB>(clamped, pend, group_rows, g, K, out_ld, out);
-    if (pend && g == G - 1 && blockIdx.z == 0) col_tail_zero<NC, TILE>(pend, G, out_ld, out, jt, J);
+    if (pend && g == G - 1 && blockIdx.z == 0) col_tail_zero<NC>(pend, G, out_ld, out, jt, J);
     if ((int64_t)blockIdx.z >= cg.nsub) continue;
     __syncthreads();  // the previous group's readers of sc / amx are done
     for (int c = tid; c < NC; c += kBlock) {
-      const int64_t j = jt + c % TILE;
-      const uint32_t a = j < J ? amax_bits[g * K + (c / TILE) * J + j] : 0;
+      const int64_t j = jt + c % kColTile;
+      const uint32_t a = j < J ? amax_bits[g * K + (c / kColTile) * J + j] : 0;
       amx[c] = a;
       sc[c] = amax_to_scale<F>(a, pow2 != 0);
     }
@@ -666,7 +658,7 @@ __global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t*
     for (int64_t sub = blockIdx.z; colvalid && sub < cg.nsub; sub += gridDim.z) {
       const int64_t rb = cg.row_base + sub * SUB + (int64_t)rg * RPT;
       col_load<S, VEC, RPT>(src, cg, rb, colvalid, j0, v);
-      col_emit<F, S, RPT, TILE>(v, sc, amx, cg, rb, cc, j0, J);
+      col_emit<F, S, RPT>(v, sc, amx, cg, rb, cc, j0, J);
     }
   }
 }
@@ -758,22 +750,10 @@ inline bool fused_cols(int64_t J) {
   return knob(kKnob_MOE_COL_SPLIT) != 0 && (J + kChunk - 1) / kChunk <= row_hold<S>();
 }
 
-// Chunks across a tile of col_codes_kernel: HIPFP8_MOE_CODES_CHUNKS (8, 16 or 32) or
-// kCodesChunks; f(integral constant) with it.
-constexpr int kCodesChunks = 16;
-template <class Fn>
-inline void with_codes_chunks(Fn&& f) {
-  const int k = knob(kKnob_MOE_CODES_CHUNKS);
-  const int cc = k == 8 || k == 16 || k == 32 ? k : kCodesChunks;
-  if (cc == 8) f(std::integral_constant<int, 8>{});
-  else if (cc == 16) f(std::integral_constant<int, 16>{});
-  else f(std::integral_constant<int, 32>{});
-}
-
 // Blocks per group of col_codes_kernel: the mean group's sub-tiles, 1 to 64.
-template <class S, int CC>
+template <class S>
 inline int64_t codes_split(int64_t m, int64_t G) {
-  constexpr int64_t SUB = CodesTile<CC>::RG * ColRpt<S>::value;
+  constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
   const int64_t mean = G ? (m / G + SUB - 1) / SUB : 1;
   return mean < 1 ? 1 : (mean > 64 ? 64 : mean);
 }
@@ -785,25 +765,21 @@ template <uint32_t F, class S>
 int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const int32_t* clamped, int64_t group_rows,
                  int64_t G, const int32_t* pend, int64_t out_ld, uint8_t* col_out, float* col_scales, int pow2,
                  int dequant, hipStream_t st) {
-  const int64_t n = G * S::NOUT * src.J;
-  if ((src.J + kColTile - 1) / kColTile > 0x7FFFFFFF) return kLaunchUnsupported;
+  const int64_t tiles = (src.J + kColTile - 1) / kColTile, n = G * S::NOUT * src.J;
+  if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
   const hipError_t e = hipMemsetAsync(col_scales, 0, (size_t)n * sizeof(float), st);  // the amax bits
   if (e != hipSuccess) return (int)e;
   uint32_t* amax = reinterpret_cast<uint32_t*>(col_scales);
   if (rows > 0)
     launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax}, st);
-  with_codes_chunks([&](auto cci) {
-    constexpr int CC = decltype(cci)::value, TILE = CodesTile<CC>::TILE;
-    const dim3 grid((unsigned)((src.J + TILE - 1) / TILE), (unsigned)(G < 65535 ? G : 65535),
-                    (unsigned)codes_split<S, CC>(rows, G));
-    if (src.J % kChunk == 0 && src.aligned()) {
-      col_codes_kernel<F, S, true, CC>
-          <<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax, pow2);
-    } else {
-      col_codes_kernel<F, S, false, CC>
-          <<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax, pow2);
-    }
-  });
+  const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<S>(rows, G));
+  if (src.J % kChunk == 0 && src.aligned()) {
+    col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
+                                                          pow2);
+  } else {
+    col_codes_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
+                                                           pow2);
+  }
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(col_scales, n, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();

@@ -1,10 +1,8 @@
 // swiglu.h -- the SwiGLU arithmetic of src/reference/moe.rs on the device, operation for
 // operation: every f32 add and multiply is one IEEE operation that the compiler may not fuse
-// into an FMA (hipfp8_add_rn / hipfp8_mul_rn of port.h), division is one correctly rounded f32
-// division (the reference rounds the f64 quotient once: the same value, since f64 has more than
-// 2 * 24 + 2 bits; a NaN quotient is taken from the f64 quotient so its bits match too), exp is
-// computed in f64 and rounded once (the reference's own, fused multiply-adds in f64), and the
-// one multiply-add of the formulas is an explicit fmaf: every backend computes the same bits.
+// into an FMA (hipfp8_add_rn / hipfp8_mul_rn of port.h), division and exp are computed in f64
+// and rounded once (exp is the reference's own, fused multiply-adds in f64), and the one
+// multiply-add of the formulas is an explicit fmaf: every backend computes the same bits.
 #pragma once
 
 #include "../fp8_codec.h"
@@ -14,10 +12,7 @@ namespace moe {
 
 __device__ inline float add32(float x, float y) { return hipfp8_add_rn(x, y); }
 __device__ inline float mul32(float x, float y) { return hipfp8_mul_rn(x, y); }
-__device__ inline float div32(float x, float y) {
-  const float q = hipfp8_div_rn(x, y);
-  return q == q ? q : (float)((double)x / (double)y);
-}
+__device__ inline float div32(float x, float y) { return (float)((double)x / (double)y); }
 
 // exp_f32 of src/reference/moe.rs: f32(p(r) * 2^k), k = rint(x log2 e), r = x - k ln 2 (two
 // FMAs), p the degree-12 Taylor polynomial (Horner, FMAs), all in f64.

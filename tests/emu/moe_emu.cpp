@@ -4,7 +4,7 @@
 // emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
 // inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
 // reference. Usage:
-//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT CC DIR
+//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
 // 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs),
 // 4 weights_dual of x read as two weights stacked along n per expert (each expert's first
@@ -14,8 +14,7 @@
 // M_CAP > 0 (ops 1-3): the column output in the padded layout of M_CAP rows, its padded END
 // offsets written to pend.bin. SPLIT > 0: the fused pass (the row kernel merging the column
 // amax, col_codes_kernel with SPLIT blocks per group, col_scale_kernel) where the launcher takes
-// it (the whole row in the row kernel's registers), as launch_fused runs it, its codes kernel
-// with CC (8, 16 or 32) chunks across a tile; 0: col_kernel.
+// it (the whole row in the row kernel's registers), as launch_fused runs it; 0: col_kernel.
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
 #include <algorithm>
@@ -38,7 +37,6 @@ using namespace hipfp8::moe;
 struct Args {
   int op, pow2, dequant, tiny;
   int64_t d0, d1, d2, G, m_cap, split;
-  int cc;
   unsigned grid_rows, grid_groups;
   std::string dir;
 };
@@ -82,12 +80,9 @@ void casts(const Args& a, const S& src, int64_t n, const int32_t* cl, int64_t gr
     std::fill(sc2, sc2 + nsc, 0.0f);
     uint32_t* amax = reinterpret_cast<uint32_t*>(sc2);
     rows<F, S, true>(a, src, n, out, sc, ColAmax{cl, group_rows, G, amax});
-    with_index<3>(a.cc == 8 ? 0 : a.cc == 16 ? 1 : 2, [&](auto ci) {
-      constexpr int CC = 8 << decltype(ci)::value, TILE = CodesTile<CC>::TILE;
-      emu_launch(dim3((unsigned)((src.J + TILE - 1) / TILE), grid.y, (unsigned)a.split), kBlock, [&] {
-        if (vec) col_codes_kernel<F, S, true, CC>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
-        else col_codes_kernel<F, S, false, CC>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
-      });
+    emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
+      if (vec) col_codes_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+      else col_codes_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
     });
     emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc2, nsc, a.pow2, a.dequant); });
     return;
@@ -181,9 +176,9 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 17) {
+  if (argc != 16) {
     std::fprintf(stderr,
-                 "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT CC DIR\n");
+                 "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR\n");
     return 2;
   }
   Args a;
@@ -201,7 +196,6 @@ int main(int argc, char** argv) {
   a.tiny = std::atoi(argv[12]);
   a.m_cap = std::atoll(argv[13]);
   a.split = std::atoll(argv[14]);
-  a.cc = std::atoi(argv[15]);
-  a.dir = argv[16];
+  a.dir = argv[15];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }

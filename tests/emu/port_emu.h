@@ -43,7 +43,6 @@ inline float __fadd_rn(float x, float y) { return x + y; }
 // port.h's contraction-free f32 operations.
 inline float hipfp8_add_rn(float a, float b) { return __fadd_rn(a, b); }
 inline float hipfp8_mul_rn(float a, float b) { return __fmul_rn(a, b); }
-inline float hipfp8_div_rn(float a, float b) { return a / b; }
 
 struct hipfp8_bf16 { uint16_t bits; };
 inline hipfp8_bf16 hipfp8_f32_to_bf16(float v) {
