@@ -31,7 +31,9 @@
   X(MOE_COL_SPLIT, "HIPFP8_MOE_COL_SPLIT", "bool", 1, "once",                                      \
     "0: the fused MoE casts reduce their columns in a column kernel (col_kernel) instead of in the row pass + a codes kernel") \
   X(MOE_ROW_BLOCKS_PER_SM, "HIPFP8_MOE_ROW_BLOCKS_PER_SM", "int", 0, "once",                       \
-    "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)")
+    "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)") \
+  X(MOE_CODES_RPT, "HIPFP8_MOE_CODES_RPT", "int", 0, "once",                                     \
+    "4, 8 or 16: rows per thread of the fused MoE casts' codes kernel, at most the source's 16 / 8 / 4 (other values: 8)")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

@@ -49,6 +49,8 @@ struct Case {
     /// Ops 1-3: the columns through the split pass with this many blocks per group (0: the
     /// one-kernel column pass).
     split: usize,
+    /// The split pass's codes kernel: rows per thread (4, 8 or 16; at most the source's).
+    codes_rpt: usize,
 }
 
 /// The smallest padded layout of a grouped case: `round_up(m + 15*G, 16)`.
@@ -166,12 +168,13 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
         c.tiny as usize,
         c.m_cap,
         c.split,
+        c.codes_rpt,
     ];
     run(Command::new(exe).args(args.map(|a| a.to_string())).arg(dir));
     let (want, want_pend) = reference(c, &x, &dh);
     let what = format!(
-        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={} split={}",
-        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap, c.split
+        "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={} split={} codes_rpt={}",
+        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap, c.split, c.codes_rpt
     );
     if c.m_cap > 0 && !c.offs.is_empty() {
         let p: Vec<i32> = std::fs::read(dir.join("pend.bin"))
@@ -256,6 +259,7 @@ fn moe_kernels_emulated_eq_reference() {
                 tiny: case % 6 == 3,
                 m_cap: 0,
                 split: 0,
+                codes_rpt: 8,
             };
             check_case(&exe, &dir, &c);
             n += 1;
@@ -306,6 +310,7 @@ fn table_case(
         tiny: false,
         m_cap: 0,
         split: 0,
+        codes_rpt: 8,
     }
 }
 
@@ -399,6 +404,7 @@ fn moe_kernels_emulated_padded_columns() {
                 tiny: false,
                 m_cap: pad_cap(m, g),
                 split: 0,
+                codes_rpt: 8,
             };
             check_case(&exe, &dir, &c);
             split_cases += 1;
@@ -444,6 +450,7 @@ fn moe_kernels_emulated_split_columns() {
         let c = Case {
             m_cap: if i % 2 == 1 && !weights { cap } else { 0 },
             split: [1, 2, 3, 5][i % 4],
+            codes_rpt: [16, 8, 4][i % 3],
             tiny: i >= 12,
             ..table_case(&mut r, i, shape, [0, 3, 20][i % 3], 3)
         };

@@ -624,14 +624,14 @@ __global__ void __launch_bounds__(kBlock) col_kernel(S src, const int32_t* clamp
 // col_codes_kernel deals each group's sub-tiles to gridDim.z blocks (sub-tile s, s + gridDim.z,
 // ...), reads each once and writes the codes with the scale of that amax, no serial chain per
 // group; col_scale_kernel then turns the amax bits into the scales in place. Same bytes as
-// col_kernel.
-template <uint32_t F, class S, bool VEC>
+// col_kernel. RPT rows per thread (at most ColRpt): fewer rows hold fewer registers, so more
+// blocks per SM overlap one block's loads with another's encoding and stores.
+template <uint32_t F, class S, bool VEC, int RPT>
 __global__ void __launch_bounds__(kBlock) col_codes_kernel(S src, const int32_t* clamped, const int32_t* pend,
                                                            int64_t group_rows, int64_t G, int64_t out_ld,
                                                            uint8_t* out, const uint32_t* amax_bits, int pow2) {
   typedef typename S::In In;
   constexpr int W = Pk<In>::W, NO = S::NOUT;
-  constexpr int RPT = ColRpt<S>::value;
   constexpr int SUB = kColRowGroups * RPT;
   constexpr int NC = NO * kColTile;
   __shared__ float sc[NC];
@@ -750,10 +750,23 @@ inline bool fused_cols(int64_t J) {
   return knob(kKnob_MOE_COL_SPLIT) != 0 && (J + kChunk - 1) / kChunk <= row_hold<S>();
 }
 
+// Rows per thread of col_codes_kernel: HIPFP8_MOE_CODES_RPT (4, 8 or 16) or 8, at most ColRpt;
+// f(integral constant) with it.
+template <class S, class Fn>
+inline void with_codes_rpt(Fn&& f) {
+  const int k = knob(kKnob_MOE_CODES_RPT);
+  const int want = k == 4 || k == 16 ? k : 8;
+  const int r = want < ColRpt<S>::value ? want : ColRpt<S>::value;
+  with_index<3>(r == 4 ? 0 : r == 8 ? 1 : 2, [&](auto ri) {
+    constexpr int R = 4 << decltype(ri)::value;
+    if constexpr (R <= ColRpt<S>::value) f(std::integral_constant<int, R>{});
+  });
+}
+
 // Blocks per group of col_codes_kernel: the mean group's sub-tiles, 1 to 64.
-template <class S>
+template <int RPT>
 inline int64_t codes_split(int64_t m, int64_t G) {
-  constexpr int64_t SUB = kColRowGroups * ColRpt<S>::value;
+  constexpr int64_t SUB = kColRowGroups * RPT;
   const int64_t mean = G ? (m / G + SUB - 1) / SUB : 1;
   return mean < 1 ? 1 : (mean > 64 ? 64 : mean);
 }
@@ -772,14 +785,17 @@ int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const 
   uint32_t* amax = reinterpret_cast<uint32_t*>(col_scales);
   if (rows > 0)
     launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax}, st);
-  const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<S>(rows, G));
-  if (src.J % kChunk == 0 && src.aligned()) {
-    col_codes_kernel<F, S, true><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
-                                                          pow2);
-  } else {
-    col_codes_kernel<F, S, false><<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax,
-                                                           pow2);
-  }
+  with_codes_rpt<S>([&](auto ri) {
+    constexpr int R = decltype(ri)::value;
+    const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<R>(rows, G));
+    if (src.J % kChunk == 0 && src.aligned()) {
+      col_codes_kernel<F, S, true, R>
+          <<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax, pow2);
+    } else {
+      col_codes_kernel<F, S, false, R>
+          <<<grid, kBlock, 0, st>>>(src, clamped, pend, group_rows, G, out_ld, col_out, amax, pow2);
+    }
+  });
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   col_scale_kernel<F><<<(unsigned)(blocks < 4096 ? blocks : 4096), kBlock, 0, st>>>(col_scales, n, pow2, dequant);
   HIPFP8_RETURN_LAUNCH_STATUS();

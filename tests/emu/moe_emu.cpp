@@ -4,7 +4,7 @@
 // emulated), with grids smaller than the work so the grid-stride loops run too. Reads the
 // inputs tests/moe_emu.rs wrote, writes the four outputs for it to compare with the CPU
 // reference. Usage:
-//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR
+//   moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT RPT DIR
 // OP: 0 weights_dual (E=D0, K=D1, N=D2; input x), 1 act_dual (M=D0, K=D1; x, offs),
 // 2 swiglu_quant (M=D0, I=D1; gu, offs), 3 swiglu_bwd_quant (M=D0, I=D1; dh, gu, offs),
 // 4 weights_dual of x read as two weights stacked along n per expert (each expert's first
@@ -14,7 +14,8 @@
 // M_CAP > 0 (ops 1-3): the column output in the padded layout of M_CAP rows, its padded END
 // offsets written to pend.bin. SPLIT > 0: the fused pass (the row kernel merging the column
 // amax, col_codes_kernel with SPLIT blocks per group, col_scale_kernel) where the launcher takes
-// it (the whole row in the row kernel's registers), as launch_fused runs it; 0: col_kernel.
+// it (the whole row in the row kernel's registers), as launch_fused runs it, its codes kernel
+// with RPT (4, 8 or 16, at most the source's ColRpt) rows per thread; 0: col_kernel.
 // DIR holds x.bin / gu.bin / dh.bin / offs.bin and receives out.bin, scales.bin, out2.bin,
 // scales2.bin (each output buffer pre-filled with the sentinels 0xA5 / -12345.5).
 #include <algorithm>
@@ -37,6 +38,7 @@ using namespace hipfp8::moe;
 struct Args {
   int op, pow2, dequant, tiny;
   int64_t d0, d1, d2, G, m_cap, split;
+  int rpt;
   unsigned grid_rows, grid_groups;
   std::string dir;
 };
@@ -80,9 +82,14 @@ void casts(const Args& a, const S& src, int64_t n, const int32_t* cl, int64_t gr
     std::fill(sc2, sc2 + nsc, 0.0f);
     uint32_t* amax = reinterpret_cast<uint32_t*>(sc2);
     rows<F, S, true>(a, src, n, out, sc, ColAmax{cl, group_rows, G, amax});
-    emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
-      if (vec) col_codes_kernel<F, S, true>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
-      else col_codes_kernel<F, S, false>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+    const int r = a.rpt < ColRpt<S>::value ? a.rpt : ColRpt<S>::value;
+    with_index<3>(r == 4 ? 0 : r == 8 ? 1 : 2, [&](auto ri) {
+      constexpr int R = 4 << decltype(ri)::value;
+      if constexpr (R <= ColRpt<S>::value)
+        emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
+          if (vec) col_codes_kernel<F, S, true, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+          else col_codes_kernel<F, S, false, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+        });
     });
     emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc2, nsc, a.pow2, a.dequant); });
     return;
@@ -176,9 +183,9 @@ int run_fmt(const Args& a, int fmt) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 16) {
+  if (argc != 17) {
     std::fprintf(stderr,
-                 "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT DIR\n");
+                 "usage: moe_emu OP FMT POW2 DEQUANT BF16 D0 D1 D2 G GRID_ROWS GRID_GROUPS TINY M_CAP SPLIT RPT DIR\n");
     return 2;
   }
   Args a;
@@ -196,6 +203,7 @@ int main(int argc, char** argv) {
   a.tiny = std::atoi(argv[12]);
   a.m_cap = std::atoll(argv[13]);
   a.split = std::atoll(argv[14]);
-  a.dir = argv[15];
+  a.rpt = std::atoi(argv[15]);
+  a.dir = argv[16];
   return bf16 ? run_fmt<Bf16In>(a, fmt) : run_fmt<F32In>(a, fmt);
 }
