@@ -174,7 +174,18 @@ fn check_case(exe: &Path, dir: &Path, c: &Case) {
     let (want, want_pend) = reference(c, &x, &dh);
     let what = format!(
         "op {} {:?} pow2={} {:?} bf16={} d={:?} offs={:?} grid={:?} tiny={} m_cap={} split={} codes_rpt={}",
-        c.op, c.fmt, c.pow2, c.scales, c.fill.bf16, c.d, c.offs, c.grid, c.tiny, c.m_cap, c.split, c.codes_rpt
+        c.op,
+        c.fmt,
+        c.pow2,
+        c.scales,
+        c.fill.bf16,
+        c.d,
+        c.offs,
+        c.grid,
+        c.tiny,
+        c.m_cap,
+        c.split,
+        c.codes_rpt
     );
     if c.m_cap > 0 && !c.offs.is_empty() {
         let p: Vec<i32> = std::fs::read(dir.join("pend.bin"))
