@@ -222,14 +222,14 @@ struct RowVpt {  // 4 chunks (plain), 2 (SwiGLU: fewer inlined copies of its ari
   static constexpr int value = S::COMPUTED ? 2 / S::NOUT : 4;
 };
 constexpr int kRowBlocks[4] = {64, 128, 256, 512};
-// Smallest block whose registers hold the row's chunks (the largest re-reads the rest). The
-// SwiGLU sources stop at 256 threads: a 512-thread block caps the registers at 128 on NVIDIA,
-// where the f64 division's out-of-line path then spills.
 // Chunks of a row the largest row instance holds in registers.
 template <class S>
 inline int64_t row_hold() {
   return (int64_t)RowVpt<S>::value * kRowBlocks[S::COMPUTED ? 2 : 3];
 }
+// Smallest block whose registers hold the row's chunks (the largest re-reads the rest). The
+// SwiGLU sources stop at 256 threads: a 512-thread block caps the registers at 128 on NVIDIA,
+// where the f64 division's out-of-line path then spills.
 template <class S>
 inline int row_cfg(int64_t nch) {
   constexpr int V = RowVpt<S>::value;
@@ -672,6 +672,18 @@ __global__ void __launch_bounds__(kBlock) col_scale_kernel(float* scales, int64_
   }
 }
 
+// f(integral constant R) with col_codes_kernel's rows per thread: `want` (4, 8 or 16; other
+// values 8), at most ColRpt<S>.
+template <class S, class Fn>
+inline void with_codes_rpt(int want, Fn&& f) {
+  const int w = want == 4 || want == 16 ? want : 8;
+  const int r = w < ColRpt<S>::value ? w : ColRpt<S>::value;
+  with_index<3>(r == 4 ? 0 : r == 8 ? 1 : 2, [&](auto ri) {
+    constexpr int R = 4 << decltype(ri)::value;
+    if constexpr (R <= ColRpt<S>::value) f(std::integral_constant<int, R>{});
+  });
+}
+
 }  // namespace moe
 // hipfp8-emu-end moe_kernels
 
@@ -750,19 +762,6 @@ inline bool fused_cols(int64_t J) {
   return knob(kKnob_MOE_COL_SPLIT) != 0 && (J + kChunk - 1) / kChunk <= row_hold<S>();
 }
 
-// Rows per thread of col_codes_kernel: HIPFP8_MOE_CODES_RPT (4, 8 or 16) or 8, at most ColRpt;
-// f(integral constant) with it.
-template <class S, class Fn>
-inline void with_codes_rpt(Fn&& f) {
-  const int k = knob(kKnob_MOE_CODES_RPT);
-  const int want = k == 4 || k == 16 ? k : 8;
-  const int r = want < ColRpt<S>::value ? want : ColRpt<S>::value;
-  with_index<3>(r == 4 ? 0 : r == 8 ? 1 : 2, [&](auto ri) {
-    constexpr int R = 4 << decltype(ri)::value;
-    if constexpr (R <= ColRpt<S>::value) f(std::integral_constant<int, R>{});
-  });
-}
-
 // Blocks per group of col_codes_kernel: the mean group's sub-tiles, 1 to 64.
 template <int RPT>
 inline int64_t codes_split(int64_t m, int64_t G) {
@@ -785,7 +784,7 @@ int launch_fused(const S& src, int64_t rows, uint8_t* out, float* scales, const 
   uint32_t* amax = reinterpret_cast<uint32_t*>(col_scales);
   if (rows > 0)
     launch_row_kernel<F, S, true>(src, rows, out, scales, pow2, dequant, ColAmax{clamped, group_rows, G, amax}, st);
-  with_codes_rpt<S>([&](auto ri) {
+  with_codes_rpt<S>(knob(kKnob_MOE_CODES_RPT), [&](auto ri) {
     constexpr int R = decltype(ri)::value;
     const dim3 grid((unsigned)tiles, (unsigned)(G < 65535 ? G : 65535), (unsigned)codes_split<R>(rows, G));
     if (src.J % kChunk == 0 && src.aligned()) {

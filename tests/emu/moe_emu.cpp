@@ -82,14 +82,12 @@ void casts(const Args& a, const S& src, int64_t n, const int32_t* cl, int64_t gr
     std::fill(sc2, sc2 + nsc, 0.0f);
     uint32_t* amax = reinterpret_cast<uint32_t*>(sc2);
     rows<F, S, true>(a, src, n, out, sc, ColAmax{cl, group_rows, G, amax});
-    const int r = a.rpt < ColRpt<S>::value ? a.rpt : ColRpt<S>::value;
-    with_index<3>(r == 4 ? 0 : r == 8 ? 1 : 2, [&](auto ri) {
-      constexpr int R = 4 << decltype(ri)::value;
-      if constexpr (R <= ColRpt<S>::value)
-        emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
-          if (vec) col_codes_kernel<F, S, true, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
-          else col_codes_kernel<F, S, false, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
-        });
+    with_codes_rpt<S>(a.rpt, [&](auto ri) {
+      constexpr int R = decltype(ri)::value;
+      emu_launch(dim3(grid.x, grid.y, (unsigned)a.split), kBlock, [&] {
+        if (vec) col_codes_kernel<F, S, true, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+        else col_codes_kernel<F, S, false, R>(src, cl, pend, group_rows, G, out_ld, out2, amax, a.pow2);
+      });
     });
     emu_launch(dim3(2), kBlock, [&] { col_scale_kernel<F>(sc2, nsc, a.pow2, a.dequant); });
     return;
