@@ -40,4 +40,6 @@
   X(GROUPED_GEMM_BACKEND, "HIPFP8_GROUPED_GEMM_BACKEND", "auto|reference|library", "auto", "every call", \
     "overrides GemmBackend::Auto of the grouped GEMMs (the C ABI has no backend argument)")       \
   X(CUTLASS_CONFIG, "HIPFP8_CUTLASS_CONFIG", "auto|cooperative|pingpong|KIND[:m|n[:SWIZZLE]]", "auto", \
-    "every call", "which CUTLASS sm_90 grouped-GEMM instance and raster/swizzle run (auto: src/grouped_gemm/rule.rs)")
+    "every call", "which CUTLASS sm_90 grouped-GEMM instance and raster/swizzle run (auto: src/grouped_gemm/rule.rs)") \
+  X(MOE_DUAL, "HIPFP8_MOE_DUAL", "auto|fused", "auto", "every call",                               \
+    "fused: moe_weights_dual and moe_act_dual run the fused row + codes passes instead of the single-purpose casts they fuse (colwise_3d + rowwise_3d_transpose_rhs, rowwise_2d + per_group_colwise)")

@@ -15,12 +15,14 @@ use crate::dispatch::{
 };
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
+use crate::knobs::host_var;
 use crate::params::{MoeCastParams, ScaleOutput};
 use crate::reference::{self, Dual, Rule, Scaled, try_scratch};
 use crate::runtime::check_status;
 use crate::sys;
 use crate::validate::{check_wgrad_cap, checked_mul};
 use crate::view::{Dst, HpSrc, Src, StreamRef, with_hp};
+use std::ffi::c_void;
 
 /// The outputs of a dual cast of an (m, k) operand: `out` (m*k, row-major) with `scales[m]`
 /// (per row), and `out_col` (m*k, column-major `[c*m + r]`) with `scales_col[g*k]` (per
@@ -116,8 +118,86 @@ impl<'a> DualOut<'a> {
     }
 }
 
+/// Whether [`Context::moe_weights_dual`] and [`Context::moe_act_dual`] run as the two
+/// single-purpose casts they fuse (colwise_3d + rowwise_3d_transpose_rhs; rowwise_2d +
+/// per_group_colwise, each writing the requested scales), or as the fused row and codes passes
+/// (`HIPFP8_MOE_DUAL=fused`). The same bytes either way; the single-purpose casts are faster
+/// (bench/NOTES.md, session 21).
+pub(crate) fn dual_composed() -> bool {
+    host_var("HIPFP8_MOE_DUAL").as_deref() != Some("fused")
+}
+
+/// The device pointers of a dual cast of expert weights: `out`, `scales` (colwise_3d's),
+/// `out_t`, `scales_t` (rowwise_3d_transpose_rhs's).
+pub(crate) struct WeightsOut {
+    pub out: *mut u8,
+    pub scales: *mut f32,
+    pub out_t: *mut u8,
+    pub scales_t: *mut f32,
+}
+
+/// Queue the dual cast of the expert weights x0 (e, k, n0) (dtype `dtype`) stacked along n per
+/// expert with x1 (e, k, n1) when x1 is not null, on `stream`: the two single-purpose casts
+/// ([`dual_composed`]), the second with the stream's zeroed colwise workspace, or the fused
+/// launcher.
+///
+/// # Safety
+/// Device memory of `ctx`'s GPU, validated by the caller: e*k*n0 (and e*k*n1) inputs of
+/// `dtype`, e*k*(n0+n1) bytes in `o.out` and `o.out_t`, e*(n0+n1) and e*k scales; k > 0 and
+/// n0 + n1 > 0 when e > 0; the caller's device is active.
+pub(crate) unsafe fn launch_weights_dual(
+    ctx: &Context,
+    p: &MoeCastParams,
+    fmt: Fp8Format,
+    (e, k, n0, n1): (usize, usize, usize, usize),
+    (x0, x1, dtype): (*const c_void, *const c_void, i32),
+    o: WeightsOut,
+    stream: StreamRef,
+) -> Result<()> {
+    let (f, pw, dq) = (fmt as i32, p.pow2_scales as i32, dequant(p));
+    let (e64, k64, n0, n1) = (e as i64, k as i64, n0 as i64, n1 as i64);
+    if !dual_composed() {
+        // SAFETY: the caller's contract (the launchers only queue work on `stream`).
+        let st = unsafe {
+            if x1.is_null() {
+                sys::hipfp8_moe_weights_dual_launch(
+                    x0, o.out, o.scales, o.out_t, o.scales_t, e64, k64, n0, f, pw, dq, dtype,
+                    stream.0,
+                )
+            } else {
+                sys::hipfp8_moe_weights_dual_pair_launch(
+                    x0, x1, o.out, o.scales, o.out_t, o.scales_t, e64, k64, n0, n1, f, pw, dq,
+                    dtype, stream.0,
+                )
+            }
+        };
+        return check_status("moe_weights_dual", st);
+    }
+    // SAFETY: the caller's contract.
+    let st = unsafe {
+        sys::hipfp8_colwise_3d_pair_launch(
+            x0, x1, o.out, o.scales, e64, k64, n0, n1, f, pw, dq, dtype, stream.0,
+        )
+    };
+    check_status("moe_weights_dual (colwise_3d)", st)?;
+    ctx.with_colwise_workspace(e, k, 0, stream, |ws| {
+        // SAFETY: the caller's contract; `ws` is the stream's zeroed workspace of the size
+        // the launcher asks for.
+        let st = unsafe {
+            sys::hipfp8_rowwise_3d_transpose_rhs_pair_launch(
+                x0, x1, o.out_t, o.scales_t, e64, k64, n0, n1, f, pw, dq, dtype, ws, stream.0,
+            )
+        };
+        check_status("moe_weights_dual (rowwise_3d_transpose_rhs)", st)
+    })
+}
+
 impl Context {
-    /// Device bytes of zeroed workspace the grouped MoE casts need for `groups` groups.
+    /// Device bytes of zeroed workspace the grouped MoE casts need for `groups` groups (the
+    /// fused passes; [`Context::moe_act_dual`] also needs
+    /// [`Context::colwise_workspace_size`] of (groups, k, 0), and
+    /// [`Context::moe_weights_dual`] that of (e, k, 0): a caller-bound workspace takes the
+    /// largest).
     pub fn moe_workspace_size(&self, groups: usize) -> Result<usize> {
         // SAFETY: arithmetic on the argument; writes the out-pointer only.
         device_bytes("moe workspace size", |b| unsafe {
@@ -161,8 +241,63 @@ fn launch_grouped(
         Some(c) => (c as i64, d.ptr("offs_pad")),
         None => (0, std::ptr::null_mut()),
     };
-    let (m, cols, g64) = (m as i64, cols as i64, g as i64);
+    let (m, cols64, g64) = (m as i64, cols as i64, g as i64);
     let (f, pw, dq) = (fmt as i32, p.pow2_scales as i32, dequant(p));
+    if matches!(k, Grouped::Act) && dual_composed() {
+        // SAFETY: as below: rowwise_2d (one expert of m rows) of x into out / scales.
+        let st = unsafe {
+            sys::hipfp8_colwise_3d_pair_launch(
+                x,
+                std::ptr::null(),
+                o,
+                s,
+                1,
+                cols64,
+                m,
+                0,
+                f,
+                pw,
+                dq,
+                dtype,
+                stream.0,
+            )
+        };
+        check_status("moe_act_dual (rowwise_2d)", st)?;
+        return ctx.with_colwise_workspace(g, cols, 0, stream, |ws| {
+            // SAFETY: as below; `ws` is the stream's zeroed colwise workspace of the size the
+            // launchers ask for.
+            let st = unsafe {
+                match m_cap {
+                    None => sys::hipfp8_per_group_colwise_launch(
+                        x, offs, oc, sc, m, cols64, g64, f, pw, dq, dtype, ws, stream.0,
+                    ),
+                    Some(_) => sys::hipfp8_per_group_colwise_dual_padded_launch(
+                        x,
+                        std::ptr::null(),
+                        offs,
+                        oc,
+                        sc,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        pad_offs,
+                        m,
+                        cols64,
+                        0,
+                        cap,
+                        g64,
+                        f,
+                        pw,
+                        dq,
+                        dtype,
+                        ws,
+                        stream.0,
+                    ),
+                }
+            };
+            check_status("moe_act_dual (per_group_colwise)", st)
+        });
+    }
+    let cols = cols64;
     ctx.with_zeroed_or_null(ctx.moe_workspace_size(g)?, stream, |ws| {
         // SAFETY: validated by Context::run: device memory of this GPU with the declared
         // lengths (inputs, of one dtype for the backward, m*cols bytes per output (m*2i for
@@ -392,27 +527,111 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<MoeCastParams, Ekn> = OpDecl {
         });
         Ok(())
     },
-    gpu: |_, p, fmt, &(e, k, n), d, stream| {
-        // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs, e*k*n
-        // bytes in each output, e*n and e*k scales; the launcher only queues work on `stream`.
-        let st = unsafe {
-            sys::hipfp8_moe_weights_dual_launch(
-                d.ptr("x"),
-                d.ptr("out"),
-                d.ptr("scales"),
-                d.ptr("out_t"),
-                d.ptr("scales_t"),
-                e as i64,
-                k as i64,
-                n as i64,
-                fmt as i32,
-                p.pow2_scales as i32,
-                dequant(p),
-                d.dtype("x"),
-                stream.0,
-            )
+    gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
+        let o = WeightsOut {
+            out: d.ptr("out"),
+            scales: d.ptr("scales"),
+            out_t: d.ptr("out_t"),
+            scales_t: d.ptr("scales_t"),
         };
-        check_status("moe_weights_dual", st)
+        let x = (d.ptr("x") as *const c_void, std::ptr::null(), d.dtype("x"));
+        // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs, e*k*n
+        // bytes in each output, e*n and e*k scales, k and n > 0; its device is active.
+        unsafe { launch_weights_dual(ctx, p, fmt, (e, k, n, 0), x, o, stream) }
+    },
+};
+
+/// e*k*(n/2): the elements of one half of an (e, k, n) weight.
+fn len_half(&(e, k, n): &Ekn, _: usize) -> Result<usize> {
+    checked_mul("e*k*(n/2)", checked_mul("e*k", e, k)?, n / 2)
+}
+
+/// The weight of which `a` and `b` are the halves along n (each expert's first `half` =
+/// k*(n/2) elements from `a`, the others from `b`): the definition of the halves op.
+fn stack_halves<T: Copy + Default>(a: &[T], b: &[T], half: usize) -> Result<Vec<T>> {
+    let mut w = try_scratch::<T>("stacked weight", a.len() + b.len())?;
+    if half > 0 {
+        for ((dst, x), y) in w
+            .chunks_mut(2 * half)
+            .zip(a.chunks(half))
+            .zip(b.chunks(half))
+        {
+            dst[..half].copy_from_slice(x);
+            dst[half..].copy_from_slice(y);
+        }
+    }
+    Ok(w)
+}
+
+static MOE_WEIGHTS_DUAL_HALVES: OpDecl<MoeCastParams, Ekn> = OpDecl {
+    c_name: "moe_weights_dual (two halves)",
+    bufs: &[
+        BufDecl::hp("x0", len_half),
+        BufDecl::hp_like("x1", "x0", len_half),
+        BufDecl::output("out", Elem::U8, len_ekn),
+        BufDecl::output("scales", Elem::F32, |&(e, _, n), _| {
+            checked_mul("e*n", e, n)
+        }),
+        BufDecl::output("out_t", Elem::U8, len_ekn),
+        BufDecl::output("scales_t", Elem::F32, |&(e, k, _), _| {
+            checked_mul("e*k", e, k)
+        }),
+    ],
+    nonzero: &[("k", |s| s.1), ("n", |s| s.2)],
+    check: Some(|_, &(_, _, n), _| {
+        if n % 2 != 0 {
+            return Err(Error::InvalidShape(format!(
+                "a weight in two halves needs an even n (got {n})"
+            )));
+        }
+        Ok(())
+    }),
+    gpu_run: GpuRun::Checked {
+        noop: |&(e, _, _), _| e == 0,
+    },
+    cpu: |p, fmt, &(e, k, n), h| {
+        let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+        let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
+        let rule = Rule::new(fmt, p.pow2_scales);
+        let half = k * (n / 2);
+        let out = Dual { rows, cols };
+        match (h.hp("x0"), h.hp("x1")) {
+            (HpSrc::Bf16(a), HpSrc::Bf16(b)) => {
+                let w = stack_halves(a.host_slice(), b.host_slice(), half)?;
+                reference::moe::weights_dual(rule, p.scales, (e, k, n), &w, out)
+            }
+            (HpSrc::F32(a), HpSrc::F32(b)) => {
+                let w = stack_halves(a.host_slice(), b.host_slice(), half)?;
+                reference::moe::weights_dual(rule, p.scales, (e, k, n), &w, out)
+            }
+            // Context::run checked one dtype (`hp_like`).
+            _ => return Err(Error::NotSupported("mixed input dtypes".into())),
+        }
+        Ok(())
+    },
+    gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
+        let o = WeightsOut {
+            out: d.ptr("out"),
+            scales: d.ptr("scales"),
+            out_t: d.ptr("out_t"),
+            scales_t: d.ptr("scales_t"),
+        };
+        let (x0, x1) = (d.ptr("x0") as *const c_void, d.ptr("x1") as *const c_void);
+        // SAFETY: validated by Context::run: device memory of this GPU with e*k*(n/2) inputs of
+        // one dtype in each half, e*k*n bytes in each output, e*n and e*k scales, k > 0 and n
+        // even and > 0; its device is active.
+        unsafe {
+            let h = n / 2;
+            launch_weights_dual(
+                ctx,
+                p,
+                fmt,
+                (e, k, h, h),
+                (x0, x1, d.dtype("x0")),
+                o,
+                stream,
+            )
+        }
     },
 };
 
@@ -608,6 +827,14 @@ op_methods! {
     fn moe_weights_dual(p: &MoeCastParams, e: usize, k: usize, n: usize;
         x: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>, out_t: Dst<'_, u8>,
         scales_t: Dst<'_, f32>) = MOE_WEIGHTS_DUAL (e, k, n);
+
+    /// [`Context::moe_weights_dual`] of the weight (E,K,N) given as its two halves along n
+    /// (`x0`, `x1`: e*k*(n/2) elements each, one dtype; each expert's first n/2 rows of k from
+    /// `x0`, the others from `x1`; n even), e.g. the experts' W13 as torchtitan's w1 and w3:
+    /// the outputs of the stacked weight, bit for bit, without the stacked copy on a GPU.
+    fn moe_weights_dual_halves(p: &MoeCastParams, e: usize, k: usize, n: usize;
+        x0: HpSrc<'_>, x1: HpSrc<'_>, out: Dst<'_, u8>, scales: Dst<'_, f32>,
+        out_t: Dst<'_, u8>, scales_t: Dst<'_, f32>) = MOE_WEIGHTS_DUAL_HALVES (e, k, n);
 }
 
 /// The public methods of the one-input grouped ops: `fn name(cols, input) = DECL;` makes

@@ -206,7 +206,7 @@ fn launch_grouped<const COLWISE: bool>(
         // for; work is only queued on `stream`.
         let code = unsafe {
             if COLWISE {
-                sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k64, g, f, pw, dt, ws, st)
+                sys::hipfp8_per_group_colwise_launch(x, offs, o, s, m, k64, g, f, pw, 0, dt, ws, st)
             } else {
                 sys::hipfp8_per_group_rowwise_launch(x, offs, o, s, m, k64, g, f, pw, dt, ws, st)
             }
@@ -354,7 +354,7 @@ fn launch_dual(
                 Some(m_cap) => {
                     let (po, mc) = (d.ptr("padded_offs"), m_cap as i64);
                     sys::hipfp8_per_group_colwise_dual_padded_launch(
-                        x1, x2, offs, o1, s1, o2, s2, po, m, k1, k2, mc, g, f, pw, d1, ws, st,
+                        x1, x2, offs, o1, s1, o2, s2, po, m, k1, k2, mc, g, f, pw, 0, d1, ws, st,
                     )
                 }
             }

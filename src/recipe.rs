@@ -387,66 +387,6 @@ impl Context {
     }
 }
 
-/// `moe_weights_dual` of the two halves `[a, b]` (e*k*(n/2) elements each, checked) of an
-/// (E,K,N) weight stacked along n per expert, into the cache's views.
-fn weights_dual_pair(
-    ctx: &Context,
-    cp: &MoeCastParams,
-    (e, k, n): (usize, usize, usize),
-    [a, b]: [HpSrc<'_>; 2],
-    [mut out, mut out_t]: [Dst<'_, u8>; 2],
-    [mut sc, mut sc_t]: [Dst<'_, f32>; 2],
-    stream: StreamRef,
-) -> Result<()> {
-    let h = n / 2;
-    if ctx.backend() == BackendKind::Cpu {
-        // The definition: the stacked weight's cast (host memory, validated).
-        fn stack<T: Copy>(a: &[T], b: &[T], rows: usize) -> Vec<T> {
-            a.chunks(rows)
-                .zip(b.chunks(rows))
-                .flat_map(|(x, y)| x.iter().chain(y).copied())
-                .collect()
-        }
-        let rows = h * k;
-        return match (a, b) {
-            (HpSrc::Bf16(x), HpSrc::Bf16(y)) => {
-                let w = stack(x.host_slice(), y.host_slice(), rows);
-                ctx.moe_weights_dual(cp, e, k, n, (&w).into(), out, sc, out_t, sc_t, stream)
-            }
-            (HpSrc::F32(x), HpSrc::F32(y)) => {
-                let w = stack(x.host_slice(), y.host_slice(), rows);
-                ctx.moe_weights_dual(cp, e, k, n, (&w).into(), out, sc, out_t, sc_t, stream)
-            }
-            _ => unreachable!("one dtype, checked by refresh_parts"),
-        };
-    }
-    let _dev = ctx.activate()?;
-    let ((pa, dtype), (pb, _)) = (a.raw_parts(), b.raw_parts());
-    // SAFETY: refresh_parts checked both halves (device memory of this GPU, e*k*(n/2) elements
-    // of one dtype) and the cache's views hold e*k*n codes and e*n / e*k scales; the launcher
-    // only queues work on `stream`.
-    let st = unsafe {
-        sys::hipfp8_moe_weights_dual_pair_launch(
-            pa,
-            pb,
-            out.as_mut_ptr(),
-            sc.as_mut_ptr(),
-            out_t.as_mut_ptr(),
-            sc_t.as_mut_ptr(),
-            e as i64,
-            k as i64,
-            h as i64,
-            h as i64,
-            ctx.resolve(cp.format) as i32,
-            cp.pow2_scales as i32,
-            (cp.scales == ScaleOutput::Dequant) as i32,
-            dtype,
-            stream.0,
-        )
-    };
-    check_status("moe_weights_dual (two halves)", st)
-}
-
 /// Zeroed scratch bytes of the grouped MoE casts and the column casts of `k` columns
 /// (`k` = 0: none) for `groups` groups: none on the CPU.
 fn zeroed_bytes(ctx: &Context, groups: usize, colwise_k: usize) -> Result<usize> {
@@ -774,7 +714,13 @@ impl WeightCache {
                     let [sc, sc_t] = scales;
                     ctx.moe_weights_dual(&cp, e, k, n, *one, out, sc, out_t, sc_t, stream)?;
                 }
-                [a, b] => weights_dual_pair(ctx, &cp, (e, k, n), [*a, *b], outs, scales, stream)?,
+                [a, b] => {
+                    let [out, out_t] = outs;
+                    let [sc, sc_t] = scales;
+                    ctx.moe_weights_dual_halves(
+                        &cp, e, k, n, *a, *b, out, sc, out_t, sc_t, stream,
+                    )?;
+                }
                 _ => unreachable!("checked above"),
             }
         }
@@ -1045,7 +991,8 @@ impl Context {
 
     fn experts_scratch(&self, p: &RecipeParams, s: ExpertsShape) -> Result<(usize, usize)> {
         s.check()?;
-        Ok((zeroed_bytes(self, s.e, 0)?, p.gemm_bytes(self, s.e)?))
+        // moe_act_dual of x and dy (d columns) runs per_group_colwise (crate::moe::dual_composed)
+        Ok((zeroed_bytes(self, s.e, s.d)?, p.gemm_bytes(self, s.e)?))
     }
 
     /// The experts block forward on `stream`: `y (m, d) = swiglu(x . W13) . W2` per group,

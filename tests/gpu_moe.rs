@@ -70,17 +70,34 @@ fn split_strategy() -> impl Strategy<Value = Split> {
     prop::sample::select(SPLITS.to_vec())
 }
 
+/// Half `h` (0, 1) along n of the (e, k, n) weight `v`: each expert's `half` = k*n/2 elements.
+fn half_of<T: Copy>(v: &[T], e: usize, half: usize, h: usize) -> Vec<T> {
+    (0..e)
+        .flat_map(|x| v[(2 * x + h) * half..][..half].iter().copied())
+        .collect()
+}
+
+/// The two halves along n of the (e, k, n) weight `t`.
+fn halves(t: &Tensor, e: usize, half: usize) -> [Tensor; 2] {
+    [0, 1].map(|h| Tensor {
+        vals: half_of(&t.vals, e, half, h),
+        b: t.b.as_ref().map(|b| half_of(b, e, half, h)),
+    })
+}
+
+/// The weights' dual cast on the GPU (of `t` whole, or with `split` of its two halves through
+/// moe_weights_dual_halves) against the CPU reference of the whole weight.
 fn weights_case(
     ctx: &Context,
     p: &MoeCastParams,
-    e: usize,
-    k: usize,
-    n: usize,
+    (e, k, n): (usize, usize, usize),
     fill: &Fill,
     skew: usize,
+    split: bool,
 ) -> Result<(), TestCaseError> {
     let t = Tensor::new(fill, e * k * n, k);
     let dx = DevHp::new(ctx, &t, skew);
+    let parts = halves(&t, e, k * n / 2).map(|h| DevHp::new(ctx, &h, skew));
     let ekn = e * k * n;
     let mut o = Out::new(ctx, ekn, SENT_U8, skew);
     let mut s = Out::new(ctx, e * n, SENT_F32, 0);
@@ -101,21 +118,16 @@ fn weights_case(
         )
         .unwrap();
     for rep in 0..2 {
-        ctx.moe_weights_dual(
-            p,
-            e,
-            k,
-            n,
-            dx.hp(),
-            o.gpu(),
-            s.gpu(),
-            ot.gpu(),
-            st.gpu(),
-            StreamRef::DEFAULT,
-        )
+        let (out, sc, out_t, sc_t, d) = (o.gpu(), s.gpu(), ot.gpu(), st.gpu(), StreamRef::DEFAULT);
+        if split {
+            let [a, b] = &parts;
+            ctx.moe_weights_dual_halves(p, e, k, n, a.hp(), b.hp(), out, sc, out_t, sc_t, d)
+        } else {
+            ctx.moe_weights_dual(p, e, k, n, dx.hp(), out, sc, out_t, sc_t, d)
+        }
         .unwrap();
         let w = format!(
-            "moe_weights_dual e={e} k={k} n={n} {:?} skew={skew} rep={rep}",
+            "moe_weights_dual e={e} k={k} n={n} {:?} skew={skew} halves={split} rep={rep}",
             p
         );
         check_u8(&format!("{w} out"), &o)?;
@@ -140,15 +152,37 @@ fn moe_weights_dual_gpu_eq_cpu() {
     r.run(
         &(shapes, params(4), scale_output()),
         |((e, k, n), (fmt, pow2, fill, skew), so)| {
-            weights_case(
-                &ctx,
-                &MoeCastParams::new(fmt, pow2).with_scales(so),
-                e,
-                k,
-                n,
-                &fill,
-                skew as usize,
-            )
+            let p = MoeCastParams::new(fmt, pow2).with_scales(so);
+            weights_case(&ctx, &p, (e, k, n), &fill, skew as usize, false)
+        },
+    )
+    .unwrap();
+}
+
+/// The halves op (the experts' W13 as w1 and w3): two sources, every half size (odd halves put
+/// a source boundary inside a 16-row unit), more experts than one launch's group chunk.
+#[test]
+fn moe_weights_dual_halves_gpu_eq_cpu() {
+    let Some(ctx) = gpu_for_tests("moe_weights_dual_halves_gpu_eq_cpu") else {
+        return;
+    };
+    let mut r = runner(64);
+    let shapes = (
+        prop_oneof![4 => 0usize..5, 1 => Just(2100usize)],
+        prop_oneof![3 => dim(200), 1 => 500usize..2100],
+        dim(65),
+    );
+    r.run(
+        &(shapes, params(4), scale_output()),
+        |((e, k, h), (fmt, pow2, fill, skew), so)| {
+            // 2100 experts only with small weights
+            let (k, h) = if e > 64 {
+                (k.min(24), h.min(9))
+            } else {
+                (k, h)
+            };
+            let p = MoeCastParams::new(fmt, pow2).with_scales(so);
+            weights_case(&ctx, &p, (e, k, 2 * h), &fill, skew as usize, true)
         },
     )
     .unwrap();
@@ -329,7 +363,7 @@ fn moe_casts_large_gpu_eq_cpu() {
     for (j, fmt) in fmts.into_iter().enumerate() {
         let so = [ScaleOutput::Forward, ScaleOutput::Dequant][j];
         let p = MoeCastParams::new(fmt, j == 1).with_scales(so);
-        weights_case(&ctx, &p, 8, 1024, 768, &fill(1), 0).unwrap();
+        weights_case(&ctx, &p, (8, 1024, 768), &fill(1), 0, false).unwrap();
         for split in [Split::Balanced, Split::Zipf] {
             let offs = split_offsets(split, 7, 32, 8192);
             act_case(&ctx, &p, 8192, 1024, &offs, &fill(2), 0).unwrap();

@@ -78,6 +78,10 @@ struct ColTensor {
   int64_t out_ld;
   int ntiles;  // scalar kernel only (32-column tiles)
   int vec_store;
+  // 3D weights stacked along n from two sources (rowwise_3d_transpose_rhs_pair): rows [n0,
+  // group_rows) of each group from x1 (ColRows); null: every row from x.
+  const void* x1;
+  int64_t n0;
 };
 
 struct ColWork {
@@ -93,6 +97,7 @@ struct ColWork {
   int64_t M;
   int L[kColNumGeo];    // sub-chunks per work item, per geometry
   int pow2;
+  int dequant;          // the scales stored: forward (0) or the GEMMs' dequant 1 / s (1)
   void* ws;
   int64_t ws_group_words;
   // Padded launches: the padded END offsets (output), null = not padded; the padded row
@@ -122,6 +127,29 @@ __device__ inline void group_bounds(const ColWork& w, const int32_t* s_offs, int
     gs = (int64_t)g * w.group_rows;
     ge = gs + w.group_rows;
   }
+}
+
+// Where the rows of group g ([gs, ge)) of tensor T live: row m at x0 + (off0 + m*K) below
+// `split`, at x1 + (off1 + m*K) from it. One source: x0 = x1 = T.x, split = ge. A 3D pair
+// (T.x1): group g's row gs + j at T.x + (g*n0 + j)*K for j < n0, else at
+// T.x1 + (g*(group_rows - n0) + j - n0)*K.
+template <class E>
+struct ColRows {
+  const E* x0;
+  const E* x1;
+  int64_t off0, off1, split;
+  __device__ inline const E* at(int64_t m, int64_t K) const {
+    return m < split ? x0 + (off0 + m * K) : x1 + (off1 + m * K);
+  }
+};
+
+template <class E>
+__device__ inline ColRows<E> col_rows(const ColWork& w, const ColTensor& T, int g, int64_t gs, int64_t ge) {
+  const E* x = static_cast<const E*>(T.x);
+  if (!T.x1) return ColRows<E>{x, x, 0, 0, ge};
+  const int64_t n1 = w.group_rows - T.n0;
+  return ColRows<E>{x, static_cast<const E*>(T.x1), ((int64_t)g * T.n0 - gs) * T.K,
+                    ((int64_t)g * n1 - gs - T.n0) * T.K, gs + T.n0};
 }
 
 // Chunks (work items per column tile) of a group spanning rows [gs, ge) in geometry gi. 32-bit
@@ -185,15 +213,17 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   const bool colvalid = mycol < K;
   const int64_t row_base = PAD ? gs + (int64_t)c * kColUnits * L * kColRPT
                                : (gs / kColRPT + (int64_t)c * kColUnits * L) * kColRPT;
-  const E* X = static_cast<const E*>(T.x);
+  const ColRows<E> R = col_rows<E>(w, T, g, gs, ge);
   // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
-  // group (every thread but those at a group's ends) takes one 64-bit base and a 32-bit row
-  // stride (one multiply-add per row); the others test each row. xstride: bytes per row when
-  // 16 rows of it stay below 2^31 (then 32-bit products cannot overflow), else 0.
+  // group and on one side of its source split (every thread but those at a group's ends) takes
+  // one 64-bit base and a 32-bit row stride (one multiply-add per row); the others test each
+  // row. xstride: bytes per row when 16 rows of it stay below 2^31 (then 32-bit products
+  // cannot overflow), else 0.
   const uint32_t xstride = row_stride32(K, sizeof(E));
   auto load_sub = [&](int64_t rb, uint4* v) {
-    if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge) {
-      const char* p = reinterpret_cast<const char*>(X + rb * K + mycol);
+    if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge &&
+        (rb + kColRPT <= R.split || rb >= R.split)) {
+      const char* p = reinterpret_cast<const char*>(R.at(rb, K) + mycol);
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr)
         v[rr] = HIPFP8_LDG(reinterpret_cast<const uint4*>(p + (uint64_t)xstride * (uint32_t)rr));
@@ -201,7 +231,7 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr) {
         const int64_t m = rb + rr;
-        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(X + m * K + mycol)) : zero4();
+        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(R.at(m, K) + mycol)) : zero4();
       }
     }
   };
@@ -256,9 +286,7 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   uint32_t next_ticket = 0;
   if (tid == 0) next_ticket = atomicAdd(&hdr->ticket, 1u);
   if (tid < COLS) {
-    const float s = amax_to_scale<F>(sh.amax[tid], w.pow2 != 0);
-    sh.scale[tid] = s;
-    if (c == 0 && col0 + tid < K) T.scales[(int64_t)g * K + col0 + tid] = s;
+    sh.scale[tid] = amax_to_scale<F>(sh.amax[tid], w.pow2 != 0);
   }
   __syncthreads();
   if (nch > 1 && tid == 0) {
@@ -319,6 +347,12 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
         }
       }
     }
+  }
+  // the scales last: dequant_scale's out-of-line f64 division with the rows in registers
+  // would make the compiler spill them (sh.scale holds until the next item's first barrier)
+  if (c == 0 && tid < COLS && col0 + tid < K) {
+    const float s = sh.scale[tid];
+    T.scales[(int64_t)g * K + col0 + tid] = w.dequant ? dequant_scale(s) : s;
   }
   if (tid == 0) sh.item = (int)next_ticket;
 }
@@ -477,15 +511,15 @@ colwise_scalar_kernel(ColWork w) {
       for (int g = threadIdx.x; g < w.G; g += 256) w.padded_offs[g] = s_pend[g];
   }
   const int cl = threadIdx.x % 32, rl = threadIdx.x / 32;
-  const E* X = static_cast<const E*>(T.x);
   for (int g = blockIdx.y; g < w.G; g += gridDim.y) {
     int64_t gs, ge;
     group_bounds(w, s_offs, g, gs, ge);
+    const ColRows<E> R = col_rows<E>(w, T, g, gs, ge);
     for (int64_t t = blockIdx.x; t < T.ntiles; t += gridDim.x) {
       const int64_t col = t * 32 + cl;
       uint32_t am = 0;
       if (col < T.K)
-        for (int64_t m = gs + rl; m < ge; m += 8) am = max(am, abs_bits(In::load1(X, m * T.K + col)));
+        for (int64_t m = gs + rl; m < ge; m += 8) am = max(am, abs_bits(In::load1(R.at(m, T.K), col)));
       part[rl][cl] = am;
       __syncthreads();
       if (rl == 0) {
@@ -496,11 +530,11 @@ colwise_scalar_kernel(ColWork w) {
       am = s_amax[cl];
       const float s = amax_to_scale<F>(am, w.pow2 != 0);
       if (col < T.K) {
-        if (rl == 0) T.scales[(int64_t)g * T.K + col] = s;
+        if (rl == 0) T.scales[(int64_t)g * T.K + col] = w.dequant ? dequant_scale(s) : s;
         // padded: row m at ps + (m - gs), ps = s_pend[g - 1] (read here: fewer live registers)
         const int64_t obase = pad ? (int64_t)s_pend[g - 1] - gs : w.offs ? 0 : gs * (T.K - 1);
         uint8_t* ocol = T.out + obase + col * T.out_ld;
-        for (int64_t m = gs + rl; m < ge; m += 8) ocol[m] = (uint8_t)encode_sw<F>(In::load1(X, m * T.K + col) * s);
+        for (int64_t m = gs + rl; m < ge; m += 8) ocol[m] = (uint8_t)encode_sw<F>(In::load1(R.at(m, T.K), col) * s);
         if (pad)  // the group's padding rows
           for (int64_t m = ge + rl; m < gs + ((ge - gs + 15) & ~(int64_t)15); m += 8) ocol[m] = 0;
       }
@@ -555,7 +589,7 @@ static int launch_colwise(ColWork w, hipStream_t st) {
   bool vec = true;
   for (int i = 0; i < w.ntensors; ++i) {
     ColTensor& T = w.t[i];
-    vec = vec && T.K % In::EPV == 0 && aligned16(T.x);
+    vec = vec && T.K % In::EPV == 0 && aligned16(T.x) && (!T.x1 || aligned16(T.x1));
     T.vec_store = T.out_ld % 16 == 0 && aligned16(T.out) && (w.offs != nullptr || w.group_rows % 16 == 0);
   }
   const bool pad = w.padded_offs != nullptr;
@@ -622,9 +656,14 @@ static int colwise_entry(int x_dtype, uint32_t fmt, const ColWork& w, hipStream_
         c.pstart = g0 ? tables + w.G + g0 - 1 : nullptr;
       }
     } else {
-      const int64_t r0 = g0 * w.group_rows;
-      c.t[0].x = static_cast<const char*>(w.t[0].x) + r0 * w.t[0].K * esz;
-      c.t[0].out = w.t[0].out + r0 * w.t[0].K;
+      const int64_t r0 = g0 * w.group_rows, K = w.t[0].K;
+      if (w.t[0].x1) {  // a pair: each source advances by its own rows per group
+        c.t[0].x = static_cast<const char*>(w.t[0].x) + g0 * w.t[0].n0 * K * esz;
+        c.t[0].x1 = static_cast<const char*>(w.t[0].x1) + g0 * (w.group_rows - w.t[0].n0) * K * esz;
+      } else {
+        c.t[0].x = static_cast<const char*>(w.t[0].x) + r0 * K * esz;
+      }
+      c.t[0].out = w.t[0].out + r0 * K;
       c.M = (int64_t)n * w.group_rows;
     }
     const int r = colwise_entry1(x_dtype, fmt, c, st);
@@ -695,10 +734,11 @@ HIPFP8_EXTERN int hipfp8_colwise_workspace_bytes(int64_t groups, int64_t k1, int
 }
 
 // x (m, k) row-major, groups of rows by END offsets offs[groups] (device memory, clamped) ->
-// out[j*m + i] (column-major) for rows inside a group, scales[g*k + j].
+// out[j*m + i] (column-major) for rows inside a group, scales[g*k + j] (dequant: 1 / s).
 HIPFP8_EXTERN int hipfp8_per_group_colwise_launch(const void* x, const int32_t* offs, uint8_t* out, float* scales,
                                                   int64_t m, int64_t k, int64_t groups, int format, int pow2,
-                                                  int in_dtype, void* workspace, hipStream_t stream) noexcept {
+                                                  int dequant, int in_dtype, void* workspace,
+                                                  hipStream_t stream) noexcept {
   if (m < 0 || k < 0 || groups < 0) return kLaunchBadShape;
   if (groups == 0 || k == 0) return kLaunchOk;
   if (groups > 0x7FFFFFFF) return kLaunchUnsupported;
@@ -710,6 +750,7 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_launch(const void* x, const int32_t* 
   w.G = (int)groups;
   w.M = m;
   w.pow2 = pow2;
+  w.dequant = dequant;
   w.ws = workspace;
   return colwise_entry(in_dtype, (uint32_t)format, w, stream);
 }
@@ -749,19 +790,32 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_launch(const void* x1, const voi
 HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_launch(const void* x, uint8_t* out, float* scales, int64_t e,
                                                          int64_t k, int64_t n, int format, int pow2, int in_dtype,
                                                          void* workspace, hipStream_t stream) noexcept {
-  if (e < 0 || k < 0 || n < 0) return kLaunchBadShape;
+  return hipfp8_rowwise_3d_transpose_rhs_pair_launch(x, nullptr, out, scales, e, k, n, 0, format, pow2, 0, in_dtype,
+                                                     workspace, stream);
+}
+
+// rowwise_3d_transpose_rhs of x0 (e, k, n0) and x1 (e, k, n1) stacked along n per expert (x1
+// null: n1 = 0), the scales forward or dequant.
+HIPFP8_EXTERN int hipfp8_rowwise_3d_transpose_rhs_pair_launch(const void* x0, const void* x1, uint8_t* out,
+                                                              float* scales, int64_t e, int64_t k, int64_t n0,
+                                                              int64_t n1, int format, int pow2, int dequant,
+                                                              int in_dtype, void* workspace,
+                                                              hipStream_t stream) noexcept {
+  if (e < 0 || k < 0 || n0 < 0 || n1 < 0 || (!x1 && n1 != 0)) return kLaunchBadShape;
+  const int64_t n = n0 + n1;
   if (e == 0 || k == 0) return kLaunchOk;
   if (n == 0) return kLaunchBadShape;
   if (e > 0x7FFFFFFF) return kLaunchUnsupported;
-  if (!x || !out || !scales || !workspace) return kLaunchNull;
+  if (!x0 || !out || !scales || !workspace) return kLaunchNull;
   ColWork w{};
-  w.t[0] = ColTensor{x, out, scales, k, n, 0, 0};
+  w.t[0] = ColTensor{x0, out, scales, k, n, 0, 0, x1, n0};
   w.ntensors = 1;
   w.offs = nullptr;
   w.G = (int)e;
   w.group_rows = n;
   w.M = e * n;
   w.pow2 = pow2;
+  w.dequant = dequant;
   w.ws = workspace;
   return colwise_entry(in_dtype, (uint32_t)format, w, stream);
 }
@@ -773,8 +827,8 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_padded_launch(const void* x1, co
                                                               uint8_t* out1, float* scales1, uint8_t* out2,
                                                               float* scales2, int32_t* padded_offs, int64_t m,
                                                               int64_t k1, int64_t k2, int64_t m_cap, int64_t groups,
-                                                              int format, int pow2, int in_dtype, void* workspace,
-                                                              hipStream_t stream) noexcept {
+                                                              int format, int pow2, int dequant, int in_dtype,
+                                                              void* workspace, hipStream_t stream) noexcept {
   if (m < 0 || k1 < 0 || k2 < 0 || m_cap < 0 || groups < 0) return kLaunchBadShape;
   if (groups == 0) return kLaunchOk;
   if (groups > 0x7FFFFFFF || m_cap > 0x7FFFFFFF) return kLaunchUnsupported;
@@ -797,6 +851,7 @@ HIPFP8_EXTERN int hipfp8_per_group_colwise_dual_padded_launch(const void* x1, co
   w.G = (int)groups;
   w.M = m;
   w.pow2 = pow2;
+  w.dequant = dequant;
   w.ws = workspace;
   w.padded_offs = padded_offs;
   const int r = colwise_entry(in_dtype, (uint32_t)format, w, stream);

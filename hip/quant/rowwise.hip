@@ -15,15 +15,35 @@ namespace hipfp8 {
 
 // ------------------------------------------------------------------------------ rowwise_2d
 
+// The rows of a rowwise cast: row r at x + r*K; or, for expert weights stacked along n from two
+// sources (x1 not null; colwise_3d of the stack), row r = e*n + j (j < n) at x + (e*n0 + j)*K
+// when j < n0, else at x1 + (e*(n - n0) + j - n0)*K.
+template <class E>
+struct RowSrc {
+  const E* x;
+  const E* x1;
+  int64_t n, n0;
+  __device__ inline const E* row(int64_t r, int64_t K) const {
+    if (!x1) return x + r * K;
+    const int64_t e = r / n, j = r - e * n;
+    return j < n0 ? x + (e * n0 + j) * K : x1 + (e * (n - n0) + j - n0) * K;
+  }
+};
+
+// The scale a row stores: the forward scale s, or (dequant) the GEMMs' 1 / s. Called once the
+// row's codes are stored (dequant_scale's f64 division is an out-of-line call: made while the
+// row is held in registers, it would make the compiler spill them).
+__device__ inline float stored_scale(float s, int dequant) { return dequant ? dequant_scale(s) : s; }
+
 template <class In, uint32_t F, int BLOCK, int VPT>
 __global__ void __launch_bounds__(BLOCK)
-rowwise_vec_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out,
-                   float* __restrict__ scales, int64_t M, int64_t K, int pow2) {
+rowwise_vec_kernel(RowSrc<typename In::elem> src, uint8_t* __restrict__ out, float* __restrict__ scales,
+                   int64_t M, int64_t K, int pow2, int dequant) {
   constexpr int EPV = In::EPV;
   __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
   const int64_t nv = K / EPV;
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
-    const uint4* xr = reinterpret_cast<const uint4*>(x + row * K);
+    const uint4* xr = reinterpret_cast<const uint4*>(src.row(row, K));
     uint8_t* orow = out + row * K;
     uint4 v[VPT];
     uint32_t am = 0;
@@ -36,7 +56,6 @@ rowwise_vec_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict_
     for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK) am = max(am, In::absmax(HIPFP8_LDG(xr + i)));
     am = block_max<BLOCK>(am, red);
     const float s = amax_to_scale<F>(am, pow2 != 0);
-    if (threadIdx.x == 0) scales[row] = s;
     if (amax_bits_finite(am)) {
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
@@ -54,41 +73,44 @@ rowwise_vec_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict_
       for (int64_t i = threadIdx.x + (int64_t)VPT * BLOCK; i < nv; i += BLOCK)
         store_codes<In>(orow + i * EPV, cast_vec<In, F, false>(HIPFP8_LDG(xr + i), s));
     }
+    if (threadIdx.x == 0) scales[row] = stored_scale(s, dequant);
   }
 }
 
 template <class In, uint32_t F, int BLOCK>
 __global__ void __launch_bounds__(BLOCK)
-rowwise_scalar_kernel(const typename In::elem* __restrict__ x, uint8_t* __restrict__ out,
-                      float* __restrict__ scales, int64_t M, int64_t K, int pow2) {
+rowwise_scalar_kernel(RowSrc<typename In::elem> src, uint8_t* __restrict__ out, float* __restrict__ scales,
+                      int64_t M, int64_t K, int pow2, int dequant) {
   __shared__ uint32_t red[BLOCK / HIPFP8_WAVE];
   for (int64_t row = blockIdx.x; row < M; row += gridDim.x) {
-    const typename In::elem* xr = x + row * K;
+    const typename In::elem* xr = src.row(row, K);
     uint32_t am = 0;
     for (int64_t i = threadIdx.x; i < K; i += BLOCK) am = max(am, abs_bits(In::load1(xr, i)));
     am = block_max<BLOCK>(am, red);
     const float s = amax_to_scale<F>(am, pow2 != 0);
-    if (threadIdx.x == 0) scales[row] = s;
+    if (threadIdx.x == 0) scales[row] = stored_scale(s, dequant);
     for (int64_t i = threadIdx.x; i < K; i += BLOCK) out[row * K + i] = (uint8_t)encode_sw<F>(In::load1(xr, i) * s);
   }
 }
 
 // Row-length buckets (policy.h, rowwise_cfg): BLOCK threads x VPT vectors cover the row from
 // registers.
+// registers. x1 / n / n0: the rows of RowSrc (x1 null: one source); dequant: see stored_scale.
 template <class In, uint32_t F>
-static int launch_rowwise(const void* x, int64_t m, int64_t k, uint8_t* out, float* scales, int pow2,
-                          hipStream_t st) {
+static int launch_rowwise(const void* x, const void* x1, int64_t n, int64_t n0, int64_t m, int64_t k, uint8_t* out,
+                          float* scales, int pow2, int dequant, hipStream_t st) {
   typedef typename In::elem E;
-  const E* xp = static_cast<const E*>(x);
+  const RowSrc<E> src{static_cast<const E*>(x), static_cast<const E*>(x1), n, n0};
   const int64_t grid = m < 0x7FFFFFFF ? m : 0x7FFFFFFF;
-  const bool vec = k % In::EPV == 0 && aligned16(x) && ((uintptr_t)out % (In::EPV) == 0);
+  const bool vec = k % In::EPV == 0 && aligned16(x) && (!x1 || aligned16(x1)) && ((uintptr_t)out % (In::EPV) == 0);
   if (!vec) {
-    rowwise_scalar_kernel<In, F, 256><<<(unsigned)grid, 256, 0, st>>>(xp, out, scales, m, k, pow2);
+    rowwise_scalar_kernel<In, F, 256><<<(unsigned)grid, 256, 0, st>>>(src, out, scales, m, k, pow2, dequant);
     HIPFP8_RETURN_LAUNCH_STATUS();
   }
   with_index<kRowwiseCfgCount>(rowwise_cfg(k / In::EPV), [&](auto i) {
     constexpr RowCfg c = kRowwiseCfgs[decltype(i)::value];
-    rowwise_vec_kernel<In, F, c.block, c.vpt><<<(unsigned)grid, c.block, 0, st>>>(xp, out, scales, m, k, pow2);
+    rowwise_vec_kernel<In, F, c.block, c.vpt>
+        <<<(unsigned)grid, c.block, 0, st>>>(src, out, scales, m, k, pow2, dequant);
   });
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
@@ -531,9 +553,23 @@ HIPFP8_EXTERN int hipfp8_rowwise_2d_launch(const void* x, uint8_t* out, float* s
   if (m == 0) return kLaunchOk;
   if (k == 0) return kLaunchBadShape;
   if (!x || !out || !scales) return kLaunchNull;
+  return hipfp8_colwise_3d_pair_launch(x, nullptr, out, scales, 1, k, m, 0, format, pow2, 0, in_dtype, stream);
+}
+
+// colwise_3d (rowwise over the E*N rows of K) of x0 (e, k, n0) and x1 (e, k, n1) stacked along n
+// per expert (x1 null: n1 = 0), the scales forward or dequant.
+HIPFP8_EXTERN int hipfp8_colwise_3d_pair_launch(const void* x0, const void* x1, uint8_t* out, float* scales,
+                                                int64_t e, int64_t k, int64_t n0, int64_t n1, int format, int pow2,
+                                                int dequant, int in_dtype, hipStream_t stream) noexcept {
+  if (e < 0 || k < 0 || n0 < 0 || n1 < 0 || (!x1 && n1 != 0)) return kLaunchBadShape;
+  const int64_t n = n0 + n1;
+  if (e == 0 || n == 0) return kLaunchOk;
+  if (k == 0) return kLaunchBadShape;
+  if (!x0 || !out || !scales) return kLaunchNull;
   const uint32_t fmt = (uint32_t)format;
-  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<Bf16In, FMT>(x, m, k, out, scales, pow2, stream))); }
-  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<F32In, FMT>(x, m, k, out, scales, pow2, stream))); }
+  const int64_t m = e * n;
+  if (in_dtype == HIPFP8_DTYPE_BF16) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<Bf16In, FMT>(x0, x1, n, n0, m, k, out, scales, pow2, dequant, stream))); }
+  if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (launch_rowwise<F32In, FMT>(x0, x1, n, n0, m, k, out, scales, pow2, dequant, stream))); }
   return kLaunchBadEnum;
 }
 

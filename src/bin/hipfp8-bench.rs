@@ -407,6 +407,19 @@ fn main() {
                     },
                 );
             }
+            // the same bytes from two sources (w1 | w3): the halves of (E, H, I)
+            let (k, n) = (H, I);
+            b.case(
+                "moe_weights_dual_halves",
+                format!("({E},{k},{n})"),
+                "",
+                (4 * E * k * n + 4 * E * (k + n)) as u64,
+                |c, s| {
+                    let (h0, h1) = (xs(E * k * n / 2), xs2(E * k * n / 2));
+                    let (a, b) = (o1.dst(), o2.dst());
+                    c.moe_weights_dual_halves(&p, E, k, n, h0, h1, a, sc.dst(), b, sc2.dst(), s)
+                },
+            );
         }
         for (name, offs) in routings {
             if b.enabled("moe_act_dual") {

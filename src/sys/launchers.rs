@@ -167,11 +167,12 @@ foreign! {
     "hipfp8_colwise_workspace_bytes" => pub fn hipfp8_colwise_workspace_bytes(
         groups: i64, k1: i64, k2: i64, bytes: *mut u64) -> c_int;
     /// Per-group colwise cast (see `Context::per_group_colwise`): offsets along m, output
-    ///column-major `[j*m + i]`, scales `[g*k + j]`.
+    ///column-major `[j*m + i]`, scales `[g*k + j]`; `dequant` = 1: the scales hold the grouped
+    ///GEMMs' 1 / s (as hip/moe/launchers.h says), 0: the forward scales.
     "hipfp8_per_group_colwise_launch" => pub fn hipfp8_per_group_colwise_launch(
         x: *const c_void, offs: *const i32, out: *mut u8, scales: *mut f32, m: i64, k: i64,
-        groups: i64, format: c_int, pow2: c_int, in_dtype: c_int, workspace: *mut c_void,
-        stream: hipStream_t) -> c_int;
+        groups: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Two per-group colwise casts sharing m and offsets, one launch; one dtype for both.
     "hipfp8_per_group_colwise_dual_launch" => pub fn hipfp8_per_group_colwise_dual_launch(
         x1: *const c_void, x2: *const c_void, offs: *const i32, out1: *mut u8, scales1: *mut f32,
@@ -180,17 +181,25 @@ foreign! {
     /// The dual colwise cast into the padded layout (see `Context::per_group_colwise_dual_padded`):
     ///out1 (k1, m_cap) / out2 (k2, m_cap) column-major with every group at a 16-row aligned start,
     ///zeros elsewhere; padded END offsets into padded_offs. The caller guarantees
-    ///m_cap >= m + 15*groups. Workspace: as for per_group_colwise_dual.
+    ///m_cap >= m + 15*groups. Workspace: as for per_group_colwise_dual. `dequant`: as for
+    ///per_group_colwise.
     "hipfp8_per_group_colwise_dual_padded_launch" => pub fn hipfp8_per_group_colwise_dual_padded_launch(
         x1: *const c_void, x2: *const c_void, offs: *const i32, out1: *mut u8, scales1: *mut f32,
         out2: *mut u8, scales2: *mut f32, padded_offs: *mut i32, m: i64, k1: i64, k2: i64,
-        m_cap: i64, groups: i64, format: c_int, pow2: c_int, in_dtype: c_int,
+        m_cap: i64, groups: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
         workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Transpose-rowwise cast of (e, k, n) column-major expert weights (see
     ///`Context::rowwise_3d_transpose_rhs`).
     "hipfp8_rowwise_3d_transpose_rhs_launch" => pub fn hipfp8_rowwise_3d_transpose_rhs_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, e: i64, k: i64, n: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// rowwise_3d_transpose_rhs of the weights x0 (E,K,N0) and x1 (E,K,N1) stacked along n per
+    ///expert (as hipfp8_moe_weights_dual_pair_launch stacks them; x1 null: N1 = 0, one source),
+    ///N = N0 + N1 > 0; `dequant`: as for per_group_colwise. Workspace: colwise_workspace(E, K, 0).
+    "hipfp8_rowwise_3d_transpose_rhs_pair_launch" => pub fn hipfp8_rowwise_3d_transpose_rhs_pair_launch(
+        x0: *const c_void, x1: *const c_void, out: *mut u8, scales: *mut f32, e: i64, k: i64,
+        n0: i64, n1: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
+        workspace: *mut c_void, stream: hipStream_t) -> c_int;
     /// Codec self-test: every finite f32 through the hardware-path encoder and the software
     ///rule; `mismatches` = 2 device u64 (count, recorded), `first_bad` = 24 device u32
     ///((input bits, hw, sw) x 8), `has_hw` = 1 device i32 (does this target convert `format`
@@ -203,6 +212,14 @@ foreign! {
     "hipfp8_rowwise_2d_launch" => pub fn hipfp8_rowwise_2d_launch(
         x: *const c_void, out: *mut u8, scales: *mut f32, m: i64, k: i64, format: c_int,
         pow2: c_int, in_dtype: c_int, stream: hipStream_t) -> c_int;
+    /// colwise_3d (the rowwise cast of the E*N rows of K) of the weights x0 (E,K,N0) and x1
+    ///(E,K,N1) stacked along n per expert (x1 null: N1 = 0, one source; E = 1 and x1 null is
+    ///rowwise_2d of an (N0, K) matrix): out[e*N*K + n*K + k], scales[e*N + n]; `dequant`: as for
+    ///per_group_colwise.
+    "hipfp8_colwise_3d_pair_launch" => pub fn hipfp8_colwise_3d_pair_launch(
+        x0: *const c_void, x1: *const c_void, out: *mut u8, scales: *mut f32, e: i64, k: i64,
+        n0: i64, n1: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
+        stream: hipStream_t) -> c_int;
     /// Per-group rowwise cast (see `Context::per_group_rowwise`): offsets along k, scales
     ///`[g*m + i]`. `workspace`: `hipfp8_grouped_scratch_bytes(groups)` bytes of the zeroed
     ///context workspace (null when 0).
