@@ -188,7 +188,7 @@ struct ColShared {
 // so a launch that mixes them needs no more registers than one of them. (Four inlined bodies,
 // one per CG, cost nothing on sm_90 but made the AMD compiler spill: 256 VGPRs, 336 bytes of
 // scratch per lane.)
-template <class In, uint32_t F, int CGC, bool PAD, int MAXCOLS>
+template <class In, uint32_t F, int CGC, bool PAD, bool PAIR, int MAXCOLS>
 __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& T, uint32_t* slab, int g, int t, int c,
                                              int nch, int gi, int64_t gs, int64_t ge, int64_t ps,
                                              ColShared<MAXCOLS>& sh, ColWsHeader* hdr) {
@@ -213,7 +213,15 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   const bool colvalid = mycol < K;
   const int64_t row_base = PAD ? gs + (int64_t)c * kColUnits * L * kColRPT
                                : (gs / kColRPT + (int64_t)c * kColUnits * L) * kColRPT;
-  const ColRows<E> R = col_rows<E>(w, T, g, gs, ge);
+  // PAIR (3D weights from two sources, compiled for those launches only: the two bases cost
+  // the other launches registers): row m at R.at(m); else at X + m*K.
+  const E* X = static_cast<const E*>(T.x);
+  ColRows<E> R{X, X, 0, 0, ge};
+  if constexpr (PAIR) R = col_rows<E>(w, T, g, gs, ge);
+  auto row_at = [&](int64_t m) -> const E* {
+    if constexpr (PAIR) return R.at(m, K);
+    return X + m * K;
+  };
   // The 16 rows of this thread's vector from row rb on. A thread whose 16 rows all lie in the
   // group and on one side of its source split (every thread but those at a group's ends) takes
   // one 64-bit base and a 32-bit row stride (one multiply-add per row); the others test each
@@ -222,8 +230,8 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
   const uint32_t xstride = row_stride32(K, sizeof(E));
   auto load_sub = [&](int64_t rb, uint4* v) {
     if (xstride != 0 && colvalid && rb >= gs && rb + kColRPT <= ge &&
-        (rb + kColRPT <= R.split || rb >= R.split)) {
-      const char* p = reinterpret_cast<const char*>(R.at(rb, K) + mycol);
+        (!PAIR || rb + kColRPT <= R.split || rb >= R.split)) {
+      const char* p = reinterpret_cast<const char*>(row_at(rb) + mycol);
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr)
         v[rr] = HIPFP8_LDG(reinterpret_cast<const uint4*>(p + (uint64_t)xstride * (uint32_t)rr));
@@ -231,7 +239,7 @@ __device__ __forceinline__ void colwise_item(const ColWork& w, const ColTensor& 
 #pragma unroll
       for (int rr = 0; rr < kColRPT; ++rr) {
         const int64_t m = rb + rr;
-        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(R.at(m, K) + mycol)) : zero4();
+        v[rr] = (colvalid && m >= gs && m < ge) ? HIPFP8_LDG(reinterpret_cast<const uint4*>(row_at(m) + mycol)) : zero4();
       }
     }
   };
@@ -387,8 +395,9 @@ __device__ inline void store_group_start(const ColWork& w, int32_t* s_offs) {
 
 // CGC = 0: each group takes its own tile (col_geo_for_rows), the tile width a
 // runtime value; CGC = 2, 4, 8, 16: every group takes that tile, compiled for it (launches whose
-// groups the host knows to be uniform: 3D, or a forced tile).
-template <class In, uint32_t F, int CGC, bool PAD>
+// groups the host knows to be uniform: 3D, or a forced tile). PAIR: 3D weights from two sources
+// (ColTensor::x1; fixed tiles, one tensor).
+template <class In, uint32_t F, int CGC, bool PAD, bool PAIR>
 __global__ void __launch_bounds__(kColBlock)
 colwise_vec_kernel(ColWork w) {
   constexpr int EPV = In::EPV;
@@ -468,7 +477,7 @@ colwise_vec_kernel(ColWork w) {
     const int cols = col_cg_of(gi) * EPV;
     uint32_t* slab = slabs + (int64_t)g * w.ws_group_words +
                      ((ti ? col_ntiles_geo<EPV>(w.t[0].K, gi) : 0) + t) * (int64_t)(cols + 2);
-    colwise_item<In, F, CGC, PAD>(w, T, slab, g, t, c, nch, gi, gs, ge, PAD ? s_pend[g - 1] : 0, sh, hdr);
+    colwise_item<In, F, CGC, PAD, PAIR>(w, T, slab, g, t, c, nch, gi, gs, ge, PAD ? s_pend[g - 1] : 0, sh, hdr);
   }
   // the last block out resets the ticket for the next launch
   if (tid == 0) {
@@ -544,16 +553,17 @@ colwise_scalar_kernel(ColWork w) {
 }
 
 // Co-resident blocks of the persistent tile kernel at a dynamic shared memory size.
-template <class In, uint32_t F, int CGC, bool PAD>
+template <class In, uint32_t F, int CGC, bool PAD, bool PAIR>
 static int colwise_grid(size_t smem) {
   static unsigned long long cache[kResidentDevs];
-  return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC, PAD>), kColBlock, smem);
+  return resident_grid(cache, reinterpret_cast<const void*>(colwise_vec_kernel<In, F, CGC, PAD, PAIR>), kColBlock,
+                       smem);
 }
 
 // Launch the tile kernel for tile CGC (0: per group) on the co-resident grid.
-template <class In, uint32_t F, int CGC, bool PAD>
+template <class In, uint32_t F, int CGC, bool PAD, bool PAIR = false>
 static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
-  const int grid = colwise_grid<In, F, CGC, PAD>(smem);
+  const int grid = colwise_grid<In, F, CGC, PAD, PAIR>(smem);
   w.ws_group_words = col_ws_group_words(w.t[0].K, w.ntensors > 1 ? w.t[1].K : 0);
   // Rows per work item, per geometry: L sub-chunks, read once for the amax and once more (from
   // L2: the block read them microseconds before) for the cast, except the last one, which stays
@@ -566,7 +576,7 @@ static int launch_colwise_geo(ColWork w, size_t smem, hipStream_t st) {
     while ((max_units + units * L - 1) / (units * L) > grid / 2 && L < (1 << 20)) L *= 2;
     w.L[gi] = L;
   }
-  colwise_vec_kernel<In, F, CGC, PAD><<<grid, kColBlock, smem, st>>>(w);
+  colwise_vec_kernel<In, F, CGC, PAD, PAIR><<<grid, kColBlock, smem, st>>>(w);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }
 
@@ -575,6 +585,14 @@ static int launch_colwise_tiles(const ColWork& w, size_t smem, hipStream_t st) {
   if (smem > 48 * 1024) return kLaunchUnsupported;
   // padded launches: the per-group tile (policy.h, "per_group_colwise_dual_padded")
   if (w.padded_offs) return launch_colwise_geo<In, F, 0, true>(w, smem, st);
+  if (w.t[0].x1) {  // two sources: 3D (uniform groups, a fixed tile), one tensor
+    switch (colwise_fixed_geo(false, w.group_rows, w.M, w.G)) {
+      case 0: return launch_colwise_geo<In, F, 2, false, true>(w, smem, st);
+      case 1: return launch_colwise_geo<In, F, 4, false, true>(w, smem, st);
+      case 2: return launch_colwise_geo<In, F, 8, false, true>(w, smem, st);
+      default: return launch_colwise_geo<In, F, 16, false, true>(w, smem, st);
+    }
+  }
   switch (colwise_fixed_geo(w.offs != nullptr, w.group_rows, w.M, w.G)) {
     case 0: return launch_colwise_geo<In, F, 2, false>(w, smem, st);
     case 1: return launch_colwise_geo<In, F, 4, false>(w, smem, st);

@@ -72,9 +72,12 @@ c_fns! {
         /// `num_groups` groups. 0 on a CPU context.
         fn hipfp8_grouped_rows_workspace_size =
             size_query(bytes, |c| c.grouped_scratch_size(num_groups));
-        /// Device bytes of zeroed scratch the grouped MoE casts (`hipfp8_moe_act_dual`,
-        /// `hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`) need for `num_groups` groups. 0
-        /// on a CPU context.
+        /// Device bytes of zeroed scratch the fused MoE casts (`hipfp8_moe_swiglu_quant`,
+        /// `hipfp8_moe_swiglu_bwd_quant`, and `hipfp8_moe_act_dual` under
+        /// `HIPFP8_MOE_DUAL=fused`) need for `num_groups` groups. `hipfp8_moe_act_dual` and
+        /// `hipfp8_moe_weights_dual` run the column casts by default: a bound workspace also
+        /// covers `hipfp8_colwise_workspace_size(num_groups (E for the weights), k, 0)`. 0 on
+        /// a CPU context.
         fn hipfp8_moe_workspace_size = size_query(bytes, |c| c.moe_workspace_size(num_groups));
     }
 }
