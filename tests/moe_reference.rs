@@ -769,3 +769,108 @@ fn moe_ops_refuse_bad_input_and_write_nothing() {
         "a refused call wrote output"
     );
 }
+
+/// `moe_weights_dual_halves` on the CPU backend == `moe_weights_dual` of the stacked weight (each
+/// expert's first n/2 rows of k from x0, the rest from x1), byte for byte; an odd n and mixed
+/// dtypes are refused with nothing written.
+#[test]
+fn weights_dual_halves_is_the_stacked_weight() {
+    let ctx = Context::cpu();
+    let s = StreamRef::DEFAULT;
+    for (e, k, h, seed) in [
+        (3usize, 5usize, 4usize, 1u64),
+        (2, 17, 1, 2),
+        (1, 3, 9, 3),
+        (0, 4, 2, 4),
+    ] {
+        let n = 2 * h;
+        let fill = common::Fill {
+            seed,
+            special_pct: 5,
+            zero_row_pct: 10,
+            mag_exp: 3,
+            bf16: true,
+        };
+        let w = Tensor::new(&fill, e * k * n, k);
+        let half = |j: usize| -> Vec<bf16> {
+            let b = w.b.as_ref().expect("a bf16 fill");
+            (0..e)
+                .flat_map(|x| b[(2 * x + j) * k * h..][..k * h].to_vec())
+                .collect()
+        };
+        let (x0, x1) = (half(0), half(1));
+        let ekn = e * k * n;
+        for so in [ScaleOutput::Forward, ScaleOutput::Dequant] {
+            let p = hipfp8::MoeCastParams::new(Fp8Format::E4M3Fn, seed % 2 == 0).with_scales(so);
+            let (mut o, mut sc, mut ot, mut st) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
+            ctx.moe_weights_dual_halves(
+                &p,
+                e,
+                k,
+                n,
+                (&x0).into(),
+                (&x1).into(),
+                (&mut o[..ekn]).into(),
+                (&mut sc[..e * n]).into(),
+                (&mut ot[..ekn]).into(),
+                (&mut st[..e * k]).into(),
+                s,
+            )
+            .unwrap();
+            let (mut o2, mut s2, mut ot2, mut st2) = (outs(ekn), scs(e * n), outs(ekn), scs(e * k));
+            ctx.moe_weights_dual(
+                &p,
+                e,
+                k,
+                n,
+                w.hp(),
+                (&mut o2[..ekn]).into(),
+                (&mut s2[..e * n]).into(),
+                (&mut ot2[..ekn]).into(),
+                (&mut st2[..e * k]).into(),
+                s,
+            )
+            .unwrap();
+            same_outputs(
+                &format!("halves e={e} k={k} n={n} {so:?}"),
+                &[(&o, &sc), (&ot, &st)],
+                &[(&o2, &s2), (&ot2, &st2)],
+            )
+            .unwrap();
+        }
+    }
+    // refusals: odd n, one half f32, and nothing written
+    let p = hipfp8::MoeCastParams::new(Fp8Format::E4M3Fn, false);
+    let (x, xf) = (vec![bf16::from_f32(1.0); 2 * 3], vec![1.0f32; 2 * 3]);
+    let (mut o, mut sc, mut ot, mut st) = (outs(2 * 3 * 2), scs(2), outs(12), scs(6));
+    let mut call = |n: usize, second_f32: bool| {
+        let x1: hipfp8::HpSrc<'_> = if second_f32 {
+            (&xf).into()
+        } else {
+            (&x).into()
+        };
+        ctx.moe_weights_dual_halves(
+            &p,
+            1,
+            6,
+            n,
+            (&x[..3 * n]).into(),
+            x1,
+            (&mut o[..6 * n]).into(),
+            (&mut sc[..n]).into(),
+            (&mut ot[..6 * n]).into(),
+            (&mut st[..6]).into(),
+            s,
+        )
+    };
+    assert!(call(1, false).is_err(), "odd n accepted");
+    assert!(call(2, true).is_err(), "mixed dtypes accepted");
+    assert!(
+        o.iter().chain(&ot).all(|&b| b == SENT_U8),
+        "a refused call wrote codes"
+    );
+    assert!(
+        sc.iter().chain(&st).all(|v| same_bits(*v, SENT_F32)),
+        "a refused call wrote scales"
+    );
+}
