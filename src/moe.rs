@@ -271,27 +271,14 @@ fn launch_grouped(
                     None => sys::hipfp8_per_group_colwise_launch(
                         x, offs, oc, sc, m, cols64, g64, f, pw, dq, dtype, ws, stream.0,
                     ),
-                    Some(_) => sys::hipfp8_per_group_colwise_dual_padded_launch(
-                        x,
-                        std::ptr::null(),
-                        offs,
-                        oc,
-                        sc,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                        pad_offs,
-                        m,
-                        cols64,
-                        0,
-                        cap,
-                        g64,
-                        f,
-                        pw,
-                        dq,
-                        dtype,
-                        ws,
-                        stream.0,
-                    ),
+                    Some(_) => {
+                        let (x2, o2, s2) =
+                            (std::ptr::null(), std::ptr::null_mut(), std::ptr::null_mut());
+                        sys::hipfp8_per_group_colwise_dual_padded_launch(
+                            x, x2, offs, oc, sc, o2, s2, pad_offs, m, cols64, 0, cap, g64, f, pw,
+                            dq, dtype, ws, stream.0,
+                        )
+                    }
                 }
             };
             check_status("moe_act_dual (per_group_colwise)", st)
@@ -499,11 +486,9 @@ impl Grouped {
     }
 }
 
-#[doc(hidden)]
-pub static MOE_WEIGHTS_DUAL: OpDecl<MoeCastParams, Ekn> = OpDecl {
-    c_name: "hipfp8_moe_weights_dual",
-    bufs: &[
-        BufDecl::hp("x", len_ekn),
+/// The outputs of a weights dual cast: `out`, `scales` (e*n), `out_t`, `scales_t` (e*k).
+const fn weights_outs() -> [BufDecl<Ekn>; 4] {
+    [
         BufDecl::output("out", Elem::U8, len_ekn),
         BufDecl::output("scales", Elem::F32, |&(e, _, n), _| {
             checked_mul("e*n", e, n)
@@ -512,28 +497,47 @@ pub static MOE_WEIGHTS_DUAL: OpDecl<MoeCastParams, Ekn> = OpDecl {
         BufDecl::output("scales_t", Elem::F32, |&(e, k, _), _| {
             checked_mul("e*k", e, k)
         }),
-    ],
+    ]
+}
+
+/// The rule and host outputs of a weights dual cast (validated by Context::run).
+fn weights_host<'a>(p: &MoeCastParams, fmt: Fp8Format, h: &mut Host<'a>) -> (Rule, Dual<'a>) {
+    let rows = Scaled::new(h.dst("out"), h.dst("scales"));
+    let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
+    (Rule::new(fmt, p.pow2_scales), Dual { rows, cols })
+}
+
+/// The device outputs of a weights dual cast (validated by Context::run).
+fn weights_out(d: &Dev) -> WeightsOut {
+    WeightsOut {
+        out: d.ptr("out"),
+        scales: d.ptr("scales"),
+        out_t: d.ptr("out_t"),
+        scales_t: d.ptr("scales_t"),
+    }
+}
+
+#[doc(hidden)]
+pub static MOE_WEIGHTS_DUAL: OpDecl<MoeCastParams, Ekn> = OpDecl {
+    c_name: "hipfp8_moe_weights_dual",
+    bufs: &{
+        let [o, s, ot, st] = weights_outs();
+        [BufDecl::hp("x", len_ekn), o, s, ot, st]
+    },
     nonzero: &[("k", |s| s.1), ("n", |s| s.2)],
     check: None,
     gpu_run: GpuRun::Checked {
         noop: |&(e, _, _), _| e == 0,
     },
     cpu: |p, fmt, &(e, k, n), h| {
-        let rows = Scaled::new(h.dst("out"), h.dst("scales"));
-        let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
-        let rule = Rule::new(fmt, p.pow2_scales);
+        let (rule, out) = weights_host(p, fmt, h);
         with_hp!(h.hp("x"), |x| {
-            reference::moe::weights_dual(rule, p.scales, (e, k, n), x, Dual { rows, cols })
+            reference::moe::weights_dual(rule, p.scales, (e, k, n), x, out)
         });
         Ok(())
     },
     gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
-        let o = WeightsOut {
-            out: d.ptr("out"),
-            scales: d.ptr("scales"),
-            out_t: d.ptr("out_t"),
-            scales_t: d.ptr("scales_t"),
-        };
+        let o = weights_out(d);
         let x = (d.ptr("x") as *const c_void, std::ptr::null(), d.dtype("x"));
         // SAFETY: validated by Context::run: device memory of this GPU with e*k*n inputs, e*k*n
         // bytes in each output, e*n and e*k scales, k and n > 0; its device is active.
@@ -565,18 +569,17 @@ fn stack_halves<T: Copy + Default>(a: &[T], b: &[T], half: usize) -> Result<Vec<
 
 static MOE_WEIGHTS_DUAL_HALVES: OpDecl<MoeCastParams, Ekn> = OpDecl {
     c_name: "moe_weights_dual (two halves)",
-    bufs: &[
-        BufDecl::hp("x0", len_half),
-        BufDecl::hp_like("x1", "x0", len_half),
-        BufDecl::output("out", Elem::U8, len_ekn),
-        BufDecl::output("scales", Elem::F32, |&(e, _, n), _| {
-            checked_mul("e*n", e, n)
-        }),
-        BufDecl::output("out_t", Elem::U8, len_ekn),
-        BufDecl::output("scales_t", Elem::F32, |&(e, k, _), _| {
-            checked_mul("e*k", e, k)
-        }),
-    ],
+    bufs: &{
+        let [o, s, ot, st] = weights_outs();
+        [
+            BufDecl::hp("x0", len_half),
+            BufDecl::hp_like("x1", "x0", len_half),
+            o,
+            s,
+            ot,
+            st,
+        ]
+    },
     nonzero: &[("k", |s| s.1), ("n", |s| s.2)],
     check: Some(|_, &(_, _, n), _| {
         if n % 2 != 0 {
@@ -590,11 +593,8 @@ static MOE_WEIGHTS_DUAL_HALVES: OpDecl<MoeCastParams, Ekn> = OpDecl {
         noop: |&(e, _, _), _| e == 0,
     },
     cpu: |p, fmt, &(e, k, n), h| {
-        let rows = Scaled::new(h.dst("out"), h.dst("scales"));
-        let cols = Scaled::new(h.dst("out_t"), h.dst("scales_t"));
-        let rule = Rule::new(fmt, p.pow2_scales);
+        let (rule, out) = weights_host(p, fmt, h);
         let half = k * (n / 2);
-        let out = Dual { rows, cols };
         match (h.hp("x0"), h.hp("x1")) {
             (HpSrc::Bf16(a), HpSrc::Bf16(b)) => {
                 let w = stack_halves(a.host_slice(), b.host_slice(), half)?;
@@ -610,12 +610,7 @@ static MOE_WEIGHTS_DUAL_HALVES: OpDecl<MoeCastParams, Ekn> = OpDecl {
         Ok(())
     },
     gpu: |ctx, p, fmt, &(e, k, n), d, stream| {
-        let o = WeightsOut {
-            out: d.ptr("out"),
-            scales: d.ptr("scales"),
-            out_t: d.ptr("out_t"),
-            scales_t: d.ptr("scales_t"),
-        };
+        let o = weights_out(d);
         let (x0, x1) = (d.ptr("x0") as *const c_void, d.ptr("x1") as *const c_void);
         // SAFETY: validated by Context::run: device memory of this GPU with e*k*(n/2) inputs of
         // one dtype in each half, e*k*n bytes in each output, e*n and e*k scales, k > 0 and n
