@@ -1331,6 +1331,12 @@ pub struct LinearShape {
 }
 
 impl LinearShape {
+    /// The backward's zeroed scratch: moe_act_dual of dy runs per_group_colwise over n columns
+    /// (crate::moe::dual_composed), per_group_colwise of x over k.
+    fn zeroed_bytes(&self, ctx: &Context) -> Result<usize> {
+        zeroed_bytes(ctx, self.e, self.k.max(self.n))
+    }
+
     /// The projection a [`WeightCache`] for this layer holds.
     pub fn projection(&self) -> Projection {
         Projection {
@@ -1389,8 +1395,10 @@ impl Context {
         s: LinearShape,
     ) -> Result<usize> {
         s.check()?;
-        let zb = zeroed_bytes(self, s.e, s.k)?;
-        Ok(s.bwd_parts(zb, p.gemm_bytes(self, s.e)?)?.bytes)
+        Ok(
+            s.bwd_parts(s.zeroed_bytes(self)?, p.gemm_bytes(self, s.e)?)?
+                .bytes,
+        )
     }
 
     /// The grouped linear forward: `rowwise_2d(x)` and the 2D x 3D grouped GEMM with the
@@ -1450,7 +1458,7 @@ impl Context {
     ) -> Result<()> {
         s.check()?;
         refuse_pad(p, LINEAR_PAD)?;
-        let (zb, gb) = (zeroed_bytes(self, s.e, s.k)?, p.gemm_bytes(self, s.e)?);
+        let (zb, gb) = (s.zeroed_bytes(self)?, p.gemm_bytes(self, s.e)?);
         let wp = s.bwd_parts(zb, gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
         cache.check_generation(generation)?;
