@@ -121,8 +121,8 @@ impl<'a> DualOut<'a> {
 /// Whether [`Context::moe_weights_dual`] and [`Context::moe_act_dual`] run as the two
 /// single-purpose casts they fuse (colwise_3d + rowwise_3d_transpose_rhs; rowwise_2d +
 /// per_group_colwise, each writing the requested scales), or as the fused row and codes passes
-/// (`HIPFP8_MOE_DUAL=fused`). The same bytes either way; the single-purpose casts are faster
-/// (bench/NOTES.md, session 21).
+/// (`HIPFP8_MOE_DUAL=fused`). The same bytes either way; the single-purpose casts ran faster
+/// on all but one benchmark shape (bench/NOTES.md, session 21).
 pub(crate) fn dual_composed() -> bool {
     host_var("HIPFP8_MOE_DUAL").as_deref() != Some("fused")
 }
