@@ -33,7 +33,9 @@
   X(MOE_ROW_BLOCKS_PER_SM, "HIPFP8_MOE_ROW_BLOCKS_PER_SM", "int", 0, "once",                       \
     "1..64: blocks per SM of the fused MoE casts' row pass (other values: 1024 threads' worth)") \
   X(MOE_CODES_RPT, "HIPFP8_MOE_CODES_RPT", "int", 0, "once",                                     \
-    "4, 8 or 16: rows per thread of the fused MoE casts' codes kernel, at most the source's 16 / 8 / 4 (other values: 8)")
+    "4, 8 or 16: rows per thread of the fused MoE casts' codes kernel, at most the source's 16 / 8 / 4 (other values: 8)") \
+  X(ROUTE_COL_PASSES, "HIPFP8_ROUTE_COL_PASSES", "int", 0, "once",                                 \
+    "1: the routing column kernel loads one row per thread per step instead of 4 (other values: 4)")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

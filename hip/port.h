@@ -132,6 +132,17 @@ typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
 #define HIPFP8_LDG(p) __ldg(p)
 static inline __device__ float hipfp8_bf16_to_f32(hipfp8_bf16 v) { return __bfloat162float(v); }
 static inline __device__ hipfp8_bf16 hipfp8_f32_to_bf16(float v) { return __float2bfloat16_rn(v); }
+
+// sm_80+ rounds f32 -> bf16 to nearest even in one instruction (cvt.rn.bf16.f32: subnormals
+// kept, overflow to Inf). hipfp8_bf16_rne_hi(x): those 16 bits in the high half of a word, for a
+// NON-NaN x (NaN payloads follow the caller's own rule). Without the macro callers round in
+// integer arithmetic (the same bits).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HIPFP8_HW_BF16_RNE 1
+static inline __device__ uint32_t hipfp8_bf16_rne_hi(float x) {
+  return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(x)) << 16;
+}
+#endif
 #endif
 
 // ----------------------------------------------------------------------------- common

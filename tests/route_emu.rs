@@ -7,7 +7,7 @@
 //! Zipf / ragged (empty, one-row, unrouted tail) / one-row splits, alignments 1, 3, 16, 32,
 //! 128, padded layouts larger than needed, permutation entries outside [0, t*topk) (zero rows,
 //! as the kernels define them), row lengths that are not a multiple of the vector width, rows
-//! longer than the row kernel keeps in registers, groups taller than one column pass, grids
+//! longer than the row kernel keeps in registers, groups taller than one column step, grids
 //! smaller than the work (the grid-stride loops). The GPU run of the same kernels is
 //! tests/gpu_route.rs; this checks indexing and arithmetic without a GPU.
 //!
@@ -353,9 +353,12 @@ fn route_kernels_emulated_eq_reference() {
     // Rows longer than the row kernel keeps in registers (8192 elements), odd and even.
     shapes.push((3, 8200, 2, 2, 16));
     shapes.push((2, 8256, 1, 3, 1));
-    // Groups taller than one column pass (32 rows) and than a 128-row alignment.
+    // Groups taller than one column pass (32 rows), than a 128-row alignment and than one
+    // column step (128 rows: 600 rows a group, 160 rows past the registers' columns).
     shapes.push((70, 72, 4, 2, 16));
     shapes.push((40, 64, 8, 3, 128));
+    shapes.push((150, 64, 8, 2, 16));
+    shapes.push((20, 8200, 8, 1, 16));
     // No groups: every row a tail row.
     shapes.push((5, 40, 2, 0, 16));
     for (i, &(t, k, topk, g, align)) in shapes.iter().enumerate() {

@@ -41,17 +41,21 @@ __device__ inline float exp_f32(float x) {
   return (float)(p * two_k);
 }
 
-// Round to the input dtype (bf16: to nearest even, NaN quieted as the half crate does; f32:
-// nothing).
+// Round to the input dtype (bf16: to nearest even, in one instruction where port.h says the
+// target has it, NaN quieted as the half crate does; f32: nothing).
 template <bool BF16>
 __device__ inline float round_to(float x) {
   if constexpr (BF16) {
     const uint32_t b = f2u(x);
     if ((b & 0x7FFFFFFFu) > 0x7F800000u) return u2f(((b >> 16) | 0x40u) << 16);
+#if defined(HIPFP8_HW_BF16_RNE)
+    return u2f(hipfp8_bf16_rne_hi(x));
+#else
     const uint32_t rb = 0x8000u;
     uint32_t h = b >> 16;
     if ((b & rb) != 0 && (b & (3 * rb - 1)) != 0) h += 1;
     return u2f(h << 16);
+#endif
   } else {
     return x;
   }

@@ -148,6 +148,11 @@ inline int64_t colwise_pad_tail_grid(int64_t k, int64_t m_cap, int block) {
   return grid < 1 ? 1 : grid;
 }
 
+// ---------------------------------------------------------------- routing (route.hip)
+// Passes per step of the routing column kernel (rows each thread loads before the first is
+// encoded): 4, or 1 under HIPFP8_ROUTE_COL_PASSES=1 (read once per process).
+inline int route_col_passes() { return knob(kKnob_ROUTE_COL_PASSES) == 1 ? 1 : 4; }
+
 // ---------------------------------------------------------------- two-phase casts
 // Grid of a grid-stride tensor kernel: one block per `per_block` chunks, capped at the blocks
 // resident at once (`resident`, from resident_grid for that kernel): a cap above it would leave a

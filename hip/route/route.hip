@@ -13,14 +13,15 @@
 // its first kRegElems elements in registers, writes scale and codes, and merges the column amax
 // of those columns per group into scales_col (bits; zeroed by the launcher; atomicMax). The
 // column kernel (block per 128-byte column tile x padded group) turns them into column scales,
-// then reads the group's rows once, 32 rows per pass, and writes the transposed codes through a
-// shared-memory tile; columns past kRegElems get a reduce sweep of their own. Combine and score
+// then reads the group's rows once, 128 rows per step (four loads in flight per thread), and
+// writes the transposed codes through a shared-memory tile; columns past kRegElems get a reduce sweep of their own. Combine and score
 // gradient: 16-byte loads along the hidden dimension, the reference's summation orders. Every
 // code goes through encode_sw or (finite groups) encode4_finite, every scale through
 // amax_to_scale(_nodiv), every f32 operation is IEEE-rounded without contraction
 // (mul32/add32): bit-identical to the CPU reference. A !VEC instance (row length not a multiple
 // of the vector, misaligned pointers) runs the same code with element loads and stores.
 #include "../quant/common.h"
+#include "../quant/policy.h"
 #include "../moe/swiglu.h"
 #include "launchers.h"
 
@@ -275,45 +276,53 @@ __global__ void __launch_bounds__(kBlock) rows_kernel(RouteSrc<In, W> src, int64
 }
 
 // Column kernel geometry: a tile row is kColLanes 16-byte vectors (128 bytes: 64 bf16 / 32 f32
-// columns), a pass kColRows = kBlock / kColLanes rows.
+// columns), a pass kColRows = kBlock / kColLanes rows (one vector per thread), a step NP
+// passes (NP * kColRows rows: a thread's NP loads are in flight together; route_col_passes in
+// policy.h picks NP).
 constexpr int kColLanes = 8;
 constexpr int kColRows = kBlock / kColLanes;
-constexpr int kTileStride = kColRows + 8;  // bytes per column of the transposed tile (8-aligned)
+// Bytes per column of the transposed tile of a step of NP passes: a multiple of 4 that is 4 mod
+// 32 (the byte writes of a pass: at most 2-way bank conflicts; the word reads of the stores:
+// none).
+__host__ __device__ constexpr int col_tile_stride(int np) { return np * kColRows + 4; }
 
 // Padded groups g < G (and g = G: the tail rows from pad[G-1] to m_cap, zero codes) x column
 // tiles: the column scales into scales_col[g * k + c] (from the column amax the row kernel left
 // there as bits, or, for columns past kRegElems, from a reduce sweep over the group here), then
-// one sweep over the group's rows in passes of kColRows rows aligned to absolute multiples of
-// kColRows: slots and weights resolved once per row (shared memory), thread (row, lane) loads
-// one 16-byte vector of the gathered row, scales and encodes its EPV columns into a transposed
-// tile in shared memory; then each column's kColRows bytes go out as 8- (bf16) or 4-byte (f32)
-// stores at out_col[c * m_cap + r] (byte stores at a group's partial first/last pass or where
-// the address is not aligned).
-template <class In, uint32_t F, bool W, bool VEC>
+// one sweep over the group's rows in steps of NP * kColRows rows aligned to absolute multiples
+// of that: slots and weights resolved once per row (shared memory), thread (row, lane) loads
+// one 16-byte vector of each of its NP gathered rows (all in flight before the first is used),
+// scales and encodes their EPV columns into a transposed tile in shared memory; then each
+// column's step of bytes goes out in 4- to 16-byte stores at out_col[c * m_cap + r] (byte
+// stores at a group's partial first/last step or where the address is not aligned).
+template <class In, uint32_t F, bool W, bool VEC, int NP>
 __global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64_t m_cap, uint8_t* out_col,
                                                       float* scales_col, int pow2, int dequant) {
   constexpr int EPV = In::EPV, COLS = kColLanes * EPV, NW = kBlock / HIPFP8_WAVE;
-  constexpr int BPT = COLS * kColRows / kBlock;  // output bytes per thread per pass (8 or 4)
-  constexpr int TPC = kColRows / BPT;            // threads per output column
+  constexpr int kStepRows = NP * kColRows, kTileStride = col_tile_stride(NP);
+  constexpr int BPT = COLS * kStepRows / kBlock;  // output bytes per thread per step (NP * 8 or NP * 4)
+  constexpr int TPC = kStepRows / BPT;            // threads per output column
+  constexpr int SW = BPT < 16 ? BPT : 16;         // bytes per store
+  static_assert(BPT % 4 == 0, "whole-word column stores");
   __shared__ uint32_t s_red[NW][COLS];
   __shared__ uint32_t s_am[COLS];
   __shared__ float s_sc[COLS];
-  __shared__ int64_t s_slot[kColRows];
-  __shared__ float s_w[kColRows];
-  __shared__ uint2 s_tile2[COLS * kTileStride / 8];
-  uint8_t* s_tile = reinterpret_cast<uint8_t*>(s_tile2);
+  __shared__ int64_t s_slot[kStepRows];
+  __shared__ float s_w[kStepRows];
+  __shared__ uint32_t s_tile32[COLS * kTileStride / 4];
+  uint8_t* s_tile = reinterpret_cast<uint8_t*>(s_tile32);
   const int tid = threadIdx.x, q = tid % kColLanes, rr = tid / kColLanes;
   const int64_t k = src.k, nv = (k + EPV - 1) / EPV;
   const int64_t ntiles = (k + COLS - 1) / COLS;
   uint32_t* am_bits = reinterpret_cast<uint32_t*>(scales_col);
-  // Resolve the slots and weights of rows [A, A + kColRows) of group g that lie in [gs, ge).
+  // Resolve the slots and weights of rows [A, A + kStepRows) of group g that lie in [gs, ge).
   auto resolve = [&](int64_t g, int64_t A, int64_t gs, int64_t ge) {
     __syncthreads();
-    if (tid < kColRows) {
-      const int64_t r = A + tid;
+    for (int j = tid; j < kStepRows; j += kBlock) {
+      const int64_t r = A + j;
       const int64_t s = (g < src.G && r >= gs && r < ge) ? src.slot_in((int)g, r) : -1;
-      s_slot[tid] = s;
-      s_w[tid] = src.weight(s);
+      s_slot[j] = s;
+      s_w[j] = src.weight(s);
     }
     __syncthreads();
   };
@@ -325,7 +334,7 @@ __global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64
       __syncthreads();  // the previous tile's readers of the shared tables are done
       const int64_t c0 = t * COLS;
       const int64_t i = c0 / EPV + q;  // this thread's vector of a tile row
-      const int64_t A0 = gs - gs % kColRows;
+      const int64_t A0 = gs - gs % kStepRows;
       if (group) {
         uint32_t cam[EPV];
 #pragma unroll
@@ -333,12 +342,19 @@ __global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64
         if (c0 >= kRegElems) {
           // columns the row kernel did not reduce: a reduce sweep here (the encode sweep below
           // reads the rows again)
-          for (int64_t A = A0; A < ge; A += kColRows) {
+          for (int64_t A = A0; A < ge; A += kStepRows) {
             resolve(g, A, gs, ge);
             if (i < nv) {
-              const uint4 v = src.template chunk<VEC>(s_slot[rr], s_w[rr], i);
+              uint4 v[NP];
 #pragma unroll
-              for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v, e)));
+              for (int p = 0; p < NP; ++p) {
+                const int j = rr + p * kColRows;
+                v[p] = src.template chunk<VEC>(s_slot[j], s_w[j], i);
+              }
+#pragma unroll
+              for (int p = 0; p < NP; ++p)
+#pragma unroll
+                for (int e = 0; e < EPV; ++e) cam[e] = max(cam[e], abs_bits(In::get(v[p], e)));
             }
           }
 #pragma unroll
@@ -365,45 +381,62 @@ __global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64
         }
         // (resolve's leading barrier publishes s_am / s_sc)
       }
-      for (int64_t A = A0; A < ge; A += kColRows) {
+      for (int64_t A = A0; A < ge; A += kStepRows) {
         resolve(g, A, gs, ge);
         if (group) {
-          const int64_t s = s_slot[rr];
-          const uint4 v = i < nv ? src.template chunk<VEC>(s, s_w[rr], i) : zero4();
+          uint4 v[NP];
+#pragma unroll
+          for (int p = 0; p < NP; ++p) {
+            const int j = rr + p * kColRows;
+            v[p] = i < nv ? src.template chunk<VEC>(s_slot[j], s_w[j], i) : zero4();
+          }
           bool fin = true;
 #pragma unroll
           for (int e = 0; e < EPV; ++e) fin = fin && amax_bits_finite(s_am[q * EPV + e]);
-          float y[EPV];
 #pragma unroll
-          for (int e = 0; e < EPV; ++e) y[e] = In::get(v, e) * s_sc[q * EPV + e];
+          for (int p = 0; p < NP; ++p) {
+            const int j = rr + p * kColRows;
+            float y[EPV];
 #pragma unroll
-          for (int e4 = 0; e4 < EPV; e4 += 4) {
-            const uint32_t c4 = fin ? encode4_finite<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3])
-                                    : encode4_sw<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3]);
+            for (int e = 0; e < EPV; ++e) y[e] = In::get(v[p], e) * s_sc[q * EPV + e];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) s_tile[(q * EPV + e4 + e) * kTileStride + rr] = (uint8_t)(c4 >> (8 * e));
+            for (int e4 = 0; e4 < EPV; e4 += 4) {
+              const uint32_t c4 = fin ? encode4_finite<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3])
+                                      : encode4_sw<F>(y[e4], y[e4 + 1], y[e4 + 2], y[e4 + 3]);
+#pragma unroll
+              for (int e = 0; e < 4; ++e) s_tile[(q * EPV + e4 + e) * kTileStride + j] = (uint8_t)(c4 >> (8 * e));
+            }
           }
         } else {
 #pragma unroll
-          for (int e = 0; e < EPV; ++e) s_tile[(q * EPV + e) * kTileStride + rr] = 0;
+          for (int p = 0; p < NP; ++p)
+#pragma unroll
+            for (int e = 0; e < EPV; ++e) s_tile[(q * EPV + e) * kTileStride + rr + p * kColRows] = 0;
         }
         __syncthreads();
         const int cc = tid / TPC, r0 = (tid % TPC) * BPT;
         const int64_t col = c0 + cc;
         if (col < k) {
-          const uint8_t* src_b = s_tile + cc * kTileStride + r0;
+          uint32_t wv[BPT / 4];
+#pragma unroll
+          for (int j = 0; j < BPT / 4; ++j) wv[j] = s_tile32[(cc * kTileStride + r0) / 4 + j];
           uint8_t* dst = out_col + col * m_cap + A + r0;
           const int64_t r = A + r0;
-          if (r >= gs && r + BPT <= ge && ((uintptr_t)dst % BPT) == 0) {
-            if constexpr (BPT == 8) {
-              *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src_b);
-            } else {
-              *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src_b);
+          if (r >= gs && r + BPT <= ge && ((uintptr_t)dst % SW) == 0) {
+#pragma unroll
+            for (int j = 0; j < BPT / 4; j += SW / 4) {
+              if constexpr (SW == 16) {
+                *reinterpret_cast<uint4*>(dst + 4 * j) = make_uint4(wv[j], wv[j + 1], wv[j + 2], wv[j + 3]);
+              } else if constexpr (SW == 8) {
+                *reinterpret_cast<uint2*>(dst + 4 * j) = make_uint2(wv[j], wv[j + 1]);
+              } else {
+                *reinterpret_cast<uint32_t*>(dst + 4 * j) = wv[j];
+              }
             }
           } else {
 #pragma unroll
             for (int b = 0; b < BPT; ++b)
-              if (r + b >= gs && r + b < ge) dst[b] = src_b[b];
+              if (r + b >= gs && r + b < ge) dst[b] = (uint8_t)(wv[b / 4] >> (8 * (b % 4)));
           }
         }
       }
@@ -528,8 +561,12 @@ int dispatch_vec(const RouteSrc<In, W>& src, int32_t* slot_row, uint8_t* out, fl
   const int64_t tiles = (k + cols - 1) / cols;
   if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
   const int64_t gy = G + 1 < 65535 ? G + 1 : 65535;
-  cols_kernel<In, F, W, VEC><<<dim3((unsigned)tiles, (unsigned)gy), kBlock, 0, st>>>(src, m_cap, out_col, scales_col,
-                                                                                    pow2, dequant);
+  const dim3 grid((unsigned)tiles, (unsigned)gy);
+  if (route_col_passes() == 1) {
+    cols_kernel<In, F, W, VEC, 1><<<grid, kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
+  } else {
+    cols_kernel<In, F, W, VEC, 4><<<grid, kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
+  }
   return (int)hipGetLastError();
 }
 

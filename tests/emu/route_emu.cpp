@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <cstring>
 #include <vector>
 
 #include "emu_io.h"
@@ -43,10 +44,22 @@ void dispatch_vec(const Args& a, const RouteSrc<In, W>& src, std::vector<int32_t
     emu_launch_waves(dim3(a.gx), kBlock, [&] {
       rows_kernel<In, F, W, VEC>(src, mc, slot_row.data(), out.data(), sc.data(), am, a.pow2, a.dequant);
     });
+  // The column kernel in both step sizes the launcher has (one pass per step, and four, the
+  // built-in): the same bytes, or the harness fails.
+  std::vector<uint8_t> out_col1 = out_col;
+  std::vector<float> sc_col1 = sc_col;
   const unsigned tiles = (unsigned)((k + kColLanes * In::EPV - 1) / (kColLanes * In::EPV));
-  emu_launch_waves(dim3(tiles < a.gx ? tiles : a.gx, a.gy), kBlock, [&] {
-    cols_kernel<In, F, W, VEC>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
+  const dim3 grid(tiles < a.gx ? tiles : a.gx, a.gy);
+  emu_launch_waves(grid, kBlock, [&] {
+    cols_kernel<In, F, W, VEC, 4>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
   });
+  emu_launch_waves(grid, kBlock, [&] {
+    cols_kernel<In, F, W, VEC, 1>(src, mc, out_col1.data(), sc_col1.data(), a.pow2, a.dequant);
+  });
+  if (out_col != out_col1 || memcmp(sc_col.data(), sc_col1.data(), sc_col.size() * sizeof(float)) != 0) {
+    fprintf(stderr, "cols_kernel: one pass per step and four differ\n");
+    exit(3);
+  }
 }
 
 // hipfp8_moe_dispatch_dual_launch's sequence (route.hip's `dispatch`).
