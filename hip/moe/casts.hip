@@ -974,3 +974,34 @@ HIPFP8_EXTERN int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const v
   if (in_dtype == HIPFP8_DTYPE_F32) { HIPFP8_DISPATCH_FMT(fmt, (swiglu_bwd_quant<F32In, FMT>(grad_h, gu, offs, out, scales, col, m, i, groups, pow2, dequant, workspace, stream))); }
   return kLaunchBadEnum;
 }
+
+// Every f32 bit pattern (NaN and Inf included) through round_to<true> -- the hardware
+// conversion where port.h gives the target one -- and round_bf16_rule, compared.
+__global__ void bf16_round_selftest_kernel(unsigned long long* mismatches, uint32_t* first_bad) {
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  unsigned long long bad = 0;
+  for (uint64_t x = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; x < (1ull << 32); x += stride) {
+    const float f = u2f((uint32_t)x);
+    const uint32_t hw = f2u(moe::round_to<true>(f)), rule = f2u(moe::round_bf16_rule(f));
+    if (hw != rule) {
+      ++bad;
+      const unsigned long long idx = atomicAdd(mismatches + 1, 1ull);
+      if (idx < 8) {
+        first_bad[3 * idx] = (uint32_t)x;
+        first_bad[3 * idx + 1] = hw;
+        first_bad[3 * idx + 2] = rule;
+      }
+    }
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+__global__ void bf16_round_has_hw_kernel(int* r) { *r = moe::has_hw_bf16_round() ? 1 : 0; }
+
+HIPFP8_EXTERN int hipfp8_bf16_round_selftest_launch(unsigned long long* mismatches, uint32_t* first_bad, int* has_hw,
+                                                    hipStream_t stream) noexcept {
+  if (!mismatches || !first_bad || !has_hw) return kLaunchNull;
+  bf16_round_selftest_kernel<<<device_sm_count() * 8, 256, 0, stream>>>(mismatches, first_bad);
+  bf16_round_has_hw_kernel<<<1, 1, 0, stream>>>(has_hw);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}

@@ -50,3 +50,9 @@ HIPFP8_DECL int hipfp8_moe_swiglu_bwd_quant_launch(const void* grad_h, const voi
     uint8_t* out, float* scales, uint8_t* out_col, float* scales_col, int64_t m_cap, int32_t* offs_pad, int64_t m,
     int64_t i, int64_t groups, int format, int pow2, int dequant, int in_dtype, void* workspace,
     hipStream_t stream) HIPFP8_NOEXCEPT;
+/// bf16 rounding self-test: every f32 bit pattern through the SwiGLU kernels' rounding (the
+/// hardware conversion where the target has one) and the integer rule; `mismatches` = 2
+/// device u64 (count, recorded), `first_bad` = 24 device u32 ((input bits, hw, rule) x 8),
+/// `has_hw` = 1 device i32 (does this target round in hardware). All zeroed by the caller.
+HIPFP8_DECL int hipfp8_bf16_round_selftest_launch(unsigned long long* mismatches, uint32_t* first_bad, int* has_hw,
+    hipStream_t stream) HIPFP8_NOEXCEPT;

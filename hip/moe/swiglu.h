@@ -41,20 +41,36 @@ __device__ inline float exp_f32(float x) {
   return (float)(p * two_k);
 }
 
-// Round to the input dtype (bf16: to nearest even, in one instruction where port.h says the
-// target has it, NaN quieted as the half crate does; f32: nothing).
+// f32 -> bf16 (as the high half of an f32) by the rule: round to nearest even, NaN quieted as
+// the half crate does. Integer arithmetic on every target (the self-test's reference).
+__device__ inline float round_bf16_rule(float x) {
+  const uint32_t b = f2u(x);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return u2f(((b >> 16) | 0x40u) << 16);
+  const uint32_t rb = 0x8000u;
+  uint32_t h = b >> 16;
+  if ((b & rb) != 0 && (b & (3 * rb - 1)) != 0) h += 1;
+  return u2f(h << 16);
+}
+
+// Whether round_to<true> takes the hardware conversion on this target.
+__host__ __device__ constexpr bool has_hw_bf16_round() {
+#if defined(HIPFP8_HW_BF16_RNE)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Round to the input dtype (bf16: round_bf16_rule's bits, in one instruction where port.h
+// says the target has it, NaN through the rule; f32: nothing).
 template <bool BF16>
 __device__ inline float round_to(float x) {
   if constexpr (BF16) {
-    const uint32_t b = f2u(x);
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return u2f(((b >> 16) | 0x40u) << 16);
 #if defined(HIPFP8_HW_BF16_RNE)
+    if ((f2u(x) & 0x7FFFFFFFu) > 0x7F800000u) return round_bf16_rule(x);
     return u2f(hipfp8_bf16_rne_hi(x));
 #else
-    const uint32_t rb = 0x8000u;
-    uint32_t h = b >> 16;
-    if ((b & rb) != 0 && (b & (3 * rb - 1)) != 0) h += 1;
-    return u2f(h << 16);
+    return round_bf16_rule(x);
 #endif
   } else {
     return x;

@@ -355,6 +355,12 @@ foreign! {
         out_col: *mut u8, scales_col: *mut f32, m_cap: i64, offs_pad: *mut i32, m: i64, i: i64,
         groups: i64, format: c_int, pow2: c_int, dequant: c_int, in_dtype: c_int,
         workspace: *mut c_void, stream: hipStream_t) -> c_int;
+    /// bf16 rounding self-test: every f32 bit pattern through the SwiGLU kernels' rounding (the
+    ///hardware conversion where the target has one) and the integer rule; `mismatches` = 2
+    ///device u64 (count, recorded), `first_bad` = 24 device u32 ((input bits, hw, rule) x 8),
+    ///`has_hw` = 1 device i32 (does this target round in hardware). All zeroed by the caller.
+    "hipfp8_bf16_round_selftest_launch" => pub fn hipfp8_bf16_round_selftest_launch(
+        mismatches: *mut c_ulonglong, first_bad: *mut u32, has_hw: *mut c_int, stream: hipStream_t) -> c_int;
     /// out[i] = 1 / in[i] for i in [0, n): the IEEE f32 division (computed in f64 and rounded
     ///once, which is the correctly rounded f32 quotient), as torch's Tensor.reciprocal; 1/0 =
     ///+Inf, 1/NaN = the canonical NaN 0x7FC00000. in and out may be the same buffer.
