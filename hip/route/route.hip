@@ -91,12 +91,17 @@ struct RouteSrc {
       return 1.0f;
     }
   }
+  // The token of slot s >= 0: s / topk, a 32-bit division where both fit (a 64-bit one is an
+  // out-of-line call, which also made ptxas keep the column kernel's loop state on the stack).
+  __device__ int64_t token(int64_t s) const {
+    return ((s | topk) >> 32) == 0 ? (int64_t)((uint32_t)s / (uint32_t)topk) : s / topk;
+  }
   // Chunk i (elements [i*EPV, i*EPV + EPV), i*EPV < k) of slot s's token row as stored: zero
   // past k; all zero for s < 0. VEC: one 16-byte load (k % EPV == 0, x aligned).
   template <bool VEC>
   __device__ uint4 raw(int64_t s, int64_t i) const {
     if (s < 0) return zero4();
-    return load_chunk<In, VEC>(x + (s / topk) * k, i, k);
+    return load_chunk<In, VEC>(x + token(s) * k, i, k);
   }
   // Chunk i of raw(s, i) weighted (ws = weight(s)): each element T(ws * x) (one f32 multiply,
   // rounded to the input dtype), lanes past k and every lane of s < 0 left as they are (zero;
