@@ -14,8 +14,8 @@
 // of those columns per group into scales_col (bits; zeroed by the launcher; atomicMax). The
 // column kernel (block per 128-byte column tile x padded group) turns them into column scales,
 // then reads the group's rows once, 128 rows per step (four loads in flight per thread), and
-// writes the transposed codes through a shared-memory tile; columns past kRegElems get a reduce sweep of their own. Combine and score
-// gradient: 16-byte loads along the hidden dimension, the reference's summation orders. Every
+// writes the transposed codes through a shared-memory tile; columns past kRegElems get a
+// reduce sweep of their own. Combine and score gradient: 16-byte loads along the hidden dimension, the reference's summation orders. Every
 // code goes through encode_sw or (finite groups) encode4_finite, every scale through
 // amax_to_scale(_nodiv), every f32 operation is IEEE-rounded without contraction
 // (mul32/add32): bit-identical to the CPU reference. A !VEC instance (row length not a multiple
@@ -92,7 +92,7 @@ struct RouteSrc {
     }
   }
   // The token of slot s >= 0: s / topk, a 32-bit division where both fit (a 64-bit one is an
-  // out-of-line call, which also made ptxas keep the column kernel's loop state on the stack).
+  // out-of-line call, and this runs for every row load).
   __device__ int64_t token(int64_t s) const {
     return ((s | topk) >> 32) == 0 ? (int64_t)((uint32_t)s / (uint32_t)topk) : s / topk;
   }
