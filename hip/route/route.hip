@@ -18,9 +18,9 @@
 // reduce sweep of their own. Combine and score gradient: 16-byte loads along the hidden
 // dimension, the reference's summation orders. Every code goes through encode_sw or (finite
 // groups) encode4_finite, every scale through amax_to_scale(_nodiv), every f32 operation is
-// IEEE-rounded without contraction
-// (mul32/add32): bit-identical to the CPU reference. A !VEC instance (row length not a multiple
-// of the vector, misaligned pointers) runs the same code with element loads and stores.
+// IEEE-rounded without contraction (mul32/add32): bit-identical to the CPU reference. A !VEC
+// instance (row length not a multiple of the vector, misaligned pointers) runs the same code
+// with element loads and stores.
 #include "../quant/common.h"
 #include "../quant/policy.h"
 #include "../moe/swiglu.h"
