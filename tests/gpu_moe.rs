@@ -12,7 +12,7 @@
 mod common;
 mod moe_support;
 
-use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner};
+use common::gpu::{DevHp, Out, check_f32, check_u8, params, runner, selftest};
 use common::{Fill, SENT_F32, SENT_U8, Tensor, dim};
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::moe::DualOut;
@@ -351,35 +351,15 @@ fn bf16_round_hw_matches_rule_exhaustively() {
     let Some(ctx) = gpu_for_tests("bf16_round_hw_matches_rule_exhaustively") else {
         return;
     };
-    let mut mism = DeviceBuffer::<u64>::zeroed(&ctx, 2).unwrap();
-    let mut first = DeviceBuffer::<u32>::zeroed(&ctx, 24).unwrap();
-    let mut hw = DeviceBuffer::<i32>::zeroed(&ctx, 1).unwrap();
-    // SAFETY: device buffers of the sizes the launcher documents, zeroed; default stream.
-    let st = unsafe {
-        hipfp8::sys::hipfp8_bf16_round_selftest_launch(
-            mism.as_mut_ptr(),
-            first.as_mut_ptr(),
-            hw.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-    };
-    hipfp8::device::check_status("bf16 rounding selftest", st).unwrap();
-    let m = mism.to_vec().unwrap();
-    let f = first.to_vec().unwrap();
-    println!(
-        "bf16 rounding: hardware path = {}, mismatches over all f32 bit patterns: {}",
-        hw.to_vec().unwrap()[0] == 1,
-        m[0]
+    let bad = selftest(
+        &ctx,
+        "bf16 rounding over all f32 bit patterns",
+        |m, f, h| {
+            // SAFETY: device buffers of the sizes the launcher documents, zeroed; default stream.
+            unsafe { hipfp8::sys::hipfp8_bf16_round_selftest_launch(m, f, h, std::ptr::null_mut()) }
+        },
     );
-    for i in 0..(m[1].min(8) as usize) {
-        println!(
-            "  x = {:#010x}: hw {:#010x} rule {:#010x}",
-            f[3 * i],
-            f[3 * i + 1],
-            f[3 * i + 2]
-        );
-    }
-    assert_eq!(m[0], 0, "the hardware bf16 rounding differs from the rule");
+    assert_eq!(bad, 0, "the hardware bf16 rounding differs from the rule");
 }
 
 /// Shapes of the MoE recipe's size class (many tokens per expert, wide rows, balanced and

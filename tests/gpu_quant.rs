@@ -13,7 +13,8 @@
 mod common;
 
 use common::gpu::{
-    DevHp, Out, cast_transpose_vs_cpu, check_f32, check_u8, params, runner, tensorwise_vs_cpu,
+    DevHp, Out, cast_transpose_vs_cpu, check_f32, check_u8, params, runner, selftest,
+    tensorwise_vs_cpu,
 };
 use common::{Fill, SENT_F32, SENT_U8, Tensor, dim, given_scale_strategy, offsets, skewed_offsets};
 use hipfp8::device::{DeviceBuffer, gpu_for_tests};
@@ -37,37 +38,14 @@ fn codec_hw_matches_rule_exhaustively() {
         return;
     };
     for fmt in Fp8Format::ALL {
-        let mut mism = DeviceBuffer::<u64>::zeroed(&ctx, 2).unwrap();
-        let mut first = DeviceBuffer::<u32>::zeroed(&ctx, 24).unwrap();
-        let mut hw = DeviceBuffer::<i32>::zeroed(&ctx, 1).unwrap();
-        // SAFETY: device buffers of the sizes the launcher documents, zeroed; default stream.
-        let st = unsafe {
-            hipfp8::sys::hipfp8_codec_selftest_launch(
-                fmt as i32,
-                mism.as_mut_ptr(),
-                first.as_mut_ptr(),
-                hw.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        hipfp8::device::check_status("codec selftest", st).unwrap();
-        let m = mism.to_vec().unwrap();
-        let f = first.to_vec().unwrap();
-        let h = hw.to_vec().unwrap()[0];
-        println!(
-            "codec {fmt}: hardware path = {}, mismatches over all finite f32: {}",
-            h == 1,
-            m[0]
-        );
-        for i in 0..(m[1].min(8) as usize) {
-            println!(
-                "  x = {:#010x}: hw {:#010x} sw {:#010x}",
-                f[3 * i],
-                f[3 * i + 1],
-                f[3 * i + 2]
-            );
-        }
-        assert_eq!(m[0], 0, "{fmt}: hardware conversion differs from the rule");
+        let what = format!("codec {fmt} over all finite f32");
+        let bad = selftest(&ctx, &what, |m, f, h| {
+            // SAFETY: device buffers of the sizes the launcher documents, zeroed; default stream.
+            unsafe {
+                hipfp8::sys::hipfp8_codec_selftest_launch(fmt as i32, m, f, h, std::ptr::null_mut())
+            }
+        });
+        assert_eq!(bad, 0, "{fmt}: hardware conversion differs from the rule");
     }
 }
 

@@ -244,3 +244,33 @@ pub fn cast_transpose_vs_cpu(
     check_f32(&format!("{what} scales"), &sc)?;
     check_f32(&format!("{what} scales_t"), &sct)
 }
+
+/// A hardware-vs-rule self-test launcher run on zeroed buffers of the layout the launchers
+/// document (`mismatches` = 2 u64: count, recorded; `first_bad` = 24 u32: (input bits,
+/// hardware, rule) x 8; `has_hw` = 1 i32), its result printed under `what`; returns the count.
+pub fn selftest(
+    ctx: &Context,
+    what: &str,
+    launch: impl FnOnce(*mut u64, *mut u32, *mut i32) -> std::os::raw::c_int,
+) -> u64 {
+    let mut mism = DeviceBuffer::<u64>::zeroed(ctx, 2).unwrap();
+    let mut first = DeviceBuffer::<u32>::zeroed(ctx, 24).unwrap();
+    let mut hw = DeviceBuffer::<i32>::zeroed(ctx, 1).unwrap();
+    let st = launch(mism.as_mut_ptr(), first.as_mut_ptr(), hw.as_mut_ptr());
+    hipfp8::device::check_status(what, st).unwrap();
+    let (m, f) = (mism.to_vec().unwrap(), first.to_vec().unwrap());
+    println!(
+        "{what}: hardware path = {}, mismatches: {}",
+        hw.to_vec().unwrap()[0] == 1,
+        m[0]
+    );
+    for i in 0..(m[1].min(8) as usize) {
+        println!(
+            "  x = {:#010x}: hw {:#010x} rule {:#010x}",
+            f[3 * i],
+            f[3 * i + 1],
+            f[3 * i + 2]
+        );
+    }
+    m[0]
+}
