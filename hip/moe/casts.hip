@@ -36,6 +36,7 @@
 // (launch_group_tables), and zero it again after.
 #include "../quant/common.h"
 #include "../quant/policy.h"
+#include "../quant/selftest.h"
 #include "launchers.h"
 #include "swiglu.h"
 
@@ -985,12 +986,7 @@ __global__ void bf16_round_selftest_kernel(unsigned long long* mismatches, uint3
     const uint32_t hw = f2u(moe::round_to<true>(f)), rule = f2u(moe::round_bf16_rule(f));
     if (hw != rule) {
       ++bad;
-      const unsigned long long idx = atomicAdd(mismatches + 1, 1ull);
-      if (idx < 8) {
-        first_bad[3 * idx] = (uint32_t)x;
-        first_bad[3 * idx + 1] = hw;
-        first_bad[3 * idx + 2] = rule;
-      }
+      selftest_record(mismatches, first_bad, (uint32_t)x, hw, rule);
     }
   }
   if (bad) atomicAdd(mismatches, bad);

@@ -1,6 +1,7 @@
 // common.hip -- host helpers shared by the quantization launchers, and the codec self-test.
 #include "common.h"
 #include "launchers.h"
+#include "selftest.h"
 
 #include <stdlib.h>
 
@@ -77,12 +78,7 @@ __global__ void codec_selftest_kernel(unsigned long long* mismatches, uint32_t* 
     const uint32_t sw = encode4_sw<F>(f[0], f[1], f[2], f[3]);
     if (hw != sw) {
       ++bad;
-      const unsigned long long idx = atomicAdd(mismatches + 1, 1ull);
-      if (idx < 8) {
-        first_bad[3 * idx] = (uint32_t)base;
-        first_bad[3 * idx + 1] = hw;
-        first_bad[3 * idx + 2] = sw;
-      }
+      selftest_record(mismatches, first_bad, (uint32_t)base, hw, sw);
     }
     (void)fin;
   }
