@@ -128,7 +128,7 @@ struct PlainSrc {
   __device__ inline const typename In::elem* row(int64_t r) const {
     if (!x1) return x + r * J;
     const int64_t n = n0 + n1;
-    const int64_t e = ((r | n) >> 32) == 0 ? (int64_t)((uint32_t)r / (uint32_t)n) : r / n;  // 32-bit divide if it fits
+    const int64_t e = div_nonneg(r, n);
     const int64_t i = r - e * n;
     return i < n0 ? x + (e * n0 + i) * J : x1 + (e * n1 + i - n0) * J;
   }

@@ -112,6 +112,12 @@ __host__ __device__ inline uint32_t row_stride32(int64_t K, int64_t elem_bytes) 
   return K * elem_bytes < (int64_t(1) << 27) ? (uint32_t)(K * elem_bytes) : 0u;
 }
 
+// a / b for a >= 0, b > 0: a 32-bit division where both fit (a 64-bit one is an out-of-line
+// call; callers divide per row or per element).
+__host__ __device__ inline int64_t div_nonneg(int64_t a, int64_t b) {
+  return ((a | b) >> 32) == 0 ? (int64_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+
 // Store the EPV codes of chunk i of an output row of K bytes (VEC: one 8- or 4-byte store).
 template <class In, bool VEC>
 __device__ inline void store_chunk(uint8_t* orow, int64_t i, int64_t K, uint2 c) {

@@ -92,17 +92,12 @@ struct RouteSrc {
       return 1.0f;
     }
   }
-  // The token of slot s >= 0: s / topk, a 32-bit division where both fit (a 64-bit one is an
-  // out-of-line call, and this runs for every row load).
-  __device__ int64_t token(int64_t s) const {
-    return ((s | topk) >> 32) == 0 ? (int64_t)((uint32_t)s / (uint32_t)topk) : s / topk;
-  }
   // Chunk i (elements [i*EPV, i*EPV + EPV), i*EPV < k) of slot s's token row as stored: zero
   // past k; all zero for s < 0. VEC: one 16-byte load (k % EPV == 0, x aligned).
   template <bool VEC>
   __device__ uint4 raw(int64_t s, int64_t i) const {
     if (s < 0) return zero4();
-    return load_chunk<In, VEC>(x + token(s) * k, i, k);
+    return load_chunk<In, VEC>(x + div_nonneg(s, topk) * k, i, k);
   }
   // Chunk i of raw(s, i) weighted (ws = weight(s)): each element T(ws * x) (one f32 multiply,
   // rounded to the input dtype), lanes past k and every lane of s < 0 left as they are (zero;
@@ -517,7 +512,7 @@ __global__ void __launch_bounds__(kBlock) scores_kernel(const typename In::elem*
 #pragma unroll
     for (int e = 0; e < EPV; ++e) acc[e] = 0.0f;
     if (s < n) {
-      const int64_t r = rows[s], tok = s / topk;
+      const int64_t r = rows[s], tok = div_nonneg(s, topk);
       if (r >= 0 && r < m_cap)
         for (int64_t i = ti; i < nv; i += TPS) {
           const uint4 a = load_chunk<In, VEC>(dout + tok * k, i, k);
