@@ -9,8 +9,9 @@ Needs only numpy and ctypes (no torch, no GPU: the library may be the CPU-only b
    match a struct of the header field for field (names and C types); each call
    `X.hipfp8_NAME(args)` must name a header function and pass its number of parameters;
    each positional construction of a Structure must give every field.
-2. Run: bench/hipfp8_gemm_abi.py on a CPU context, both grouped GEMMs (with an empty group
-   and an unaligned group start) against a float64 numpy reference, and the plan queries.
+2. Run: bench/hipfp8_gemm_abi.py on a CPU context, both grouped GEMMs and the blockwise 2D x 2D
+   (with an empty group and an unaligned group start) against a float64 numpy reference, and
+   the plan queries.
 """
 import ast
 import os
@@ -185,6 +186,29 @@ def run_gemm_bindings(lib_path):
             lo = hi
         close(bf16_to_f64(out2).reshape(G, n2, k2), ref2, np.abs(ref2).max(), f"2d2d {fa} x {fb}")
         assert (out2.reshape(G, n2, k2)[1] == 0).all(), "empty group not zeroed"
+        # Blockwise 2D x 2D: mt=300 in 3 token blocks, groups [0,100) [100,100) [100,300) sharing block 0.
+        mt3 = 300
+        mb = (mt3 + 127) // 128
+        offs3 = np.array([100, 100, 300], dtype=np.int32)
+        a3 = random_codes(rng, n2 * mt3, fa)
+        b3 = random_codes(rng, k2 * mt3, fb)
+        sa3 = rng.uniform(0.5, 2, n2 * mb).astype(np.float32)
+        sb3 = rng.uniform(0.5, 2, k2 * mb).astype(np.float32)
+        out3 = np.full(G * n2 * k2, 0x4000, dtype=np.uint16)
+        d3 = g.desc_bw_2d2d(n2, mt3, k2, fa, fb)
+        imp, why, text = g.plan(d3, G)
+        assert imp == "cpu" and why == 0, (imp, why, text)
+        g.gemm_bw_2d2d(d3, addr(a3), a3.size, addr(b3), b3.size, addr(offs3), G, addr(sa3), sa3.size, addr(sb3),
+                       sb3.size, addr(out3), out3.size)
+        tok_a = ta[a3].reshape(n2, mt3) * np.repeat(sa3.reshape(n2, mb), 128, 1)[:, :mt3]
+        tok_b = tb[b3].reshape(k2, mt3) * np.repeat(sb3.reshape(k2, mb), 128, 1)[:, :mt3]
+        ref3 = np.zeros((G, n2, k2))
+        lo = 0
+        for gi, hi in enumerate(offs3):
+            ref3[gi] = tok_a[:, lo:hi] @ tok_b[:, lo:hi].T
+            lo = hi
+        close(bf16_to_f64(out3).reshape(G, n2, k2), ref3, np.abs(ref3).max(), f"blockwise 2d2d {fa} x {fb}")
+        assert (out3.reshape(G, n2, k2)[1] == 0).all(), "empty group not zeroed (blockwise)"
     assert g.workspace_size("e4m3fn", "e4m3fn", abi.GEMM_AUTO, 32) == 0  # CPU: none
     # A stale descriptor size is refused, not misread.
     bad = g.desc_2d3d(4, 16, 8, 1)
@@ -215,7 +239,7 @@ def main():
     print(f"bindings of {len(scripts)} bench / python scripts match include/hipfp8.h ({len(structs)} structs, "
           f"{len(funcs)} functions)")
     run_gemm_bindings(lib_path)
-    print("grouped-GEMM bindings ran on a CPU context: 3 format pairs x (2d3d, 2d2d), plans, workspace: ok")
+    print("grouped-GEMM bindings ran on a CPU context: 3 format pairs x (2d3d, 2d2d, blockwise 2d2d), plans, workspace: ok")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,11 @@ def call_bw_2d3d(d, a, b, offs, sa, sb, out):
                    sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), stream())
 
 
+def call_bw_2d2d(d, a, b, offs, sa, sb, out):
+    G.gemm_bw_2d2d(d, a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(),
+                   sa.data_ptr(), sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), stream())
+
+
 def call_2d2d(d, a, b, offs, sa, sb, out):
     G.gemm_2d2d(d, a.data_ptr(), a.numel(), b.data_ptr(), b.numel(), offs.data_ptr(), offs.numel(), sa.data_ptr(),
                 sa.numel(), sb.data_ptr(), sb.numel(), out.data_ptr(), out.numel(), stream())
@@ -230,6 +235,61 @@ class BlockwiseCase(Case):
         super().free()
 
 
+class BlockwiseWgradCase(Case):
+    """The blockwise-scaled 2D x 2D GEMM (DeepSeek-V3 wgrad): both token-contiguous operands
+    quantized per 1 x 128 token block (E4M3, scale = 448 / amax; the GEMM takes 1 / scale), groups
+    padded to 128 tokens (DeepGEMM's contiguous layout) so every group starts on a block and the
+    library takes it. torch's row: torch._scaled_grouped_mm 2D x 2D on the same bf16 inputs
+    quantized rowwise per group (torch has no blockwise grouped GEMM)."""
+
+    def setup(self):
+        n, mt, k = self.dims
+        g = self.groups
+        f8 = TORCH_F8[self.fa]
+        fmax = torch.finfo(f8).max
+        sizes = split_sizes(self.split, mt, g)
+        head = [s // 128 * 128 for s in sizes[:-1]]
+        self.sizes = head + [mt - sum(head)]
+        self.offs = offsets(self.sizes)
+        X = torch.randn(n, mt, device=dev, dtype=torch.bfloat16)
+        Y = torch.randn(k, mt, device=dev, dtype=torch.bfloat16)
+        self.A, self.B = X, Y
+        mb = mt // 128
+
+        def blocks(T):
+            amax = T.float().view(-1, mb, 128).abs().amax(-1).clamp_min(1e-12)
+            s = fmax / amax
+            return (T.float().view(-1, mb, 128) * s[..., None]).to(f8).view(T.shape), (1.0 / s).contiguous()
+
+        self.Af, self.sa = blocks(X)
+        self.Bf, self.sb = blocks(Y)
+        # torch: rowwise per group (amax over each group's tokens), as torchao's wgrad.
+        bounds = [0] + torch.tensor(self.sizes).cumsum(0).tolist()
+
+        def per_group(T):
+            r = torch.stack([T[:, lo:hi].float().abs().amax(1) if hi > lo else torch.ones(T.shape[0], device=dev)
+                             for lo, hi in zip(bounds[:-1], bounds[1:])]).clamp_min(1e-12) / fmax
+            q = torch.cat([(T[:, lo:hi].float() / r[i][:, None]).to(f8)
+                           for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))], 1)
+            return q.contiguous(), r.reshape(-1).contiguous()
+
+        self.Ar, self.ra = per_group(X)
+        self.Br, self.rb = per_group(Y)
+        self.flops = 2 * mt * n * k
+        self.shape = f"({n},{mt})x({mt},{k})"
+        self.desc = lambda backend=abi.GEMM_AUTO: G.desc_bw_2d2d(n, mt, k, self.fa, self.fb, backend)
+        self.out = lambda: torch.full((g, n, k), -768.0, device=dev, dtype=torch.bfloat16)
+        self.ours = lambda d, out: call_bw_2d2d(d, self.Af, self.Bf, self.offs, self.sa, self.sb, out)
+        self.torch_fp8 = lambda: torch._scaled_grouped_mm(self.Ar, self.Br.t(), self.ra, self.rb, offs=self.offs,
+                                                          out_dtype=torch.bfloat16, use_fast_accum=True)
+        self.torch_bf16 = lambda: torch._grouped_mm(self.A, self.B.t(), offs=self.offs, out_dtype=torch.bfloat16)
+
+    def free(self):
+        for a in ("Ar", "Br"):
+            setattr(self, a, None)
+        super().free()
+
+
 # The published anchor of the blockwise rows (issue 16): DeepGEMM's grouped contiguous FP8 GEMM,
 # 1214-1346 TFLOP/s on the H800 on the DeepSeek-V3 shapes; the target here is >= 1100 TFLOP/s.
 NOTE_BW = "anchor: DeepGEMM grouped contiguous 1214-1346 TF (H800, published); target >= 1100 TF"
@@ -348,6 +408,9 @@ def table_cases():
         for op, label, dims in DS:
             if op != "wgrad":
                 cs.append(BlockwiseCase(op + "-blockwise", label + " (blockwise 1x128 x 128x128)", dims, split))
+            else:
+                cs.append(BlockwiseWgradCase(op + "-blockwise", label + " (blockwise 1x128 x 1x128, groups of 128s)",
+                                             dims, split))
     return cs
 
 
@@ -357,7 +420,7 @@ def run_table():
     for c in table_cases():
         try:
             r, out = run_table_case(c, torch_cache)
-            if isinstance(c, BlockwiseCase):
+            if isinstance(c, (BlockwiseCase, BlockwiseWgradCase)):
                 r["note"] = "; ".join(x for x in (r["note"], "torch row: rowwise-scaled", NOTE_BW) if x)
             if c.split == "zipf" and c.op == "wgrad":
                 padded[c.dims] = (r["us"], r["torch_us"])

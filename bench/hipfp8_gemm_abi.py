@@ -33,6 +33,12 @@ class DescBw2d3d(ctypes.Structure):
                 ("m", c_size_t), ("k", c_size_t), ("n", c_size_t), ("e", c_size_t)]
 
 
+class DescBw2d2d(ctypes.Structure):
+    """hipfp8_grouped_gemm_blockwise_2d2d_desc"""
+    _fields_ = [("size", c_size_t), ("a_format", c_uint32), ("b_format", c_uint32), ("backend", c_uint32),
+                ("n", c_size_t), ("mt", c_size_t), ("k", c_size_t)]
+
+
 class Gemm:
     """One library and one context."""
 
@@ -47,14 +53,15 @@ class Gemm:
         lib.hipfp8_context_destroy.restype = c_uint32
         lib.hipfp8_context_destroy.argtypes = [c_void_p]
         P, SZ = c_void_p, c_size_t
-        for name in ("hipfp8_grouped_gemm_2d3d", "hipfp8_grouped_gemm_2d2d", "hipfp8_grouped_gemm_blockwise_2d3d"):
+        for name in ("hipfp8_grouped_gemm_2d3d", "hipfp8_grouped_gemm_2d2d", "hipfp8_grouped_gemm_blockwise_2d3d",
+                     "hipfp8_grouped_gemm_blockwise_2d2d"):
             f = getattr(lib, name)
             f.restype = c_uint32
             # ctx, desc, a, a_len, b, b_len, offs, groups, sa, sa_len, sb, sb_len, out, out_len,
             # workspace, workspace_bytes, stream
             f.argtypes = [P, P, P, SZ, P, SZ, P, SZ, P, SZ, P, SZ, P, SZ, P, SZ, P]
         for name in ("hipfp8_grouped_gemm_2d3d_plan", "hipfp8_grouped_gemm_2d2d_plan",
-                     "hipfp8_grouped_gemm_blockwise_2d3d_plan"):
+                     "hipfp8_grouped_gemm_blockwise_2d3d_plan", "hipfp8_grouped_gemm_blockwise_2d2d_plan"):
             f = getattr(lib, name)
             f.restype = c_uint32
             # ctx, desc, a, b, out, groups, implementation*, reason*, buf, buf_len, len*
@@ -102,6 +109,18 @@ class Gemm:
                                                                workspace_bytes, stream),
                    "hipfp8_grouped_gemm_blockwise_2d3d")
 
+    @staticmethod
+    def desc_bw_2d2d(n, mt, k, fa="e4m3fn", fb="e4m3fn", backend=GEMM_AUTO):
+        return DescBw2d2d(ctypes.sizeof(DescBw2d2d), FMT[fa], FMT[fb], backend, n, mt, k)
+
+    def gemm_bw_2d2d(self, d, a, a_len, b, b_len, offs, groups, sa, sa_len, sb, sb_len, out, out_len,
+                     stream=None, workspace=None, workspace_bytes=0):
+        """Blockwise-scaled 2D x 2D: a, b as gemm_2d2d; sa (n, ceil(mt/128)), sb (k, ceil(mt/128))."""
+        self.check(self.lib.hipfp8_grouped_gemm_blockwise_2d2d(self.ctx, byref(d), a, a_len, b, b_len, offs, groups,
+                                                               sa, sa_len, sb, sb_len, out, out_len, workspace,
+                                                               workspace_bytes, stream),
+                   "hipfp8_grouped_gemm_blockwise_2d2d")
+
     def gemm_2d2d(self, d, a, a_len, b, b_len, offs, groups, sa, sa_len, sb, sb_len, out, out_len,
                   stream=None, workspace=None, workspace_bytes=0):
         """a (n,mt) row-major; b = OPS.md's (mt,k) column-major, i.e. (k,mt) contiguous."""
@@ -112,7 +131,8 @@ class Gemm:
     def plan(self, d, groups, a=None, b=None, out=None):
         """(implementation name, reason code, description) of the call `d` would make."""
         fn = {Desc2d3d: self.lib.hipfp8_grouped_gemm_2d3d_plan, Desc2d2d: self.lib.hipfp8_grouped_gemm_2d2d_plan,
-              DescBw2d3d: self.lib.hipfp8_grouped_gemm_blockwise_2d3d_plan}[type(d)]
+              DescBw2d3d: self.lib.hipfp8_grouped_gemm_blockwise_2d3d_plan,
+              DescBw2d2d: self.lib.hipfp8_grouped_gemm_blockwise_2d2d_plan}[type(d)]
         imp, why, n = c_uint32(), c_uint32(), c_size_t()
         buf = (c_char * 256)()
         self.check(fn(self.ctx, byref(d), a, b, out, groups, byref(imp), byref(why), buf, 256, byref(n)),

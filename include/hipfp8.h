@@ -873,6 +873,41 @@ typedef struct hipfp8_grouped_gemm_blockwise_2d3d_desc {
 } hipfp8_grouped_gemm_blockwise_2d3d_desc;
 
 /**
+ * Blockwise-scaled 2D x 2D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d2d`, wgrad): the
+ * operands of `hipfp8_grouped_gemm_2d2d`, scales per 1 x 128 token block of a and of b.
+ */
+typedef struct hipfp8_grouped_gemm_blockwise_2d2d_desc {
+  /**
+   * `sizeof(hipfp8_grouped_gemm_blockwise_2d2d_desc)`.
+   */
+  size_t size;
+  /**
+   * `hipfp8_format` of a.
+   */
+  uint32_t a_format;
+  /**
+   * `hipfp8_format` of b.
+   */
+  uint32_t b_format;
+  /**
+   * `hipfp8_gemm_backend`.
+   */
+  uint32_t backend;
+  /**
+   * Rows of a.
+   */
+  size_t n;
+  /**
+   * The grouped, reduced dimension (tokens).
+   */
+  size_t mt;
+  /**
+   * Columns of b.
+   */
+  size_t k;
+} hipfp8_grouped_gemm_blockwise_2d2d_desc;
+
+/**
  * A SwiGLU problem (`hipfp8_moe_swiglu_quant`, `hipfp8_moe_swiglu_bwd_quant`): gu is
  * (m, 2i) row-major, the gate/up GEMM output (gate = columns `[0, i)`, up = `[i, 2i)`).
  */
@@ -1561,6 +1596,23 @@ hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d_plan(const struct hipfp8_contex
                                                       size_t *len);
 
 /**
+ * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d2d` (its library:
+ * CUTLASS on sm_90, E4M3FN x E4M3FN, mt % 16 == 0 and k % 8 == 0; groups starting off a
+ * 128-token boundary, and empty groups, run on the reference kernel inside the call).
+ */
+hipfp8_status hipfp8_grouped_gemm_blockwise_2d2d_plan(const struct hipfp8_context *ctx,
+                                                      const struct hipfp8_grouped_gemm_blockwise_2d2d_desc *desc,
+                                                      const uint8_t *a,
+                                                      const uint8_t *b,
+                                                      const uint16_t *out,
+                                                      size_t num_groups,
+                                                      uint32_t *implementation,
+                                                      uint32_t *reason,
+                                                      char *buf,
+                                                      size_t buf_len,
+                                                      size_t *len);
+
+/**
  * Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
  * with these formats and backend (either layout); 0 when the reference kernel or the CPU
  * runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
@@ -1573,7 +1625,8 @@ hipfp8_status hipfp8_grouped_gemm_workspace_size(const struct hipfp8_context *ct
                                                  size_t *bytes);
 
 /**
- * `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
+ * `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d` and
+ * `hipfp8_grouped_gemm_blockwise_2d2d`.
  */
 hipfp8_status hipfp8_grouped_gemm_blockwise_workspace_size(const struct hipfp8_context *ctx,
                                                            uint32_t a_format,
@@ -1647,6 +1700,36 @@ hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
  */
 hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d(const struct hipfp8_context *ctx,
                                                  const struct hipfp8_grouped_gemm_blockwise_2d3d_desc *desc,
+                                                 const uint8_t *a,
+                                                 size_t a_len,
+                                                 const uint8_t *b,
+                                                 size_t b_len,
+                                                 const int32_t *offs,
+                                                 size_t num_groups,
+                                                 const float *scale_a,
+                                                 size_t scale_a_len,
+                                                 const float *scale_b,
+                                                 size_t scale_b_len,
+                                                 uint16_t *out,
+                                                 size_t out_len,
+                                                 void *workspace,
+                                                 size_t workspace_bytes,
+                                                 hipStream_t stream);
+
+/**
+ * Blockwise-scaled (DeepSeek-V3 recipe) 2D x 2D grouped GEMM (wgrad), f32 accumulation
+ * with the scales applied per 128-token block: for group g over tokens [lo, hi) =
+ * `[offs[g-1], offs[g])`, `out[g*n*k + i*k + j] = bf16(sum over the blocks q meeting
+ * [lo, hi) ascending of f32(sum_{t in [lo, hi) in block q} a[i*mt + t] b[j*mt + t]) *
+ * scale_a[i*mb + q] * scale_b[j*mb + q])`, mb = ceil(mt/128), blocks [128 q, 128 q + 128)
+ * at absolute token positions; an empty group gives zeros. a: n*mt bytes; b: mt*k bytes
+ * (`b[j*mt + t]`, as for `hipfp8_grouped_gemm_2d2d`); offs: num_groups END offsets along
+ * mt; scale_a: n*mb (1 / the scales `hipfp8_blockwise_1x128` writes for a); scale_b: k*mb
+ * (1 / those it writes for b's (k, mt) storage); out: num_groups*n*k bf16; workspace as for
+ * `hipfp8_grouped_gemm_blockwise_2d3d`.
+ */
+hipfp8_status hipfp8_grouped_gemm_blockwise_2d2d(const struct hipfp8_context *ctx,
+                                                 const struct hipfp8_grouped_gemm_blockwise_2d2d_desc *desc,
                                                  const uint8_t *a,
                                                  size_t a_len,
                                                  const uint8_t *b,

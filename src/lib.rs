@@ -50,7 +50,8 @@ pub mod decl {
     pub use crate::cast_transpose::{CAST_TRANSPOSE, CAST_TRANSPOSE_SCALED};
     pub use crate::dispatch::{BufInfo, Elem, OpDecl, OpParams};
     pub use crate::grouped_gemm::{
-        GROUPED_GEMM_2D2D, GROUPED_GEMM_2D3D, GROUPED_GEMM_BLOCKWISE_2D3D,
+        GROUPED_GEMM_2D2D, GROUPED_GEMM_2D3D, GROUPED_GEMM_BLOCKWISE_2D2D,
+        GROUPED_GEMM_BLOCKWISE_2D3D,
     };
     pub use crate::moe::{MOE_ACT_DUAL, MOE_SWIGLU_BWD_QUANT, MOE_SWIGLU_QUANT, MOE_WEIGHTS_DUAL};
     pub use crate::mx::{MXFP8_DIM0, MXFP8_DIM1};

@@ -281,17 +281,20 @@ grouped_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __r
   }
 }
 
-// ---- Blockwise-scaled 2D x 3D (docs/OPS.md grouped_gemm_blockwise_2d3d) -----------------
+// ---- Blockwise-scaled GEMMs (docs/OPS.md grouped_gemm_blockwise_2d3d / _2d2d) ---------------
 //
 // The arithmetic of the CPU reference (src/reference/grouped_gemm_blockwise.rs) operation for
-// operation, so the two agree bit for bit: per output and per K block of 128 (block-local
-// index kk), eight f32 partial sums, lane kk % 8 taking a[kk] * b[kk] in ascending kk (an FMA:
-// the product of two FP8 values is exact in f32, so fma == add of the product); the block sum
+// operation, so the two agree bit for bit: per output and per scale block q met by the
+// reduction range, the segment [max(lo, 128 q), min(hi, 128 q + 128)) is summed in eight f32
+// partial sums, lane (t - segment start) % 8 taking a[t] * b[t] in ascending t (an FMA: the
+// product of two FP8 values is exact in f32, so fma == add of the product); the segment sum
 // ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)); then acc += (sum * sa) * sb, each
 // operation rounded on its own (mul_nc / add_nc: never contracted into an FMA). Zeros staged
-// past K add +0 to a lane, which leaves it unchanged (a lane started at +0 is never -0).
+// past the segment add +0 to a lane, which leaves it unchanged (a lane started at +0 is never
+// -0). 2D x 3D reduces over K ([0, K), blocks from 0); 2D x 2D over the group's tokens, its
+// blocks at absolute token positions.
 
-constexpr int BW_BLOCK = 128;  // the scale block edge along K and N
+constexpr int BW_BLOCK = 128;  // the scale block edge
 constexpr int LANES = 8;
 
 // __fmul_rn / __fadd_rn: the runtime's separately rounded multiply and add (never contracted
@@ -299,25 +302,38 @@ constexpr int LANES = 8;
 __device__ inline float mul_nc(float x, float y) { return __fmul_rn(x, y); }
 __device__ inline float add_nc(float x, float y) { return __fadd_rn(x, y); }
 
-// One BM x BN output tile of group g: rows [r0, r0 + rows) of a and out, columns
-// [col0, col0 + BN) (inside one 128-column scale block, BN dividing 128).
-__device__ inline void run_tile_bw(const uint8_t* a, const uint8_t* bg, const float* sa,
-                                   const float* sbg, hipfp8_bf16* out, int64_t r0, int64_t rows,
-                                   int64_t col0, int64_t N, int64_t K, const float* lut_a,
-                                   const float* lut_b, float (*As)[BM + LDS_PAD],
-                                   float (*Bs)[BN + LDS_PAD]) {
+// One BM x BN output tile of a blockwise-scaled GEMM, both operands contiguous along the
+// reduction: tile row r reads a[r * lda + t], tile column c reads b[c * ldb + t], for t in
+// [lo, hi). Block q's scales: sa[r * sa_ld + q] and sb[c * sb_ld + q] (sb_ld = 0: one scale
+// for every column of the tile).
+struct BwTile {
+  const uint8_t* a;
+  const uint8_t* b;
+  int64_t lda, ldb;
+  int64_t rows, cols;  // valid rows / columns of the tile (<= BM / BN)
+  int64_t lo, hi;      // the reduction range
+  const float* sa;
+  int64_t sa_ld;
+  const float* sb;
+  int64_t sb_ld;
+  hipfp8_bf16* out;    // the tile's (0, 0) output
+  int64_t ldo;
+};
+
+__device__ inline void run_tile_bw(const BwTile& t, const float* lut_a, const float* lut_b,
+                                   float (*As)[BM + LDS_PAD], float (*Bs)[BN + LDS_PAD]) {
   const int tid = threadIdx.x;
   const int tx = tid % 16;
   const int ty = tid / 16;
-  const int64_t kbn = (K + BW_BLOCK - 1) / BW_BLOCK;
-  const float* sb_col = sbg + (col0 / BW_BLOCK) * kbn;  // this tile's scale-block row of b
   float tot[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) tot[i][j] = 0.0f;
 
-  for (int64_t q = 0; q < kbn; ++q) {
+  for (int64_t s0 = t.lo; s0 < t.hi;) {
+    const int64_t q = s0 / BW_BLOCK;
+    const int64_t s1 = (q + 1) * BW_BLOCK < t.hi ? (q + 1) * BW_BLOCK : t.hi;
     float lane[TM][TN][LANES];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -325,15 +341,14 @@ __device__ inline void run_tile_bw(const uint8_t* a, const uint8_t* bg, const fl
       for (int j = 0; j < TN; ++j)
 #pragma unroll
         for (int l = 0; l < LANES; ++l) lane[i][j][l] = 0.0f;
-    for (int64_t k0 = q * BW_BLOCK; k0 < (q + 1) * BW_BLOCK && k0 < K; k0 += BK) {
+    for (int64_t k0 = s0; k0 < s1; k0 += BK) {
 #pragma unroll
       for (int it = 0; it < (BM * BK) / THREADS; ++it) {
         const int idx = tid + it * THREADS;
         const int r = idx / BK;
         const int kk = idx % BK;
-        const int64_t gk = k0 + kk;
         float v = 0.0f;
-        if (r < rows && gk < K) v = lut_a[a[(r0 + r) * K + gk]];
+        if (r < t.rows && k0 + kk < s1) v = lut_a[t.a[r * t.lda + k0 + kk]];
         As[kk][r] = v;
       }
 #pragma unroll
@@ -341,14 +356,12 @@ __device__ inline void run_tile_bw(const uint8_t* a, const uint8_t* bg, const fl
         const int idx = tid + it * THREADS;
         const int c = idx / BK;
         const int kk = idx % BK;
-        const int64_t gc = col0 + c;
-        const int64_t gk = k0 + kk;
         float v = 0.0f;
-        if (gc < N && gk < K) v = lut_b[bg[gc * K + gk]];
+        if (c < t.cols && k0 + kk < s1) v = lut_b[t.b[c * t.ldb + k0 + kk]];
         Bs[kk][c] = v;
       }
       __syncthreads();
-      // k0 is a multiple of LANES inside the block, so lane = kk % LANES.
+      // k0 - s0 is a multiple of BK, hence of LANES, so lane = (t - s0) % LANES = kk % LANES.
       for (int k8 = 0; k8 < BK; k8 += LANES) {
 #pragma unroll
         for (int l = 0; l < LANES; ++l) {
@@ -365,33 +378,40 @@ __device__ inline void run_tile_bw(const uint8_t* a, const uint8_t* bg, const fl
       }
       __syncthreads();
     }
-    const float sbq = sb_col[q];
+    float sbq[TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int64_t c = tx + 16 * j;
+      sbq[j] = c < t.cols ? t.sb[c * t.sb_ld + q] : 0.0f;
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int64_t r = ty + 16 * i;
-      const float saq = r < rows ? sa[(r0 + r) * kbn + q] : 0.0f;
+      const float saq = r < t.rows ? t.sa[r * t.sa_ld + q] : 0.0f;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const float* l = lane[i][j];
         const float part = add_nc(add_nc(add_nc(l[0], l[4]), add_nc(l[1], l[5])),
                                   add_nc(add_nc(l[2], l[6]), add_nc(l[3], l[7])));
-        tot[i][j] = add_nc(tot[i][j], mul_nc(mul_nc(part, saq), sbq));
+        tot[i][j] = add_nc(tot[i][j], mul_nc(mul_nc(part, saq), sbq[j]));
       }
     }
+    s0 = s1;
   }
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int64_t r = ty + 16 * i;
-    if (r >= rows) continue;
+    if (r >= t.rows) continue;
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
-      const int64_t c = col0 + tx + 16 * j;
-      if (c < N) out[(r0 + r) * N + c] = hipfp8_f32_to_bf16(tot[i][j]);
+      const int64_t c = tx + 16 * j;
+      if (c < t.cols) t.out[r * t.ldo + c] = hipfp8_f32_to_bf16(tot[i][j]);
     }
   }
 }
 
-// Grid-stride over the tiles of all groups in group order, as grouped_2d3d_kernel.
+// 2D x 3D: grid-stride over the tiles of all groups in group order, as grouped_2d3d_kernel.
+// A tile's BN columns lie in one 128-column scale block of b (BN divides 128).
 __global__ void __launch_bounds__(THREADS)
 grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
                        int fmt_b, const int32_t* __restrict__ offs, int groups,
@@ -418,14 +438,83 @@ grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
     for (; t < first + tiles; t += gridDim.x) {
       const int64_t local = t - first;
       const int64_t r0 = m0 + (local / ntiles_n) * BM;
-      const int64_t rows = (m1 - r0 < BM) ? m1 - r0 : BM;
+      const int64_t col0 = (local % ntiles_n) * BN;
+      BwTile tl;
+      tl.a = a + r0 * K;
+      tl.lda = K;
+      tl.b = b + (int64_t)g * N * K + col0 * K;
+      tl.ldb = K;
+      tl.rows = (m1 - r0 < BM) ? m1 - r0 : BM;
+      tl.cols = (N - col0 < BN) ? N - col0 : BN;
+      tl.lo = 0;
+      tl.hi = K;
+      tl.sa = sa + r0 * kbn;
+      tl.sa_ld = kbn;
+      tl.sb = sb + ((int64_t)g * nbn + col0 / BW_BLOCK) * kbn;
+      tl.sb_ld = 0;
+      tl.out = out + r0 * N + col0;
+      tl.ldo = N;
       if (!luts_ready) {  // block-uniform
         fill_luts(fmt_a, fmt_b, lut_a, lut_b);
         __syncthreads();
         luts_ready = true;
       }
-      run_tile_bw(a, b + (int64_t)g * N * K, sa, sb + (int64_t)g * nbn * kbn, out, r0, rows,
-                  (local % ntiles_n) * BN, N, K, lut_a, lut_b, As, Bs);
+      run_tile_bw(tl, lut_a, lut_b, As, Bs);
+    }
+  }
+}
+
+// 2D x 2D: group g reduces over its tokens [o[g-1], o[g]) and owns out[g] (N x K); every
+// group, empty or not, has ceil(N/BM) * ceil(K/BN) tiles (an empty one writes zeros). `skip`
+// as for grouped_2d2d_kernel.
+__global__ void __launch_bounds__(THREADS)
+grouped_bw_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
+                       int fmt_b, const int32_t* __restrict__ offs, int groups,
+                       const float* __restrict__ sa, const float* __restrict__ sb,
+                       hipfp8_bf16* __restrict__ out, int64_t N, int64_t Mt, int64_t K,
+                       const int32_t* __restrict__ skip) {
+  __shared__ float lut_a[256];
+  __shared__ float lut_b[256];
+  __shared__ float As[BK][BM + LDS_PAD];
+  __shared__ float Bs[BK][BN + LDS_PAD];
+  bool luts_ready = false;
+  const int64_t mb = (Mt + BW_BLOCK - 1) / BW_BLOCK;
+  const int64_t ntiles_n = (N + BM - 1) / BM;
+  const int64_t ntiles_k = (K + BN - 1) / BN;
+  const int64_t tiles = ntiles_n * ntiles_k;
+  int64_t prev = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int64_t t0 = prev;
+    const int64_t t1 = clamp_off(offs[g], prev, Mt);
+    prev = t1;
+    if (skip != nullptr && skip[g] != 0) continue;
+    const int64_t first = (int64_t)g * tiles;
+    int64_t t = first + ((int64_t)blockIdx.x - first % gridDim.x + gridDim.x) % gridDim.x;
+    for (; t < first + tiles; t += gridDim.x) {
+      const int64_t local = t - first;
+      const int64_t row0 = (local / ntiles_k) * BM;
+      const int64_t col0 = (local % ntiles_k) * BN;
+      BwTile tl;
+      tl.a = a + row0 * Mt;
+      tl.lda = Mt;
+      tl.b = b + col0 * Mt;
+      tl.ldb = Mt;
+      tl.rows = (N - row0 < BM) ? N - row0 : BM;
+      tl.cols = (K - col0 < BN) ? K - col0 : BN;
+      tl.lo = t0;
+      tl.hi = t1;
+      tl.sa = sa + row0 * mb;
+      tl.sa_ld = mb;
+      tl.sb = sb + col0 * mb;
+      tl.sb_ld = mb;
+      tl.out = out + (int64_t)g * N * K + row0 * K + col0;
+      tl.ldo = K;
+      if (!luts_ready) {  // block-uniform
+        fill_luts(fmt_a, fmt_b, lut_a, lut_b);
+        __syncthreads();
+        luts_ready = true;
+      }
+      run_tile_bw(tl, lut_a, lut_b, As, Bs);
     }
   }
 }
@@ -502,5 +591,23 @@ HIPFP8_EXTERN int hipfp8_gg_ref_bw_2d3d(const uint8_t* a, int fmt_a, const uint8
   const unsigned grid = ref_grid(tiles, max_blocks);
   grouped_bw_2d3d_kernel<<<grid, THREADS, 0, stream>>>(a, fmt_a, b, fmt_b, offs, groups, sa, sb,
                                                        (hipfp8_bf16*)out, M, N, K);
+  HIPFP8_RETURN_LAUNCH_STATUS();
+}
+
+// Blockwise-scaled 2D x 2D: a (N,Mt) row-major, b (Mt,K) column-major, offs[G] along Mt
+// (device), sa (N, ceil(Mt/128)), sb (K, ceil(Mt/128)) row-major, out (G,N,K) bf16 row-major.
+// `skip` may be null; `max_blocks` caps the grid (0 = default).
+HIPFP8_EXTERN int hipfp8_gg_ref_bw_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+                                        const int32_t* offs, int groups, const float* sa,
+                                        const float* sb, void* out, int64_t N, int64_t Mt,
+                                        int64_t K, const int32_t* skip, int max_blocks,
+                                        hipStream_t stream) noexcept {
+  if (!valid_fmt(fmt_a) || !valid_fmt(fmt_b)) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (groups < 0 || N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (groups == 0 || N == 0 || K == 0) return 0;
+  const int64_t tiles = (int64_t)groups * ((N + BM - 1) / BM) * ((K + BN - 1) / BN);
+  const unsigned grid = ref_grid(tiles, max_blocks);
+  grouped_bw_2d2d_kernel<<<grid, THREADS, 0, stream>>>(
+      a, fmt_a, b, fmt_b, offs, groups, sa, sb, (hipfp8_bf16*)out, N, Mt, K, skip);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }

@@ -1031,7 +1031,9 @@ impl Bench<'_> {
         let ((x, y, z), extent, out_len) = match gop {
             GroupedOp::TwoD3D { m, n, k } => ((m, k, n), m, m * n),
             GroupedOp::TwoD2D { n, mt, k } => ((n, mt, k), mt, groups * n * k),
-            GroupedOp::Blockwise2D3D { .. } => unreachable!("the CLI runs the scalar-scaled GEMMs"),
+            GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. } => {
+                unreachable!("the CLI runs the scalar-scaled GEMMs")
+            }
         };
         let flops = 2.0 * (x * y * z) as f64;
         if let Some(skipped) = self.skip_gemm(flops) {

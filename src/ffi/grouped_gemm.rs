@@ -74,6 +74,17 @@ c_desc! {
         /// Experts in b; must equal the number of offsets (GROUP_COUNT_MISMATCH otherwise).
         e: usize,
     }
+
+    /// Blockwise-scaled 2D x 2D grouped GEMM (`hipfp8_grouped_gemm_blockwise_2d2d`, wgrad): the
+    /// operands of `hipfp8_grouped_gemm_2d2d`, scales per 1 x 128 token block of a and of b.
+    hipfp8_grouped_gemm_blockwise_2d2d_desc: gemm {
+        /// Rows of a.
+        n: usize,
+        /// The grouped, reduced dimension (tokens).
+        mt: usize,
+        /// Columns of b.
+        k: usize,
+    }
 }
 
 /// A grouped-GEMM descriptor: its formats and backend (the parameters), the op a plan
@@ -107,6 +118,8 @@ gemm_desc! {
     hipfp8_grouped_gemm_2d2d_desc: (usize, usize, usize) = (n, mt, k), TwoD2D { n, mt, k };
     hipfp8_grouped_gemm_blockwise_2d3d_desc: (usize, usize, usize, usize) = (m, k, n, e),
         Blockwise2D3D { m, n, k };
+    hipfp8_grouped_gemm_blockwise_2d2d_desc: (usize, usize, usize) = (n, mt, k),
+        Blockwise2D2D { n, mt, k };
 }
 
 c_enum! {
@@ -241,6 +254,11 @@ c_fns! {
         /// CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
         fn hipfp8_grouped_gemm_blockwise_2d3d_plan(desc: hipfp8_grouped_gemm_blockwise_2d3d_desc) =
             plan_query((a, b, out), num_groups, PlanOut { implementation, reason, buf, buf_len, len });
+        /// `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d2d` (its library:
+        /// CUTLASS on sm_90, E4M3FN x E4M3FN, mt % 16 == 0 and k % 8 == 0; groups starting off a
+        /// 128-token boundary, and empty groups, run on the reference kernel inside the call).
+        fn hipfp8_grouped_gemm_blockwise_2d2d_plan(desc: hipfp8_grouped_gemm_blockwise_2d2d_desc) =
+            plan_query((a, b, out), num_groups, PlanOut { implementation, reason, buf, buf_len, len });
     }
 }
 
@@ -291,7 +309,8 @@ c_fns! {
             a_format, b_format, backend, num_groups, bytes,
             crate::Context::grouped_gemm_workspace_size
         );
-        /// `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d`.
+        /// `hipfp8_grouped_gemm_workspace_size` for `hipfp8_grouped_gemm_blockwise_2d3d` and
+        /// `hipfp8_grouped_gemm_blockwise_2d2d`.
         fn hipfp8_grouped_gemm_blockwise_workspace_size = workspace_query(
             a_format, b_format, backend, num_groups, bytes,
             crate::Context::grouped_gemm_blockwise_workspace_size
@@ -323,7 +342,18 @@ c_exports! {
     /// `hipfp8_blockwise_1x128` writes for a); scale_b: e*nb_n*kb_n (per expert 1 / the scales
     /// `hipfp8_blockwise_128x128` writes for its (n, k) weight); out: m*n bf16; workspace: NULL
     /// and 0, or at least `hipfp8_grouped_gemm_blockwise_workspace_size` bytes (256-byte aligned).
-    fn hipfp8_grouped_gemm_blockwise_2d3d(hipfp8_grouped_gemm_blockwise_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D):
+    fn hipfp8_grouped_gemm_blockwise_2d3d(hipfp8_grouped_gemm_blockwise_2d3d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D3D),
+    /// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 2D grouped GEMM (wgrad), f32 accumulation
+    /// with the scales applied per 128-token block: for group g over tokens [lo, hi) =
+    /// `[offs[g-1], offs[g])`, `out[g*n*k + i*k + j] = bf16(sum over the blocks q meeting
+    /// [lo, hi) ascending of f32(sum_{t in [lo, hi) in block q} a[i*mt + t] b[j*mt + t]) *
+    /// scale_a[i*mb + q] * scale_b[j*mb + q])`, mb = ceil(mt/128), blocks [128 q, 128 q + 128)
+    /// at absolute token positions; an empty group gives zeros. a: n*mt bytes; b: mt*k bytes
+    /// (`b[j*mt + t]`, as for `hipfp8_grouped_gemm_2d2d`); offs: num_groups END offsets along
+    /// mt; scale_a: n*mb (1 / the scales `hipfp8_blockwise_1x128` writes for a); scale_b: k*mb
+    /// (1 / those it writes for b's (k, mt) storage); out: num_groups*n*k bf16; workspace as for
+    /// `hipfp8_grouped_gemm_blockwise_2d3d`.
+    fn hipfp8_grouped_gemm_blockwise_2d2d(hipfp8_grouped_gemm_blockwise_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D2D):
         (a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,
          scale_a[scale_a_len]: *const f32, scale_b[scale_b_len]: *const f32,
          out[out_len]: *mut u16; workspace[workspace_bytes]: *mut c_void);

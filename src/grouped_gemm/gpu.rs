@@ -1,5 +1,5 @@
 //! The GPU arms of the FP8 grouped GEMMs (`Context::grouped_gemm_2d3d` / `_2d2d` /
-//! `_blockwise_2d3d`): which implementation runs, the device workspace it needs, and the one
+//! `_blockwise_2d3d` / `_blockwise_2d2d`): which implementation runs, the device workspace it needs, and the one
 //! launch.
 //!
 //! Implementations ([`GemmImpl`]):
@@ -16,10 +16,12 @@
 //!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
 //!   shape, on every vendor; the GPU oracle.
-//! * The blockwise-scaled 2D x 3D ([`GroupedOp::Blockwise2D3D`]): CUTLASS sm_90
-//!   (`hip/grouped_gemm/cutlass/sm90_blockwise.hip`, one instance: E4M3FN x E4M3FN,
-//!   K % 128 == 0, N % 128 == 0, 16-byte aligned operands), else the portable kernel (same
-//!   file as above, bit-identical to the CPU reference); no CK instance.
+//! * The blockwise-scaled GEMMs ([`GroupedOp::Blockwise2D3D`], [`GroupedOp::Blockwise2D2D`]):
+//!   CUTLASS sm_90 (`hip/grouped_gemm/cutlass/sm90_blockwise.hip`, one instance each: E4M3FN
+//!   x E4M3FN, 16-byte aligned operands; 2D x 3D K % 128 == 0 and N % 128 == 0; 2D x 2D
+//!   Mt % 16 == 0 and K % 8 == 0, and a group starting off a 128-token boundary, or empty,
+//!   runs on the portable kernel inside the same call, decided on the device), else the
+//!   portable kernel (same file as above, bit-identical to the CPU reference); no CK instance.
 //!
 //! No silent slow path: [`Context::grouped_gemm_plan`] says which implementation a call
 //! would use and, when it is the reference kernel, why ([`Fallback`]). The call itself runs
@@ -67,13 +69,41 @@ pub enum GroupedOp {
     /// Blockwise-scaled 2D x 3D (`Context::grouped_gemm_blockwise_2d3d`): the operands of
     /// `TwoD3D`, scales per 1x128 block of a and per 128x128 block of b.
     Blockwise2D3D { m: usize, n: usize, k: usize },
+    /// Blockwise-scaled 2D x 2D (`Context::grouped_gemm_blockwise_2d2d`): the operands of
+    /// `TwoD2D`, scales per 1x128 token block of a and of b.
+    Blockwise2D2D { n: usize, mt: usize, k: usize },
 }
 
 impl GroupedOp {
     fn blockwise(self) -> bool {
-        matches!(self, GroupedOp::Blockwise2D3D { .. })
+        matches!(
+            self,
+            GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. }
+        )
+    }
+
+    /// The vendor library's launcher of this op on `imp` (the one `has_launcher` checks).
+    fn launcher(self, imp: GemmImpl) -> &'static str {
+        match (self, imp) {
+            (GroupedOp::Blockwise2D3D { .. }, _) => "hipfp8_gg_cutlass_bw_2d3d",
+            (GroupedOp::Blockwise2D2D { .. }, _) => "hipfp8_gg_cutlass_bw_2d2d",
+            (_, GemmImpl::CkGfx942) => "hipfp8_gg_ck_gfx942_2d3d",
+            (_, GemmImpl::CkGfx950) => "hipfp8_gg_ck_gfx950_2d3d",
+            _ => "hipfp8_gg_cutlass_2d3d",
+        }
+    }
+
+    /// The token boundary a 2D x 2D group must start on for the library to read it in place.
+    fn split_boundary(self) -> usize {
+        match self {
+            GroupedOp::Blockwise2D2D { .. } => 128,
+            _ => 16,
+        }
     }
 }
+
+/// The rowwise-scaled GEMMs' family in [`device_library`] (both layouts share the instances).
+const ROWWISE: GroupedOp = GroupedOp::TwoD3D { m: 0, n: 0, k: 0 };
 
 /// Device pointers of one call (validated by the caller).
 pub(crate) struct GroupedArgs {
@@ -88,17 +118,17 @@ pub(crate) struct GroupedArgs {
     pub fb: Fp8Format,
 }
 
-/// The vendor library of this context's device in this build for the blockwise-scaled
-/// (`blockwise`) or the rowwise-scaled GEMMs; `Err` says why there is none.
-fn device_library(ctx: &Context, blockwise: bool) -> std::result::Result<GemmImpl, String> {
+/// The vendor library of this context's device in this build for `op` (the blockwise-scaled
+/// ops have their own instances; [`ROWWISE`] stands for both rowwise-scaled layouts); `Err`
+/// says why there is none.
+fn device_library(ctx: &Context, op: GroupedOp) -> std::result::Result<GemmImpl, String> {
     // Compared case-insensitively in place: no lowercased copy per call.
     let arch = base_arch(ctx.arch());
     let is = |a: &str| arch.eq_ignore_ascii_case(a);
-    let (imp, launcher) = match blockwise {
-        false if is("sm_90") => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
-        true if is("sm_90") => (GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_bw_2d3d"),
-        false if is("gfx942") => (GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
-        false if is("gfx950") => (GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+    let imp = match op.blockwise() {
+        _ if is("sm_90") => GemmImpl::CutlassSm90,
+        false if is("gfx942") => GemmImpl::CkGfx942,
+        false if is("gfx950") => GemmImpl::CkGfx950,
         true => {
             return Err(format!(
                 "no blockwise-scaled grouped-GEMM library targets {} (CUTLASS: sm_90)",
@@ -112,6 +142,7 @@ fn device_library(ctx: &Context, blockwise: bool) -> std::result::Result<GemmImp
             ));
         }
     };
+    let launcher = op.launcher(imp);
     if !has_launcher(launcher) {
         return Err(format!(
             "this build (backend {}, targets {:?}) has no {} instance ({launcher} not compiled)",
@@ -151,7 +182,7 @@ fn library_pairs(imp: GemmImpl, blockwise: bool) -> &'static str {
 /// The vendor library that could run `fa x fb` on this context's device, if this build has
 /// it (formats only; [`Context::grouped_gemm_plan`] also checks shape and alignment).
 pub fn library_impl(ctx: &Context, fa: Fp8Format, fb: Fp8Format) -> Option<GemmImpl> {
-    device_library(ctx, false)
+    device_library(ctx, ROWWISE)
         .ok()
         .filter(|&imp| library_has_pair(imp, false, fa, fb))
 }
@@ -202,10 +233,13 @@ pub struct GemmPlan {
     pub cutlass: Option<crate::grouped_gemm::rule::CutlassChoice>,
     /// Why the reference kernel (None when a library or the CPU runs).
     pub fallback: Option<Fallback>,
-    /// A library runs a 2D x 2D call: its groups that start off a 16-token boundary (or are
-    /// too short for CK) run on the reference kernel inside the same call, decided on the
-    /// device from the offsets (so the host cannot count them).
+    /// A library runs a 2D x 2D call: its groups that start off a `split_boundary`-token
+    /// boundary (or are too short for CK) run on the reference kernel inside the same call,
+    /// decided on the device from the offsets (so the host cannot count them).
     pub split_2d2d: bool,
+    /// The token boundary of `split_2d2d`: 16 (128 for the blockwise-scaled 2D x 2D, whose
+    /// library reads whole 128-token scale blocks).
+    pub split_boundary: usize,
 }
 
 impl GemmPlan {
@@ -218,7 +252,10 @@ impl GemmPlan {
             (None, None) => self.imp.name().to_string(),
         };
         if self.split_2d2d {
-            format!("{line} + reference for groups off a 16-token boundary")
+            format!(
+                "{line} + reference for groups off a {}-token boundary",
+                self.split_boundary
+            )
         } else {
             line
         }
@@ -257,13 +294,17 @@ fn library_refusal(
         }),
         GroupedOp::TwoD2D { mt, k, .. } => (mt % 16 != 0 || k % 8 != 0)
             .then(|| format!("2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})")),
+        GroupedOp::Blockwise2D2D { mt, k, .. } => (mt % 16 != 0 || k % 8 != 0).then(|| {
+            format!("blockwise 2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})")
+        }),
     };
     if let Some(why) = shape {
         return Some(Fallback::Shape(why));
     }
     let (GroupedOp::TwoD3D { m: x, n: y, k: z }
     | GroupedOp::Blockwise2D3D { m: x, n: y, k: z }
-    | GroupedOp::TwoD2D { n: x, mt: y, k: z }) = op;
+    | GroupedOp::TwoD2D { n: x, mt: y, k: z }
+    | GroupedOp::Blockwise2D2D { n: x, mt: y, k: z }) = op;
     if [x, y, z].into_iter().any(|v| v > i32::MAX as usize) {
         return Some(Fallback::Shape("an extent exceeds i32::MAX".into()));
     }
@@ -298,6 +339,7 @@ impl Context {
                 cutlass: None,
                 fallback: None,
                 split_2d2d: false,
+                split_boundary: 16,
             });
         }
         let backend = match p.backend {
@@ -309,7 +351,7 @@ impl Context {
             Fallback::Requested
         } else {
             let bw = op.blockwise();
-            match device_library(self, bw) {
+            match device_library(self, op) {
                 Err(why) => Fallback::NoLibrary(why),
                 Ok(imp) if !library_has_pair(imp, bw, fa, fb) => Fallback::FormatPair(format!(
                     "{} has no {}instance for {fa} x {fb} (it has {})",
@@ -328,7 +370,11 @@ impl Context {
                             imp,
                             cutlass,
                             fallback: None,
-                            split_2d2d: matches!(op, GroupedOp::TwoD2D { .. }),
+                            split_2d2d: matches!(
+                                op,
+                                GroupedOp::TwoD2D { .. } | GroupedOp::Blockwise2D2D { .. }
+                            ),
+                            split_boundary: op.split_boundary(),
                         });
                     }
                 },
@@ -345,6 +391,7 @@ impl Context {
             cutlass: None,
             fallback: Some(fallback),
             split_2d2d: false,
+            split_boundary: 16,
         })
     }
 }
@@ -384,7 +431,7 @@ fn cutlass_choice(
     let shape = match op {
         GroupedOp::TwoD3D { m, n, k } => RuleShape::TwoD3D { m, n, k, groups },
         GroupedOp::TwoD2D { n, mt, k } => RuleShape::TwoD2D { n, mt, k, groups },
-        GroupedOp::Blockwise2D3D { .. } => {
+        GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. } => {
             return Err(Error::NotSupported(
                 "the blockwise-scaled GEMM has no CUTLASS choice".into(),
             ));
@@ -475,7 +522,7 @@ impl Context {
     }
 
     /// [`Context::grouped_gemm_workspace_size`] for
-    /// [`Context::grouped_gemm_blockwise_2d3d`].
+    /// [`Context::grouped_gemm_blockwise_2d3d`] and [`Context::grouped_gemm_blockwise_2d2d`].
     pub fn grouped_gemm_blockwise_workspace_size(
         &self,
         p: &GemmParams,
@@ -485,7 +532,9 @@ impl Context {
             return Ok(0);
         }
         let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));
-        match device_library(self, true) {
+        // Both blockwise instances are in one translation unit, with one workspace size.
+        let bw = GroupedOp::Blockwise2D3D { m: 0, n: 0, k: 0 };
+        match device_library(self, bw) {
             Ok(imp) if library_has_pair(imp, true, fa, fb) => {
                 let _dev = self.activate()?;
                 workspace_bytes(self, imp, true, groups)
@@ -516,7 +565,9 @@ pub(crate) fn run(
         GroupedOp::TwoD3D { m, n, .. } | GroupedOp::Blockwise2D3D { m, n, .. } => {
             m == 0 || n == 0 || args.groups == 0
         }
-        GroupedOp::TwoD2D { n, k, .. } => n == 0 || k == 0 || args.groups == 0,
+        GroupedOp::TwoD2D { n, k, .. } | GroupedOp::Blockwise2D2D { n, k, .. } => {
+            n == 0 || k == 0 || args.groups == 0
+        }
     };
     if empty {
         return Ok(plan);
@@ -649,10 +700,14 @@ fn launch_library(
             (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_cutlass_bw_2d3d, m, n, k)
             }
-            // The plan never picks CK for the blockwise-scaled GEMM (no instance).
-            (GemmImpl::CkGfx942 | GemmImpl::CkGfx950, GroupedOp::Blockwise2D3D { .. }) => {
-                sys::KSTATUS_UNSUPPORTED
+            (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D2D { n, mt, k }) => {
+                library!(sys::hipfp8_gg_cutlass_bw_2d2d, n, mt, k)
             }
+            // The plan never picks CK for the blockwise-scaled GEMMs (no instance).
+            (
+                GemmImpl::CkGfx942 | GemmImpl::CkGfx950,
+                GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. },
+            ) => sys::KSTATUS_UNSUPPORTED,
             (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_ck_gfx942_2d3d, m, n, k)
             }
@@ -692,6 +747,10 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
             GroupedOp::Blockwise2D3D { m, n, k } => sys::hipfp8_gg_ref_bw_2d3d(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, m as i64, n as i64, k as i64, 0,
                 stream.0,
+            ),
+            GroupedOp::Blockwise2D2D { n, mt, k } => sys::hipfp8_gg_ref_bw_2d2d(
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, n as i64, mt as i64, k as i64,
+                null, 0, stream.0,
             ),
         }
     }

@@ -157,6 +157,35 @@ pub static GROUPED_GEMM_BLOCKWISE_2D3D: OpDecl<GemmParams, Mkne> = gemm_2d3d_dec
     Blockwise2D3D
 );
 
+#[doc(hidden)]
+pub static GROUPED_GEMM_BLOCKWISE_2D2D: OpDecl<GemmParams, (usize, usize, usize)> = OpDecl {
+    c_name: "hipfp8_grouped_gemm_blockwise_2d2d",
+    bufs: &[
+        BufDecl::input("a", Elem::U8, |&(n, mt, _), _| checked_mul("n*mt", n, mt)),
+        BufDecl::input("b", Elem::U8, |&(_, mt, k), _| checked_mul("mt*k", mt, k)),
+        BufDecl::offsets("offs", |s| s.1),
+        BufDecl::input("scale_a", Elem::F32, |&(n, mt, _), _| {
+            checked_mul("n*ceil(mt/128)", n, blocks(mt))
+        }),
+        BufDecl::input("scale_b", Elem::F32, |&(_, mt, k), _| {
+            checked_mul("k*ceil(mt/128)", k, blocks(mt))
+        }),
+        BufDecl::output("out", Elem::Bf16, |&(n, _, k), g| {
+            checked_mul("g*n*k", checked_mul("g*n", g, n)?, k)
+        }),
+    ],
+    nonzero: &[],
+    check: None,
+    gpu_run: GpuRun::Own,
+    cpu: |_, f, &s, h| {
+        reference::grouped_gemm_blockwise::grouped_gemm_blockwise_2d2d(f, s, operands(h));
+        Ok(())
+    },
+    gpu: |ctx, p, f, &(n, mt, k), d, stream| {
+        gpu_run(ctx, p, f, GroupedOp::Blockwise2D2D { n, mt, k }, d, stream)
+    },
+};
+
 impl Context {}
 
 op_methods! {
@@ -188,4 +217,16 @@ op_methods! {
     fn grouped_gemm_blockwise_2d3d(p: &GemmParams, m: usize, k: usize, n: usize, e: usize;
         a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
         f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_BLOCKWISE_2D3D (m, k, n, e);
+
+    /// Blockwise-scaled 2D x 2D grouped GEMM with jagged K (DeepSeek-V3 recipe; wgrad): `a`,
+    /// `b`, `offs` as for [`Context::grouped_gemm_2d2d`]; `scale_a` (N, ceil(Mt/128)) and
+    /// `scale_b` (K, ceil(Mt/128)) row-major, the DEQUANT scales of the 1 x 128 token blocks
+    /// of a and of b's (K, Mt) storage (1 / what `blockwise_1x128` writes for them), blocks at
+    /// absolute token positions. For group g over tokens [lo, hi): `out[g*N*K + i*K + j] =
+    /// bf16(sum over the token blocks q meeting [lo, hi) ascending of f32(sum_{t in [lo, hi)
+    /// in block q} a[i,t] b[t,j]) * scale_a[i,q] * scale_b[j,q])`; an empty group's block is
+    /// zeros (docs/OPS.md).
+    fn grouped_gemm_blockwise_2d2d(p: &GemmParams, n: usize, mt: usize, k: usize;
+        a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
+        f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_BLOCKWISE_2D2D (n, mt, k);
 }

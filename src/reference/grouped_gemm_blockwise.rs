@@ -1,8 +1,11 @@
-//! CPU reference of the blockwise-scaled FP8 grouped GEMM, 2D x 3D (the DeepSeek-V3 recipe:
-//! 1x128-scaled activations x 128x128-scaled expert weights; docs/OPS.md
-//! `grouped_gemm_blockwise_2d3d`): the CPU backend of `Context::grouped_gemm_blockwise_2d3d`;
-//! the portable GPU kernel (hip/grouped_gemm/reference.hip) computes the same operations in the
-//! same order, bit for bit.
+//! CPU reference of the blockwise-scaled FP8 grouped GEMMs (the DeepSeek-V3 recipe; docs/OPS.md
+//! `grouped_gemm_blockwise_2d3d` and `grouped_gemm_blockwise_2d2d`): the CPU backend of
+//! `Context::grouped_gemm_blockwise_2d3d` / `_2d2d`; the portable GPU kernels
+//! (hip/grouped_gemm/reference.hip) compute the same operations in the same order, bit for bit.
+//!
+//! 2D x 3D (forward, dgrad): 1x128-scaled activations x 128x128-scaled expert weights, below.
+//! 2D x 2D (wgrad): both operands scaled per 1 x 128 block along the tokens, see
+//! [`grouped_gemm_blockwise_2d2d`].
 //!
 //! Scale conventions (both DEQUANT, the reciprocals of what the casts write):
 //! * `scale_a` (M, ceil(K/128)) row-major: `1 / s` for the scales `blockwise_1x128` writes
@@ -60,6 +63,48 @@ pub fn grouped_gemm_blockwise_2d3d(
                     *oj = bf16::from_f32(acc);
                 }
             });
+    }
+}
+
+/// Blockwise-scaled 2D x 2D (wgrad; docs/OPS.md `grouped_gemm_blockwise_2d2d`). `a` (n, mt)
+/// row-major, `b` (mt, k) column-major (`b[j*mt + t]`), `offs` END offsets along mt (validated);
+/// `scale_a` (n, ceil(mt/128)) and `scale_b` (k, ceil(mt/128)) row-major DEQUANT scales of the
+/// 1 x 128 token blocks of a and of b's (k, mt) storage, blocks at absolute token positions
+/// [128 q, 128 q + 128) (what `blockwise_1x128` writes for the transposed activations and
+/// gradients, reciprocated). For group g over tokens [lo, hi) and every (i, j):
+///   out[g, i, j] = bf16_rne( sum over the blocks q meeting [lo, hi), ascending, of
+///                    f32(sum_{t in [lo, hi) within block q} a[i,t] b[t,j]) * scale_a[i,q] * scale_b[j,q] )
+/// (each block's dot as [`dot_f32`] over the segment, from its first token); an empty group's
+/// block is zeros. A block that two groups share gives each its part with the same scales.
+pub fn grouped_gemm_blockwise_2d2d(
+    (fa, fb): (Fp8Format, Fp8Format),
+    (n, mt, k): (usize, usize, usize),
+    (a, b, offs, scale_a, scale_b, out): Operands,
+) {
+    if offs.is_empty() || n == 0 || k == 0 {
+        return;
+    }
+    let (ta, tb) = (decode_table(fa), decode_table(fb));
+    let mb = mt.div_ceil(BLOCK);
+    let af: Vec<f32> = a[..n * mt].iter().map(|&c| ta[c as usize]).collect();
+    let bf: Vec<f32> = b[..k * mt].iter().map(|&c| tb[c as usize]).collect();
+    for ((lo, hi), og) in group_ranges(offs).zip(out.chunks_mut(n * k)) {
+        og.par_chunks_mut(k).enumerate().for_each(|(i, orow)| {
+            let arow = &af[i * mt..][..mt];
+            for (j, oj) in orow.iter_mut().enumerate() {
+                let brow = &bf[j * mt..][..mt];
+                let mut acc = 0f32;
+                let mut t0 = lo;
+                while t0 < hi {
+                    let q = t0 / BLOCK;
+                    let t1 = ((q + 1) * BLOCK).min(hi);
+                    let part = dot_f32(&arow[t0..t1], &brow[t0..t1]);
+                    acc += part * scale_a[i * mb + q] * scale_b[j * mb + q];
+                    t0 = t1;
+                }
+                *oj = bf16::from_f32(acc);
+            }
+        });
     }
 }
 
@@ -124,6 +169,71 @@ mod tests {
             out[64 * n..].iter().all(|&x| x == sentinel),
             "rows past the end written"
         );
+    }
+
+    /// 2D x 2D against an f64 evaluation with the tolerance of the 2D x 3D test (the reduction
+    /// is the group's tokens, its blocks at absolute positions): groups that start and end
+    /// inside a block and share it, an empty group (zeros), a group longer than two blocks,
+    /// tokens past the last offset (unused), n and k not multiples of anything.
+    #[test]
+    fn matches_f64_2d2d_on_shared_blocks() {
+        let (fa, fb) = (Fp8Format::E4M3Fn, Fp8Format::E5M2);
+        let (n, mt, k): (usize, usize, usize) = (19, 700, 13);
+        let offs = [100i32, 100, 130, 450, 640];
+        let mb = mt.div_ceil(BLOCK);
+        let mut s = 777u64;
+        let mut rnd = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) as u32
+        };
+        let code = |r: u32, f: Fp8Format| f.encode(((r % 2001) as f32 - 1000.0) / 100.0);
+        let a: Vec<u8> = (0..n * mt).map(|_| code(rnd(), fa)).collect();
+        let b: Vec<u8> = (0..k * mt).map(|_| code(rnd(), fb)).collect();
+        let sa: Vec<f32> = (0..n * mb)
+            .map(|_| 2f32.powi((rnd() % 9) as i32 - 4))
+            .collect();
+        let sb: Vec<f32> = (0..k * mb)
+            .map(|_| 2f32.powi((rnd() % 9) as i32 - 4) * 1.25)
+            .collect();
+        let g = offs.len();
+        let mut out = vec![bf16::from_f32(-768.0); g * n * k];
+        grouped_gemm_blockwise_2d2d((fa, fb), (n, mt, k), (&a, &b, &offs, &sa, &sb, &mut out));
+        let mut lo = 0usize;
+        for (gi, &hi) in offs.iter().enumerate() {
+            let hi = hi as usize;
+            for i in 0..n {
+                for j in 0..k {
+                    let (mut r, mut sabs) = (0f64, 0f64);
+                    for t in lo..hi {
+                        let q = t / BLOCK;
+                        let p = fa.decode(a[i * mt + t]) as f64
+                            * fb.decode(b[j * mt + t]) as f64
+                            * sa[i * mb + q] as f64
+                            * sb[j * mb + q] as f64;
+                        r += p;
+                        sabs += p.abs();
+                    }
+                    let len = hi - lo;
+                    let tol = 2f64.powi(-8) * r.abs()
+                        + 2.0
+                            * (len + 2 * (len.div_ceil(BLOCK) + 1)) as f64
+                            * 2f64.powi(-24)
+                            * sabs;
+                    let o = out[gi * n * k + i * k + j];
+                    if len == 0 {
+                        assert_eq!(o.to_bits(), 0, "empty group {gi} [{i},{j}]");
+                    }
+                    let o = o.to_f64();
+                    assert!(
+                        (o - r).abs() <= tol,
+                        "g{gi} [{i},{j}] {o} vs {r} (tol {tol})"
+                    );
+                }
+            }
+            lo = hi;
+        }
     }
 
     /// Weights quantized once serve forward and dgrad: 128x128 blocks of W (N, K) are the

@@ -310,6 +310,14 @@ foreign! {
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64,
         workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ref_bw_2d2d" => pub fn hipfp8_gg_ref_bw_2d2d(
+        a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
+        sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64, skip: *const i32,
+        max_blocks: c_int, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_cutlass_bw_2d2d" => pub fn hipfp8_gg_cutlass_bw_2d2d(
+        a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
+        sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
     /// Zeroed workspace bytes of the grouped MoE casts below for `groups` groups (the clamped
     ///offsets); 0 for no groups. Every launch leaves it zero.
     "hipfp8_moe_workspace_bytes" => pub fn hipfp8_moe_workspace_bytes(

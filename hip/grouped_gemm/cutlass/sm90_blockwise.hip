@@ -1,24 +1,34 @@
-// Blockwise-scaled FP8 grouped GEMM 2D x 3D for NVIDIA sm_90 on CUTLASS (the DeepSeek-V3
-// recipe: 1 x 128 activation scales, 128 x 128 weight scales, applied in the main loop).
+// Blockwise-scaled FP8 grouped GEMMs for NVIDIA sm_90 on CUTLASS (the DeepSeek-V3 recipe, the
+// scales applied in the main loop): 2D x 3D (1 x 128 activation scales, 128 x 128 weight
+// scales; forward and dgrad) and 2D x 2D (1 x 128 token-block scales on both operands; wgrad).
 // hipfp8-build: backend=cuda
 // hipfp8-build: cuda-arch=90a
 // hipfp8-build: requires=cutlass
 // hipfp8-build: cuda-flags=--expt-relaxed-constexpr -DNDEBUG
 //
-// Semantics: docs/OPS.md `grouped_gemm_blockwise_2d3d`. Per group g (rows [o[g-1], o[g]) of
-// a/out, expert g of b) a K-major ("TN") product whose f32 accumulator receives, every K block
-// of 128, the block's partial sum times scale_a[row, kb] * scale_b[g, col / 128, kb]:
-//   A = a + lo*K (M_g x K, row stride K), B = b + g*N*K (N x K, row stride K),
-//   SFA = scale_a + lo*kb (M_g x kb, K-major), SFB = scale_b + g*nb*kb (nb x kb, K-major),
-//   D = out + lo*N (M_g x N, bf16 RNE of the accumulator).
+// Semantics: docs/OPS.md `grouped_gemm_blockwise_2d3d` / `_2d2d`. Both are K-major ("TN")
+// products per group whose f32 accumulator receives, every reduction block of 128, the block's
+// partial sum times the block's scales of its row and column:
+//   2D x 3D, group g = rows [lo, hi) of a/out, expert g of b:
+//     A = a + lo*K (M_g x K, row stride K), B = b + g*N*K (N x K, row stride K),
+//     SFA = scale_a + lo*kb (M_g x kb, K-major), SFB = scale_b + g*nb*kb (nb x kb, K-major),
+//     D = out + lo*N (M_g x N).
+//   2D x 2D, group g = tokens [lo, hi), taken only when lo % 128 == 0 and hi > lo:
+//     A = a + lo (N x len, row stride Mt), B = b + lo (K x len, row stride Mt),
+//     SFA = scale_a + lo/128 (N x ceil(len/128), row stride mb = ceil(Mt/128)),
+//     SFB = scale_b + lo/128 (K x ceil(len/128), row stride mb), D = out + g*N*K (N x K);
+//     the group's blocks are then the absolute token blocks (TMA zero-fills past hi). Other
+//     groups (start off a 128-token boundary, or empty) get no tiles here and are computed by
+//     the reference kernel after CUTLASS, which skips the groups CUTLASS owned.
 // Kernel: CUTLASS's pointer-array grouped GEMM with blockwise scaling
-// (KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Sm90BlockwiseScaleConfig<1, 128,
-// 128> with both scale grids K-major, i.e. exactly the row-major grids the casts write); tile
-// 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in sm90.hip, a small kernel builds
-// the per-group arrays (shapes, pointers, strides, scale layouts) on the device from the
-// device offsets: nothing is read back, nothing synchronises.
+// (KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Sm90BlockwiseScaleConfig<1, GN, 128>
+// with both scale grids K-major, i.e. exactly the row-major grids the casts write: GN = 128
+// for 2D x 3D, 1 for 2D x 2D); tile 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in
+// sm90.hip, a small kernel builds the per-group arrays (shapes, pointers, strides, scale
+// layouts) on the device from the device offsets: nothing is read back, nothing synchronises.
 // Whole-call requirements (HIPFP8_KSTATUS_UNSUPPORTED otherwise, nothing launched): E4M3FN x
-// E4M3FN, K % 128 == 0, N % 128 == 0, 16-byte aligned a, b, out, extents <= INT32_MAX.
+// E4M3FN, 16-byte aligned a, b, out, extents <= INT32_MAX; 2D x 3D K % 128 == 0 and
+// N % 128 == 0; 2D x 2D Mt % 16 == 0 and K % 8 == 0.
 #include "sm90_common.h"
 #include "../launchers.h"
 
@@ -46,10 +56,6 @@ using TileShape = Shape<_128, _128, _128>;
 // 128, so the others' reads are not ordered before the producer's next cp.async fill of that
 // stage (a race under the PTX memory model, which compute-sanitizer's racecheck reports).
 using ClusterShape = Shape<_1, _1, _1>;
-using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kBlock, kBlock, cute::GMMA::Major::K,
-                                                              cute::GMMA::Major::K>;
-using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
 // Epilogue: D = bf16_rne(acc) (the scales are already in the accumulator).
 using Evt = cutlass::epilogue::fusion::Sm90EVT<
@@ -60,20 +66,34 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, 8, ElementD,
     LayoutD*, 8, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, Evt>::CollectiveOp;
-using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cute::tuple<LayoutA*, LayoutSFA*>,
-    16, E4M3, cute::tuple<LayoutB*, LayoutSFB*>, 16, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename Epilogue::SharedStorage))>,
-    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
-using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-static_assert(std::is_same_v<typename Kernel::InternalStrideA, StrideA> &&
-                  std::is_same_v<typename Kernel::InternalStrideB, StrideB> &&
-                  std::is_same_v<typename Kernel::InternalStrideD, StrideD>,
-              "grouped strides");
+// The epilogue's shared memory, which the main loop's stage count leaves free (a constant
+// here: the host compiler cannot resolve the epilogue type inside the template below).
+constexpr int kEpilogueSmem = static_cast<int>(sizeof(typename Epilogue::SharedStorage));
 
-// The per-group argument arrays, carved out of the caller's workspace.
+// One instance: scale granularity 1 (rows of A) x GN (columns of B) x 128 (reduction).
+template <int GN>
+struct Inst {
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, GN, kBlock, cute::GMMA::Major::K,
+                                                                cute::GMMA::Major::K>;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cute::tuple<LayoutA*, LayoutSFA*>,
+      16, E4M3, cute::tuple<LayoutB*, LayoutSFB*>, 16, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<kEpilogueSmem>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  static_assert(std::is_same_v<typename Kernel::InternalStrideA, StrideA> &&
+                    std::is_same_v<typename Kernel::InternalStrideB, StrideB> &&
+                    std::is_same_v<typename Kernel::InternalStrideD, StrideD>,
+                "grouped strides");
+};
+using Bw2d3d = Inst<kBlock>;
+using Bw2d2d = Inst<1>;
+
+// The per-group argument arrays of instance I, carved out of the caller's workspace.
+template <class I>
 struct Arrays {
   Shape3* shapes;
   const E4M3** pa;
@@ -84,22 +104,31 @@ struct Arrays {
   StrideA* sta;
   StrideB* stb;
   StrideD* std_;
-  LayoutSFA* lsa;
-  LayoutSFB* lsb;
+  typename I::LayoutSFA* lsa;
+  typename I::LayoutSFB* lsb;
+  int32_t* owns;  // 2D x 2D: 1 where CUTLASS computes the group (the reference kernel skips it)
   void* cutlass_ws;
 };
-constexpr int kArrays = 12;
+constexpr int kArrays = 13;
 
-// Byte offsets of each array for `groups` groups; returns the total with CUTLASS's own
-// workspace at the end.
+// Byte offsets of each array of instance I for `groups` groups; returns the total with
+// CUTLASS's own workspace at the end.
+template <class I>
 inline size_t layout(int groups, size_t cutlass_bytes, size_t off[kArrays]) {
   const size_t g = (size_t)groups, p = sizeof(void*);
-  const size_t sizes[kArrays] = {g * sizeof(Shape3),    g * p,
-                                 g * p,                 g * p,
-                                 g * p,                 g * p,
-                                 g * sizeof(StrideA),   g * sizeof(StrideB),
-                                 g * sizeof(StrideD),   g * sizeof(LayoutSFA),
-                                 g * sizeof(LayoutSFB), cutlass_bytes};
+  const size_t sizes[kArrays] = {g * sizeof(Shape3),
+                                 g * p,
+                                 g * p,
+                                 g * p,
+                                 g * p,
+                                 g * p,
+                                 g * sizeof(StrideA),
+                                 g * sizeof(StrideB),
+                                 g * sizeof(StrideD),
+                                 g * sizeof(typename I::LayoutSFA),
+                                 g * sizeof(typename I::LayoutSFB),
+                                 g * sizeof(int32_t),
+                                 cutlass_bytes};
   size_t at = 0;
   for (int i = 0; i < kArrays; ++i) {
     off[i] = at;
@@ -108,11 +137,12 @@ inline size_t layout(int groups, size_t cutlass_bytes, size_t off[kArrays]) {
   return at;
 }
 
-inline Arrays carve(void* ws, int groups) {
+template <class I>
+inline Arrays<I> carve(void* ws, int groups) {
   size_t off[kArrays];
-  layout(groups, 0, off);
+  layout<I>(groups, 0, off);
   char* base = static_cast<char*>(ws);
-  Arrays r;
+  Arrays<I> r;
   r.shapes = reinterpret_cast<Shape3*>(base + off[0]);
   r.pa = reinterpret_cast<const E4M3**>(base + off[1]);
   r.pb = reinterpret_cast<const E4M3**>(base + off[2]);
@@ -122,18 +152,19 @@ inline Arrays carve(void* ws, int groups) {
   r.sta = reinterpret_cast<StrideA*>(base + off[6]);
   r.stb = reinterpret_cast<StrideB*>(base + off[7]);
   r.std_ = reinterpret_cast<StrideD*>(base + off[8]);
-  r.lsa = reinterpret_cast<LayoutSFA*>(base + off[9]);
-  r.lsb = reinterpret_cast<LayoutSFB*>(base + off[10]);
-  r.cutlass_ws = base + off[11];
+  r.lsa = reinterpret_cast<typename I::LayoutSFA*>(base + off[9]);
+  r.lsb = reinterpret_cast<typename I::LayoutSFB*>(base + off[10]);
+  r.owns = reinterpret_cast<int32_t*>(base + off[11]);
+  r.cutlass_ws = base + off[12];
   return r;
 }
 
 namespace {
 // One thread per group: its problem, pointers, strides and scale layouts from the device
 // offsets (clamped as OPS.md says; an empty group has M = 0, no tiles).
-__global__ void build(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
-                      int groups, const float* sa, const float* sb, hipfp8_bf16* out, int64_t M,
-                      int64_t N, int64_t K) {
+__global__ void build_2d3d(Arrays<Bw2d3d> r, const uint8_t* a, const uint8_t* b,
+                           const int32_t* offs, int groups, const float* sa, const float* sb,
+                           hipfp8_bf16* out, int64_t M, int64_t N, int64_t K) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   int64_t lo, hi;
@@ -149,13 +180,50 @@ __global__ void build(Arrays r, const uint8_t* a, const uint8_t* b, const int32_
   r.sta[g] = StrideA{K, _1{}, _0{}};
   r.stb[g] = StrideB{K, _1{}, _0{}};
   r.std_[g] = StrideD{N, _1{}, _0{}};
-  r.lsa[g] = ScaleConfig::tile_atom_to_shape_SFA(make_shape(mg, n, k, 1));
-  r.lsb[g] = ScaleConfig::tile_atom_to_shape_SFB(make_shape(mg, n, k, 1));
+  r.lsa[g] = Bw2d3d::ScaleConfig::tile_atom_to_shape_SFA(make_shape(mg, n, k, 1));
+  r.lsb[g] = Bw2d3d::ScaleConfig::tile_atom_to_shape_SFB(make_shape(mg, n, k, 1));
+  r.owns[g] = 1;
+}
+
+// A (rows x ceil(len/128)) K-major scale grid whose rows are `ld` floats apart: the rows of a
+// row-major (rows, mb) grid, read from the group's first block on.
+template <class L>
+__device__ inline L token_block_grid(int rows, int len, int ld) {
+  const int blocks = (len + kBlock - 1) / kBlock;
+  return make_layout(make_shape(make_shape(_1{}, rows), make_shape(Int<kBlock>{}, blocks), 1),
+                     make_stride(make_stride(_0{}, ld), make_stride(_0{}, _1{}), rows * ld));
+}
+
+// 2D x 2D: CUTLASS owns a non-empty group starting on a 128-token boundary; any other gets
+// M = 0 (no tiles) and owns = 0.
+__global__ void build_2d2d(Arrays<Bw2d2d> r, const uint8_t* a, const uint8_t* b,
+                           const int32_t* offs, int groups, const float* sa, const float* sb,
+                           hipfp8_bf16* out, int64_t N, int64_t Mt, int64_t K) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  int64_t lo, hi;
+  hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
+  const int64_t mb = (Mt + kBlock - 1) / kBlock;
+  const int len = (int)(hi - lo), n = (int)N, k = (int)K;
+  const bool own = len > 0 && lo % kBlock == 0;
+  r.shapes[g] = Shape3{own ? n : 0, k, len};
+  r.pa[g] = reinterpret_cast<const E4M3*>(a + lo);
+  r.pb[g] = reinterpret_cast<const E4M3*>(b + lo);
+  r.pd[g] = reinterpret_cast<ElementD*>(out + (int64_t)g * N * K);
+  r.psa[g] = sa + lo / kBlock;
+  r.psb[g] = sb + lo / kBlock;
+  r.sta[g] = StrideA{Mt, _1{}, _0{}};
+  r.stb[g] = StrideB{Mt, _1{}, _0{}};
+  r.std_[g] = StrideD{K, _1{}, _0{}};
+  r.lsa[g] = token_block_grid<Bw2d2d::LayoutSFA>(n, len, (int)mb);
+  r.lsb[g] = token_block_grid<Bw2d2d::LayoutSFB>(k, len, (int)mb);
+  r.owns[g] = own ? 1 : 0;
 }
 }  // namespace
 
-inline typename Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count) {
-  typename Gemm::Arguments args;
+template <class I>
+inline typename I::Gemm::Arguments make_args(const Arrays<I>& r, int groups, int sm_count) {
+  typename I::Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   // No host copy of the shapes: CUTLASS sizes its persistent grid from the SM count.
   args.problem_shape = ProblemShape{groups, r.shapes, nullptr};
@@ -171,23 +239,66 @@ inline typename Gemm::Arguments make_args(const Arrays& r, int groups, int sm_co
   return args;
 }
 
+template <class I>
 inline size_t cutlass_bytes(int groups, int sms) {
-  Arrays none{};
-  auto args = make_args(none, groups, sms);
-  return Gemm::get_workspace_size(args);
+  Arrays<I> none{};
+  auto args = make_args<I>(none, groups, sms);
+  return I::Gemm::get_workspace_size(args);
+}
+
+// The workspace of either instance: the larger layout.
+inline size_t workspace_bytes(int groups, int sms) {
+  size_t off[kArrays];
+  const size_t w3 = layout<Bw2d3d>(groups, cutlass_bytes<Bw2d3d>(groups, sms), off);
+  const size_t w2 = layout<Bw2d2d>(groups, cutlass_bytes<Bw2d2d>(groups, sms), off);
+  return w3 > w2 ? w3 : w2;
+}
+
+// Run instance I on the arrays its build kernel wrote.
+template <class I>
+inline int run_gemm(const Arrays<I>& r, int groups, int sms, hipStream_t stream) {
+  auto args = make_args<I>(r, groups, sms);
+  typename I::Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
+    return HIPFP8_KSTATUS_UNSUPPORTED;
+  const cutlass::Status st = gemm.run(stream);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return (int)e;
+  return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
+}
+
+// The checks both launchers share: formats, device, workspace; 1 = nothing to do.
+inline int common_checks(int fmt_a, int fmt_b, int groups, bool empty, void* workspace,
+                         uint64_t workspace_bytes_given, int* sms) {
+  if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
+  if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+      major != 9 || minor != 0)
+    return HIPFP8_KSTATUS_UNSUPPORTED;  // sm_90a code runs on compute capability 9.0 only
+  if (groups == 0 || empty) return 1;
+  if (workspace == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
+  if (!hipfp8_gg_cutlass::aligned16(workspace)) return HIPFP8_KSTATUS_MISALIGNED;
+  *sms = hipfp8_gg_cutlass::sm_count_of_current_device();
+  if (*sms <= 0) return (int)cudaErrorNoDevice;
+  if (workspace_bytes_given < (uint64_t)workspace_bytes(groups, *sms))
+    return HIPFP8_KSTATUS_INVALID_SHAPE;
+  return 0;
 }
 }  // namespace hipfp8_gg_cutlass_bw
 
 using namespace hipfp8_gg_cutlass_bw;
 
-// Device workspace (bytes) of the blockwise-scaled GEMM for `groups` groups on the current
-// device (CUTLASS's part depends on the SM count).
+// Device workspace (bytes) of the blockwise-scaled GEMMs (either layout) for `groups` groups on
+// the current device (CUTLASS's part depends on the SM count).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_workspace_size(int groups, uint64_t* bytes) noexcept {
   if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
   const int sms = hipfp8_gg_cutlass::sm_count_of_current_device();
   if (sms <= 0) return (int)cudaErrorNoDevice;
-  size_t off[kArrays];
-  *bytes = (uint64_t)layout(groups, cutlass_bytes(groups, sms), off);
+  *bytes = (uint64_t)workspace_bytes(groups, sms);
   return 0;
 }
 
@@ -200,38 +311,47 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d3d(const uint8_t* a, int fmt_a, const u
                                             uint64_t workspace_bytes, hipStream_t stream) noexcept {
   using hipfp8_gg_cutlass::aligned16;
   if (M < 0 || N < 0 || K < 0 || groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
-  if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-      major != 9 || minor != 0)
-    return HIPFP8_KSTATUS_UNSUPPORTED;  // sm_90a code runs on compute capability 9.0 only
-  if (groups == 0 || M == 0 || N == 0) return 0;
-  if (workspace == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
-  if (!aligned16(workspace)) return HIPFP8_KSTATUS_MISALIGNED;
-  if (K == 0 || K % kBlock != 0 || N % kBlock != 0 || !aligned16(a) || !aligned16(b) ||
-      !aligned16(out))
+  if (fmt_a >= 0 && fmt_a <= 3 && fmt_b >= 0 && fmt_b <= 3 && groups > 0 && M > 0 && N > 0 &&
+      (K == 0 || K % kBlock != 0 || N % kBlock != 0 || !aligned16(a) || !aligned16(b) ||
+       !aligned16(out) || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX))
     return HIPFP8_KSTATUS_UNSUPPORTED;
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
-  const int sms = hipfp8_gg_cutlass::sm_count_of_current_device();
-  if (sms <= 0) return (int)cudaErrorNoDevice;
-  size_t off[kArrays];
-  if (workspace_bytes < (uint64_t)layout(groups, cutlass_bytes(groups, sms), off))
-    return HIPFP8_KSTATUS_INVALID_SHAPE;
-  Arrays r = carve(workspace, groups);
-  build<<<(unsigned)((groups + 127) / 128), 128, 0, stream>>>(
+  int sms = 0;
+  const int c = common_checks(fmt_a, fmt_b, groups, M == 0 || N == 0, workspace,
+                              workspace_bytes, &sms);
+  if (c != 0) return c == 1 ? 0 : c;
+  Arrays<Bw2d3d> r = carve<Bw2d3d>(workspace, groups);
+  build_2d3d<<<(unsigned)((groups + 127) / 128), 128, 0, stream>>>(
       r, a, b, offs, groups, sa, sb, static_cast<hipfp8_bf16*>(out), M, N, K);
-  cudaError_t e = cudaGetLastError();
+  const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  auto args = make_args(r, groups, sms);
-  Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
-  if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
+  return run_gemm<Bw2d3d>(r, groups, sms, stream);
+}
+
+// Blockwise-scaled 2D x 2D (OPS.md grouped_gemm_blockwise_2d2d); requirements at the top of
+// this file. The groups CUTLASS does not own (decided on the device) are computed by the
+// reference kernel on the same stream afterwards.
+HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
+                                            int fmt_b, const int32_t* offs, int groups,
+                                            const float* sa, const float* sb, void* out,
+                                            int64_t N, int64_t Mt, int64_t K, void* workspace,
+                                            uint64_t workspace_bytes, hipStream_t stream) noexcept {
+  using hipfp8_gg_cutlass::aligned16;
+  if (N < 0 || Mt < 0 || K < 0 || groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
+  if (fmt_a >= 0 && fmt_a <= 3 && fmt_b >= 0 && fmt_b <= 3 && groups > 0 && N > 0 && K > 0 &&
+      (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out) ||
+       N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX))
     return HIPFP8_KSTATUS_UNSUPPORTED;
-  const cutlass::Status st = gemm.run(stream);
-  e = cudaGetLastError();
+  int sms = 0;
+  const int c = common_checks(fmt_a, fmt_b, groups, N == 0 || K == 0, workspace,
+                              workspace_bytes, &sms);
+  if (c != 0) return c == 1 ? 0 : c;
+  Arrays<Bw2d2d> r = carve<Bw2d2d>(workspace, groups);
+  build_2d2d<<<(unsigned)((groups + 127) / 128), 128, 0, stream>>>(
+      r, a, b, offs, groups, sa, sb, static_cast<hipfp8_bf16*>(out), N, Mt, K);
+  const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
+  const int st = run_gemm<Bw2d2d>(r, groups, sms, stream);
+  if (st != 0) return st;
+  return hipfp8_gg_ref_bw_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K, r.owns,
+                               2 * sms, stream);
 }
