@@ -1,5 +1,5 @@
-//! The blockwise-scaled grouped GEMM 2D x 3D (DeepSeek-V3 recipe; docs/OPS.md
-//! `grouped_gemm_blockwise_2d3d`): the CPU backend and the C ABI on any machine, and on a GPU
+//! The blockwise-scaled grouped GEMMs (DeepSeek-V3 recipe; docs/OPS.md
+//! `grouped_gemm_blockwise_2d3d`, and `_2d2d` in the `wgrad` module): the CPU backend and the C ABI on any machine, and on a GPU
 //! the portable reference kernel (bit for bit == the CPU reference) and the vendor library
 //! (CUTLASS sm_90) against the f64 reference and the portable kernel.
 //!
@@ -193,7 +193,11 @@ const S: StreamRef = StreamRef::DEFAULT;
 
 /// The per-element tolerance of the module docs (`library`: CUTLASS's extra term).
 fn tolerance(exact: f64, s: f64, k: usize, library: bool) -> f64 {
-    let kb = k.div_ceil(BLOCK);
+    tolerance_blocks(exact, s, k, k.div_ceil(BLOCK), library)
+}
+
+/// The tolerance for a reduction of `k` products in `kb` scaled blocks.
+fn tolerance_blocks(exact: f64, s: f64, k: usize, kb: usize, library: bool) -> f64 {
     let acc =
         2.0 * (k + 2 * kb) as f64 * 2f64.powi(-24) + if library { 2f64.powi(-10) } else { 0.0 };
     2f64.powi(-8) * exact.abs() + acc * s
@@ -554,49 +558,34 @@ fn library_matches_f64_and_reference_kernel() {
     );
 }
 
-/// The plan query: the CPU on a CPU context; on a GPU the reference kernel when requested,
-/// when K or N is not a multiple of 128 (Shape) and for a pair without an instance; Library
-/// turns each fallback into an error.
-#[test]
-fn plan_says_what_runs_and_why() {
+/// The plan query of a blockwise op: the CPU on a CPU context; on a GPU the reference kernel
+/// when requested; `ok` on the library where the device has one; each of `refused` (params,
+/// op, the `Fallback` code) on the reference kernel, and an error under `GemmBackend::Library`.
+fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32)]) {
     let fmt = Fp8Format::E4M3Fn;
-    let op = |m, n, k| GroupedOp::Blockwise2D3D { m, n, k };
-    let cpu =
-        Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), op(64, 128, 128), 2, None);
+    let cpu = Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), ok, 2, None);
     assert_eq!(cpu.unwrap().imp, GemmImpl::Cpu);
-    let Some(ctx) = gpu_for_tests("plan_says_what_runs_and_why") else {
+    let Some(ctx) = gpu_for_tests(name) else {
         return;
     };
     let req = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
-    let r = ctx
-        .grouped_gemm_plan(&req, op(64, 128, 128), 2, None)
-        .unwrap();
+    let r = ctx.grouped_gemm_plan(&req, ok, 2, None).unwrap();
     assert_eq!(
         (r.imp, r.fallback),
         (GemmImpl::Reference, Some(Fallback::Requested))
     );
     let auto = GemmParams::new(fmt, fmt);
-    let lib = ctx
-        .grouped_gemm_plan(&auto, op(64, 128, 128), 2, None)
-        .unwrap();
-    println!("E4M3 x E4M3 K = N = 128: {}", lib.describe());
+    let lib = ctx.grouped_gemm_plan(&auto, ok, 2, None).unwrap();
+    println!("E4M3 x E4M3 {ok:?}: {}", lib.describe());
     if lib.imp == GemmImpl::Reference {
         assert!(
             matches!(lib.fallback, Some(Fallback::NoLibrary(_))),
             "{lib:?}"
         );
-        skip_test(
-            "plan_says_what_runs_and_why (library part)",
-            &lib.describe(),
-        );
+        skip_test(&format!("{name} (library part)"), &lib.describe());
         return;
     }
-    let e5 = Fp8Format::E5M2;
-    for (p, o, code) in [
-        (auto, op(64, 128, 200), 4),
-        (auto, op(64, 136, 128), 4),
-        (GemmParams::new(fmt, e5), op(64, 128, 128), 3),
-    ] {
+    for &(p, o, code) in refused {
         let plan = ctx.grouped_gemm_plan(&p, o, 2, None).unwrap();
         assert_eq!(plan.imp, GemmImpl::Reference, "{plan:?}");
         assert_eq!(
@@ -608,9 +597,28 @@ fn plan_says_what_runs_and_why() {
         let strict = p.with_backend(GemmBackend::Library);
         assert!(ctx.grouped_gemm_plan(&strict, o, 2, None).is_err());
     }
-    assert!(
-        ctx.grouped_gemm_blockwise_workspace_size(&auto, 32)
-            .unwrap()
-            > 0
+    assert!(ctx.grouped_gemm_op_workspace_size(&auto, ok, 32).unwrap() > 0);
+}
+
+/// The plan query of the 2D x 3D op: Shape when K or N is not a multiple of 128, FormatPair
+/// for a pair without an instance.
+#[test]
+fn plan_says_what_runs_and_why() {
+    let fmt = Fp8Format::E4M3Fn;
+    let op = |m, n, k| GroupedOp::Blockwise2D3D { m, n, k };
+    let auto = GemmParams::new(fmt, fmt);
+    let pair = GemmParams::new(fmt, Fp8Format::E5M2);
+    check_plans(
+        "plan_says_what_runs_and_why",
+        op(64, 128, 128),
+        &[
+            (auto, op(64, 128, 200), 4),
+            (auto, op(64, 136, 128), 4),
+            (pair, op(64, 128, 128), 3),
+        ],
     );
 }
+
+// The blockwise-scaled 2D x 2D (wgrad).
+#[path = "gpu_grouped_gemm_blockwise/wgrad.rs"]
+mod wgrad;

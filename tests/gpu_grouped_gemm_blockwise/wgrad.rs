@@ -13,36 +13,14 @@
 //! meet one block more than its length needs); S = sum over the group's tokens of |a b sa sb|:
 //! `2^-8 |ref| + 2 (len + 2 kb) 2^-24 S`, plus `2^-10 S` for CUTLASS.
 
-#![allow(clippy::needless_range_loop)]
-
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
 
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests, skip_test};
 use hipfp8::ffi::*;
-use hipfp8::{
-    CastParams, Context, Fallback, Fp8Format, GemmBackend, GemmImpl, GemmParams, GroupedOp,
-    StreamRef, bf16,
-};
+use hipfp8::{CastParams, Context, Fp8Format, GemmBackend, GemmImpl, GemmParams, GroupedOp, bf16};
 
-const SENTINEL: f32 = -768.0;
-const BLOCK: usize = 128;
-const S: StreamRef = StreamRef::DEFAULT;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f32 {
-        ((self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0) as f32
-    }
-}
+use super::{BLOCK, Rng, S, SENTINEL, bits, check_plans, last_error, tolerance_blocks};
 
 /// One wgrad problem: a (n, mt) row-major, b stored (k, mt) row-major (the (mt, k)
 /// column-major operand), END offsets along mt, DEQUANT scales (n, mb) and (k, mb).
@@ -188,10 +166,7 @@ impl Problem {
 
 /// The per-element tolerance of the module docs (`library`: CUTLASS's extra term).
 fn tolerance(exact: f64, s: f64, len: usize, library: bool) -> f64 {
-    let kb = len.div_ceil(BLOCK) + 1;
-    let acc =
-        2.0 * (len + 2 * kb) as f64 * 2f64.powi(-24) + if library { 2f64.powi(-10) } else { 0.0 };
-    2f64.powi(-8) * exact.abs() + acc * s
+    tolerance_blocks(exact, s, len, len.div_ceil(BLOCK) + 1, library)
 }
 
 /// `got` against the f64 reference: every element within tolerance, an empty group's block
@@ -266,10 +241,6 @@ fn run_gpu(ctx: &Context, stream: &Stream, params: &GemmParams, p: &Problem) -> 
     dout.to_vec().unwrap()
 }
 
-fn bits(v: &[bf16]) -> Vec<u16> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 fn assert_bits_eq(got: &[bf16], want: &[bf16], what: &str) {
     let diff = bits(got).iter().zip(bits(want)).position(|(x, y)| *x != y);
     assert!(
@@ -321,13 +292,6 @@ fn c_call(
         0,
         null_mut(),
     )
-}
-
-fn last_error() -> String {
-    // SAFETY: never NULL, NUL-terminated, valid until the next hipfp8 call on this thread.
-    unsafe { std::ffi::CStr::from_ptr(hipfp8_last_error_message()) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The C export == the Rust op bit for bit; its statuses for bad input leave the output
@@ -518,63 +482,21 @@ fn library_matches_f64_and_leaves_unaligned_groups_to_the_reference() {
     println!("{} within tolerance of f64", plan.describe());
 }
 
-/// The plan query: the CPU on a CPU context; on a GPU the reference kernel when requested,
-/// when Mt % 16 or K % 8 is not 0 (Shape) and for a pair without an instance; Library turns
-/// each fallback into an error.
+/// The plan query of the 2D x 2D op: Shape when Mt % 16 or K % 8 is not 0, FormatPair for a
+/// pair without an instance.
 #[test]
 fn plan_says_what_runs_and_why() {
     let fmt = Fp8Format::E4M3Fn;
     let op = |n, mt, k| GroupedOp::Blockwise2D2D { n, mt, k };
-    let cpu =
-        Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), op(64, 256, 64), 2, None);
-    assert_eq!(cpu.unwrap().imp, GemmImpl::Cpu);
-    let Some(ctx) = gpu_for_tests("plan_says_what_runs_and_why") else {
-        return;
-    };
-    let req = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
-    let r = ctx
-        .grouped_gemm_plan(&req, op(64, 256, 64), 2, None)
-        .unwrap();
-    assert_eq!(
-        (r.imp, r.fallback),
-        (GemmImpl::Reference, Some(Fallback::Requested))
-    );
     let auto = GemmParams::new(fmt, fmt);
-    let lib = ctx
-        .grouped_gemm_plan(&auto, op(64, 256, 64), 2, None)
-        .unwrap();
-    println!("E4M3 x E4M3 mt 256 k 64: {}", lib.describe());
-    if lib.imp == GemmImpl::Reference {
-        assert!(
-            matches!(lib.fallback, Some(Fallback::NoLibrary(_))),
-            "{lib:?}"
-        );
-        skip_test(
-            "plan_says_what_runs_and_why (library part)",
-            &lib.describe(),
-        );
-        return;
-    }
-    let e5 = Fp8Format::E5M2;
-    for (p, o, code) in [
-        (auto, op(64, 200, 64), 4),
-        (auto, op(64, 256, 60), 4),
-        (GemmParams::new(fmt, e5), op(64, 256, 64), 3),
-    ] {
-        let plan = ctx.grouped_gemm_plan(&p, o, 2, None).unwrap();
-        assert_eq!(plan.imp, GemmImpl::Reference, "{plan:?}");
-        assert_eq!(
-            plan.fallback.as_ref().map(|f| f.code()),
-            Some(code),
-            "{plan:?}"
-        );
-        println!("{}", plan.describe());
-        let strict = p.with_backend(GemmBackend::Library);
-        assert!(ctx.grouped_gemm_plan(&strict, o, 2, None).is_err());
-    }
-    assert!(
-        ctx.grouped_gemm_op_workspace_size(&auto, op(64, 256, 64), 32)
-            .unwrap()
-            > 0
+    let pair = GemmParams::new(fmt, Fp8Format::E5M2);
+    check_plans(
+        "wgrad::plan_says_what_runs_and_why",
+        op(64, 256, 64),
+        &[
+            (auto, op(64, 200, 64), 4),
+            (auto, op(64, 256, 60), 4),
+            (pair, op(64, 256, 64), 3),
+        ],
     );
 }
