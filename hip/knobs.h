@@ -19,7 +19,7 @@
   X(COLWISE_L, "HIPFP8_COLWISE_L", "int", 0, "once",                                               \
     "1..64: sub-chunks per work item of the jagged column casts (other values: the built-in 2)")  \
   X(COLWISE3D_L, "HIPFP8_COLWISE3D_L", "int", 0, "once",                                           \
-    "1..64: sub-chunks per work item of the 3D column casts (other values: the built-in 2)")      \
+    "1..64: sub-chunks per work item of the 3D column casts (other values: the built-in 1)")      \
   X(PGR_BLOCKS_PER_SM, "HIPFP8_PGR_BLOCKS_PER_SM", "int", 0, "once",                               \
     "1..64: per_group_rowwise grid of that many blocks per SM instead of the resident count")     \
   X(PGR_TWO_BARRIER, "HIPFP8_PGR_TWO_BARRIER", "bool", 0, "once",                                  \

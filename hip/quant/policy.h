@@ -93,11 +93,12 @@ inline int64_t padded_grid(int64_t resident, int64_t rows_bound) {
 }
 
 // ---------------------------------------------------------------- column casts (colwise.hip)
-// Smallest L (sub-chunks per work item) for jagged groups and for the 3D op (uniform groups of
-// N rows): L = 2 is best or equal of 1, 2, 4 for both (bench/NOTES.md, "Kernel design
-// decisions"), or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (1..64).
+// Smallest L (sub-chunks per work item) for jagged groups (L = 2: best or equal of 1, 2, 4;
+// bench/NOTES.md, "Kernel design decisions") and for the 3D op's uniform groups of N rows
+// (L = 1: 14 % faster than 2 on 7168-row groups, the same elsewhere; bench/NOTES.md, session
+// 23's sweep), or HIPFP8_COLWISE_L / HIPFP8_COLWISE3D_L (1..64).
 constexpr int kColDefaultL = 2;
-constexpr int kCol3dDefaultL = 2;
+constexpr int kCol3dDefaultL = 1;
 inline int colwise_min_L(bool is3d) {
   const int r = knob(is3d ? kKnob_COLWISE3D_L : kKnob_COLWISE_L);
   if (r < 1 || r > 64) return is3d ? kCol3dDefaultL : kColDefaultL;
