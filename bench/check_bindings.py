@@ -192,16 +192,16 @@ def run_gemm_bindings(lib_path):
         offs3 = np.array([100, 100, 300], dtype=np.int32)
         a3 = random_codes(rng, n2 * mt3, fa)
         b3 = random_codes(rng, k2 * mt3, fb)
-        sa3 = rng.uniform(0.5, 2, n2 * mb).astype(np.float32)
-        sb3 = rng.uniform(0.5, 2, k2 * mb).astype(np.float32)
+        sa3 = rng.uniform(0.5, 2, mb * n2).astype(np.float32)  # (mb, n) block-major
+        sb3 = rng.uniform(0.5, 2, mb * k2).astype(np.float32)
         out3 = np.full(G * n2 * k2, 0x4000, dtype=np.uint16)
         d3 = g.desc_bw_2d2d(n2, mt3, k2, fa, fb)
         imp, why, text = g.plan(d3, G)
         assert imp == "cpu" and why == 0, (imp, why, text)
         g.gemm_bw_2d2d(d3, addr(a3), a3.size, addr(b3), b3.size, addr(offs3), G, addr(sa3), sa3.size, addr(sb3),
                        sb3.size, addr(out3), out3.size)
-        tok_a = ta[a3].reshape(n2, mt3) * np.repeat(sa3.reshape(n2, mb), 128, 1)[:, :mt3]
-        tok_b = tb[b3].reshape(k2, mt3) * np.repeat(sb3.reshape(k2, mb), 128, 1)[:, :mt3]
+        tok_a = ta[a3].reshape(n2, mt3) * np.repeat(sa3.reshape(mb, n2).T, 128, 1)[:, :mt3]
+        tok_b = tb[b3].reshape(k2, mt3) * np.repeat(sb3.reshape(mb, k2).T, 128, 1)[:, :mt3]
         ref3 = np.zeros((G, n2, k2))
         lo = 0
         for gi, hi in enumerate(offs3):

@@ -256,10 +256,10 @@ class BlockwiseWgradCase(Case):
         self.A, self.B = X, Y
         mb = mt // 128
 
-        def blocks(T):
+        def blocks(T):  # scales block-major (mb, rows), as the op takes them
             amax = T.float().view(-1, mb, 128).abs().amax(-1).clamp_min(1e-12)
             s = fmax / amax
-            return (T.float().view(-1, mb, 128) * s[..., None]).to(f8).view(T.shape), (1.0 / s).contiguous()
+            return (T.float().view(-1, mb, 128) * s[..., None]).to(f8).view(T.shape), (1.0 / s).t().contiguous()
 
         self.Af, self.sa = blocks(X)
         self.Bf, self.sb = blocks(Y)

@@ -115,7 +115,7 @@ class Gemm:
 
     def gemm_bw_2d2d(self, d, a, a_len, b, b_len, offs, groups, sa, sa_len, sb, sb_len, out, out_len,
                      stream=None, workspace=None, workspace_bytes=0):
-        """Blockwise-scaled 2D x 2D: a, b as gemm_2d2d; sa (n, ceil(mt/128)), sb (k, ceil(mt/128))."""
+        """Blockwise-scaled 2D x 2D: a, b as gemm_2d2d; sa (ceil(mt/128), n), sb (ceil(mt/128), k)."""
         self.check(self.lib.hipfp8_grouped_gemm_blockwise_2d2d(self.ctx, byref(d), a, a_len, b, b_len, offs, groups,
                                                                sa, sa_len, sb, sb_len, out, out_len, workspace,
                                                                workspace_bytes, stream),

@@ -597,7 +597,11 @@ fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32
         let strict = p.with_backend(GemmBackend::Library);
         assert!(ctx.grouped_gemm_plan(&strict, o, 2, None).is_err());
     }
-    assert!(ctx.grouped_gemm_op_workspace_size(&auto, ok, 32).unwrap() > 0);
+    assert!(
+        ctx.grouped_gemm_blockwise_workspace_size(&auto, 32)
+            .unwrap()
+            > 0
+    );
 }
 
 /// The plan query of the 2D x 3D op: Shape when K or N is not a multiple of 128, FormatPair

@@ -54,8 +54,8 @@ HIPFP8_DECL int hipfp8_gg_cutlass_bw_2d3d(const uint8_t* a, int fmt_a, const uin
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
     int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
 // Blockwise-scaled 2D x 2D (docs/OPS.md grouped_gemm_blockwise_2d2d): a (N, Mt), b (K x Mt),
-// sa (N, ceil(Mt/128)), sb (K, ceil(Mt/128)), row-major DEQUANT scales of absolute 128-token
-// blocks; out (G, N, K). The reference kernel (every format pair and shape; `skip` as for
+// sa (ceil(Mt/128), N), sb (ceil(Mt/128), K), row-major DEQUANT scales of absolute 128-token
+// blocks (block-major: one row per token block); out (G, N, K). The reference kernel (every format pair and shape; `skip` as for
 // hipfp8_gg_ref_2d2d) and the CUTLASS sm_90 instance (E4M3FN x E4M3FN, Mt % 16 == 0,
 // K % 8 == 0, 16-byte aligned a, b, out), which takes the non-empty groups starting on a
 // 128-token boundary and runs the reference kernel on the others (decided on the device).

@@ -304,8 +304,8 @@ __device__ inline float add_nc(float x, float y) { return __fadd_rn(x, y); }
 
 // One BM x BN output tile of a blockwise-scaled GEMM, both operands contiguous along the
 // reduction: tile row r reads a[r * lda + t], tile column c reads b[c * ldb + t], for t in
-// [lo, hi). Block q's scales: sa[r * sa_ld + q] and sb[c * sb_ld + q] (sb_ld = 0: one scale
-// for every column of the tile).
+// [lo, hi). Block q's scales: sa[r * sa_ld + q * sa_qs] and sb[c * sb_ld + q * sb_qs]
+// (sb_ld = 0: one scale for every column of the tile).
 struct BwTile {
   const uint8_t* a;
   const uint8_t* b;
@@ -313,9 +313,9 @@ struct BwTile {
   int64_t rows, cols;  // valid rows / columns of the tile (<= BM / BN)
   int64_t lo, hi;      // the reduction range
   const float* sa;
-  int64_t sa_ld;
+  int64_t sa_ld, sa_qs;
   const float* sb;
-  int64_t sb_ld;
+  int64_t sb_ld, sb_qs;
   hipfp8_bf16* out;    // the tile's (0, 0) output
   int64_t ldo;
 };
@@ -382,12 +382,12 @@ __device__ inline void run_tile_bw(const BwTile& t, const float* lut_a, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int64_t c = tx + 16 * j;
-      sbq[j] = c < t.cols ? t.sb[c * t.sb_ld + q] : 0.0f;
+      sbq[j] = c < t.cols ? t.sb[c * t.sb_ld + q * t.sb_qs] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int64_t r = ty + 16 * i;
-      const float saq = r < t.rows ? t.sa[r * t.sa_ld + q] : 0.0f;
+      const float saq = r < t.rows ? t.sa[r * t.sa_ld + q * t.sa_qs] : 0.0f;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const float* l = lane[i][j];
@@ -450,8 +450,10 @@ grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
       tl.hi = K;
       tl.sa = sa + r0 * kbn;
       tl.sa_ld = kbn;
+      tl.sa_qs = 1;
       tl.sb = sb + ((int64_t)g * nbn + col0 / BW_BLOCK) * kbn;
       tl.sb_ld = 0;
+      tl.sb_qs = 1;
       tl.out = out + r0 * N + col0;
       tl.ldo = N;
       if (!luts_ready) {  // block-uniform
@@ -478,7 +480,6 @@ grouped_bw_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
   __shared__ float As[BK][BM + LDS_PAD];
   __shared__ float Bs[BK][BN + LDS_PAD];
   bool luts_ready = false;
-  const int64_t mb = (Mt + BW_BLOCK - 1) / BW_BLOCK;
   const int64_t ntiles_n = (N + BM - 1) / BM;
   const int64_t ntiles_k = (K + BN - 1) / BN;
   const int64_t tiles = ntiles_n * ntiles_k;
@@ -503,10 +504,12 @@ grouped_bw_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
       tl.cols = (K - col0 < BN) ? K - col0 : BN;
       tl.lo = t0;
       tl.hi = t1;
-      tl.sa = sa + row0 * mb;
-      tl.sa_ld = mb;
-      tl.sb = sb + col0 * mb;
-      tl.sb_ld = mb;
+      tl.sa = sa + row0;
+      tl.sa_ld = 1;
+      tl.sa_qs = N;
+      tl.sb = sb + col0;
+      tl.sb_ld = 1;
+      tl.sb_qs = K;
       tl.out = out + (int64_t)g * N * K + row0 * K + col0;
       tl.ldo = K;
       if (!luts_ready) {  // block-uniform
@@ -595,7 +598,7 @@ HIPFP8_EXTERN int hipfp8_gg_ref_bw_2d3d(const uint8_t* a, int fmt_a, const uint8
 }
 
 // Blockwise-scaled 2D x 2D: a (N,Mt) row-major, b (Mt,K) column-major, offs[G] along Mt
-// (device), sa (N, ceil(Mt/128)), sb (K, ceil(Mt/128)) row-major, out (G,N,K) bf16 row-major.
+// (device), sa (ceil(Mt/128), N), sb (ceil(Mt/128), K) row-major, out (G,N,K) bf16 row-major.
 // `skip` may be null; `max_blocks` caps the grid (0 = default).
 HIPFP8_EXTERN int hipfp8_gg_ref_bw_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
                                         const int32_t* offs, int groups, const float* sa,

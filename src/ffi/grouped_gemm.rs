@@ -347,11 +347,12 @@ c_exports! {
     /// with the scales applied per 128-token block: for group g over tokens [lo, hi) =
     /// `[offs[g-1], offs[g])`, `out[g*n*k + i*k + j] = bf16(sum over the blocks q meeting
     /// [lo, hi) ascending of f32(sum_{t in [lo, hi) in block q} a[i*mt + t] b[j*mt + t]) *
-    /// scale_a[i*mb + q] * scale_b[j*mb + q])`, mb = ceil(mt/128), blocks [128 q, 128 q + 128)
+    /// scale_a[q*n + i] * scale_b[q*k + j])`, mb = ceil(mt/128), blocks [128 q, 128 q + 128)
     /// at absolute token positions; an empty group gives zeros. a: n*mt bytes; b: mt*k bytes
     /// (`b[j*mt + t]`, as for `hipfp8_grouped_gemm_2d2d`); offs: num_groups END offsets along
-    /// mt; scale_a: n*mb (1 / the scales `hipfp8_blockwise_1x128` writes for a); scale_b: k*mb
-    /// (1 / those it writes for b's (k, mt) storage); out: num_groups*n*k bf16; workspace as for
+    /// mt; scale_a: mb*n (block-major: 1 / the transpose of the scales `hipfp8_blockwise_1x128`
+    /// writes for a); scale_b: mb*k (the same for b's (k, mt) storage); out: num_groups*n*k bf16;
+    /// workspace as for
     /// `hipfp8_grouped_gemm_blockwise_2d3d`.
     fn hipfp8_grouped_gemm_blockwise_2d2d(hipfp8_grouped_gemm_blockwise_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_BLOCKWISE_2D2D):
         (a[a_len]: *const u8, b[b_len]: *const u8, offs[num_groups]: *const i32,

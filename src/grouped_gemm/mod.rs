@@ -165,10 +165,10 @@ pub static GROUPED_GEMM_BLOCKWISE_2D2D: OpDecl<GemmParams, (usize, usize, usize)
         BufDecl::input("b", Elem::U8, |&(_, mt, k), _| checked_mul("mt*k", mt, k)),
         BufDecl::offsets("offs", |s| s.1),
         BufDecl::input("scale_a", Elem::F32, |&(n, mt, _), _| {
-            checked_mul("n*ceil(mt/128)", n, blocks(mt))
+            checked_mul("ceil(mt/128)*n", n, blocks(mt))
         }),
         BufDecl::input("scale_b", Elem::F32, |&(_, mt, k), _| {
-            checked_mul("k*ceil(mt/128)", k, blocks(mt))
+            checked_mul("ceil(mt/128)*k", k, blocks(mt))
         }),
         BufDecl::output("out", Elem::Bf16, |&(n, _, k), g| {
             checked_mul("g*n*k", checked_mul("g*n", g, n)?, k)
@@ -219,13 +219,13 @@ op_methods! {
         f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_BLOCKWISE_2D3D (m, k, n, e);
 
     /// Blockwise-scaled 2D x 2D grouped GEMM with jagged K (DeepSeek-V3 recipe; wgrad): `a`,
-    /// `b`, `offs` as for [`Context::grouped_gemm_2d2d`]; `scale_a` (N, ceil(Mt/128)) and
-    /// `scale_b` (K, ceil(Mt/128)) row-major, the DEQUANT scales of the 1 x 128 token blocks
-    /// of a and of b's (K, Mt) storage (1 / what `blockwise_1x128` writes for them), blocks at
-    /// absolute token positions. For group g over tokens [lo, hi): `out[g*N*K + i*K + j] =
-    /// bf16(sum over the token blocks q meeting [lo, hi) ascending of f32(sum_{t in [lo, hi)
-    /// in block q} a[i,t] b[t,j]) * scale_a[i,q] * scale_b[j,q])`; an empty group's block is
-    /// zeros (docs/OPS.md).
+    /// `b`, `offs` as for [`Context::grouped_gemm_2d2d`]; `scale_a` (ceil(Mt/128), N) and
+    /// `scale_b` (ceil(Mt/128), K) row-major (block-major), the DEQUANT scales of the 128-token
+    /// blocks of each row of a and of b's (K, Mt) storage (1 / the transpose of what
+    /// `blockwise_1x128` writes for them), blocks at absolute token positions. For group g over
+    /// tokens [lo, hi): `out[g*N*K + i*K + j] = bf16(sum over the token blocks q meeting
+    /// [lo, hi) ascending of f32(sum_{t in [lo, hi) in block q} a[i,t] b[t,j]) * scale_a[q,i]
+    /// * scale_b[q,j])`; an empty group's block is zeros (docs/OPS.md).
     fn grouped_gemm_blockwise_2d2d(p: &GemmParams, n: usize, mt: usize, k: usize;
         a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
         f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_BLOCKWISE_2D2D (n, mt, k);

@@ -68,12 +68,12 @@ pub fn grouped_gemm_blockwise_2d3d(
 
 /// Blockwise-scaled 2D x 2D (wgrad; docs/OPS.md `grouped_gemm_blockwise_2d2d`). `a` (n, mt)
 /// row-major, `b` (mt, k) column-major (`b[j*mt + t]`), `offs` END offsets along mt (validated);
-/// `scale_a` (n, ceil(mt/128)) and `scale_b` (k, ceil(mt/128)) row-major DEQUANT scales of the
-/// 1 x 128 token blocks of a and of b's (k, mt) storage, blocks at absolute token positions
-/// [128 q, 128 q + 128) (what `blockwise_1x128` writes for the transposed activations and
-/// gradients, reciprocated). For group g over tokens [lo, hi) and every (i, j):
+/// `scale_a` (ceil(mt/128), n) and `scale_b` (ceil(mt/128), k) row-major (block-major: one row
+/// per token block) DEQUANT scales of the 128-token blocks of each row of a and of b's (k, mt)
+/// storage, blocks at absolute token positions [128 q, 128 q + 128). For group g over tokens
+/// [lo, hi) and every (i, j):
 ///   out[g, i, j] = bf16_rne( sum over the blocks q meeting [lo, hi), ascending, of
-///                    f32(sum_{t in [lo, hi) within block q} a[i,t] b[t,j]) * scale_a[i,q] * scale_b[j,q] )
+///                    f32(sum_{t in [lo, hi) within block q} a[i,t] b[t,j]) * scale_a[q,i] * scale_b[q,j] )
 /// (each block's dot as [`dot_f32`] over the segment, from its first token); an empty group's
 /// block is zeros. A block that two groups share gives each its part with the same scales.
 pub fn grouped_gemm_blockwise_2d2d(
@@ -85,7 +85,6 @@ pub fn grouped_gemm_blockwise_2d2d(
         return;
     }
     let (ta, tb) = (decode_table(fa), decode_table(fb));
-    let mb = mt.div_ceil(BLOCK);
     let af: Vec<f32> = a[..n * mt].iter().map(|&c| ta[c as usize]).collect();
     let bf: Vec<f32> = b[..k * mt].iter().map(|&c| tb[c as usize]).collect();
     for ((lo, hi), og) in group_ranges(offs).zip(out.chunks_mut(n * k)) {
@@ -99,7 +98,7 @@ pub fn grouped_gemm_blockwise_2d2d(
                     let q = t0 / BLOCK;
                     let t1 = ((q + 1) * BLOCK).min(hi);
                     let part = dot_f32(&arow[t0..t1], &brow[t0..t1]);
-                    acc += part * scale_a[i * mb + q] * scale_b[j * mb + q];
+                    acc += part * scale_a[q * n + i] * scale_b[q * k + j];
                     t0 = t1;
                 }
                 *oj = bf16::from_f32(acc);
@@ -210,8 +209,8 @@ mod tests {
                         let q = t / BLOCK;
                         let p = fa.decode(a[i * mt + t]) as f64
                             * fb.decode(b[j * mt + t]) as f64
-                            * sa[i * mb + q] as f64
-                            * sb[j * mb + q] as f64;
+                            * sa[q * n + i] as f64
+                            * sb[q * k + j] as f64;
                         r += p;
                         sabs += p.abs();
                     }

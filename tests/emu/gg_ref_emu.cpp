@@ -235,8 +235,8 @@ int main() {
       if (!skip[g])
         for (int64_t i = 0; i < N; ++i)
           for (int64_t j = 0; j < K; ++j) {
-            float v = bw_dot(xa[i], yb[j], prev, o, [&](int64_t q) { return sa[i * mb + q]; },
-                             [&](int64_t q) { return sb[j * mb + q]; });
+            float v = bw_dot(xa[i], yb[j], prev, o, [&](int64_t q) { return sa[q * N + i]; },
+                             [&](int64_t q) { return sb[q * K + j]; });
             want[g * N * K + i * K + j] = hipfp8_f32_to_bf16(v);
           }
       prev = o;

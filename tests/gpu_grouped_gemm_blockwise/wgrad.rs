@@ -23,7 +23,7 @@ use hipfp8::{CastParams, Context, Fp8Format, GemmBackend, GemmImpl, GemmParams, 
 use super::{BLOCK, Rng, S, SENTINEL, bits, check_plans, last_error, tolerance_blocks};
 
 /// One wgrad problem: a (n, mt) row-major, b stored (k, mt) row-major (the (mt, k)
-/// column-major operand), END offsets along mt, DEQUANT scales (n, mb) and (k, mb).
+/// column-major operand), END offsets along mt, DEQUANT scales (mb, n) and (mb, k) (block-major).
 struct Problem {
     fa: Fp8Format,
     fb: Fp8Format,
@@ -42,13 +42,10 @@ impl Problem {
         self.offs.len()
     }
 
-    fn mb(&self) -> usize {
-        self.mt.div_ceil(BLOCK)
-    }
-
     /// Gradients (n, mt) and activations (k, mt), both token-contiguous, with a per-row
     /// magnitude spread, quantized by the crate's `blockwise_1x128` (on the CPU); the GEMM's
-    /// scales are the reciprocals of the cast scales (the documented convention).
+    /// scales are the reciprocals of the cast scales, transposed to block-major (the documented
+    /// convention).
     fn from_casts(fmt: Fp8Format, n: usize, mt: usize, k: usize, offs: &[i32], seed: u64) -> Self {
         let cpu = Context::cpu();
         let p = CastParams::new(fmt, false);
@@ -70,7 +67,11 @@ impl Problem {
                 S,
             )
             .unwrap();
-            (q, s.iter().map(|v| 1.0 / v).collect())
+            // (rows, mb) -> (mb, rows), reciprocals.
+            let t = (0..mb * rows)
+                .map(|x| 1.0 / s[(x % rows) * mb + x / rows])
+                .collect();
+            (q, t)
         };
         let (a, sa) = cast(n, 7);
         let (b, sb) = cast(k, 5);
@@ -134,7 +135,7 @@ impl Problem {
 
     /// f64 reference per output: (exact value, S, group length).
     fn reference(&self) -> Vec<(f64, f64, usize)> {
-        let (n, mt, k, mb) = (self.n, self.mt, self.k, self.mb());
+        let (n, mt, k) = (self.n, self.mt, self.k);
         let mut refs = vec![(0.0, 0.0, 0); self.g() * n * k];
         for (g, (lo, hi)) in self.ranges().into_iter().enumerate() {
             for i in 0..n {
@@ -144,8 +145,8 @@ impl Problem {
                         let q = t / BLOCK;
                         let p = self.fa.decode(self.a[i * mt + t]) as f64
                             * self.fb.decode(self.b[j * mt + t]) as f64
-                            * self.sa[i * mb + q] as f64
-                            * self.sb[j * mb + q] as f64;
+                            * self.sa[q * n + i] as f64
+                            * self.sb[q * k + j] as f64;
                         r += p;
                         sabs += p.abs();
                     }

@@ -15,15 +15,20 @@
 //     D = out + lo*N (M_g x N).
 //   2D x 2D, group g = tokens [lo, hi), taken only when lo % 128 == 0 and hi > lo:
 //     A = a + lo (N x len, row stride Mt), B = b + lo (K x len, row stride Mt),
-//     SFA = scale_a + lo/128 (N x ceil(len/128), row stride mb = ceil(Mt/128)),
-//     SFB = scale_b + lo/128 (K x ceil(len/128), row stride mb), D = out + g*N*K (N x K);
+//     SFA = scale_a + (lo/128)*N (ceil(len/128) blocks of N scales, MN-major),
+//     SFB = scale_b + (lo/128)*K (ceil(len/128) blocks of K scales, MN-major), D = out + g*N*K;
 //     the group's blocks are then the absolute token blocks (TMA zero-fills past hi). Other
 //     groups (start off a 128-token boundary, or empty) get no tiles here and are computed by
 //     the reference kernel after CUTLASS, which skips the groups CUTLASS owned.
 // Kernel: CUTLASS's pointer-array grouped GEMM with blockwise scaling
-// (KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Sm90BlockwiseScaleConfig<1, GN, 128>
-// with both scale grids K-major, i.e. exactly the row-major grids the casts write: GN = 128
-// for 2D x 3D, 1 for 2D x 2D); tile 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in
+// (KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Sm90BlockwiseScaleConfig<1, GN, 128>:
+// 2D x 3D GN = 128, both grids K-major; 2D x 2D GN = 1, both grids MN-major). The grouped
+// kernel reads each group's scales in the COMPACT layout of its own problem shape (it
+// rebuilds the layout from the shape and ignores the one passed in), so a group's grid must
+// be contiguous from its pointer: the K-major (M, K/128) grids of 2D x 3D are, and so are
+// block-major 2D x 2D grids (a group's blocks are consecutive rows of N or K scales), which
+// is why the 2D x 2D op takes its scales (ceil(Mt/128), N) and (ceil(Mt/128), K). Tile
+// 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in
 // sm90.hip, a small kernel builds the per-group arrays (shapes, pointers, strides, scale
 // layouts) on the device from the device offsets: nothing is read back, nothing synchronises.
 // Whole-call requirements (HIPFP8_KSTATUS_UNSUPPORTED otherwise, nothing launched): E4M3FN x
@@ -71,10 +76,9 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
 constexpr int kEpilogueSmem = static_cast<int>(sizeof(typename Epilogue::SharedStorage));
 
 // One instance: scale granularity 1 (rows of A) x GN (columns of B) x 128 (reduction).
-template <int GN>
+template <int GN, cute::GMMA::Major Major>
 struct Inst {
-  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, GN, kBlock, cute::GMMA::Major::K,
-                                                                cute::GMMA::Major::K>;
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, GN, kBlock, Major, Major>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -89,8 +93,8 @@ struct Inst {
                     std::is_same_v<typename Kernel::InternalStrideD, StrideD>,
                 "grouped strides");
 };
-using Bw2d3d = Inst<kBlock>;
-using Bw2d2d = Inst<1>;
+using Bw2d3d = Inst<kBlock, cute::GMMA::Major::K>;
+using Bw2d2d = Inst<1, cute::GMMA::Major::MN>;
 
 // The per-group argument arrays of instance I, carved out of the caller's workspace.
 template <class I>
@@ -185,15 +189,6 @@ __global__ void build_2d3d(Arrays<Bw2d3d> r, const uint8_t* a, const uint8_t* b,
   r.owns[g] = 1;
 }
 
-// A (rows x ceil(len/128)) K-major scale grid whose rows are `ld` floats apart: the rows of a
-// row-major (rows, mb) grid, read from the group's first block on.
-template <class L>
-__device__ inline L token_block_grid(int rows, int len, int ld) {
-  const int blocks = (len + kBlock - 1) / kBlock;
-  return make_layout(make_shape(make_shape(_1{}, rows), make_shape(Int<kBlock>{}, blocks), 1),
-                     make_stride(make_stride(_0{}, ld), make_stride(_0{}, _1{}), rows * ld));
-}
-
 // 2D x 2D: CUTLASS owns a non-empty group starting on a 128-token boundary; any other gets
 // M = 0 (no tiles) and owns = 0.
 __global__ void build_2d2d(Arrays<Bw2d2d> r, const uint8_t* a, const uint8_t* b,
@@ -203,20 +198,19 @@ __global__ void build_2d2d(Arrays<Bw2d2d> r, const uint8_t* a, const uint8_t* b,
   if (g >= groups) return;
   int64_t lo, hi;
   hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  const int64_t mb = (Mt + kBlock - 1) / kBlock;
   const int len = (int)(hi - lo), n = (int)N, k = (int)K;
   const bool own = len > 0 && lo % kBlock == 0;
   r.shapes[g] = Shape3{own ? n : 0, k, len};
   r.pa[g] = reinterpret_cast<const E4M3*>(a + lo);
   r.pb[g] = reinterpret_cast<const E4M3*>(b + lo);
   r.pd[g] = reinterpret_cast<ElementD*>(out + (int64_t)g * N * K);
-  r.psa[g] = sa + lo / kBlock;
-  r.psb[g] = sb + lo / kBlock;
+  r.psa[g] = sa + (lo / kBlock) * N;
+  r.psb[g] = sb + (lo / kBlock) * K;
   r.sta[g] = StrideA{Mt, _1{}, _0{}};
   r.stb[g] = StrideB{Mt, _1{}, _0{}};
   r.std_[g] = StrideD{K, _1{}, _0{}};
-  r.lsa[g] = token_block_grid<Bw2d2d::LayoutSFA>(n, len, (int)mb);
-  r.lsb[g] = token_block_grid<Bw2d2d::LayoutSFB>(k, len, (int)mb);
+  r.lsa[g] = Bw2d2d::ScaleConfig::tile_atom_to_shape_SFA(make_shape(n, k, len, 1));
+  r.lsb[g] = Bw2d2d::ScaleConfig::tile_atom_to_shape_SFB(make_shape(n, k, len, 1));
   r.owns[g] = own ? 1 : 0;
 }
 }  // namespace
