@@ -399,41 +399,64 @@ fn c_abi_matches_rust_and_refuses_bad_input() {
             "",
         ),
     ];
-    for (dd, sb_len, want, culprit) in cases {
-        let mut o = sentinel.clone();
-        let st = c_call(c, &dd, &p, sb_len, &mut o);
-        let msg = last_error();
-        assert_eq!(st, want, "{msg}");
-        assert!(
-            msg.starts_with("hipfp8_grouped_gemm_blockwise_2d3d") && msg.contains(culprit),
-            "{msg}"
-        );
-        assert_eq!(bits(&o), bits(&sentinel), "{culprit}: written on failure");
-    }
-    // Plan and workspace queries.
-    let (mut imp, mut why) = (77u32, 77u32);
-    let st = hipfp8_grouped_gemm_blockwise_2d3d_plan(
-        c,
-        &d,
-        null(),
-        null(),
-        null(),
-        p.e(),
-        &mut imp,
-        &mut why,
-        null_mut(),
-        0,
-        null_mut(),
+    check_refusals(
+        "hipfp8_grouped_gemm_blockwise_2d3d",
+        &sentinel,
+        &cases,
+        |dd, sb_len, o| c_call(c, dd, &p, sb_len, o),
     );
-    assert_eq!(st, HIPFP8_STATUS_SUCCESS);
-    assert_eq!(imp, hipfp8_gemm_impl::HIPFP8_GEMM_IMPL_CPU as u32);
-    assert_eq!(why, hipfp8_gemm_reason::HIPFP8_GEMM_REASON_NONE as u32);
+    // Plan and workspace queries.
+    check_cpu_plan(|imp, why| {
+        hipfp8_grouped_gemm_blockwise_2d3d_plan(
+            c,
+            &d,
+            null(),
+            null(),
+            null(),
+            p.e(),
+            imp,
+            why,
+            null_mut(),
+            0,
+            null_mut(),
+        )
+    });
     let mut bytes = 99usize;
     let st = hipfp8_grouped_gemm_blockwise_workspace_size(c, 0, 0, 0, 8, &mut bytes);
     assert_eq!((st, bytes), (HIPFP8_STATUS_SUCCESS, 0));
     let st = hipfp8_grouped_gemm_blockwise_workspace_size(c, 0, 0, 0, 8, null_mut());
     assert_eq!(st, HIPFP8_STATUS_NULL_POINTER);
     assert_eq!(hipfp8_context_destroy(c), HIPFP8_STATUS_SUCCESS);
+}
+
+/// Each bad call of `cases` (descriptor, scale_b length, status, a piece of the message) through
+/// `call` returns its status, names the export `name` in the message, and leaves the output
+/// (`sentinel` on entry) untouched.
+fn check_refusals<D: Copy>(
+    name: &str,
+    sentinel: &[bf16],
+    cases: &[(D, usize, hipfp8_status, &str)],
+    call: impl Fn(&D, usize, &mut [bf16]) -> hipfp8_status,
+) {
+    for &(dd, sb_len, want, culprit) in cases {
+        let mut o = sentinel.to_vec();
+        let st = call(&dd, sb_len, &mut o);
+        let msg = last_error();
+        assert_eq!(st, want, "{msg}");
+        assert!(msg.starts_with(name) && msg.contains(culprit), "{msg}");
+        assert_eq!(bits(&o), bits(sentinel), "{culprit}: written on failure");
+    }
+}
+
+/// A plan query (`query(implementation, reason)`) on a CPU context says the CPU runs.
+fn check_cpu_plan(query: impl Fn(&mut u32, &mut u32) -> hipfp8_status) {
+    let (mut imp, mut why) = (77u32, 77u32);
+    assert_eq!(
+        query(&mut imp, &mut why),
+        hipfp8_status::HIPFP8_STATUS_SUCCESS
+    );
+    assert_eq!(imp, hipfp8_gemm_impl::HIPFP8_GEMM_IMPL_CPU as u32);
+    assert_eq!(why, hipfp8_gemm_reason::HIPFP8_GEMM_REASON_NONE as u32);
 }
 
 fn last_error() -> String {

@@ -20,7 +20,9 @@ use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests, skip_test};
 use hipfp8::ffi::*;
 use hipfp8::{CastParams, Context, Fp8Format, GemmBackend, GemmImpl, GemmParams, GroupedOp, bf16};
 
-use super::{BLOCK, Rng, S, SENTINEL, bits, check_plans, last_error, tolerance_blocks};
+use super::{
+    BLOCK, Rng, S, SENTINEL, bits, check_cpu_plan, check_plans, check_refusals, tolerance_blocks,
+};
 
 /// One wgrad problem: a (n, mt) row-major, b stored (k, mt) row-major (the (mt, k)
 /// column-major operand), END offsets along mt, DEQUANT scales (mb, n) and (mb, k) (block-major).
@@ -348,34 +350,27 @@ fn c_abi_matches_rust_and_refuses_bad_input() {
             "",
         ),
     ];
-    for (dd, sb_len, want, culprit) in cases {
-        let mut o = sentinel.clone();
-        let st = c_call(c, &dd, &p, sb_len, &mut o);
-        let msg = last_error();
-        assert_eq!(st, want, "{msg}");
-        assert!(
-            msg.starts_with("hipfp8_grouped_gemm_blockwise_2d2d") && msg.contains(culprit),
-            "{msg}"
-        );
-        assert_eq!(bits(&o), bits(&sentinel), "{culprit}: written on failure");
-    }
-    let (mut imp, mut why) = (77u32, 77u32);
-    let st = hipfp8_grouped_gemm_blockwise_2d2d_plan(
-        c,
-        &d,
-        null(),
-        null(),
-        null(),
-        p.g(),
-        &mut imp,
-        &mut why,
-        null_mut(),
-        0,
-        null_mut(),
+    check_refusals(
+        "hipfp8_grouped_gemm_blockwise_2d2d",
+        &sentinel,
+        &cases,
+        |dd, sb_len, o| c_call(c, dd, &p, sb_len, o),
     );
-    assert_eq!(st, HIPFP8_STATUS_SUCCESS);
-    assert_eq!(imp, hipfp8_gemm_impl::HIPFP8_GEMM_IMPL_CPU as u32);
-    assert_eq!(why, hipfp8_gemm_reason::HIPFP8_GEMM_REASON_NONE as u32);
+    check_cpu_plan(|imp, why| {
+        hipfp8_grouped_gemm_blockwise_2d2d_plan(
+            c,
+            &d,
+            null(),
+            null(),
+            null(),
+            p.g(),
+            imp,
+            why,
+            null_mut(),
+            0,
+            null_mut(),
+        )
+    });
     assert_eq!(hipfp8_context_destroy(c), HIPFP8_STATUS_SUCCESS);
 }
 
