@@ -302,6 +302,98 @@ constexpr int LANES = 8;
 __device__ inline float mul_nc(float x, float y) { return __fmul_rn(x, y); }
 __device__ inline float add_nc(float x, float y) { return __fadd_rn(x, y); }
 
+// 2D x 3D: one BM x BN output tile of group g: rows [r0, r0 + rows) of a and out, columns
+// [col0, col0 + BN) (inside one 128-column scale block, BN dividing 128).
+__device__ inline void run_tile_bw_2d3d(const uint8_t* a, const uint8_t* bg, const float* sa,
+                                   const float* sbg, hipfp8_bf16* out, int64_t r0, int64_t rows,
+                                   int64_t col0, int64_t N, int64_t K, const float* lut_a,
+                                   const float* lut_b, float (*As)[BM + LDS_PAD],
+                                   float (*Bs)[BN + LDS_PAD]) {
+  const int tid = threadIdx.x;
+  const int tx = tid % 16;
+  const int ty = tid / 16;
+  const int64_t kbn = (K + BW_BLOCK - 1) / BW_BLOCK;
+  const float* sb_col = sbg + (col0 / BW_BLOCK) * kbn;  // this tile's scale-block row of b
+  float tot[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) tot[i][j] = 0.0f;
+
+  for (int64_t q = 0; q < kbn; ++q) {
+    float lane[TM][TN][LANES];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) lane[i][j][l] = 0.0f;
+    for (int64_t k0 = q * BW_BLOCK; k0 < (q + 1) * BW_BLOCK && k0 < K; k0 += BK) {
+#pragma unroll
+      for (int it = 0; it < (BM * BK) / THREADS; ++it) {
+        const int idx = tid + it * THREADS;
+        const int r = idx / BK;
+        const int kk = idx % BK;
+        const int64_t gk = k0 + kk;
+        float v = 0.0f;
+        if (r < rows && gk < K) v = lut_a[a[(r0 + r) * K + gk]];
+        As[kk][r] = v;
+      }
+#pragma unroll
+      for (int it = 0; it < (BN * BK) / THREADS; ++it) {
+        const int idx = tid + it * THREADS;
+        const int c = idx / BK;
+        const int kk = idx % BK;
+        const int64_t gc = col0 + c;
+        const int64_t gk = k0 + kk;
+        float v = 0.0f;
+        if (gc < N && gk < K) v = lut_b[bg[gc * K + gk]];
+        Bs[kk][c] = v;
+      }
+      __syncthreads();
+      // k0 is a multiple of LANES inside the block, so lane = kk % LANES.
+      for (int k8 = 0; k8 < BK; k8 += LANES) {
+#pragma unroll
+        for (int l = 0; l < LANES; ++l) {
+          float av[TM], bv[TN];
+#pragma unroll
+          for (int i = 0; i < TM; ++i) av[i] = As[k8 + l][ty + 16 * i];
+#pragma unroll
+          for (int j = 0; j < TN; ++j) bv[j] = Bs[k8 + l][tx + 16 * j];
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) lane[i][j][l] = fmaf(av[i], bv[j], lane[i][j][l]);
+        }
+      }
+      __syncthreads();
+    }
+    const float sbq = sb_col[q];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int64_t r = ty + 16 * i;
+      const float saq = r < rows ? sa[(r0 + r) * kbn + q] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const float* l = lane[i][j];
+        const float part = add_nc(add_nc(add_nc(l[0], l[4]), add_nc(l[1], l[5])),
+                                  add_nc(add_nc(l[2], l[6]), add_nc(l[3], l[7])));
+        tot[i][j] = add_nc(tot[i][j], mul_nc(mul_nc(part, saq), sbq));
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int64_t r = ty + 16 * i;
+    if (r >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int64_t c = col0 + tx + 16 * j;
+      if (c < N) out[(r0 + r) * N + c] = hipfp8_f32_to_bf16(tot[i][j]);
+    }
+  }
+}
+
 // One BM x BN output tile of a blockwise-scaled GEMM, both operands contiguous along the
 // reduction: tile row r reads a[r * lda + t], tile column c reads b[c * ldb + t], for t in
 // [lo, hi). Block q's scales: sa[r * sa_ld + q * sa_qs] and sb[c * sb_ld + q * sb_qs]
@@ -411,7 +503,6 @@ __device__ inline void run_tile_bw(const BwTile& t, const float* lut_a, const fl
 }
 
 // 2D x 3D: grid-stride over the tiles of all groups in group order, as grouped_2d3d_kernel.
-// A tile's BN columns lie in one 128-column scale block of b (BN divides 128).
 __global__ void __launch_bounds__(THREADS)
 grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* __restrict__ b,
                        int fmt_b, const int32_t* __restrict__ offs, int groups,
@@ -438,30 +529,14 @@ grouped_bw_2d3d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
     for (; t < first + tiles; t += gridDim.x) {
       const int64_t local = t - first;
       const int64_t r0 = m0 + (local / ntiles_n) * BM;
-      const int64_t col0 = (local % ntiles_n) * BN;
-      BwTile tl;
-      tl.a = a + r0 * K;
-      tl.lda = K;
-      tl.b = b + (int64_t)g * N * K + col0 * K;
-      tl.ldb = K;
-      tl.rows = (m1 - r0 < BM) ? m1 - r0 : BM;
-      tl.cols = (N - col0 < BN) ? N - col0 : BN;
-      tl.lo = 0;
-      tl.hi = K;
-      tl.sa = sa + r0 * kbn;
-      tl.sa_ld = kbn;
-      tl.sa_qs = 1;
-      tl.sb = sb + ((int64_t)g * nbn + col0 / BW_BLOCK) * kbn;
-      tl.sb_ld = 0;
-      tl.sb_qs = 1;
-      tl.out = out + r0 * N + col0;
-      tl.ldo = N;
+      const int64_t rows = (m1 - r0 < BM) ? m1 - r0 : BM;
       if (!luts_ready) {  // block-uniform
         fill_luts(fmt_a, fmt_b, lut_a, lut_b);
         __syncthreads();
         luts_ready = true;
       }
-      run_tile_bw(tl, lut_a, lut_b, As, Bs);
+      run_tile_bw_2d3d(a, b + (int64_t)g * N * K, sa, sb + (int64_t)g * nbn * kbn, out, r0, rows,
+                  (local % ntiles_n) * BN, N, K, lut_a, lut_b, As, Bs);
     }
   }
 }
