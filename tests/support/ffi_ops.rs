@@ -780,6 +780,35 @@ pub fn all_ops() -> Vec<Op> {
             ])
             .product(off!(E, n, mt, k)),
         );
+        type W = hipfp8_grouped_gemm_blockwise_2d2d_desc;
+        // mt past one 128-token block: two block rows of scales.
+        let (n, mt, k) = (2usize, 130usize, 3usize);
+        let d = W {
+            size: size_of::<W>(),
+            a_format: 1,
+            b_format: 0,
+            backend: 0,
+            n,
+            mt,
+            k,
+        };
+        let call = c_call!(hipfp8_grouped_gemm_blockwise_2d2d, 0, 1, 2, 3, 4, 5; null_mut(), 0);
+        let op = Op::from_decl(
+            &decl::GROUPED_GEMM_BLOCKWISE_2D2D,
+            (n, mt, k),
+            &[],
+            &GROUPS,
+            d,
+            call,
+        );
+        ops.push(
+            op.enums(&[
+                ("format", offset_of!(W, a_format)),
+                ("format", offset_of!(W, b_format)),
+                ("backend", offset_of!(W, backend)),
+            ])
+            .product(off!(W, n, mt, k)),
+        );
     }
     moe_ops(&mut ops);
     route_ops(&mut ops);
