@@ -394,10 +394,9 @@ __device__ inline void run_tile_bw_2d3d(const uint8_t* a, const uint8_t* bg, con
   }
 }
 
-// One BM x BN output tile of a blockwise-scaled GEMM, both operands contiguous along the
+// 2D x 2D: one BM x BN output tile of a blockwise-scaled GEMM, both operands contiguous along the
 // reduction: tile row r reads a[r * lda + t], tile column c reads b[c * ldb + t], for t in
-// [lo, hi). Block q's scales: sa[r * sa_ld + q * sa_qs] and sb[c * sb_ld + q * sb_qs]
-// (sb_ld = 0: one scale for every column of the tile).
+// [lo, hi). Block q's scales (block-major grids): sa[q * sa_qs + r] and sb[q * sb_qs + c].
 struct BwTile {
   const uint8_t* a;
   const uint8_t* b;
@@ -405,9 +404,9 @@ struct BwTile {
   int64_t rows, cols;  // valid rows / columns of the tile (<= BM / BN)
   int64_t lo, hi;      // the reduction range
   const float* sa;
-  int64_t sa_ld, sa_qs;
+  int64_t sa_qs;
   const float* sb;
-  int64_t sb_ld, sb_qs;
+  int64_t sb_qs;
   hipfp8_bf16* out;    // the tile's (0, 0) output
   int64_t ldo;
 };
@@ -474,12 +473,12 @@ __device__ inline void run_tile_bw(const BwTile& t, const float* lut_a, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int64_t c = tx + 16 * j;
-      sbq[j] = c < t.cols ? t.sb[c * t.sb_ld + q * t.sb_qs] : 0.0f;
+      sbq[j] = c < t.cols ? t.sb[q * t.sb_qs + c] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int64_t r = ty + 16 * i;
-      const float saq = r < t.rows ? t.sa[r * t.sa_ld + q * t.sa_qs] : 0.0f;
+      const float saq = r < t.rows ? t.sa[q * t.sa_qs + r] : 0.0f;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const float* l = lane[i][j];
@@ -580,10 +579,8 @@ grouped_bw_2d2d_kernel(const uint8_t* __restrict__ a, int fmt_a, const uint8_t* 
       tl.lo = t0;
       tl.hi = t1;
       tl.sa = sa + row0;
-      tl.sa_ld = 1;
       tl.sa_qs = N;
       tl.sb = sb + col0;
-      tl.sb_ld = 1;
       tl.sb_qs = K;
       tl.out = out + (int64_t)g * N * K + row0 * K + col0;
       tl.ldo = K;

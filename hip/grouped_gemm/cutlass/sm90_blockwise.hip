@@ -262,9 +262,10 @@ inline int run_gemm(const Arrays<I>& r, int groups, int sms, hipStream_t stream)
   return st == cutlass::Status::kSuccess ? 0 : HIPFP8_KSTATUS_UNSUPPORTED;
 }
 
-// The checks both launchers share: formats, device, workspace; 1 = nothing to do.
-inline int common_checks(int fmt_a, int fmt_b, int groups, bool empty, void* workspace,
-                         uint64_t workspace_bytes_given, int* sms) {
+// The checks both launchers share, in this order: formats, device, nothing to do (returns 1),
+// workspace pointer, the launcher's whole-call shape rule (`shape_ok`), workspace size.
+inline int common_checks(int fmt_a, int fmt_b, int groups, bool empty, bool shape_ok,
+                         void* workspace, uint64_t workspace_bytes_given, int* sms) {
   if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
   int dev = 0, major = 0, minor = 0;
@@ -276,6 +277,7 @@ inline int common_checks(int fmt_a, int fmt_b, int groups, bool empty, void* wor
   if (groups == 0 || empty) return 1;
   if (workspace == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
   if (!hipfp8_gg_cutlass::aligned16(workspace)) return HIPFP8_KSTATUS_MISALIGNED;
+  if (!shape_ok) return HIPFP8_KSTATUS_UNSUPPORTED;
   *sms = hipfp8_gg_cutlass::sm_count_of_current_device();
   if (*sms <= 0) return (int)cudaErrorNoDevice;
   if (workspace_bytes_given < (uint64_t)workspace_bytes(groups, *sms))
@@ -305,12 +307,11 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d3d(const uint8_t* a, int fmt_a, const u
                                             uint64_t workspace_bytes, hipStream_t stream) noexcept {
   using hipfp8_gg_cutlass::aligned16;
   if (M < 0 || N < 0 || K < 0 || groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (fmt_a >= 0 && fmt_a <= 3 && fmt_b >= 0 && fmt_b <= 3 && groups > 0 && M > 0 && N > 0 &&
-      (K == 0 || K % kBlock != 0 || N % kBlock != 0 || !aligned16(a) || !aligned16(b) ||
-       !aligned16(out) || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX))
-    return HIPFP8_KSTATUS_UNSUPPORTED;
+  const bool shape_ok = K > 0 && K % kBlock == 0 && N % kBlock == 0 && aligned16(a) &&
+                        aligned16(b) && aligned16(out) && M <= INT32_MAX && N <= INT32_MAX &&
+                        K <= INT32_MAX;
   int sms = 0;
-  const int c = common_checks(fmt_a, fmt_b, groups, M == 0 || N == 0, workspace,
+  const int c = common_checks(fmt_a, fmt_b, groups, M == 0 || N == 0, shape_ok, workspace,
                               workspace_bytes, &sms);
   if (c != 0) return c == 1 ? 0 : c;
   Arrays<Bw2d3d> r = carve<Bw2d3d>(workspace, groups);
@@ -331,12 +332,10 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d2d(const uint8_t* a, int fmt_a, const u
                                             uint64_t workspace_bytes, hipStream_t stream) noexcept {
   using hipfp8_gg_cutlass::aligned16;
   if (N < 0 || Mt < 0 || K < 0 || groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (fmt_a >= 0 && fmt_a <= 3 && fmt_b >= 0 && fmt_b <= 3 && groups > 0 && N > 0 && K > 0 &&
-      (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out) ||
-       N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX))
-    return HIPFP8_KSTATUS_UNSUPPORTED;
+  const bool shape_ok = Mt % 16 == 0 && K % 8 == 0 && aligned16(a) && aligned16(b) &&
+                        aligned16(out) && N <= INT32_MAX && Mt <= INT32_MAX && K <= INT32_MAX;
   int sms = 0;
-  const int c = common_checks(fmt_a, fmt_b, groups, N == 0 || K == 0, workspace,
+  const int c = common_checks(fmt_a, fmt_b, groups, N == 0 || K == 0, shape_ok, workspace,
                               workspace_bytes, &sms);
   if (c != 0) return c == 1 ? 0 : c;
   Arrays<Bw2d2d> r = carve<Bw2d2d>(workspace, groups);
