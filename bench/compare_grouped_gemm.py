@@ -507,7 +507,7 @@ def write_md():
 
 
 def run_sweep():
-    configs = os.environ.get("GG_CONFIGS", "1:m:1,1:n:1,1:m:4,1:n:4,2:m:1,2:n:1,2:m:4,3:m:1,3:n:1,4:m:1,4:n:1,5:m:1,5:n:1,6:m:1,6:n:1").split(",")
+    configs = os.environ.get("GG_CONFIGS", "1:m:1,1:n:1,1:m:4,1:n:4,2:m:1,2:n:1,2:m:4,3:m:1,3:n:1,4:m:1,4:n:1,5:m:1,5:n:1").split(",")
     cases = []
     for split in ("balanced", "zipf"):
         for op, label, dims in DS:

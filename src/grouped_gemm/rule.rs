@@ -47,16 +47,6 @@ pub const CUTLASS_KINDS: &[CutlassKind] = &[
         name: "coop-128x256-c1x2",
         pairs: E4_ONLY,
     },
-    CutlassKind {
-        id: 5,
-        name: "coop-256x128-c2x2",
-        pairs: E4_ONLY,
-    },
-    CutlassKind {
-        id: 6,
-        name: "coop-128x256-c2x2",
-        pairs: E4_ONLY,
-    },
 ];
 
 /// Format pairs with at least one CUTLASS instance.

@@ -37,7 +37,7 @@
 // without a call.
 //
 // `config` (the instance and scheduler knobs; the Rust side's rule picks it, see
-// src/grouped_gemm_rule.rs): bits 0-7 the instance kind (0: the built-in default, 1-6 the
+// src/grouped_gemm_rule.rs): bits 0-7 the instance kind (0: the built-in default, 1-4 the
 // table below), bits 8-9 the raster order (0 along M, 1 along N), bits 12-15 log2 of the
 // scheduler's max swizzle size (0-3).
 #include "sm90_common.h"
@@ -56,8 +56,6 @@ HIPFP8_GG_CUTLASS_INSTANCE(e4m3_e4m3_k1,
 HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k2)
 HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k3)
 HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k4)
-HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k5)
-HIPFP8_GG_CUTLASS_DECLARE(e4m3_e4m3_k6)
 HIPFP8_GG_CUTLASS_DECLARE(e4m3_e5m2_k1)
 HIPFP8_GG_CUTLASS_DECLARE(e4m3_e5m2_k2)
 HIPFP8_GG_CUTLASS_DECLARE(e5m2_e4m3_k1)
@@ -65,8 +63,7 @@ HIPFP8_GG_CUTLASS_DECLARE(e5m2_e4m3_k2)
 
 namespace {
 // Kinds: 1 cooperative 128x256 2x1 cluster; 2 pingpong 128x128 2x1; 3 cooperative 256x128
-// 1x2 (the A tile multicast); 4 cooperative 128x256 1x2; 5 cooperative 256x128 2x2; 6 cooperative
-// 128x256 2x2.
+// 1x2 (the A tile multicast); 4 cooperative 128x256 1x2.
 struct Instance {
   int kind, fmt_a, fmt_b;
   RunFn run;
@@ -78,8 +75,6 @@ const Instance kInstances[] = {
     {2, E4, E4, e4m3_e4m3_k2_run, e4m3_e4m3_k2_workspace},
     {3, E4, E4, e4m3_e4m3_k3_run, e4m3_e4m3_k3_workspace},
     {4, E4, E4, e4m3_e4m3_k4_run, e4m3_e4m3_k4_workspace},
-    {5, E4, E4, e4m3_e4m3_k5_run, e4m3_e4m3_k5_workspace},
-    {6, E4, E4, e4m3_e4m3_k6_run, e4m3_e4m3_k6_workspace},
     {1, E4, E5, e4m3_e5m2_k1_run, e4m3_e5m2_k1_workspace},
     {2, E4, E5, e4m3_e5m2_k2_run, e4m3_e5m2_k2_workspace},
     {1, E5, E4, e5m2_e4m3_k1_run, e5m2_e4m3_k1_workspace},
@@ -112,7 +107,7 @@ bool cutlass_runs_here() {
 
 bool config_ok(int config) {
   const int kind = config & 0xff, raster = (config >> 8) & 0xf, swz = (config >> 12) & 0xf;
-  return config >= 0 && (config >> 16) == 0 && kind <= 6 && raster <= 1 && swz <= 3 &&
+  return config >= 0 && (config >> 16) == 0 && kind <= 4 && raster <= 1 && swz <= 3 &&
          ((config >> 10) & 3) == 0;
 }
 }  // namespace
@@ -137,7 +132,7 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
   return 0;
 }
 
-// *yes = 1 when this build has an instance of `kind` (1-6; 0: any) for fmt_a x fmt_b
+// *yes = 1 when this build has an instance of `kind` (1-4; 0: any) for fmt_a x fmt_b
 // (kernel format ids). Pure: needs no device.
 HIPFP8_EXTERN int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b,
                                                  int* yes) noexcept {
