@@ -87,8 +87,8 @@ struct SplitPromotionMainloop : Base {
   // pairs them by index. (Host-callable: the launcher checks it once.)
   static bool halves_match() {
     using namespace cute;
-    auto full = TiledMma::get_layoutC_TV();      // (thread, value) -> m + BLK_M * n
-    auto half = TiledMmaHalf::get_layoutC_TV();  // (thread, value) -> m + BLK_M * n, n < BLK_N / 2
+    auto full = TiledMma{}.get_layoutC_TV();      // (thread, value) -> m + BLK_M * n
+    auto half = TiledMmaHalf{}.get_layoutC_TV();  // (thread, value) -> m + BLK_M * n, n < BLK_N / 2
     constexpr int kM = size<0>(TileShape{});
     constexpr int kVals = decltype(size<1>(full))::value;
     if (decltype(size<1>(half))::value * 2 != kVals || size<0>(full) != size<0>(half)) return false;
