@@ -13,8 +13,8 @@ fallback) and compares our output with torch's on the same inputs.
 
 GG_MODE=table (default): the result table, OUT_DIR/h200-gemm.{json,md}. GG_OPS=OP[,OP...] keeps
 only the rows of those ops (e.g. wgrad-blockwise) and skips the reference-kernel row; every row
-carries out_sha256, the SHA-256 of our output's bytes, so that two runs (a kernel knob such as
-HIPFP8_BW2D2D_SPLIT, read once per process, set differently) can be compared bit for bit.
+carries out_sha256, the SHA-256 of our output's bytes, so that two runs (a kernel knob read once
+per process, set differently) can be compared bit for bit.
 GG_MODE=sweep: every CUTLASS configuration of GG_CONFIGS (KIND:RASTER:SWIZZLE, see
 src/grouped_gemm_rule.rs) on the E4M3 shapes, OUT_DIR/h200-gemm-sweep.json; picks the rule.
 GG_MODE=gaps: where a timed call's time goes, ours and torch's, on the balanced DeepSeek-V3
