@@ -11,6 +11,11 @@
 //!   through a small emulation of the HIP thread model (scripts/emu-gg-ref.sh), against an
 //!   f64 loop: every format pair, empty/one-row/clamped groups, tails, the skip mask, and the
 //!   grid-stride loop with fewer blocks than tiles.
+//! * `stage_kernel_emulated`: the 2D x 2D operand staging (hip/grouped_gemm/stage.hip) run
+//!   the same way (`scripts/emu-gg-ref.sh stage`) against its definition (the padded layout
+//!   of docs/OPS.md): every group start residue mod 16, empty and 1-token groups, clamped
+//!   offsets, more groups than a block's threads, the shared-memory and the global group
+//!   tables, grids smaller than the work.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -68,13 +73,28 @@ fn group_args() {
 
 #[test]
 fn reference_kernel_emulated() {
+    emulate("reference_kernel_emulated", "ref", ("EMU_MAX_BLOCKS", "3"));
+}
+
+#[test]
+fn stage_kernel_emulated() {
+    emulate(
+        "stage_kernel_emulated",
+        "stage",
+        ("EMU_SMEM_GROUPS", "1024 64"),
+    );
+}
+
+/// `scripts/emu-gg-ref.sh <which>` with one environment setting; must print `EMU OK`.
+fn emulate(test: &str, which: &str, (var, value): (&str, &str)) {
     if cxx().is_none() || !have("bash") || !have("perl") {
-        println!("HIPFP8_SKIP reference_kernel_emulated: needs bash, perl and a C++20 compiler");
+        println!("HIPFP8_SKIP {test}: needs bash, perl and a C++20 compiler");
         return;
     }
     let run = Command::new("bash")
         .arg(root().join("scripts/emu-gg-ref.sh"))
-        .env("EMU_MAX_BLOCKS", "3")
+        .arg(which)
+        .env(var, value)
         .output()
         .expect("run scripts/emu-gg-ref.sh");
     let text = String::from_utf8_lossy(&run.stdout);

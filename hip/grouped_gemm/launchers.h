@@ -42,6 +42,16 @@ HIPFP8_DECL int hipfp8_gg_ref_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b
 HIPFP8_DECL int hipfp8_gg_ref_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
     int64_t K, const int32_t* skip, int max_blocks, hipStream_t stream) HIPFP8_NOEXCEPT;
+// 2D x 2D operand staging (stage.hip; docs/OPS.md grouped_gemm_2d2d "Any group start"): copy
+// group g's columns of a (N, Mt) and b (K x Mt) to staged_a (N, mt_pad) / staged_b (K, mt_pad)
+// at sum_{h<g} round_up(len_h, 16), zero bytes to each group's padded end, and write the
+// padded END offsets padded_offs[groups]; offsets clamped on the device. Needs Mt % 16 == 0,
+// mt_pad % 16 == 0, Mt + 15 * groups <= mt_pad <= INT32_MAX, 16-byte aligned a, b, staged_a,
+// staged_b; scratch: `groups` int32. `max_blocks` caps each grid dimension (0 = default).
+HIPFP8_DECL int hipfp8_gg_stage_2d2d(const uint8_t* a, const uint8_t* b, const int32_t* offs,
+    int groups, int64_t N, int64_t Mt, int64_t K, uint8_t* staged_a, uint8_t* staged_b,
+    int64_t mt_pad, int32_t* padded_offs, int32_t* scratch, int max_blocks,
+    hipStream_t stream) HIPFP8_NOEXCEPT;
 // Blockwise-scaled 2D x 3D (docs/OPS.md grouped_gemm_blockwise_2d3d): sa (M, ceil(K/128)),
 // sb (E, ceil(N/128), ceil(K/128)), both row-major DEQUANT scales. The reference kernel
 // (every format pair and shape) and the CUTLASS sm_90 instance (E4M3FN x E4M3FN,

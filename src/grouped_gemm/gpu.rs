@@ -76,6 +76,7 @@ impl GroupedOp {
 }
 
 /// Device pointers of one call (validated by the caller).
+#[derive(Clone, Copy)]
 pub(crate) struct GroupedArgs {
     pub a: *const u8,
     pub b: *const u8,
@@ -206,6 +207,10 @@ pub struct GemmPlan {
     /// too short for CK) run on the reference kernel inside the same call, decided on the
     /// device from the offsets (so the host cannot count them).
     pub split_2d2d: bool,
+    /// A library runs a 2D x 2D call on staged operands (docs/OPS.md "Any group start"):
+    /// one kernel copies every group to a 16-token aligned start in the workspace (the padded
+    /// layout), so groups off the boundary run on the library too.
+    pub staged_2d2d: bool,
 }
 
 impl GemmPlan {
@@ -217,10 +222,16 @@ impl GemmPlan {
             (None, Some(f)) => format!("{} ({f})", self.imp.name()),
             (None, None) => self.imp.name().to_string(),
         };
-        if self.split_2d2d {
-            format!("{line} + reference for groups off a 16-token boundary")
-        } else {
-            line
+        match (self.staged_2d2d, self.split_2d2d) {
+            (true, true) => format!(
+                "{line}, staged: every group copied to a 16-token aligned start \
+                 + reference for groups of 256 tokens or fewer"
+            ),
+            (true, false) => {
+                format!("{line}, staged: every group copied to a 16-token aligned start")
+            }
+            (false, true) => format!("{line} + reference for groups off a 16-token boundary"),
+            (false, false) => line,
         }
     }
 }
@@ -298,6 +309,7 @@ impl Context {
                 cutlass: None,
                 fallback: None,
                 split_2d2d: false,
+                staged_2d2d: false,
             });
         }
         let backend = match p.backend {
@@ -324,11 +336,17 @@ impl Context {
                         let cutlass = (imp == GemmImpl::CutlassSm90 && !bw)
                             .then(|| cutlass_choice(p, op, groups, fa, fb))
                             .transpose()?;
+                        let staged = self.stage_layout(p, imp, op, groups)?.is_some();
+                        // Staged, CUTLASS takes every non-empty group (empty ones get their
+                        // zeros from the reference kernel); CK still leaves groups of <= 256
+                        // tokens to it (its pipeline's minimum).
+                        let ck = matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
                         return Ok(GemmPlan {
                             imp,
                             cutlass,
                             fallback: None,
-                            split_2d2d: matches!(op, GroupedOp::TwoD2D { .. }),
+                            split_2d2d: matches!(op, GroupedOp::TwoD2D { .. }) && (!staged || ck),
+                            staged_2d2d: staged,
                         });
                     }
                 },
@@ -345,6 +363,7 @@ impl Context {
             cutlass: None,
             fallback: Some(fallback),
             split_2d2d: false,
+            staged_2d2d: false,
         })
     }
 }
@@ -457,9 +476,128 @@ fn query_workspace_bytes(imp: GemmImpl, bw: bool, groups: usize) -> Result<usize
     usize::try_from(bytes).map_err(|_| Error::SizeOverflow("workspace size".into()))
 }
 
+/// The workspace of a staged 2D x 2D call (docs/OPS.md "Any group start"): the library's
+/// part, then staged a (n, mt_pad), staged b (k, mt_pad), the padded END offsets and the group
+/// tables' scratch (`groups` int32 each), each part 256-byte aligned from the workspace's
+/// start. `mt_pad = round_up(mt + 15 groups, 16)` bounds the padded layout of any offsets:
+/// the padded length of a group exceeds its length by at most 15 tokens (0 when empty), so
+/// the padded END of the last group is at most mt + 15 groups (clamped offsets cover at most
+/// mt tokens), rounded up to whole 16-byte chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StageLayout {
+    pub lib: usize,
+    pub mt_pad: usize,
+    pub a: usize,
+    pub b: usize,
+    pub offs: usize,
+    pub scratch: usize,
+    /// Bytes of the whole workspace.
+    pub total: usize,
+}
+
+impl StageLayout {
+    /// None when a size overflows or mt_pad exceeds i32::MAX (the kernels' and the
+    /// libraries' extents).
+    pub(crate) fn new(lib: usize, n: usize, mt: usize, k: usize, groups: usize) -> Option<Self> {
+        let up = |x: usize, m: usize| x.checked_add(m - 1).map(|v| v / m * m);
+        let mt_pad = up(mt.checked_add(groups.checked_mul(15)?)?, 16)?;
+        if mt_pad > i32::MAX as usize {
+            return None;
+        }
+        let a = up(lib, 256)?;
+        let b = up(a.checked_add(n.checked_mul(mt_pad)?)?, 256)?;
+        let offs = up(b.checked_add(k.checked_mul(mt_pad)?)?, 256)?;
+        let scratch = up(offs.checked_add(groups.checked_mul(4)?)?, 256)?;
+        let total = scratch.checked_add(groups.checked_mul(4)?)?;
+        Some(StageLayout {
+            lib,
+            mt_pad,
+            a,
+            b,
+            offs,
+            scratch,
+            total,
+        })
+    }
+}
+
+/// `HIPFP8_GG_STAGE` = `auto` (stage a 2D x 2D library call when its workspace holds the
+/// staging area) | `off` (never: groups off a 16-token boundary run on the reference kernel).
+fn stage_knob() -> Result<bool> {
+    match host_var("HIPFP8_GG_STAGE") {
+        None => Ok(true),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(true),
+            "off" => Ok(false),
+            other => Err(Error::InvalidEnum(format!(
+                "HIPFP8_GG_STAGE={other:?} (auto or off)"
+            ))),
+        },
+    }
+}
+
+impl Context {
+    /// The staging workspace of a 2D x 2D call that `imp` takes, when it is staged: the
+    /// knob allows it, this build has the staging kernel, the sizes fit, and the caller's
+    /// workspace (if any) holds it. Otherwise None: groups off a 16-token boundary go to
+    /// the reference kernel on the device, as before (a workspace sized by
+    /// [`Context::grouped_gemm_workspace_size`], which knows no shape, keeps working).
+    fn stage_layout(
+        &self,
+        p: &GemmParams,
+        imp: GemmImpl,
+        op: GroupedOp,
+        groups: usize,
+    ) -> Result<Option<StageLayout>> {
+        let GroupedOp::TwoD2D { n, mt, k } = op else {
+            return Ok(None);
+        };
+        if !stage_knob()? || !has_launcher("hipfp8_gg_stage_2d2d") {
+            return Ok(None);
+        }
+        let lib = {
+            let _dev = self.activate()?;
+            workspace_bytes(self, imp, false, groups)?
+        };
+        Ok(StageLayout::new(lib, n, mt, k, groups)
+            .filter(|l| p.workspace.is_none_or(|ws| ws.len() >= l.total)))
+    }
+
+    /// Device bytes `op` with `groups` groups needs as workspace under `p` on this context:
+    /// [`Context::grouped_gemm_workspace_size`] (or the blockwise one), plus for a 2D x 2D
+    /// call that a library takes the staging area (about `(n + k) * round_up(mt + 15 groups,
+    /// 16)` bytes; docs/OPS.md "Any group start"). A caller workspace of this size makes
+    /// the call's plan staged; a smaller one of at least the groups-only size runs unstaged.
+    pub fn grouped_gemm_op_workspace_size(
+        &self,
+        p: &GemmParams,
+        op: GroupedOp,
+        groups: usize,
+    ) -> Result<usize> {
+        if op.blockwise() {
+            return self.grouped_gemm_blockwise_workspace_size(p, groups);
+        }
+        let base = self.grouped_gemm_workspace_size(p, groups)?;
+        let q = GemmParams {
+            workspace: None,
+            ..*p
+        };
+        let plan = self.grouped_gemm_plan(&q, op, groups, None);
+        match plan {
+            Ok(plan) if plan.staged_2d2d => Ok(self
+                .stage_layout(&q, plan.imp, op, groups)?
+                .map_or(base, |l| l.total)),
+            // A plan that fails (e.g. LIBRARY on a call it can't take) fails in the call too.
+            _ => Ok(base),
+        }
+    }
+}
+
 impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
-    /// context (0 for the reference kernel and for the CPU backend).
+    /// context (0 for the reference kernel and for the CPU backend). For a 2D x 2D call this
+    /// is the unstaged size: [`Context::grouped_gemm_op_workspace_size`] adds the staging
+    /// area that lets groups start anywhere on the library path.
     pub fn grouped_gemm_workspace_size(&self, p: &GemmParams, groups: usize) -> Result<usize> {
         if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
             return Ok(0);
@@ -536,9 +674,22 @@ pub(crate) fn run(
         return check_status("grouped GEMM reference kernel", st).map(|_| plan);
     }
     let cfg = plan.cutlass.map_or(0, |c| c.config());
+    let lib = workspace_bytes(ctx, imp, op.blockwise(), args.groups)?;
+    let stage = match (plan.staged_2d2d, op) {
+        (true, GroupedOp::TwoD2D { n, mt, k }) => Some(
+            StageLayout::new(lib, n, mt, k, args.groups)
+                .ok_or_else(|| Error::SizeOverflow("the 2D x 2D staging area".into()))?,
+        ),
+        _ => None,
+    };
+    let need = stage.map_or(lib, |l| l.total);
+    // The library alone, or the staging kernel and then the library on its output.
+    let go = |ws: *mut u8, len: usize| match stage {
+        None => launch_library(imp, op, args, groups, ws, len, cfg, stream),
+        Some(l) => launch_staged(imp, op, &l, args, groups, ws, cfg, stream),
+    };
     let st = match p.workspace {
         Some(ws) => {
-            let need = workspace_bytes(ctx, imp, op.blockwise(), args.groups)?;
             if ws.len() < need {
                 return Err(Error::OutputTooSmall {
                     what: "workspace",
@@ -547,20 +698,13 @@ pub(crate) fn run(
                 });
             }
             ctx.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
-            launch_library(
-                imp,
-                op,
-                args,
-                groups,
-                ws.as_ptr() as *mut u8,
-                ws.len(),
-                cfg,
-                stream,
-            )
+            go(ws.as_ptr() as *mut u8, ws.len())
         }
-        None => with_cached_workspace(ctx, imp, op, args.groups, stream, |ptr, len| {
-            launch_library(imp, op, args, groups, ptr, len, cfg, stream)
-        })?,
+        None => ctx
+            .workspace
+            .with(ctx, Kind::Plain, need.max(1), stream, |ptr, len| {
+                Ok(go(ptr as *mut u8, len))
+            })?,
     };
     if st == sys::KSTATUS_UNSUPPORTED {
         // Never a silent fallback: the plan said the library takes this call.
@@ -589,23 +733,6 @@ fn backend_from_env() -> Result<Option<GemmBackend>> {
             ))),
         },
     }
-}
-
-/// Hand `stream`'s plain workspace of the context (grown to the size `imp` needs, see
-/// src/workspace.rs: per stream, no events, capture-safe once warm) to `f`.
-fn with_cached_workspace(
-    ctx: &Context,
-    imp: GemmImpl,
-    op: GroupedOp,
-    groups: usize,
-    stream: StreamRef,
-    f: impl FnOnce(*mut u8, usize) -> i32,
-) -> Result<i32> {
-    let need = workspace_bytes(ctx, imp, op.blockwise(), groups)?.max(1);
-    ctx.workspace
-        .with(ctx, Kind::Plain, need, stream, |p, len| {
-            Ok(f(p as *mut u8, len))
-        })
 }
 
 fn launch_library(
@@ -668,6 +795,68 @@ fn launch_library(
             (GemmImpl::Reference | GemmImpl::Cpu, _) => launch_reference(op, a, groups, stream),
         }
     }
+}
+
+/// A staged 2D x 2D call (docs/OPS.md "Any group start"): the staging kernel writes the
+/// padded layout of a and b and the padded offsets into the workspace parts of `l`, then
+/// the library runs on them (extent mt_pad, its own part of the workspace first). Its result
+/// is the library's on the padded layout, bit for bit: the staged bytes are that layout, and
+/// a group's zero padding adds exact zero products inside the k-tiles it already had (tiles
+/// are multiples of 16 tokens; the library zero-fills past a group's end anyway).
+#[allow(clippy::too_many_arguments)]
+fn launch_staged(
+    imp: GemmImpl,
+    op: GroupedOp,
+    l: &StageLayout,
+    a: &GroupedArgs,
+    groups: i32,
+    ws: *mut u8,
+    cfg: i32,
+    stream: StreamRef,
+) -> i32 {
+    let GroupedOp::TwoD2D { n, mt, k } = op else {
+        return sys::KSTATUS_UNSUPPORTED; // only 2D x 2D is staged
+    };
+    let part = |off: usize| ws.wrapping_add(off);
+    let (sa, sb, po, scratch) = (
+        part(l.a),
+        part(l.b),
+        part(l.offs) as *mut i32,
+        part(l.scratch) as *mut i32,
+    );
+    // SAFETY: the caller validated every view (a, b, offs device memory of this context for
+    // the op's extents) and `ws` holds `l.total` device bytes unused by other queued work
+    // (`run` checked the length), so each part lies inside it; the launcher only queues work
+    // on the stream.
+    let st = unsafe {
+        sys::hipfp8_gg_stage_2d2d(
+            a.a,
+            a.b,
+            a.offs,
+            groups,
+            n as i64,
+            mt as i64,
+            k as i64,
+            sa,
+            sb,
+            l.mt_pad as i64,
+            po,
+            scratch,
+            0,
+            stream.0,
+        )
+    };
+    if st != 0 {
+        return st;
+    }
+    let staged = GroupedArgs {
+        a: sa,
+        b: sb,
+        offs: po,
+        ..*a
+    };
+    let op = GroupedOp::TwoD2D { n, mt: l.mt_pad, k };
+    launch_library(imp, op, &staged, groups, ws, l.lib, cfg, stream)
 }
 
 fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamRef) -> i32 {
