@@ -704,6 +704,14 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         &sa,
         &sb,
     );
+    // A caller workspace of the groups-only size: the call is not staged (the split is what
+    // this test checks; `staged_unaligned_groups_equal_padded` checks the staged path).
+    let bytes = ctx
+        .grouped_gemm_workspace_size(&GemmParams::new(fmt, fmt), g)
+        .unwrap();
+    let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
+    // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
+    let ws = unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) };
     for kind in CUTLASS_KINDS
         .iter()
         .filter(|c| c.pairs.contains(&(fmt, fmt)))
@@ -715,7 +723,11 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         };
         let p = GemmParams::new(fmt, fmt)
             .with_backend(GemmBackend::Library)
-            .with_cutlass(c);
+            .with_cutlass(c)
+            .with_workspace(ws);
+        let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
+        let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+        assert!(plan.split_2d2d && !plan.staged_2d2d, "{}", plan.describe());
         let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
         let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
         for (gi, owned) in cutlass_owns.iter().enumerate() {
@@ -748,6 +760,132 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
             kind.name
         );
     }
+}
+
+/// Any group start (issue 16): unpadded, skewed 2D x 2D groups (every start residue mod 16,
+/// empty and 1-token groups, tokens past the last group) run on the library path with the
+/// operands staged to 16-token starts (the plan says so). The output equals, bit for bit, the
+/// library's unstaged run on the explicitly padded operands (`reference::moe::pad_cols`, the
+/// recipe's `pad_wgrad` layout), and the f64 reference within the tolerance. A caller
+/// workspace of `grouped_gemm_op_workspace_size` bytes stages too (same bits); one byte less
+/// runs unstaged, and the plan says that.
+#[test]
+fn staged_unaligned_groups_equal_padded() {
+    use hipfp8::GroupedOp;
+    let name = "staged_unaligned_groups_equal_padded";
+    let Some(ctx) = gpu_for_tests(name) else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_none() {
+        skip_test(name, "no grouped-GEMM library here");
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    let (n, k) = (192, 136);
+    // Skewed (Zipf-like) sizes, then 1..=17 (starts at every residue mod 16), empties, a
+    // 1-token group; groups of more than 256 tokens so CK takes some too.
+    let mut sizes = vec![1500usize, 700, 333, 0, 1, 290, 77, 0];
+    sizes.extend(1..=17);
+    let g = sizes.len();
+    let mt = sizes.iter().sum::<usize>().div_ceil(16) * 16 + 16;
+    let mut offs = Vec::new();
+    let mut end = 0;
+    for s in &sizes {
+        end += s;
+        offs.push(end as i32);
+    }
+    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    let op = GroupedOp::TwoD2D { n, mt, k };
+    let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+    println!("{}", plan.describe());
+    assert!(
+        plan.staged_2d2d && plan.describe().contains("staged"),
+        "{}",
+        plan.describe()
+    );
+    // Against the f64 reference.
+    run_2d2d(
+        &ctx,
+        &stream,
+        &p,
+        &Case2d2d {
+            n,
+            mt,
+            k,
+            offs: offs.clone(),
+        },
+        1600,
+    );
+
+    let mut rng = Rng(1601);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let staged = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    // The padded layout, built on the host, through the library unstaged (a workspace of the
+    // groups-only size).
+    let m_cap = (mt + 15 * g).div_ceil(16) * 16;
+    let (mut ap, mut bp, mut offs_p) = (vec![0u8; n * m_cap], vec![0u8; k * m_cap], vec![0; g]);
+    hipfp8::reference::moe::pad_cols((n, mt), &offs, &a, m_cap, &mut ap, &mut offs_p);
+    hipfp8::reference::moe::pad_cols((k, mt), &offs, &b, m_cap, &mut bp, &mut offs_p);
+    let small = ctx.grouped_gemm_workspace_size(&p, g).unwrap();
+    let full = ctx.grouped_gemm_op_workspace_size(&p, op, g).unwrap();
+    assert!(
+        full > small,
+        "staging needs more workspace ({full} vs {small})"
+    );
+    let mut buf = DeviceBuffer::<u8>::zeroed(&ctx, full).unwrap();
+    let ptr = buf.as_mut_ptr();
+    // SAFETY: a live device buffer of `full` >= each size bytes, used by nothing else while
+    // these calls borrow it (each call completes before the next: gemm_2d2d_bits syncs).
+    let ws = |len: usize| unsafe { GemmWorkspace::from_raw(ptr.cast(), len) };
+    let unstaged = p.with_workspace(ws(small));
+    let pplan = ctx
+        .grouped_gemm_plan(&unstaged, GroupedOp::TwoD2D { n, mt: m_cap, k }, g, None)
+        .unwrap();
+    assert!(!pplan.staged_2d2d, "{}", pplan.describe());
+    let padded = gemm_2d2d_bits(
+        &ctx,
+        &stream,
+        &unstaged,
+        (n, m_cap, k),
+        &ap,
+        &bp,
+        &offs_p,
+        &sa,
+        &sb,
+    );
+    let diff = staged.iter().zip(&padded).filter(|(x, y)| x != y).count();
+    assert_eq!(
+        diff,
+        0,
+        "staged vs padded: {diff} of {} elements differ",
+        staged.len()
+    );
+    // A caller workspace of the op size stages; one byte less does not.
+    let own = p.with_workspace(ws(full));
+    assert!(
+        ctx.grouped_gemm_plan(&own, op, g, None)
+            .unwrap()
+            .staged_2d2d
+    );
+    let again = gemm_2d2d_bits(&ctx, &stream, &own, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    assert_eq!(again, staged, "a caller workspace gives the same bits");
+    let short = ctx
+        .grouped_gemm_plan(&p.with_workspace(ws(full - 1)), op, g, None)
+        .unwrap();
+    assert!(
+        !short.staged_2d2d && short.split_2d2d,
+        "{}",
+        short.describe()
+    );
+    drop(buf);
+    println!(
+        "{name}: staged == padded bit for bit ({} elements)",
+        staged.len()
+    );
 }
 
 /// The plan query: what runs and why, on the CPU and the GPU; Library refuses a fallback.

@@ -890,6 +890,66 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
 mod tests {
     use super::*;
 
+    /// The staging area holds the padded layout of ANY offsets: the padded END of the last
+    /// group (sum of round_up(len, 16) over the clamped lengths) never passes mt_pad, checked
+    /// against a brute-force maximum over adversarial splits; parts are 256-byte aligned,
+    /// disjoint and in bounds; sizes that overflow i32 / usize give None.
+    #[test]
+    fn stage_layout_bounds_every_padded_layout() {
+        for (mt, groups) in [(0usize, 1usize), (16, 1), (32, 3), (1000, 7), (32768, 32)] {
+            let l = StageLayout::new(1000, 7, mt, 5, groups).unwrap();
+            assert_eq!(l.mt_pad % 16, 0);
+            assert!(l.mt_pad >= mt + 15 * groups && l.mt_pad < mt + 15 * groups + 16);
+            // Worst case: every group of length 1 (mod 16) as far as tokens allow.
+            let worst: usize = (0..groups)
+                .map(|g| {
+                    let len = if g + 1 == groups {
+                        mt.saturating_sub(groups - 1)
+                    } else {
+                        1
+                    };
+                    len.min(mt).div_ceil(16) * 16
+                })
+                .sum();
+            assert!(worst <= l.mt_pad, "mt {mt} groups {groups}");
+            let parts = [
+                (l.a, 7 * l.mt_pad),
+                (l.b, 5 * l.mt_pad),
+                (l.offs, 4 * groups),
+            ];
+            let mut end = l.lib;
+            for (off, len) in parts {
+                assert!(off % 256 == 0 && off >= end, "{l:?}");
+                end = off + len;
+            }
+            assert!(l.scratch >= end && l.scratch % 256 == 0 && l.total == l.scratch + 4 * groups);
+        }
+        assert!(StageLayout::new(0, 1, i32::MAX as usize - 15, 1, 2).is_none());
+        assert!(StageLayout::new(0, usize::MAX / 2, 1 << 20, 1, 2).is_none());
+    }
+
+    #[test]
+    fn plan_text_says_staged() {
+        let plan = |staged, split| GemmPlan {
+            imp: GemmImpl::CkGfx942,
+            cutlass: None,
+            fallback: None,
+            split_2d2d: split,
+            staged_2d2d: staged,
+        };
+        assert_eq!(
+            plan(true, false).describe(),
+            "ck-gfx942, staged: every group copied to a 16-token aligned start"
+        );
+        assert!(plan(true, true).describe().ends_with("256 tokens or fewer"));
+        assert!(
+            plan(false, true)
+                .describe()
+                .ends_with("off a 16-token boundary")
+        );
+        assert_eq!(plan(false, false).describe(), "ck-gfx942");
+    }
+
     fn d3(m: usize, n: usize, k: usize) -> GroupedOp {
         GroupedOp::TwoD3D { m, n, k }
     }
