@@ -1,36 +1,44 @@
-// stage.hip -- staging of the 2D x 2D (wgrad) grouped-GEMM operands to 16-token group starts.
+// stage.hip -- staged copies of the 2D x 2D (wgrad) grouped-GEMM groups a library can't read
+// in place (docs/OPS.md grouped_gemm_2d2d "Any group start").
 //
 // A vendor library's 2D x 2D path (CUTLASS's TMA, CK's vector loads) needs every group to
-// start on a 16-token boundary. When groups start anywhere, src/grouped_gemm/gpu.rs stages the
-// operands first: this launcher copies group g's columns [lo_g, hi_g) of a (N, Mt) and of
-// b (K rows of Mt tokens; the (Mt, K) column-major operand) to columns
-// [ps_g, ps_g + len_g) of staged_a (N, mt_pad) / staged_b (K, mt_pad), with
+// start on a 16-token boundary (CK: and a length a multiple of 16). The library launchers read
+// such groups in place; a group `stage_2d2d` (group_args.h) selects -- off the boundary, or a
+// length CK can't take -- is read from a staged copy this launcher writes first: group g's
+// columns [lo_g, hi_g) of a (N, Mt) and of b (K rows of Mt tokens; the (Mt, K) column-major
+// operand) go to columns [ps_g, ps_g + len_g) of staged_a (N, mt_pad) / staged_b (K, mt_pad),
 //   ps_g = sum_{h<g} round_up(len_h, 16)     (the padded layout of `pad_wgrad`,
 //                                             src/reference/moe.rs `pad_cols`)
-// zero bytes in [ps_g + len_g, ps_g + round_up(len_g, 16)) and writes the padded END offsets
-// padded_offs[g] = ps_g + round_up(len_g, 16). Columns from padded_offs[G-1] to mt_pad are
-// not written (no group covers them). The offsets stay on the device and are clamped as
-// docs/OPS.md says (o[g] = min(max(o[g], o[g-1]), Mt)); the host never sees them.
+// with zero bytes in [ps_g + len_g, ps_g + round_up(len_g, 16)). Every group keeps its padded
+// position (so the area is bounded by Mt + 15 * groups columns for any offsets), but only the
+// selected groups are written: an aligned group costs the kernel the offsets and nothing else
+// (no load, no store). It also writes the padded END offsets
+// padded_offs[g] = ps_g + round_up(len_g, 16). The offsets stay on the device and are clamped
+// as docs/OPS.md says (o[g] = min(max(o[g], o[g-1]), Mt)); the host never sees them.
 //
-// Why the library's result on the staged operands is the one it gives on the padded layout,
-// bit for bit: staged_a / staged_b / padded_offs ARE the padded layout (same bytes), and the
-// library sees the same problem: group g's reduction length becomes round_up(len_g, 16), whose
-// extra tokens are zeros, in the k-tiles the group already had (tiles are multiples of 16
-// tokens, so ceil(len/T) == ceil(round_up(len, 16)/T)); the library zero-fills past a group's
-// end anyway, so each MMA sees the same operand bytes and adds the same exact zero products.
+// Why the library's result equals the one it gives on the padded layout, bit for bit: a staged
+// group is the padded layout's group (same bytes, same reduction length round_up(len, 16),
+// whose extra tokens are zeros, in the k-tiles the group already had: tiles are multiples of
+// 16 tokens, so ceil(len/T) == ceil(round_up(len, 16)/T); the library zero-fills past a
+// group's end anyway, so each MMA sees the same operand bytes and adds the same exact zero
+// products). A group read in place starts on a 16-token boundary, so its bytes in each k-tile
+// are the padded layout's too (TMA zero-fills past its length; CK reads it in place only when
+// the length is a multiple of 16, i.e. when the padded layout adds nothing).
 //
 // Kernels. The group tables (clamped ends, padded ends) come from a block-wide scan of the
 // offsets. With at most kSmemGroups groups every block of the copy kernel scans them into
 // shared memory itself (one launch); with more, a one-block kernel writes them to global
 // memory first (padded_offs and `scratch`) and the copy kernel reads them there. The copy
 // kernel: thread x owns 16-byte chunks c of the staged rows (grid-stride), finds the group of
-// chunk c once (binary search over the padded ends) and copies that chunk for every row of
-// its y range (a's N rows, then b's K rows): two aligned 16-byte loads (Mt % 16 == 0 and
-// 16-byte aligned a, b: the library's whole-call rules, checked by the launcher), a funnel
-// shift, the bytes past the group's end zeroed, one aligned 16-byte store.
+// chunk c once (binary search over the padded ends), skips it unless the group is selected,
+// and copies that chunk for every row of its y range (a's N rows, then b's K rows): two
+// aligned 16-byte loads (Mt % 16 == 0 and 16-byte aligned a, b: the library's whole-call
+// rules, checked by the launcher), a funnel shift, the bytes past the group's end zeroed, one
+// aligned 16-byte store.
 #include "../port.h"
 #include "../kernel_abi.h"
 #include "launchers.h"
+#include "group_args.h"
 
 namespace hipfp8_gg_stage {
 
@@ -139,7 +147,8 @@ __device__ inline Chunk load_shifted(const uint8_t* row, int64_t s, int v) {
 __global__ void __launch_bounds__(THREADS)
     copy_kernel(const uint8_t* a, const uint8_t* b, const int32_t* offs, int groups, int64_t N,
                 int32_t Mt, int64_t K, uint8_t* sa, uint8_t* sb, int64_t mt_pad,
-                int32_t* padded_offs, const int32_t* g_cend, int smem) {
+                int32_t* padded_offs, const int32_t* g_cend, int smem, int32_t align_len,
+                int32_t min_len) {
   __shared__ int32_t s_cend[kSmemGroups];
   __shared__ int32_t s_pend[kSmemGroups];
   const int32_t* cend = g_cend;
@@ -166,6 +175,8 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t ps = g ? pend[g - 1] : 0;
     const int64_t src_lo = g ? cend[g - 1] : 0;
     const int64_t len = cend[g] - src_lo;
+    // Groups read in place (or by the reference kernel) are not copied.
+    if (!hipfp8_gg::stage_2d2d(src_lo, cend[g], align_len, min_len)) continue;
     const int64_t in = p - ps;  // < len: p < ps + round_up(len, 16) and in % 16 == 0
     const int v = len - in < 16 ? (int)(len - in) : 16;
     const int64_t s = src_lo + in;
@@ -185,18 +196,22 @@ inline bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
 
 using namespace hipfp8_gg_stage;
 
-// Stage a (N, Mt) and b (K x Mt, i.e. the (Mt, K) column-major operand) of a 2D x 2D grouped
-// GEMM into staged_a (N, mt_pad) and staged_b (K, mt_pad) with every group on a 16-token
-// boundary, and write padded_offs[groups] (see the top of this file). Needs Mt % 16 == 0,
+// Copy the groups of a (N, Mt) and b (K x Mt, i.e. the (Mt, K) column-major operand) of a
+// 2D x 2D grouped GEMM that hipfp8_gg::stage_2d2d(lo, hi, align_len, min_len) selects to their
+// padded positions in staged_a (N, mt_pad) and staged_b (K, mt_pad), and write
+// padded_offs[groups] (see the top of this file). align_len, min_len: the library's (CUTLASS
+// 1, 1; CK 16 and its minimum), the values its launcher gives group_2d2d_staged. Needs Mt % 16 == 0,
 // mt_pad % 16 == 0, Mt + 15 * groups <= mt_pad <= INT32_MAX, 16-byte aligned a, b, staged_a,
 // staged_b; `scratch` holds `groups` int32 (used when groups > the shared-memory tables).
 // `max_blocks` caps each grid dimension (0 = default; tests use it to exercise the loops).
 HIPFP8_EXTERN int hipfp8_gg_stage_2d2d(const uint8_t* a, const uint8_t* b, const int32_t* offs,
                                        int groups, int64_t N, int64_t Mt, int64_t K,
                                        uint8_t* staged_a, uint8_t* staged_b, int64_t mt_pad,
-                                       int32_t* padded_offs, int32_t* scratch, int max_blocks,
+                                       int32_t* padded_offs, int32_t* scratch, int align_len,
+                                       int64_t min_len, int max_blocks,
                                        hipStream_t stream) noexcept {
-  if (groups < 0 || N < 0 || Mt < 0 || K < 0 || mt_pad < 0 || max_blocks < 0)
+  if (groups < 0 || N < 0 || Mt < 0 || K < 0 || mt_pad < 0 || max_blocks < 0 || align_len < 1 ||
+      min_len < 1)
     return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0) return 0;
   if (Mt % 16 != 0 || mt_pad % 16 != 0 || mt_pad > INT32_MAX ||
@@ -221,7 +236,9 @@ HIPFP8_EXTERN int hipfp8_gg_stage_2d2d(const uint8_t* a, const uint8_t* b, const
   const int64_t rows = N + K;
   dim3 grid((unsigned)(chunk_blocks < 1 ? 1 : (chunk_blocks < cap_x ? chunk_blocks : cap_x)),
             (unsigned)(rows < 1 ? 1 : (rows < cap_y ? rows : cap_y)));
+  const int32_t min_len32 = min_len < INT32_MAX ? (int32_t)min_len : INT32_MAX;
   copy_kernel<<<grid, THREADS, 0, stream>>>(a, b, offs, groups, N, (int32_t)Mt, K, staged_a,
-                                            staged_b, mt_pad, padded_offs, scratch, smem);
+                                            staged_b, mt_pad, padded_offs, scratch, smem,
+                                            align_len, min_len32);
   HIPFP8_RETURN_LAUNCH_STATUS();
 }

@@ -207,9 +207,10 @@ pub struct GemmPlan {
     /// too short for CK) run on the reference kernel inside the same call, decided on the
     /// device from the offsets (so the host cannot count them).
     pub split_2d2d: bool,
-    /// A library runs a 2D x 2D call on staged operands (docs/OPS.md "Any group start"):
-    /// one kernel copies every group to a 16-token aligned start in the workspace (the padded
-    /// layout), so groups off the boundary run on the library too.
+    /// A library runs a 2D x 2D call with staging (docs/OPS.md "Any group start"): groups
+    /// on a 16-token boundary are read in place, and one kernel copies each group off it
+    /// (with CK also one of a length not a multiple of 16) to its padded position in the
+    /// workspace, where the library reads it; decided per group on the device.
     pub staged_2d2d: bool,
 }
 
@@ -222,14 +223,16 @@ impl GemmPlan {
             (None, Some(f)) => format!("{} ({f})", self.imp.name()),
             (None, None) => self.imp.name().to_string(),
         };
+        let ck = matches!(self.imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
         match (self.staged_2d2d, self.split_2d2d) {
-            (true, true) => format!(
-                "{line}, staged: every group copied to a 16-token aligned start \
-                 + reference for groups of 256 tokens or fewer"
+            (true, true) if ck => format!(
+                "{line}; groups off a 16-token boundary or of a length not a multiple of 16 \
+                 staged + reference for groups of 256 tokens or fewer"
             ),
-            (true, false) => {
-                format!("{line}, staged: every group copied to a 16-token aligned start")
-            }
+            (true, true) => format!(
+                "{line}; groups off a 16-token boundary staged + reference for empty groups"
+            ),
+            (true, false) => format!("{line}; groups off a 16-token boundary staged"),
             (false, true) => format!("{line} + reference for groups off a 16-token boundary"),
             (false, false) => line,
         }
@@ -337,9 +340,10 @@ impl Context {
                             .then(|| cutlass_choice(p, op, groups, fa, fb))
                             .transpose()?;
                         let staged = self.stage_layout(p, imp, op, groups)?.is_some();
-                        // Staged, CUTLASS takes every non-empty group (empty ones get their
-                        // zeros from the reference kernel); CK still leaves groups of <= 256
-                        // tokens to it (its pipeline's minimum).
+                        // Staged, CUTLASS takes every non-empty group, in place or from its
+                        // staged copy (empty ones get their zeros from the reference kernel);
+                        // CK still leaves groups of <= 256 tokens to it (its pipeline's
+                        // minimum).
                         let ck = matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
                         return Ok(GemmPlan {
                             imp,
@@ -685,7 +689,7 @@ pub(crate) fn run(
     let need = stage.map_or(lib, |l| l.total);
     // The library alone, or the staging kernel and then the library on its output.
     let go = |ws: *mut u8, len: usize| match stage {
-        None => launch_library(imp, op, args, groups, ws, len, cfg, stream),
+        None => launch_library(imp, op, args, groups, Staged::NONE, ws, len, cfg, stream),
         Some(l) => launch_staged(imp, op, &l, args, groups, ws, cfg, stream),
     };
     let st = match p.workspace {
@@ -735,11 +739,31 @@ fn backend_from_env() -> Result<Option<GemmBackend>> {
     }
 }
 
+/// The staged copies a 2D x 2D library launcher reads the groups off a 16-token boundary from
+/// (`hipfp8_gg_stage_2d2d`'s output): staged a, staged b, their row length mt_pad.
+#[derive(Clone, Copy)]
+struct Staged {
+    a: *const u8,
+    b: *const u8,
+    mt_pad: i64,
+}
+
+impl Staged {
+    /// Staging off: the launchers route such groups to the reference kernel.
+    const NONE: Staged = Staged {
+        a: std::ptr::null(),
+        b: std::ptr::null(),
+        mt_pad: 0,
+    };
+}
+
+#[allow(clippy::too_many_arguments)]
 fn launch_library(
     imp: GemmImpl,
     op: GroupedOp,
     a: &GroupedArgs,
     groups: i32,
+    staged: Staged,
     ws: *mut u8,
     ws_len: usize,
     cfg: i32,
@@ -753,12 +777,20 @@ fn launch_library(
         stream.0,
     );
     // The library launchers' arguments: operands, formats, offsets, scales, out, the op's
-    // three extents, the workspace, then (CUTLASS) the config and the stream.
+    // three extents, (2D x 2D) the staged copies, the workspace, then (CUTLASS) the config
+    // and the stream.
+    let st = (staged.a, staged.b, staged.mt_pad);
     macro_rules! library {
         ($f:path, $x:expr, $y:expr, $z:expr $(, $cfg:expr)?) => {
             $f(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, $x as i64, $y as i64, $z as i64,
                 ws, wsl, $($cfg,)? s,
+            )
+        };
+        (2d2d $f:path, $x:expr, $y:expr, $z:expr $(, $cfg:expr)?) => {
+            $f(
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, $x as i64, $y as i64, $z as i64,
+                st.0, st.1, st.2, ws, wsl, $($cfg,)? s,
             )
         };
     }
@@ -771,7 +803,7 @@ fn launch_library(
                 library!(sys::hipfp8_gg_cutlass_2d3d, m, n, k, cfg)
             }
             (GemmImpl::CutlassSm90, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_cutlass_2d2d, n, mt, k, cfg)
+                library!(2d2d sys::hipfp8_gg_cutlass_2d2d, n, mt, k, cfg)
             }
             (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_cutlass_bw_2d3d, m, n, k)
@@ -784,25 +816,40 @@ fn launch_library(
                 library!(sys::hipfp8_gg_ck_gfx942_2d3d, m, n, k)
             }
             (GemmImpl::CkGfx942, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_ck_gfx942_2d2d, n, mt, k)
+                library!(2d2d sys::hipfp8_gg_ck_gfx942_2d2d, n, mt, k)
             }
             (GemmImpl::CkGfx950, GroupedOp::TwoD3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_ck_gfx950_2d3d, m, n, k)
             }
             (GemmImpl::CkGfx950, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_ck_gfx950_2d2d, n, mt, k)
+                library!(2d2d sys::hipfp8_gg_ck_gfx950_2d2d, n, mt, k)
             }
             (GemmImpl::Reference | GemmImpl::Cpu, _) => launch_reference(op, a, groups, stream),
         }
     }
 }
 
-/// A staged 2D x 2D call (docs/OPS.md "Any group start"): the staging kernel writes the
-/// padded layout of a and b and the padded offsets into the workspace parts of `l`, then
-/// the library runs on them (extent mt_pad, its own part of the workspace first). Its result
-/// is the library's on the padded layout, bit for bit: the staged bytes are that layout, and
-/// a group's zero padding adds exact zero products inside the k-tiles it already had (tiles
-/// are multiples of 16 tokens; the library zero-fills past a group's end anyway).
+/// The per-group staging rule of a library's 2D x 2D launcher (group_args.h `stage_2d2d`:
+/// `align_len`, `min_len`): CUTLASS reads any length from a 16-token start (TMA zero-fills),
+/// CK needs lengths that are multiples of its 16-wide vector loads and longer than 256 tokens
+/// (ck_grouped_gemm_impl.h kVecK, kMinRed). The staging kernel must be given the values the
+/// launcher's argument builder uses, or a group would be read from a copy never written.
+fn stage_rule(imp: GemmImpl) -> (i32, i64) {
+    match imp {
+        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => (16, 257),
+        _ => (1, 1),
+    }
+}
+
+/// A staged 2D x 2D call (docs/OPS.md "Any group start"): the staging kernel copies each
+/// group a library can't read in place (off a 16-token boundary; with CK also a length not a
+/// multiple of 16) to its padded position in the workspace parts of `l`, then the library
+/// runs on the caller's operands and offsets, reading those groups from their copies
+/// (decided per group on the device, by the same rule: [`stage_rule`]). Its result is the
+/// library's on the padded layout, bit for bit: a staged group is that layout's group (same
+/// bytes, zero tail, same k-tiles: tiles are multiples of 16 tokens, and the library
+/// zero-fills past a group's end anyway), and a group read in place starts on a 16-token
+/// boundary, so each k-tile holds the same bytes as the padded layout's.
 #[allow(clippy::too_many_arguments)]
 fn launch_staged(
     imp: GemmImpl,
@@ -824,6 +871,7 @@ fn launch_staged(
         part(l.offs) as *mut i32,
         part(l.scratch) as *mut i32,
     );
+    let (align_len, min_len) = stage_rule(imp);
     // SAFETY: the caller validated every view (a, b, offs device memory of this context for
     // the op's extents) and `ws` holds `l.total` device bytes unused by other queued work
     // (`run` checked the length), so each part lies inside it; the launcher only queues work
@@ -842,6 +890,8 @@ fn launch_staged(
             l.mt_pad as i64,
             po,
             scratch,
+            align_len,
+            min_len,
             0,
             stream.0,
         )
@@ -849,14 +899,12 @@ fn launch_staged(
     if st != 0 {
         return st;
     }
-    let staged = GroupedArgs {
+    let staged = Staged {
         a: sa,
         b: sb,
-        offs: po,
-        ..*a
+        mt_pad: l.mt_pad as i64,
     };
-    let op = GroupedOp::TwoD2D { n, mt: l.mt_pad, k };
-    launch_library(imp, op, &staged, groups, ws, l.lib, cfg, stream)
+    launch_library(imp, op, a, groups, staged, ws, l.lib, cfg, stream)
 }
 
 fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamRef) -> i32 {
