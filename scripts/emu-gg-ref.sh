@@ -5,7 +5,7 @@
 #                                  f64 loop: indexing, offset clamping, tails, the skip mask;
 #                                  EMU_MAX_BLOCKS (default "3 2048") caps its grid
 #   scripts/emu-gg-ref.sh stage    the 2D x 2D operand staging (stage.hip, gg_stage_emu.cpp)
-#                                  vs the padded layout; EMU_SMEM_GROUPS (default "1024 64")
+#                                  vs the padded layout of the groups it must copy; EMU_SMEM_GROUPS (default "1024 64")
 #                                  sets the shared-memory table size (64: the global tables)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,6 +15,7 @@ mkdir -p "$W/gen/grouped_gemm"
 cp "$ROOT/tests/emu/port_emu.h" "$W/gen/port.h"
 cp "$ROOT/hip/kernel_abi.h" "$W/gen/kernel_abi.h"
 cp "$ROOT/hip/grouped_gemm/launchers.h" "$W/gen/grouped_gemm/launchers.h"
+cp "$ROOT/hip/grouped_gemm/group_args.h" "$W/gen/grouped_gemm/group_args.h"
 case "$WHICH" in
   ref) SRC=reference.hip; TEST=gg_ref_emu.cpp; DEF=HIPFP8_GG_REF_MAX_BLOCKS; VALS="${EMU_MAX_BLOCKS:-3 2048}" ;;
   stage) SRC=stage.hip; TEST=gg_stage_emu.cpp; DEF=HIPFP8_GG_STAGE_SMEM_GROUPS; VALS="${EMU_SMEM_GROUPS:-1024 64}" ;;

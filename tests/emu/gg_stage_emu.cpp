@@ -1,11 +1,17 @@
 // Checks hip/grouped_gemm/stage.hip (the 2D x 2D operand staging) on the host through
 // port_emu.h against its definition written here from docs/OPS.md: the clamped offsets
-// (o[g] = min(max(o[g], o[g-1]), Mt), one group at a time), group g's columns of a and b
-// copied to the padded layout (group g at sum_{h<g} round_up(len_h, 16), zero bytes up to
-// its padded end), the padded END offsets, and every column past the last padded end left
-// untouched. Cases: every group start residue mod 16, empty and 1-token groups, clamped
-// offsets, more groups than a block's threads, grids smaller than the work (grid-stride in x
-// and y). Built and run by `scripts/emu-gg-ref.sh stage`.
+// (o[g] = min(max(o[g], o[g-1]), Mt), one group at a time), the padded layout (group g at
+// sum_{h<g} round_up(len_h, 16)), and which groups are copied, written here too: CUTLASS's
+// rule (align_len 1, min_len 1) copies a non-empty group exactly when its start is off a
+// 16-token boundary; CK's (16, min) also one of a length not a multiple of 16, never one whose
+// padded length is under the minimum. A copied group's columns of a and b land at its padded
+// start with zero bytes up to its padded end; EVERY other column (aligned groups' padded
+// positions included) stays untouched, so an aligned group costs no store; the padded END
+// offsets are written for every group (and agree with group_args.h clamped_padded_range, what
+// the argument builders use). Cases: every group start residue mod 16, empty and 1-token
+// groups, clamped offsets, all groups aligned (nothing copied), more groups than a block's
+// threads, grids smaller than the work (grid-stride in x and y). Built and run by
+// `scripts/emu-gg-ref.sh stage`.
 #include "gen/grouped_gemm/stage.hip"
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +33,8 @@ struct Buf {  // 16-byte aligned host bytes
 
 // One case: offsets (as given, possibly bad), extents, max_blocks.
 static void run_case(const std::string& name, const std::vector<int32_t>& offs, int64_t N,
-                     int64_t Mt, int64_t K, int max_blocks, bool need_all_residues) {
+                     int64_t Mt, int64_t K, int max_blocks, bool need_all_residues,
+                     int align_len = 1, int64_t min_len = 1, int want_copied = -1) {
   const int G = (int)offs.size();
   const int64_t mt_pad = (Mt + 15 * (int64_t)G + 15) / 16 * 16;
   std::mt19937 rng(G * 7 + (int)Mt);
@@ -40,6 +47,8 @@ static void run_case(const std::string& name, const std::vector<int32_t>& offs, 
 
   // The definition.
   std::vector<int64_t> lo(G), hi(G), ps(G), pe(G);
+  std::vector<bool> copy(G);
+  int copied = 0;
   int64_t prev = 0, acc = 0;
   std::set<int> residues;
   bool empty = false, one = false;
@@ -53,6 +62,17 @@ static void run_case(const std::string& name, const std::vector<int32_t>& offs, 
     ps[g] = acc;
     acc += (hi[g] - lo[g] + 15) / 16 * 16;
     pe[g] = acc;
+    const int64_t len = hi[g] - lo[g], plen = (len + 15) / 16 * 16;
+    const bool in_place = len >= min_len && lo[g] % 16 == 0 && len % align_len == 0;
+    copy[g] = len > 0 && !in_place && plen >= min_len && plen % align_len == 0;
+    copied += copy[g];
+    int64_t glo, ghi, gps;  // what the argument builders compute
+    hipfp8_gg::clamped_padded_range(offs.data(), g, Mt, &glo, &ghi, &gps);
+    if (glo != lo[g] || ghi != hi[g] || gps != ps[g] ||
+        hipfp8_gg::stage_2d2d(glo, ghi, align_len, min_len) != copy[g]) {
+      printf("  %s: group %d: group_args.h disagrees\n", name.c_str(), g);
+      ++fails;
+    }
     if (hi[g] > lo[g]) residues.insert((int)(lo[g] % 16));
     empty |= hi[g] == lo[g];
     one |= hi[g] - lo[g] == 1;
@@ -63,8 +83,14 @@ static void run_case(const std::string& name, const std::vector<int32_t>& offs, 
     ++fails;
     return;
   }
+  if (want_copied >= 0 && copied != want_copied) {
+    printf("%s: the case copies %d groups, meant %d\n", name.c_str(), copied, want_copied);
+    ++fails;
+    return;
+  }
   const int rc = hipfp8_gg_stage_2d2d(a.p, b.p, offs.data(), G, N, Mt, K, sa.p, sb.p, mt_pad,
-                                      pad.data(), scratch.data(), max_blocks, nullptr);
+                                      pad.data(), scratch.data(), align_len, min_len,
+                                      max_blocks, nullptr);
   if (rc) {
     printf("%s: rc %d\n", name.c_str(), rc);
     ++fails;
@@ -77,7 +103,7 @@ static void run_case(const std::string& name, const std::vector<int32_t>& offs, 
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<int> want(mt_pad, -1);  // -1: must stay the sentinel
       for (int g = 0; g < G; ++g)
-        for (int64_t p = ps[g]; p < pe[g]; ++p) {
+        for (int64_t p = ps[g]; copy[g] && p < pe[g]; ++p) {
           const int64_t t = lo[g] + (p - ps[g]);
           want[p] = t < hi[g] ? src.p[r * Mt + t] : 0;
         }
@@ -92,9 +118,10 @@ static void run_case(const std::string& name, const std::vector<int32_t>& offs, 
   };
   check_rows("a", a, sa, N);
   check_rows("b", b, sb, K);
-  printf("%s: %s (G %d, N %lld, Mt %lld, K %lld, mt_pad %lld, max_blocks %d)\n", name.c_str(),
-         bad ? "FAIL" : "ok", G, (long long)N, (long long)Mt, (long long)K, (long long)mt_pad,
-         max_blocks);
+  printf("%s: %s (G %d, %d copied, rule (%d, %lld), N %lld, Mt %lld, K %lld, mt_pad %lld, "
+         "max_blocks %d)\n",
+         name.c_str(), bad ? "FAIL" : "ok", G, copied, align_len, (long long)min_len,
+         (long long)N, (long long)Mt, (long long)K, (long long)mt_pad, max_blocks);
   if (bad) ++fails;
 }
 
@@ -121,6 +148,22 @@ int main() {
   for (int mb : {0, 1, 2, 3}) run_case("residues/mb" + std::to_string(mb), o, 3, mt, 2, mb, true);
   run_case("residues/no-b", o, 4, mt, 0, 2, true);
   run_case("residues/no-a", o, 0, mt, 3, 2, true);
+  // CK's rule, with a minimum the sizes straddle (padded 16 and 32 fall on either side).
+  run_case("residues/ck", o, 3, mt, 2, 2, true, 16, 20);
+  run_case("residues/ck-mb0", o, 3, mt, 2, 0, true, 16, 20);
+
+  // Aligned calls (every group on a 16-token boundary, lengths multiples of 16; empty ones
+  // too): nothing copied under either rule, every staged column untouched.
+  const auto al = ends_of({32, 16, 0, 48, 16, 0, 64});
+  run_case("aligned", al, 3, 208, 2, 0, false, 1, 1, 0);
+  run_case("aligned/ck", al, 3, 208, 2, 2, false, 16, 20, 0);
+  // Aligned starts with a ragged last group: CUTLASS reads it in place, CK stages it.
+  const auto rag = ends_of({32, 16, 21});
+  run_case("aligned-ragged", rag, 2, 80, 2, 0, false, 1, 1, 0);
+  run_case("aligned-ragged/ck", rag, 2, 80, 2, 0, false, 16, 16, 1);
+  // A mix: aligned groups between unaligned ones.
+  const auto mix = ends_of({32, 5, 11, 32, 7, 0, 9, 20, 3});
+  run_case("mixed", mix, 3, 144, 2, 1, false, 1, 1, 3);
 
   // Clamped: negative, decreasing, past Mt; a first group at 0.
   run_case("clamped", {-5, 0, 7, 3, 40, 39, 1000, -1, 2000}, 2, 64, 3, 2, false);
