@@ -978,24 +978,46 @@ mod tests {
 
     #[test]
     fn plan_text_says_staged() {
-        let plan = |staged, split| GemmPlan {
-            imp: GemmImpl::CkGfx942,
+        let plan = |imp, staged, split| GemmPlan {
+            imp,
             cutlass: None,
             fallback: None,
             split_2d2d: split,
             staged_2d2d: staged,
         };
+        let (ck, cut) = (GemmImpl::CkGfx942, GemmImpl::CutlassSm90);
         assert_eq!(
-            plan(true, false).describe(),
-            "ck-gfx942, staged: every group copied to a 16-token aligned start"
+            plan(cut, true, false).describe(),
+            "cutlass-sm90; groups off a 16-token boundary staged"
         );
-        assert!(plan(true, true).describe().ends_with("256 tokens or fewer"));
+        assert_eq!(
+            plan(ck, true, true).describe(),
+            "ck-gfx942; groups off a 16-token boundary or of a length not a multiple of 16 \
+             staged + reference for groups of 256 tokens or fewer"
+        );
         assert!(
-            plan(false, true)
+            plan(cut, false, true)
                 .describe()
-                .ends_with("off a 16-token boundary")
+                .ends_with("+ reference for groups off a 16-token boundary")
         );
-        assert_eq!(plan(false, false).describe(), "ck-gfx942");
+        assert_eq!(plan(ck, false, false).describe(), "ck-gfx942");
+    }
+
+    /// The staging rule handed to the staging kernel is the one the launchers' argument
+    /// builders use (ck_grouped_gemm_impl.h kVecK = 16, kMinRed = 257; CUTLASS 1, 1), and
+    /// CK's minimum is the one the plan states (groups of 256 tokens or fewer: reference).
+    #[test]
+    fn stage_rule_matches_the_launchers() {
+        assert_eq!(stage_rule(GemmImpl::CutlassSm90), (1, 1));
+        for ck in [GemmImpl::CkGfx942, GemmImpl::CkGfx950] {
+            assert_eq!(stage_rule(ck), (16, 257));
+        }
+        let src = include_str!("../../hip/grouped_gemm/ck/ck_grouped_gemm_impl.h");
+        assert!(src.contains("constexpr int64_t kMinRed = 2 * 128 + 1;"));
+        assert!(src.contains("constexpr int64_t kVecK = 16;"));
+        assert!(src.contains("group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, kVecK, kMinRed)"));
+        let cut = include_str!("../../hip/grouped_gemm/cutlass/sm90_common.h");
+        assert!(cut.contains("group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, 1, 1)"));
     }
 
     fn d3(m: usize, n: usize, k: usize) -> GroupedOp {

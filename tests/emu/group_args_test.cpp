@@ -1,6 +1,6 @@
 // Host test of hip/grouped_gemm/group_args.h, the per-group argument arithmetic the CK and
 // CUTLASS argument-building kernels run on the device. Built and run by
-// tests/grouped_gemm_args.rs (cargo test) with the system C++ compiler.
+// tests/grouped_gemm_host_cpp.rs (cargo test) with the system C++ compiler.
 //
 // 1. Spot checks of clamping, offsets, strides, routing and the CK argument layout.
 // 2. A whole grouped GEMM computed on the host FROM the per-group arguments (vendor groups
