@@ -902,7 +902,10 @@ fn staged_equals_padded(
             .staged_2d2d
     );
     let again = gemm_2d2d_bits(ctx, stream, &own, (n, mt, k), &a, &b, &offs, &sa, &sb);
-    assert_eq!(again, staged, "{name}: a caller workspace gives the same bits");
+    assert_eq!(
+        again, staged,
+        "{name}: a caller workspace gives the same bits"
+    );
     // The staged a area (src/grouped_gemm/gpu.rs StageLayout: it starts at the library's
     // part rounded up to 256 bytes; rows of mt_pad = round_up(mt + 15 g, 16) bytes) holds
     // the copied groups at their padded positions and the sentinel everywhere else.
@@ -928,7 +931,10 @@ fn staged_equals_padded(
                     (true, true) => a[r * mt + lo + c],
                     (true, false) => 0,
                 };
-                assert_eq!(got, want, "{name}: group {gi} row {r} col {c} (copied {copy})");
+                assert_eq!(
+                    got, want,
+                    "{name}: group {gi} row {r} col {c} (copied {copy})"
+                );
             }
         }
         lo += len;

@@ -5,13 +5,16 @@
 //! Implementations ([`GemmImpl`]):
 //! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
 //!   E4M3FN x E5M2 and E5M2 x E4M3FN; K % 16, N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D),
-//!   16-byte aligned operands; in 2D x 2D a group starting off a 16-token boundary (or
-//!   empty) goes to the reference kernel on the device. Instance and scheduler
-//!   settings per shape: `crate::grouped_gemm::rule`.
+//!   16-byte aligned operands; in 2D x 2D a group starting off a 16-token boundary is read
+//!   from its staged copy (below), or without staging goes to the reference kernel on the
+//!   device, as an empty group always does. Instance and scheduler settings per shape:
+//!   `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
 //!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus
-//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary, of a length not
-//!   a multiple of 16 or of 256 tokens or fewer goes to the reference kernel on the device.
+//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary or of a length
+//!   not a multiple of 16 is read from its staged copy (without staging: the reference
+//!   kernel), and one of 256 tokens or fewer (padded) goes to the reference kernel on the
+//!   device.
 //!   Compile-checked and its host-side decisions checked on the host
 //!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
@@ -32,9 +35,13 @@
 //! choice (benchmarks).
 //!
 //! Offsets stay on the device: the libraries' per-group arguments are built by a small kernel
-//! from them, and in 2D x 2D a group a library cannot take (empty; with CK also one starting
-//! off a 16-byte boundary) is routed to the reference kernel on the device too. Nothing here reads device
-//! memory back or synchronises the stream.
+//! from them, and in 2D x 2D a group a library cannot take (empty; with CK also one of 256
+//! tokens or fewer) is routed to the reference kernel on the device too. Staging (2D x 2D,
+//! docs/OPS.md "Any group start"): a group a library can't read in place (off a 16-token
+//! boundary; with CK also of a length not a multiple of 16) is copied to its padded position
+//! in the workspace by `hipfp8_gg_stage_2d2d` first, and the argument kernel points the
+//! library at that copy; aligned groups are read in place and cost the staging kernel only
+//! the offsets. Nothing here reads device memory back or synchronises the stream.
 //!
 //! Workspace: the libraries need device memory for the per-group argument arrays (and CUTLASS
 //! for its TMA descriptors). Callers may pass their own (`*_with_workspace`, sized by
@@ -570,7 +577,8 @@ impl Context {
     /// Device bytes `op` with `groups` groups needs as workspace under `p` on this context:
     /// [`Context::grouped_gemm_workspace_size`] (or the blockwise one), plus for a 2D x 2D
     /// call that a library takes the staging area (about `(n + k) * round_up(mt + 15 groups,
-    /// 16)` bytes; docs/OPS.md "Any group start"). A caller workspace of this size makes
+    /// 16)` bytes; docs/OPS.md "Any group start"): the worst case, every group copied (the
+    /// host cannot see the offsets; only groups off a 16-token boundary are written). A caller workspace of this size makes
     /// the call's plan staged; a smaller one of at least the groups-only size runs unstaged.
     pub fn grouped_gemm_op_workspace_size(
         &self,
