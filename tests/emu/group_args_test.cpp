@@ -100,6 +100,24 @@ static void spot_checks() {
 // Any injective map with val(0) == 0 (FP8's +0: the staged copies' zero tail adds nothing).
 static double val(uint8_t x) { return (double)(int8_t)x / 16.0; }
 
+// A group CK owns, through its argument's pointers and strides: E = C * D0[n] * D1[m]. CK's
+// tile loop skips a group with M, N or K == 0 (writes nothing).
+static void ck_group(const CkArg& c, const uint16_t* out_base, std::vector<double>& got) {
+  if (c.M == 0 || c.N == 0 || c.K == 0) return;
+  const uint8_t* pa = (const uint8_t*)c.p_a;
+  const uint8_t* pb = (const uint8_t*)c.p_b;
+  const float* d0 = (const float*)c.p_ds[0];
+  const float* d1 = (const float*)c.p_ds[1];
+  const int64_t e0 = (const uint16_t*)c.p_e - out_base;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < c.K; ++k)
+        s += val(pa[m * c.stride_a + k]) * val(pb[n * c.stride_b + k]);
+      got[e0 + m * c.stride_e + n] = s * d0[n + m * c.stride_ds[0]] * d1[m + n * c.stride_ds[1]];
+    }
+}
+
 // 2D x 3D through the per-group arguments (as CK reads them) vs the definition.
 static void sim_2d3d(std::mt19937& rng, int64_t M, int64_t N, int64_t K, std::vector<int32_t> offs) {
   const int E = (int)offs.size();
@@ -130,19 +148,7 @@ static void sim_2d3d(std::mt19937& rng, int64_t M, int64_t N, int64_t K, std::ve
     int64_t lo, hi;
     clamped_range(offs.data(), g, M, &lo, &hi);
     Group gr = group_2d3d(g, lo, hi, N, K);
-    CkArg c = ck_arg(gr, a.data(), b.data(), sa.data(), sb.data(), out_base);
-    const uint8_t* pa = (const uint8_t*)c.p_a;
-    const uint8_t* pb = (const uint8_t*)c.p_b;
-    const float* d0 = (const float*)c.p_ds[0];
-    const float* d1 = (const float*)c.p_ds[1];
-    const int64_t e0 = (const uint16_t*)c.p_e - out_base;
-    for (int64_t m = 0; m < c.M; ++m)
-      for (int64_t n = 0; n < c.N; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < c.K; ++k)
-          s += val(pa[m * c.stride_a + k]) * val(pb[n * c.stride_b + k]);
-        got[e0 + m * c.stride_e + n] = s * d0[n + m * c.stride_ds[0]] * d1[m + n * c.stride_ds[1]];
-      }
+    ck_group(ck_arg(gr, a.data(), b.data(), sa.data(), sb.data(), out_base), out_base, got);
   }
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
@@ -153,69 +159,86 @@ static void sim_2d3d(std::mt19937& rng, int64_t M, int64_t N, int64_t K, std::ve
   }
 }
 
+// ---- 2D x 2D: the definition, and one group the way each owner computes it ----------------
+
+// Random operands and scales of a 2D x 2D problem.
+struct Problem2d2d {
+  int64_t N, Mt, K;
+  int G;
+  std::vector<uint8_t> a, b;
+  std::vector<float> sa, sb;
+  Problem2d2d(std::mt19937& rng, int64_t N_, int64_t Mt_, int64_t K_, int G_)
+      : N(N_), Mt(Mt_), K(K_), G(G_), a(N_ * Mt_), b(Mt_ * K_), sa(G_ * N_), sb(G_ * K_) {
+    for (auto& x : a) x = rng() & 0xFF;
+    for (auto& x : b) x = rng() & 0xFF;
+    for (auto& x : sa) x = (float)(rng() % 7 + 1);
+    for (auto& x : sb) x = (float)(rng() % 5 + 1);
+  }
+  // docs/OPS.md: group g reduces tokens [o[g-1], o[g]) after clamping; zeros when empty.
+  std::vector<double> definition(const std::vector<int32_t>& offs) const {
+    std::vector<double> want(G * N * K, -2.0);
+    int64_t prev = 0;
+    for (int g = 0; g < G; ++g) {
+      int64_t o = offs[g] < prev ? prev : offs[g];
+      o = o > Mt ? Mt : o;
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < K; ++j) {
+          double s = 0;
+          for (int64_t t = prev; t < o; ++t) s += val(a[i * Mt + t]) * val(b[j * Mt + t]);
+          want[g * N * K + i * K + j] = o == prev ? 0.0 : s * sa[g * N + i] * sb[g * K + j];
+        }
+      prev = o;
+    }
+    return want;
+  }
+  // A group the reference kernel owns, on the caller's operands (zeros when empty).
+  void reference_group(const Group& gr, std::vector<double>& got) const {
+    for (int64_t i = 0; i < gr.rows; ++i)
+      for (int64_t j = 0; j < gr.cols; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < gr.red; ++t)
+          s += val(a[gr.a_off + i * gr.lda + t]) * val(b[gr.b_off + j * gr.ldb + t]);
+        got[gr.out_off + i * gr.ldo + j] =
+            gr.red == 0 ? 0.0 : s * sa[gr.sa_off + i] * sb[gr.sb_off + j];
+      }
+  }
+};
+
+static void compare(const char* what, const Problem2d2d& p, const std::vector<double>& got,
+                    const std::vector<double>& want, int64_t align_len, int64_t min_len) {
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i] && bad < 3)
+      std::printf("  element %zu (group %lld): got %g want %g\n", i,
+                  (long long)(i / (p.N * p.K)), got[i], want[i]);
+    bad += got[i] != want[i];
+  }
+  if (bad) {
+    std::printf("FAIL %s N%lld Mt%lld K%lld G%d rule (%lld, %lld): %d elements differ\n", what,
+                (long long)p.N, (long long)p.Mt, (long long)p.K, p.G, (long long)align_len,
+                (long long)min_len, bad);
+    ++fails;
+  }
+}
+
 // 2D x 2D through the per-group arguments: vendor groups via CkArg, the others as the
 // reference kernel does (zeros when empty).
 static void sim_2d2d(std::mt19937& rng, int64_t N, int64_t Mt, int64_t K, std::vector<int32_t> offs,
                      int64_t align_start, int64_t align_len) {
-  const int G = (int)offs.size();
-  std::vector<uint8_t> a(N * Mt), b(Mt * K);
-  for (auto& x : a) x = rng() & 0xFF;
-  for (auto& x : b) x = rng() & 0xFF;
-  std::vector<float> sa(G * N), sb(G * K);
-  for (auto& x : sa) x = (float)(rng() % 7 + 1);
-  for (auto& x : sb) x = (float)(rng() % 5 + 1);
-  std::vector<double> got(G * N * K, -1.0), want(G * N * K, -2.0);
-  int64_t prev = 0;
-  for (int g = 0; g < G; ++g) {
-    int64_t o = offs[g] < prev ? prev : offs[g];
-    o = o > Mt ? Mt : o;
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < K; ++j) {
-        double s = 0;
-        for (int64_t t = prev; t < o; ++t) s += val(a[i * Mt + t]) * val(b[j * Mt + t]);
-        want[g * N * K + i * K + j] = o == prev ? 0.0 : s * sa[g * N + i] * sb[g * K + j];
-      }
-    prev = o;
-  }
+  const Problem2d2d p(rng, N, Mt, K, (int)offs.size());
+  std::vector<double> got(p.G * N * K, -1.0);
   static uint16_t out_base[1];
-  for (int g = 0; g < G; ++g) {
+  for (int g = 0; g < p.G; ++g) {
     int64_t lo, hi;
     clamped_range(offs.data(), g, Mt, &lo, &hi);
     Group gr = group_2d2d(g, lo, hi, N, Mt, K, align_start, align_len);
-    if (gr.vendor_ok) {
-      CkArg c = ck_arg(gr, a.data(), b.data(), sa.data(), sb.data(), out_base);
-      const uint8_t* pa = (const uint8_t*)c.p_a;
-      const uint8_t* pb = (const uint8_t*)c.p_b;
-      const float* d0 = (const float*)c.p_ds[0];
-      const float* d1 = (const float*)c.p_ds[1];
-      const int64_t e0 = (const uint16_t*)c.p_e - out_base;
-      // CK's tile loop skips a group with M, N or K == 0 (writes nothing).
-      if (c.M == 0 || c.N == 0 || c.K == 0) continue;
-      for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t n = 0; n < c.N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < c.K; ++k)
-            s += val(pa[m * c.stride_a + k]) * val(pb[n * c.stride_b + k]);
-          got[e0 + m * c.stride_e + n] = s * d0[n] * d1[m];
-        }
-    } else {
-      for (int64_t i = 0; i < gr.rows; ++i)
-        for (int64_t j = 0; j < gr.cols; ++j) {
-          double s = 0;
-          for (int64_t t = 0; t < gr.red; ++t)
-            s += val(a[gr.a_off + i * gr.lda + t]) * val(b[gr.b_off + j * gr.ldb + t]);
-          got[gr.out_off + i * gr.ldo + j] =
-              gr.red == 0 ? 0.0 : s * sa[gr.sa_off + i] * sb[gr.sb_off + j];
-        }
-    }
+    if (gr.vendor_ok)
+      ck_group(ck_arg(gr, p.a.data(), p.b.data(), p.sa.data(), p.sb.data(), out_base), out_base,
+               got);
+    else
+      p.reference_group(gr, got);
   }
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
-  if (bad) {
-    std::printf("FAIL sim_2d2d N%lld Mt%lld K%lld G%d: %d elements differ\n", (long long)N,
-                (long long)Mt, (long long)K, G, bad);
-    ++fails;
-  }
+  compare("sim_2d2d", p, got, p.definition(offs), align_len, 1);
 }
 
 static void staging_spot_checks() {
@@ -287,17 +310,13 @@ static void staging_spot_checks() {
 static void sim_2d2d_staged(std::mt19937& rng, int64_t N, int64_t Mt, int64_t K,
                             std::vector<int32_t> offs, int64_t align_len, int64_t min_len,
                             int* n_in_place, int* n_staged) {
-  const int G = (int)offs.size();
+  const Problem2d2d p(rng, N, Mt, K, (int)offs.size());
+  const int G = p.G;
   const int64_t mt_pad = (Mt + 15 * G + 15) / 16 * 16;
-  std::vector<uint8_t> a(N * Mt), b(Mt * K), xa(N * mt_pad), xb(K * mt_pad);
-  for (auto& x : a) x = rng() & 0xFF;
-  for (auto& x : b) x = rng() & 0xFF;
+  std::vector<uint8_t> xa(N * mt_pad), xb(K * mt_pad);
   for (auto& x : xa) x = 0x80 | (rng() & 0x7F);  // garbage: val() < 0, never 0
   for (auto& x : xb) x = 0x80 | (rng() & 0x7F);
-  std::vector<float> sa(G * N), sb(G * K);
-  for (auto& x : sa) x = (float)(rng() % 7 + 1);
-  for (auto& x : sb) x = (float)(rng() % 5 + 1);
-  std::vector<double> got(G * N * K, -1.0), want(G * N * K, -2.0);
+  std::vector<double> got(G * N * K, -1.0);
   std::vector<int64_t> lo_of(G), hi_of(G), ps_of(G);
   int64_t prev = 0, acc = 0;
   for (int g = 0; g < G; ++g) {
@@ -307,12 +326,6 @@ static void sim_2d2d_staged(std::mt19937& rng, int64_t N, int64_t Mt, int64_t K,
     hi_of[g] = o;
     ps_of[g] = acc;
     acc += (o - prev + 15) / 16 * 16;
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < K; ++j) {
-        double s = 0;
-        for (int64_t t = prev; t < o; ++t) s += val(a[i * Mt + t]) * val(b[j * Mt + t]);
-        want[g * N * K + i * K + j] = o == prev ? 0.0 : s * sa[g * N + i] * sb[g * K + j];
-      }
     prev = o;
   }
   // The staging kernel's output: selected groups only.
@@ -321,9 +334,9 @@ static void sim_2d2d_staged(std::mt19937& rng, int64_t N, int64_t Mt, int64_t K,
     const int64_t len = hi_of[g] - lo_of[g], plen = (len + 15) / 16 * 16;
     for (int64_t c = 0; c < plen; ++c) {
       for (int64_t i = 0; i < N; ++i)
-        xa[i * mt_pad + ps_of[g] + c] = c < len ? a[i * Mt + lo_of[g] + c] : 0;
+        xa[i * mt_pad + ps_of[g] + c] = c < len ? p.a[i * Mt + lo_of[g] + c] : 0;
       for (int64_t j = 0; j < K; ++j)
-        xb[j * mt_pad + ps_of[g] + c] = c < len ? b[j * Mt + lo_of[g] + c] : 0;
+        xb[j * mt_pad + ps_of[g] + c] = c < len ? p.b[j * Mt + lo_of[g] + c] : 0;
     }
   }
   static uint16_t out_base[1];
@@ -334,56 +347,26 @@ static void sim_2d2d_staged(std::mt19937& rng, int64_t N, int64_t Mt, int64_t K,
     Group gr = group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, align_len, min_len);
     const int64_t len = hi - lo;
     const bool in_place = len > 0 && len >= min_len && lo % 16 == 0 && len % align_len == 0;
-    if (gr.vendor_ok) {
-      CkArg c = ck_arg(gr, a.data(), b.data(), sa.data(), sb.data(), out_base, xa.data(),
-                       xb.data());
-      if (in_place) {  // in place: the caller's operands at the group's start
-        ++*n_in_place;
-        CHECK(gr.staged == 0 && c.p_a == a.data() + lo && c.p_b == b.data() + lo);
-        CHECK(c.stride_a == Mt && c.stride_b == Mt && c.K == len);
-      } else {  // its copy at the padded start, padded length
-        ++*n_staged;
-        CHECK(gr.staged == 1 && c.p_a == xa.data() + ps && c.p_b == xb.data() + ps);
-        CHECK(c.stride_a == mt_pad && c.stride_b == mt_pad && c.K == (len + 15) / 16 * 16);
-      }
-      const uint8_t* pa = (const uint8_t*)c.p_a;
-      const uint8_t* pb = (const uint8_t*)c.p_b;
-      const float* d0 = (const float*)c.p_ds[0];
-      const float* d1 = (const float*)c.p_ds[1];
-      const int64_t e0 = (const uint16_t*)c.p_e - out_base;
-      CHECK(c.M > 0 && c.K > 0);
-      for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t n = 0; n < c.N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < c.K; ++k)
-            s += val(pa[m * c.stride_a + k]) * val(pb[n * c.stride_b + k]);
-          got[e0 + m * c.stride_e + n] = s * d0[n] * d1[m];
-        }
-    } else {  // the reference kernel, on the caller's operands
+    if (!gr.vendor_ok) {  // the reference kernel, on the caller's operands
       CHECK(gr.staged == 0 && !in_place);
-      for (int64_t i = 0; i < gr.rows; ++i)
-        for (int64_t j = 0; j < gr.cols; ++j) {
-          double s = 0;
-          for (int64_t t = 0; t < gr.red; ++t)
-            s += val(a[gr.a_off + i * gr.lda + t]) * val(b[gr.b_off + j * gr.ldb + t]);
-          got[gr.out_off + i * gr.ldo + j] =
-              gr.red == 0 ? 0.0 : s * sa[gr.sa_off + i] * sb[gr.sb_off + j];
-        }
+      p.reference_group(gr, got);
+      continue;
     }
+    CkArg c = ck_arg(gr, p.a.data(), p.b.data(), p.sa.data(), p.sb.data(), out_base, xa.data(),
+                     xb.data());
+    if (in_place) {  // in place: the caller's operands at the group's start
+      ++*n_in_place;
+      CHECK(gr.staged == 0 && c.p_a == p.a.data() + lo && c.p_b == p.b.data() + lo);
+      CHECK(c.stride_a == Mt && c.stride_b == Mt && c.K == len);
+    } else {  // its copy at the padded start, padded length
+      ++*n_staged;
+      CHECK(gr.staged == 1 && c.p_a == xa.data() + ps && c.p_b == xb.data() + ps);
+      CHECK(c.stride_a == mt_pad && c.stride_b == mt_pad && c.K == (len + 15) / 16 * 16);
+    }
+    CHECK(c.M > 0 && c.K > 0);
+    ck_group(c, out_base, got);
   }
-  int bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i] && bad < 3)
-      std::printf("  element %zu (group %lld): got %g want %g\n", i, (long long)(i / (N * K)),
-                  got[i], want[i]);
-    bad += got[i] != want[i];
-  }
-  if (bad) {
-    std::printf("FAIL sim_2d2d_staged N%lld Mt%lld K%lld G%d rule (%lld, %lld): %d differ\n",
-                (long long)N, (long long)Mt, (long long)K, G, (long long)align_len,
-                (long long)min_len, bad);
-    ++fails;
-  }
+  compare("sim_2d2d_staged", p, got, p.definition(offs), align_len, min_len);
 }
 
 int main() {
