@@ -704,6 +704,14 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         &sa,
         &sb,
     );
+    // A caller workspace of the groups-only size: the call is not staged (the split is what
+    // this test checks; `staged_unaligned_groups_equal_padded` checks the staged path).
+    let bytes = ctx
+        .grouped_gemm_workspace_size(&GemmParams::new(fmt, fmt), g)
+        .unwrap();
+    let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
+    // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
+    let ws = unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) };
     for kind in CUTLASS_KINDS
         .iter()
         .filter(|c| c.pairs.contains(&(fmt, fmt)))
@@ -715,7 +723,11 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         };
         let p = GemmParams::new(fmt, fmt)
             .with_backend(GemmBackend::Library)
-            .with_cutlass(c);
+            .with_cutlass(c)
+            .with_workspace(ws);
+        let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
+        let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+        assert!(plan.split_2d2d && !plan.staged_2d2d, "{}", plan.describe());
         let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
         let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
         for (gi, owned) in cutlass_owns.iter().enumerate() {
@@ -748,6 +760,204 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
             kind.name
         );
     }
+}
+
+/// Any group start (issue 16): 2D x 2D groups that start anywhere run on the library path;
+/// groups on a 16-token boundary are read in place and only the others from their staged
+/// copies (the plan says "staged"). Three offset sets: a mix of aligned groups (length a
+/// multiple of 16 and not, longer and shorter than CK's 256-token minimum) and unaligned
+/// ones; unpadded skewed sizes (every start residue mod 16, empty and 1-token groups, tokens
+/// past the last group); all groups aligned (the torchao / `pad_wgrad` case). Each: the
+/// output equals, bit for bit, the library's unstaged run on the explicitly padded operands
+/// (`reference::moe::pad_cols`), and the f64 reference within the tolerance; a caller
+/// workspace of `grouped_gemm_op_workspace_size` bytes gives the same bits, and the staged a
+/// area in it (pre-filled with a sentinel) holds copies of exactly the groups the library
+/// can't read in place, at their padded positions: aligned groups are not copied. One byte
+/// less workspace runs unstaged, and the plan says that.
+#[test]
+fn staged_unaligned_groups_equal_padded() {
+    let name = "staged_unaligned_groups_equal_padded";
+    let Some(ctx) = gpu_for_tests(name) else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_none() {
+        skip_test(name, "no grouped-GEMM library here");
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    // Starts on the boundary: 0 (1504 tokens), 1504 (704), 2208 (333: CUTLASS reads it in
+    // place, CK stages its length); off it: 2541 (1), 2542 (290); on it again from 2832 (16,
+    // 0, 16, 272 = CK's shortest in place, 48, then 5: a ragged group in place for CUTLASS);
+    // off it from 3189 (300, 11, 0, 7).
+    let mixed = vec![
+        1504usize, 704, 333, 1, 290, 16, 0, 16, 272, 48, 5, 300, 11, 0, 7,
+    ];
+    let mut zipf = vec![1500usize, 700, 333, 0, 1, 290, 77, 0];
+    zipf.extend(1..=17);
+    let aligned = vec![1504usize, 704, 336, 0, 288, 16, 48, 272];
+    for (case, sizes, seed) in [
+        ("mixed", mixed, 1700u64),
+        ("zipf", zipf, 1600),
+        ("aligned", aligned, 1800),
+    ] {
+        staged_equals_padded(&ctx, &stream, fmt, &format!("{name}/{case}"), &sizes, seed);
+    }
+}
+
+fn staged_equals_padded(
+    ctx: &Context,
+    stream: &Stream,
+    fmt: Fp8Format,
+    name: &str,
+    sizes: &[usize],
+    seed: u64,
+) {
+    use hipfp8::GroupedOp;
+    let (n, k) = (192, 136);
+    let g = sizes.len();
+    let mt = sizes.iter().sum::<usize>().div_ceil(16) * 16 + 16;
+    let mut offs = Vec::new();
+    let mut end = 0;
+    for s in sizes {
+        end += s;
+        offs.push(end as i32);
+    }
+    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    let op = GroupedOp::TwoD2D { n, mt, k };
+    let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+    println!("{name}: {}", plan.describe());
+    assert!(
+        plan.staged_2d2d && plan.describe().contains("staged"),
+        "{}",
+        plan.describe()
+    );
+    // Against the f64 reference.
+    run_2d2d(
+        ctx,
+        stream,
+        &p,
+        &Case2d2d {
+            n,
+            mt,
+            k,
+            offs: offs.clone(),
+        },
+        seed,
+    );
+
+    let mut rng = Rng(seed + 1);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let staged = gemm_2d2d_bits(ctx, stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    // The padded layout, built on the host, through the library unstaged (a workspace of the
+    // groups-only size): every group starts on the boundary, so all are read in place.
+    let m_cap = (mt + 15 * g).div_ceil(16) * 16;
+    let (mut ap, mut bp, mut offs_p) = (vec![0u8; n * m_cap], vec![0u8; k * m_cap], vec![0; g]);
+    hipfp8::reference::moe::pad_cols((n, mt), &offs, &a, m_cap, &mut ap, &mut offs_p);
+    hipfp8::reference::moe::pad_cols((k, mt), &offs, &b, m_cap, &mut bp, &mut offs_p);
+    let small = ctx.grouped_gemm_workspace_size(&p, g).unwrap();
+    let full = ctx.grouped_gemm_op_workspace_size(&p, op, g).unwrap();
+    assert!(
+        full > small,
+        "staging needs more workspace ({full} vs {small})"
+    );
+    const FILL: u8 = 0xA5;
+    let mut buf = DeviceBuffer::from_host(ctx, &vec![FILL; full]).unwrap();
+    let ptr = buf.as_mut_ptr();
+    // SAFETY: a live device buffer of `full` >= each size bytes, used by nothing else while
+    // these calls borrow it (each call completes before the next: gemm_2d2d_bits syncs).
+    let ws = |len: usize| unsafe { GemmWorkspace::from_raw(ptr.cast(), len) };
+    let unstaged = p.with_workspace(ws(small));
+    let pplan = ctx
+        .grouped_gemm_plan(&unstaged, GroupedOp::TwoD2D { n, mt: m_cap, k }, g, None)
+        .unwrap();
+    assert!(!pplan.staged_2d2d, "{}", pplan.describe());
+    let padded = gemm_2d2d_bits(
+        ctx,
+        stream,
+        &unstaged,
+        (n, m_cap, k),
+        &ap,
+        &bp,
+        &offs_p,
+        &sa,
+        &sb,
+    );
+    let diff = staged.iter().zip(&padded).filter(|(x, y)| x != y).count();
+    assert_eq!(
+        diff,
+        0,
+        "{name}: staged vs padded: {diff} of {} elements differ",
+        staged.len()
+    );
+    // A caller workspace of the op size stages, with the same bits.
+    buf.copy_from_host(&vec![FILL; full]).unwrap();
+    let own = p.with_workspace(ws(full));
+    assert!(
+        ctx.grouped_gemm_plan(&own, op, g, None)
+            .unwrap()
+            .staged_2d2d
+    );
+    let again = gemm_2d2d_bits(ctx, stream, &own, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    assert_eq!(
+        again, staged,
+        "{name}: a caller workspace gives the same bits"
+    );
+    // The staged a area (src/grouped_gemm/gpu.rs StageLayout: it starts at the library's
+    // part rounded up to 256 bytes; rows of mt_pad = round_up(mt + 15 g, 16) bytes) holds
+    // the copied groups at their padded positions and the sentinel everywhere else.
+    let wsv = buf.to_vec().unwrap();
+    let a0 = small.div_ceil(256) * 256;
+    let mt_pad = m_cap;
+    let ck = matches!(plan.imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
+    let (mut lo, mut ps, mut copied) = (0usize, 0usize, 0usize);
+    for (gi, &len) in sizes.iter().enumerate() {
+        let plen = len.div_ceil(16) * 16;
+        let in_place = if ck {
+            lo % 16 == 0 && len % 16 == 0 && len > 256
+        } else {
+            lo % 16 == 0
+        };
+        let copy = len > 0 && !in_place && (!ck || plen > 256);
+        copied += copy as usize;
+        for r in [0, n / 2, n - 1] {
+            for c in 0..plen {
+                let got = wsv[a0 + r * mt_pad + ps + c];
+                let want = match (copy, c < len) {
+                    (false, _) => FILL,
+                    (true, true) => a[r * mt + lo + c],
+                    (true, false) => 0,
+                };
+                assert_eq!(
+                    got, want,
+                    "{name}: group {gi} row {r} col {c} (copied {copy})"
+                );
+            }
+        }
+        lo += len;
+        ps += plen;
+    }
+    if sizes.iter().all(|l| l % 16 == 0) {
+        assert_eq!(copied, 0, "{name}: an aligned call copies nothing");
+    } else {
+        assert!(copied > 0, "{name}: some group is copied");
+    }
+    let short = ctx
+        .grouped_gemm_plan(&p.with_workspace(ws(full - 1)), op, g, None)
+        .unwrap();
+    assert!(
+        !short.staged_2d2d && short.split_2d2d,
+        "{}",
+        short.describe()
+    );
+    drop(buf);
+    println!(
+        "{name}: staged == padded bit for bit ({} elements), {copied} of {g} groups copied",
+        staged.len()
+    );
 }
 
 /// The plan query: what runs and why, on the CPU and the GPU; Library refuses a fallback.
