@@ -413,8 +413,18 @@ fn library_backend_vs_f64() {
     for (i, c) in lib_2d2d().iter().enumerate() {
         run_2d2d(&ctx, &stream, &p, c, 200 + i as u64);
     }
-    // A caller-owned workspace gives the same results.
-    let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap();
+    // A caller-owned workspace gives the same results: the 2D x 3D size and the 2D x 2D
+    // case's (with its staging area).
+    let c2 = &lib_2d2d()[0];
+    let op2 = hipfp8::GroupedOp::TwoD2D {
+        n: c2.n,
+        mt: c2.mt,
+        k: c2.k,
+    };
+    let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap().max(
+        ctx.grouped_gemm_op_workspace_size(&p, op2, c2.offs.len())
+            .unwrap(),
+    );
     assert!(bytes > 0);
     let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
     // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
@@ -607,6 +617,25 @@ fn gemm_2d2d_bits(
     sa: &[f32],
     sb: &[f32],
 ) -> Vec<u16> {
+    let (r, out) = try_gemm_2d2d_bits(ctx, stream, p, (n, mt, k), a, b, offs, sa, sb);
+    r.unwrap();
+    out
+}
+
+/// [`gemm_2d2d_bits`] that returns the call's result beside the output (sentinels where
+/// nothing was written).
+#[allow(clippy::too_many_arguments)]
+fn try_gemm_2d2d_bits(
+    ctx: &Context,
+    stream: &Stream,
+    p: &GemmParams,
+    (n, mt, k): (usize, usize, usize),
+    a: &[u8],
+    b: &[u8],
+    offs: &[i32],
+    sa: &[f32],
+    sb: &[f32],
+) -> (hipfp8::Result<()>, Vec<u16>) {
     let g = offs.len();
     let da = DeviceBuffer::from_host(ctx, a).unwrap();
     let db = DeviceBuffer::from_host(ctx, b).unwrap();
@@ -615,7 +644,7 @@ fn gemm_2d2d_bits(
     let dsb = DeviceBuffer::from_host(ctx, sb).unwrap();
     let mut dout =
         DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
-    ctx.grouped_gemm_2d2d(
+    let r = ctx.grouped_gemm_2d2d(
         p,
         n,
         mt,
@@ -627,10 +656,12 @@ fn gemm_2d2d_bits(
         dsb.src(),
         dout.dst(),
         stream.handle(),
-    )
-    .unwrap();
+    );
     stream.synchronize().unwrap();
-    dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect()
+    (
+        r,
+        dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect(),
+    )
 }
 
 /// Unpadded routing in one library call: CUTLASS computes the groups that start on a
@@ -704,11 +735,17 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         &sa,
         &sb,
     );
-    // A caller workspace of the groups-only size: the call is not staged (the split is what
-    // this test checks; `staged_unaligned_groups_equal_padded` checks the staged path).
-    let bytes = ctx
-        .grouped_gemm_workspace_size(&GemmParams::new(fmt, fmt), g)
-        .unwrap();
+    // Staging off (GemmParams::unstaged_2d2d): the split is what this test checks
+    // (`staged_unaligned_groups_equal_padded` checks the staged path); its workspace is the
+    // groups-only size, and its op size says so.
+    let unstaged = GemmParams::new(fmt, fmt).without_staging();
+    let bytes = ctx.grouped_gemm_workspace_size(&unstaged, g).unwrap();
+    let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
+    assert_eq!(
+        ctx.grouped_gemm_op_workspace_size(&unstaged, op, g)
+            .unwrap(),
+        bytes
+    );
     let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
     // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
     let ws = unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) };
@@ -721,11 +758,10 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
             raster_n: false,
             swizzle_log2: 0,
         };
-        let p = GemmParams::new(fmt, fmt)
+        let p = unstaged
             .with_backend(GemmBackend::Library)
             .with_cutlass(c)
             .with_workspace(ws);
-        let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
         let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
         assert!(plan.split_2d2d && !plan.staged_2d2d, "{}", plan.describe());
         let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
@@ -773,7 +809,7 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
 /// workspace of `grouped_gemm_op_workspace_size` bytes gives the same bits, and the staged a
 /// area in it (pre-filled with a sentinel) holds copies of exactly the groups the library
 /// can't read in place, at their padded positions: aligned groups are not copied. One byte
-/// less workspace runs unstaged, and the plan says that.
+/// less workspace is refused (nothing written); the plan does not change with it.
 #[test]
 fn staged_unaligned_groups_equal_padded() {
     let name = "staged_unaligned_groups_equal_padded";
@@ -852,8 +888,9 @@ fn staged_equals_padded(
     let sa = scales(&mut rng, g * n);
     let sb = scales(&mut rng, g * k);
     let staged = gemm_2d2d_bits(ctx, stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
-    // The padded layout, built on the host, through the library unstaged (a workspace of the
-    // groups-only size): every group starts on the boundary, so all are read in place.
+    // The padded layout, built on the host, through the library unstaged (staging off, a
+    // workspace of the groups-only size): every group starts on the boundary, so all are
+    // read in place.
     let m_cap = (mt + 15 * g).div_ceil(16) * 16;
     let (mut ap, mut bp, mut offs_p) = (vec![0u8; n * m_cap], vec![0u8; k * m_cap], vec![0; g]);
     hipfp8::reference::moe::pad_cols((n, mt), &offs, &a, m_cap, &mut ap, &mut offs_p);
@@ -870,7 +907,7 @@ fn staged_equals_padded(
     // SAFETY: a live device buffer of `full` >= each size bytes, used by nothing else while
     // these calls borrow it (each call completes before the next: gemm_2d2d_bits syncs).
     let ws = |len: usize| unsafe { GemmWorkspace::from_raw(ptr.cast(), len) };
-    let unstaged = p.with_workspace(ws(small));
+    let unstaged = p.without_staging().with_workspace(ws(small));
     let pplan = ctx
         .grouped_gemm_plan(&unstaged, GroupedOp::TwoD2D { n, mt: m_cap, k }, g, None)
         .unwrap();
@@ -945,19 +982,113 @@ fn staged_equals_padded(
     } else {
         assert!(copied > 0, "{name}: some group is copied");
     }
-    let short = ctx
-        .grouped_gemm_plan(&p.with_workspace(ws(full - 1)), op, g, None)
-        .unwrap();
+    // One byte less: the same plan (it never reads the workspace), and the call refuses
+    // before queueing anything (out and workspace keep their fills).
+    let short = p.with_workspace(ws(full - 1));
+    assert_eq!(ctx.grouped_gemm_plan(&short, op, g, None).unwrap(), plan);
+    buf.copy_from_host(&vec![FILL; full]).unwrap();
+    let refused = try_gemm_2d2d_bits(ctx, stream, &short, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    match refused {
+        (Err(hipfp8::Error::OutputTooSmall { needed, got, .. }), out) => {
+            assert_eq!((needed, got), (full, full - 1));
+            assert!(
+                out.iter().all(|&x| x == bf16::from_f32(SENTINEL).to_bits()),
+                "{name}: a refused call wrote its output"
+            );
+        }
+        (r, _) => panic!("{name}: a workspace one byte short: {r:?}, not OutputTooSmall"),
+    }
     assert!(
-        !short.staged_2d2d && short.split_2d2d,
-        "{}",
-        short.describe()
+        buf.to_vec().unwrap().iter().all(|&x| x == FILL),
+        "{name}: a refused call wrote its workspace"
     );
     drop(buf);
     println!(
         "{name}: staged == padded bit for bit ({} elements), {copied} of {g} groups copied",
         staged.len()
     );
+}
+
+/// The workspace never picks the implementation (session 23: a caller workspace without room
+/// for the staging area ran the reference kernel where the cached one ran the library, one
+/// bf16 ulp apart): on the offsets that showed it (an empty group, starts off a 16-token
+/// boundary, tokens past the last group), for Auto, Library and staging off, the plan is the
+/// same with no workspace, with one of `grouped_gemm_op_workspace_size` bytes and with a
+/// 1-byte one; the call gives the same bits with the cached workspace and with the caller's;
+/// the op size is at least the shape-less one (more when staged).
+#[test]
+fn workspace_never_changes_the_implementation() {
+    use hipfp8::GroupedOp;
+    let name = "workspace_never_changes_the_implementation";
+    let Some(ctx) = gpu_for_tests(name) else {
+        return;
+    };
+    let stream = Stream::new(&ctx).unwrap();
+    let fmt = ctx.native_format();
+    let (n, mt, k) = (136, 512, 264);
+    let offs = vec![100, 100, 333, 497];
+    let g = offs.len();
+    let op = GroupedOp::TwoD2D { n, mt, k };
+    let mut rng = Rng(2300);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let base = GemmParams::new(fmt, fmt);
+    let library = hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_some();
+    let mut variants = vec![("auto", base), ("unstaged", base.without_staging())];
+    if library {
+        variants.push(("library", base.with_backend(GemmBackend::Library)));
+    }
+    for (what, p) in variants {
+        let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+        let bytes = ctx.grouped_gemm_op_workspace_size(&p, op, g).unwrap();
+        let shapeless = ctx.grouped_gemm_workspace_size(&p, g).unwrap();
+        assert!(bytes >= shapeless, "{what}: {bytes} < {shapeless}");
+        assert_eq!(
+            plan.staged_2d2d,
+            bytes > shapeless,
+            "{what}: {}",
+            plan.describe()
+        );
+        let mut buf = DeviceBuffer::<u8>::zeroed(&ctx, bytes.max(1)).unwrap();
+        let ptr = buf.as_mut_ptr();
+        // SAFETY: a live device buffer of at least `len` bytes, used by nothing else while
+        // these calls borrow it (gemm_2d2d_bits syncs after each call).
+        let ws = |len: usize| p.with_workspace(unsafe { GemmWorkspace::from_raw(ptr.cast(), len) });
+        for len in [bytes, 1] {
+            assert_eq!(
+                ctx.grouped_gemm_plan(&ws(len), op, g, None).unwrap(),
+                plan,
+                "{what}: the plan with a {len}-byte workspace"
+            );
+        }
+        let cached = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+        let own = gemm_2d2d_bits(
+            &ctx,
+            &stream,
+            &ws(bytes),
+            (n, mt, k),
+            &a,
+            &b,
+            &offs,
+            &sa,
+            &sb,
+        );
+        let diff = cached.iter().zip(&own).filter(|(x, y)| x != y).count();
+        assert_eq!(
+            diff,
+            0,
+            "{what} ({}): cached vs caller workspace",
+            plan.describe()
+        );
+        drop(buf);
+        println!(
+            "{name}/{what}: {} with any workspace, {bytes} B (shape-less {shapeless} B), \
+             cached == caller's bit for bit",
+            plan.describe()
+        );
+    }
 }
 
 /// The plan query: what runs and why, on the CPU and the GPU; Library refuses a fallback.

@@ -46,8 +46,10 @@
 //! the offsets. Nothing here reads device memory back or synchronises the stream.
 //!
 //! Workspace: the libraries need device memory for the per-group argument arrays (and CUTLASS
-//! for its TMA descriptors). Callers may pass their own (`*_with_workspace`, sized by
-//! [`Context::grouped_gemm_workspace_size`]). Otherwise the stream's cached buffer of the
+//! for its TMA descriptors; a staged 2D x 2D call also for the staging area). Callers may
+//! pass their own (`GemmParams::workspace`, sized by [`Context::grouped_gemm_op_workspace_size`];
+//! one too small is refused, so the implementation never depends on the workspace: the
+//! caller's and the cached one give the same bits). Otherwise the stream's cached buffer of the
 //! context is used (src/workspace.rs: one per stream, so reuse is ordered by the stream itself,
 //! no events, no host synchronisation except when it grows; graph capture works once warm).
 
@@ -346,7 +348,9 @@ impl Context {
     /// these parameters and `groups` groups, and why when it is the reference kernel.
     /// `ptrs` (a, b, out) are checked for 16-byte alignment; None assumes aligned. A call
     /// runs exactly its plan (AUTO falls back only where the plan says so); with
-    /// [`GemmBackend::Library`] a plan that falls back is an error here.
+    /// [`GemmBackend::Library`] a plan that falls back is an error here. `p.workspace` is not
+    /// read: the same call plans (and computes) the same with any workspace; one too small
+    /// for the plan is refused by the call.
     pub fn grouped_gemm_plan(
         &self,
         p: &GemmParams,
@@ -354,6 +358,11 @@ impl Context {
         groups: usize,
         ptrs: Option<[*const c_void; 3]>,
     ) -> Result<GemmPlan> {
+        // Nothing below can see the workspace.
+        let p = &GemmParams {
+            workspace: None,
+            ..*p
+        };
         if self.backend() == BackendKind::Cpu {
             return Ok(GemmPlan {
                 imp: GemmImpl::Cpu,
@@ -580,8 +589,8 @@ impl StageLayout {
     }
 }
 
-/// `HIPFP8_GG_STAGE` = `auto` (stage a 2D x 2D library call when its workspace holds the
-/// staging area) | `off` (never: groups off a 16-token boundary run on the reference kernel).
+/// `HIPFP8_GG_STAGE` = `auto` (stage every 2D x 2D call a library takes) | `off` (never:
+/// groups off a 16-token boundary run on the reference kernel).
 fn stage_knob() -> Result<bool> {
     match host_var("HIPFP8_GG_STAGE") {
         None => Ok(true),
@@ -597,10 +606,11 @@ fn stage_knob() -> Result<bool> {
 
 impl Context {
     /// The staging workspace of a 2D x 2D call that `imp` takes, when it is staged: the
-    /// knob allows it, this build has the staging kernel, the sizes fit, and the caller's
-    /// workspace (if any) holds it. Otherwise None: groups off a 16-token boundary go to
-    /// the reference kernel on the device, as before (a workspace sized by
-    /// [`Context::grouped_gemm_workspace_size`], which knows no shape, keeps working).
+    /// knob and `p` allow it, this build has the staging kernel and the sizes fit. Otherwise None:
+    /// groups off a 16-token boundary go to the reference kernel on the device. Decided by
+    /// the call's inputs only, never by the workspace: a call with the caller's workspace
+    /// runs the implementation it runs with the cached one (bit for bit the same result), and
+    /// a caller workspace smaller than [`Context::grouped_gemm_op_workspace_size`] is refused.
     fn stage_layout(
         &self,
         p: &GemmParams,
@@ -611,23 +621,25 @@ impl Context {
         let GroupedOp::TwoD2D { n, mt, k } = op else {
             return Ok(None);
         };
-        if !stage_knob()? || !has_launcher("hipfp8_gg_stage_2d2d") {
+        if p.unstaged_2d2d || !stage_knob()? || !has_launcher("hipfp8_gg_stage_2d2d") {
             return Ok(None);
         }
         let lib = {
             let _dev = self.activate()?;
             workspace_bytes(self, imp, false, groups)?
         };
-        Ok(StageLayout::new(lib, n, mt, k, groups)
-            .filter(|l| p.workspace.is_none_or(|ws| ws.len() >= l.total)))
+        Ok(StageLayout::new(lib, n, mt, k, groups))
     }
 
     /// Device bytes `op` with `groups` groups needs as workspace under `p` on this context:
     /// [`Context::grouped_gemm_workspace_size`] (or the blockwise one), plus for a 2D x 2D
     /// call that a library takes the staging area (about `(n + k) * round_up(mt + 15 groups,
     /// 16)` bytes; docs/OPS.md "Any group start"): the worst case, every group copied (the
-    /// host cannot see the offsets; only groups off a 16-token boundary are written). A caller workspace of this size makes
-    /// the call's plan staged; a smaller one of at least the groups-only size runs unstaged.
+    /// host cannot see the offsets; only groups off a 16-token boundary are written). A
+    /// caller workspace (`GemmParams::workspace`) of a 2D x 2D call must hold this many bytes:
+    /// a smaller one is refused ([`Error::OutputTooSmall`], nothing queued), never a reason to
+    /// run another implementation. Exact for every op; for 2D x 3D and the blockwise-scaled
+    /// GEMMs it equals [`Context::grouped_gemm_workspace_size`] / the blockwise one.
     pub fn grouped_gemm_op_workspace_size(
         &self,
         p: &GemmParams,
@@ -638,14 +650,11 @@ impl Context {
             return self.grouped_gemm_blockwise_workspace_size(p, groups);
         }
         let base = self.grouped_gemm_workspace_size(p, groups)?;
-        let q = GemmParams {
-            workspace: None,
-            ..*p
-        };
-        let plan = self.grouped_gemm_plan(&q, op, groups, None);
+        // The plan does not depend on the workspace: the one the call will run.
+        let plan = self.grouped_gemm_plan(p, op, groups, None);
         match plan {
             Ok(plan) if plan.staged_2d2d => Ok(self
-                .stage_layout(&q, plan.imp, op, groups)?
+                .stage_layout(p, plan.imp, op, groups)?
                 .map_or(base, |l| l.total)),
             // A plan that fails (e.g. LIBRARY on a call it can't take) fails in the call too.
             _ => Ok(base),
@@ -655,9 +664,10 @@ impl Context {
 
 impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
-    /// context (0 for the reference kernel and for the CPU backend). For a 2D x 2D call this
-    /// is the unstaged size: [`Context::grouped_gemm_op_workspace_size`] adds the staging
-    /// area that lets groups start anywhere on the library path.
+    /// context (0 for the reference kernel and for the CPU backend): the size of a 2D x 3D
+    /// call's workspace. It knows no shape, so it has no room for the staging area a 2D x 2D
+    /// call a library takes needs (docs/OPS.md "Any group start"): size a 2D x 2D call's
+    /// workspace with [`Context::grouped_gemm_op_workspace_size`] (a smaller one is refused).
     pub fn grouped_gemm_workspace_size(&self, p: &GemmParams, groups: usize) -> Result<usize> {
         if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
             return Ok(0);
@@ -755,8 +765,15 @@ pub(crate) fn run(
     let st = match p.workspace {
         Some(ws) => {
             if ws.len() < need {
+                // Refused before anything is queued; never a reason to run unstaged (the
+                // result would depend on the workspace).
                 return Err(Error::OutputTooSmall {
-                    what: "workspace",
+                    what: if stage.is_some() {
+                        "workspace (bytes; a staged 2D x 2D call: grouped_gemm_op_workspace_size / \
+                         hipfp8_grouped_gemm_2d2d_workspace_size)"
+                    } else {
+                        "workspace (bytes)"
+                    },
                     needed: need,
                     got: ws.len(),
                 });
