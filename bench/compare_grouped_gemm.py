@@ -11,7 +11,10 @@ context in CI by bench/check_bindings.py). Timing: triton.testing.do_bench media
 current stream. Each row says which implementation ran (the C ABI's plan query: never a silent
 fallback) and compares our output with torch's on the same inputs.
 
-GG_MODE=table (default): the result table, OUT_DIR/h200-gemm.{json,md}.
+GG_MODE=table (default): the result table, OUT_DIR/h200-gemm.{json,md}. GG_OPS=OP[,OP...] keeps
+only the rows of those ops (e.g. wgrad-blockwise) and skips the reference-kernel row; every row
+carries out_sha256, the SHA-256 of our output's bytes, so that two runs (a kernel knob such as
+HIPFP8_BW2D2D_SPLIT, read once per process, set differently) can be compared bit for bit.
 GG_MODE=sweep: every CUTLASS configuration of GG_CONFIGS (KIND:RASTER:SWIZZLE, see
 src/grouped_gemm_rule.rs) on the E4M3 shapes, OUT_DIR/h200-gemm-sweep.json; picks the rule.
 GG_MODE=gaps: where a timed call's time goes, ours and torch's, on the balanced DeepSeek-V3
@@ -19,6 +22,7 @@ shapes: the host time of one call (no sync), and from a profile of timed iterati
 then the call, as do_bench runs it) each kernel's time and the GPU idle time between the
 call's kernels; OUT_DIR/h200-gemm-gaps.json.
 """
+import hashlib
 import json
 import os
 import sys
@@ -361,13 +365,15 @@ def run_table_case(c, torch_cache):
     c.ours(d, out)
     torch.cuda.synchronize()
     diff, rel = similarity(out, t_out) if t_out is not None else (float("nan"), float("nan"))
+    sha = hashlib.sha256(out.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
     us = bench(lambda: c.ours(d, out)) * 1e3
     r = {"op": c.op, "label": c.label, "shape": c.shape, "groups": c.split, "a_format": c.fa, "b_format": c.fb,
          "us": us, "tflops": c.flops / (us * 1e-6) / 1e12, "torch_us": torch_us,
          "ratio": torch_us / us if torch_us else None, "impl": text,
          "torch_tflops": c.flops / (torch_us * 1e-6) / 1e12 if torch_us else None,
          "bf16_us": bf16_us, "ratio_vs_bf16": bf16_us / us if bf16_us else None,
-         "sim_diff_vs_torch": diff, "max_rel_err_vs_torch": rel, "fallback_reason": why, "note": note}
+         "sim_diff_vs_torch": diff, "max_rel_err_vs_torch": rel, "fallback_reason": why, "note": note,
+         "out_sha256": sha}
     if os.environ.get("GG_KERNELS", "1") == "1" and c.split == "balanced" and not err:
         r["torch_kernels"] = gpu_kernels(c.torch_fp8)
         r["our_kernels"] = gpu_kernels(lambda: c.ours(d, out))
@@ -435,7 +441,10 @@ def table_cases():
 def run_table():
     torch_cache = {}
     padded = {}
+    only = [x for x in os.environ.get("GG_OPS", "").split(",") if x]
     for c in table_cases():
+        if only and c.op not in only:
+            continue
         # 2D x 2D staging (docs/OPS.md "Any group start") on every row, as a caller with a NULL
         # workspace gets it: groups on a 16-token boundary are read in place and only the
         # others copied, so the aligned rows (balanced, zipf) copy nothing and pay one launch
@@ -465,6 +474,9 @@ def run_table():
             rows.append({"op": c.op, "shape": str(c.dims), "groups": c.split, "error": repr(ex)})
         c.free()
         write_json("h200-gemm.json", {"env": env, "rows": rows})
+    if only:
+        write_md()
+        return
     # The reference kernel once, for scale (the portable oracle, not a fast path).
     c = Case("fwd", "reference kernel", DS[0][2], "balanced")
     c.setup()

@@ -35,7 +35,9 @@
   X(MOE_CODES_RPT, "HIPFP8_MOE_CODES_RPT", "int", 0, "once",                                     \
     "4, 8 or 16: rows per thread of the fused MoE casts' codes kernel, at most the source's 16 / 8 / 4 (other values: 8)") \
   X(ROUTE_COL_PASSES, "HIPFP8_ROUTE_COL_PASSES", "int", 0, "once",                                 \
-    "1: the routing column kernel loads one row per thread per step instead of 4 (other values: 4)")
+    "1: the routing column kernel loads one row per thread per step instead of 4 (other values: 4)") \
+  X(BW2D2D_SPLIT, "HIPFP8_BW2D2D_SPLIT", "bool", 0, "once",                                        \
+    "1: the CUTLASS sm_90 blockwise 2D x 2D GEMM runs the split-promotion main loop (two 64-column halves, each promoted while the other computes) instead of CUTLASS's")
 
 // Host knobs: read by the Rust side on every call (benchmarks switch them inside one process).
 #define HIPFP8_HOST_KNOBS(X)                                                                       \

@@ -28,14 +28,18 @@
 // be contiguous from its pointer: the K-major (M, K/128) grids of 2D x 3D are, and so are
 // block-major 2D x 2D grids (a group's blocks are consecutive rows of N or K scales), which
 // is why the 2D x 2D op takes its scales (ceil(Mt/128), N) and (ceil(Mt/128), K). Tile
-// 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). As in
+// 128 x 128 x 128, cluster 1 x 1 (see ClusterShape). 2D x 2D has a second instance with the
+// split-promotion consumer of bw_mainloop.h (Bw2d2dSplit, kernel knob HIPFP8_BW2D2D_SPLIT=1;
+// the same arrays and workspace). As in
 // sm90.hip, a small kernel builds the per-group arrays (shapes, pointers, strides, scale
 // layouts) on the device from the device offsets: nothing is read back, nothing synchronises.
 // Whole-call requirements (HIPFP8_KSTATUS_UNSUPPORTED otherwise, nothing launched): E4M3FN x
 // E4M3FN, 16-byte aligned a, b, out, extents <= INT32_MAX; 2D x 3D K % 128 == 0 and
 // N % 128 == 0; 2D x 2D Mt % 16 == 0 and K % 8 == 0.
 #include "sm90_common.h"
+#include "bw_mainloop.h"
 #include "../launchers.h"
+#include "../../quant/common.h"
 
 #include "cutlass/detail/blockwise_scale_layout.hpp"
 #include "cutlass/epilogue/thread/activation.h"
@@ -75,17 +79,22 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
 // here: the host compiler cannot resolve the epilogue type inside the template below).
 constexpr int kEpilogueSmem = static_cast<int>(sizeof(typename Epilogue::SharedStorage));
 
-// One instance: scale granularity 1 (rows of A) x GN (columns of B) x 128 (reduction).
-template <int GN, cute::GMMA::Major Major>
+// CUTLASS's main loop as its builder makes it.
+template <class M>
+using StockMainloop = M;
+
+// One instance: scale granularity 1 (rows of A) x GN (columns of B) x 128 (reduction); `Wrap`
+// turns the builder's main loop into the one that runs (bw_mainloop.h).
+template <int GN, cute::GMMA::Major Major, template <class> class Wrap = StockMainloop>
 struct Inst {
   using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, GN, kBlock, Major, Major>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using Mainloop = Wrap<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, E4M3, cute::tuple<LayoutA*, LayoutSFA*>,
       16, E4M3, cute::tuple<LayoutB*, LayoutSFB*>, 16, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<kEpilogueSmem>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   static_assert(std::is_same_v<typename Kernel::InternalStrideA, StrideA> &&
@@ -95,6 +104,12 @@ struct Inst {
 };
 using Bw2d3d = Inst<kBlock, cute::GMMA::Major::K>;
 using Bw2d2d = Inst<1, cute::GMMA::Major::MN>;
+// The same 2D x 2D GEMM with the split-promotion consumer (bw_mainloop.h), chosen by the kernel
+// knob HIPFP8_BW2D2D_SPLIT (hip/knobs.h): its arrays are Bw2d2d's (the same argument types).
+using Bw2d2dSplit = Inst<1, cute::GMMA::Major::MN, SplitPromotionMainloop>;
+static_assert(std::is_same_v<typename Bw2d2dSplit::LayoutSFA, typename Bw2d2d::LayoutSFA> &&
+                  std::is_same_v<typename Bw2d2dSplit::LayoutSFB, typename Bw2d2d::LayoutSFB>,
+              "one argument array layout for both 2D x 2D instances");
 
 // The per-group argument arrays of instance I, carved out of the caller's workspace.
 template <class I>
@@ -215,8 +230,8 @@ __global__ void build_2d2d(Arrays<Bw2d2d> r, const uint8_t* a, const uint8_t* b,
 }
 }  // namespace
 
-template <class I>
-inline typename I::Gemm::Arguments make_args(const Arrays<I>& r, int groups, int sm_count) {
+template <class I, class R = Arrays<I>>
+inline typename I::Gemm::Arguments make_args(const R& r, int groups, int sm_count) {
   typename I::Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   // No host copy of the shapes: CUTLASS sizes its persistent grid from the SM count.
@@ -240,17 +255,19 @@ inline size_t cutlass_bytes(int groups, int sms) {
   return I::Gemm::get_workspace_size(args);
 }
 
-// The workspace of either instance: the larger layout.
+// The workspace of any instance: the largest layout (Bw2d2dSplit's arrays are Bw2d2d's).
 inline size_t workspace_bytes(int groups, int sms) {
   size_t off[kArrays];
   const size_t w3 = layout<Bw2d3d>(groups, cutlass_bytes<Bw2d3d>(groups, sms), off);
   const size_t w2 = layout<Bw2d2d>(groups, cutlass_bytes<Bw2d2d>(groups, sms), off);
-  return w3 > w2 ? w3 : w2;
+  const size_t ws = layout<Bw2d2d>(groups, cutlass_bytes<Bw2d2dSplit>(groups, sms), off);
+  const size_t w = w3 > w2 ? w3 : w2;
+  return w > ws ? w : ws;
 }
 
-// Run instance I on the arrays its build kernel wrote.
-template <class I>
-inline int run_gemm(const Arrays<I>& r, int groups, int sms, hipStream_t stream) {
+// Run instance I on the arrays (of type R) its build kernel wrote.
+template <class I, class R = Arrays<I>>
+inline int run_gemm(const R& r, int groups, int sms, hipStream_t stream) {
   auto args = make_args<I>(r, groups, sms);
   typename I::Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
@@ -343,7 +360,12 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d2d(const uint8_t* a, int fmt_a, const u
       r, a, b, offs, groups, sa, sb, static_cast<hipfp8_bf16*>(out), N, Mt, K);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  const int st = run_gemm<Bw2d2d>(r, groups, sms, stream);
+  // The split loop pairs accumulator values by index (bw_mainloop.h), checked once here; were
+  // that false, the stock loop runs.
+  static const bool split_ok = Bw2d2dSplit::Mainloop::halves_match();
+  const int st = hipfp8::knob(hipfp8::kKnob_BW2D2D_SPLIT) == 1 && split_ok
+                     ? run_gemm<Bw2d2dSplit>(r, groups, sms, stream)
+                     : run_gemm<Bw2d2d>(r, groups, sms, stream);
   if (st != 0) return st;
   return hipfp8_gg_ref_bw_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K, r.owns,
                                2 * sms, stream);
