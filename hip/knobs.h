@@ -43,5 +43,7 @@
     "overrides GemmBackend::Auto of the grouped GEMMs (the C ABI has no backend argument)")       \
   X(CUTLASS_CONFIG, "HIPFP8_CUTLASS_CONFIG", "auto|cooperative|pingpong|KIND[:m|n[:SWIZZLE]]", "auto", \
     "every call", "which CUTLASS sm_90 grouped-GEMM instance and raster/swizzle run (auto: src/grouped_gemm/rule.rs)") \
+  X(GG_STAGE, "HIPFP8_GG_STAGE", "auto|off", "auto", "every call",                               \
+    "off: 2D x 2D grouped GEMMs on a library never stage their operands to 16-token group starts (groups off the boundary run on the reference kernel)") \
   X(MOE_DUAL, "HIPFP8_MOE_DUAL", "auto|fused", "auto", "every call",                               \
     "fused: moe_weights_dual and moe_act_dual run the fused row + codes passes instead of the single-purpose casts they fuse (colwise_3d + rowwise_3d_transpose_rhs, rowwise_2d + per_group_colwise)")

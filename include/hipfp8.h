@@ -1613,9 +1613,11 @@ hipfp8_status hipfp8_grouped_gemm_blockwise_2d2d_plan(const struct hipfp8_contex
                                                       size_t *len);
 
 /**
- * Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
- * with these formats and backend (either layout); 0 when the reference kernel or the CPU
+ * Device bytes of workspace `hipfp8_grouped_gemm_2d3d` with `num_groups` groups needs on
+ * this context with these formats and backend; 0 when the reference kernel or the CPU
  * runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
+ * It knows no shape: a `hipfp8_grouped_gemm_2d2d` workspace is sized by
+ * `hipfp8_grouped_gemm_2d2d_workspace_size` (it adds the staging area).
  */
 hipfp8_status hipfp8_grouped_gemm_workspace_size(const struct hipfp8_context *ctx,
                                                  uint32_t a_format,
@@ -1634,6 +1636,21 @@ hipfp8_status hipfp8_grouped_gemm_blockwise_workspace_size(const struct hipfp8_c
                                                            uint32_t backend,
                                                            size_t num_groups,
                                                            size_t *bytes);
+
+/**
+ * Device bytes of workspace `hipfp8_grouped_gemm_2d2d` with this descriptor (formats,
+ * backend, n, mt, k; its pointers are not read) and `num_groups` groups needs on this
+ * context: the library's per-group arguments plus, when the library takes the call
+ * and staging is on (HIPFP8_GG_STAGE), the staging area that lets groups start
+ * anywhere (about (n + k) * round_up(mt + 15 * num_groups, 16) bytes; docs/OPS.md
+ * "Any group start"); 0 when the reference kernel or the CPU runs. A caller workspace
+ * smaller than this is refused (OUTPUT_TOO_SMALL, nothing written): the implementation
+ * never depends on the workspace, so a call gives the same bits with it as with NULL.
+ */
+hipfp8_status hipfp8_grouped_gemm_2d2d_workspace_size(const struct hipfp8_context *ctx,
+                                                      const struct hipfp8_grouped_gemm_2d2d_desc *desc,
+                                                      size_t num_groups,
+                                                      size_t *bytes);
 
 /**
  * out (m, n) bf16 row-major = per group g (rows `[offs[g-1], offs[g])` of a, expert g of b):
@@ -1665,8 +1682,12 @@ hipfp8_status hipfp8_grouped_gemm_2d3d(const struct hipfp8_context *ctx,
  * out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
  * rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
  * empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
- * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
- * as for `hipfp8_grouped_gemm_2d3d`.
+ * mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace:
+ * NULL and 0, or device memory (256-byte aligned) of at least
+ * `hipfp8_grouped_gemm_2d2d_workspace_size` bytes (a smaller one is OUTPUT_TOO_SMALL),
+ * unused by other work until this GEMM ran. Groups may start anywhere: on the library
+ * path one kernel copies the groups off a 16-token boundary to 16-token starts in the
+ * workspace first (docs/OPS.md "Any group start"), bit for bit the padded layout's result.
  */
 hipfp8_status hipfp8_grouped_gemm_2d2d(const struct hipfp8_context *ctx,
                                        const struct hipfp8_grouped_gemm_2d2d_desc *desc,

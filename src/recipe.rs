@@ -45,6 +45,7 @@ pub use crate::dispatch::NoParams;
 use crate::dispatch::{BufDecl, Elem, GpuRun, OpDecl};
 use crate::error::{Error, Result};
 use crate::format::Fp8Format;
+use crate::grouped_gemm::gpu::GroupedOp;
 use crate::grouped_gemm::params::{GemmBackend, GemmParams};
 use crate::moe::{DualIn, DualOut};
 use crate::params::{CastParams, FormatChoice, MoeCastParams, ScaleOutput};
@@ -159,6 +160,8 @@ impl RecipeParams {
         dequant(self.grad())
     }
     /// The GEMM of an activation (or gradient, `grad_a`) A with an activation or weight B.
+    /// With `pad_wgrad` the wgrad GEMMs' groups start on 16-token boundaries: no staging
+    /// (the same bits; no staging area in the workspace).
     fn gemm(&self, grad_a: bool, ws: Option<Workspace>) -> GemmParams {
         let a = if grad_a {
             self.grad_format
@@ -167,14 +170,27 @@ impl RecipeParams {
         };
         GemmParams {
             workspace: ws,
+            unstaged_2d2d: self.pad_wgrad,
             ..GemmParams::new(a, self.format).with_backend(self.backend)
         }
     }
-    /// The GEMM workspace bytes of every GEMM the recipe runs with `groups` groups.
-    fn gemm_bytes(&self, ctx: &Context, groups: usize) -> Result<usize> {
+    /// The GEMM workspace bytes of every GEMM a recipe call runs with `groups` groups: its
+    /// 2D x 3D GEMMs and its 2D x 2D (wgrad) GEMMs `wgrad` ((n, mt, k) each, A a gradient)
+    /// with their staging areas ([`Context::grouped_gemm_op_workspace_size`]: a smaller
+    /// workspace would be refused, and the GEMMs run what they run on the cached one).
+    fn gemm_bytes(
+        &self,
+        ctx: &Context,
+        groups: usize,
+        wgrad: &[(usize, usize, usize)],
+    ) -> Result<usize> {
         let f = ctx.grouped_gemm_workspace_size(&self.gemm(false, None), groups)?;
         let b = ctx.grouped_gemm_workspace_size(&self.gemm(true, None), groups)?;
-        Ok(f.max(b))
+        wgrad.iter().try_fold(f.max(b), |bytes, &(n, mt, k)| {
+            let op = GroupedOp::TwoD2D { n, mt, k };
+            let w = ctx.grouped_gemm_op_workspace_size(&self.gemm(true, None), op, groups)?;
+            Ok(bytes.max(w))
+        })
     }
 }
 
@@ -981,18 +997,35 @@ impl Context {
 
     /// The sizes of the experts calls (`pre`: the pre-cast ones).
     fn experts_sizes(&self, p: &RecipeParams, s: ExpertsShape, pre: bool) -> Result<ExpertsSizes> {
-        let (zb, gb) = self.experts_scratch(p, s)?;
+        let (zb, fwd_gb) = self.experts_scratch(p, s, false)?;
+        let (_, bwd_gb) = self.experts_scratch(p, s, true)?;
         Ok(ExpertsSizes {
             saved: s.saved_parts(pre)?.bytes,
-            forward_workspace: s.fwd_parts(pre, zb, gb)?.bytes,
-            backward_workspace: s.bwd_parts(pre, zb, gb)?.bytes,
+            forward_workspace: s.fwd_parts(pre, zb, fwd_gb)?.bytes,
+            backward_workspace: s.bwd_parts(pre, zb, bwd_gb)?.bytes,
         })
     }
 
-    fn experts_scratch(&self, p: &RecipeParams, s: ExpertsShape) -> Result<(usize, usize)> {
+    /// The zeroed scratch and GEMM workspace bytes of the forward, or (`bwd`) the backward
+    /// with its wgrad GEMMs (d, mt, i) and (i, mt, d), mt = m_cap with `pad_wgrad`.
+    fn experts_scratch(
+        &self,
+        p: &RecipeParams,
+        s: ExpertsShape,
+        bwd: bool,
+    ) -> Result<(usize, usize)> {
         s.check()?;
+        let wgrad = if bwd {
+            let mt = if p.pad_wgrad { s.m_cap()? } else { s.m };
+            vec![(s.d, mt, s.i), (s.i, mt, s.d)]
+        } else {
+            Vec::new()
+        };
         // moe_act_dual of x and dy (d columns) runs per_group_colwise (crate::moe::dual_composed)
-        Ok((zeroed_bytes(self, s.e, s.d)?, p.gemm_bytes(self, s.e)?))
+        Ok((
+            zeroed_bytes(self, s.e, s.d)?,
+            p.gemm_bytes(self, s.e, &wgrad)?,
+        ))
     }
 
     /// The experts block forward on `stream`: `y (m, d) = swiglu(x . W13) . W2` per group,
@@ -1056,7 +1089,7 @@ impl Context {
         if pre {
             refuse_pad(p, PRECAST_PAD)?;
         }
-        let (zb, gb) = self.experts_scratch(p, s)?;
+        let (zb, gb) = self.experts_scratch(p, s, false)?;
         let wp = s.fwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
         let w = cache.use_for(self, p, &s.projections())?;
@@ -1192,7 +1225,7 @@ impl Context {
         if pre {
             refuse_pad(p, PRECAST_PAD)?;
         }
-        let (zb, gb) = self.experts_scratch(p, s)?;
+        let (zb, gb) = self.experts_scratch(p, s, true)?;
         let wp = s.bwd_parts(pre, zb, gb)?;
         let sp = s.saved_parts(pre)?;
         let w = cache.use_for(self, p, &s.projections())?;
@@ -1337,6 +1370,11 @@ impl LinearShape {
         zeroed_bytes(ctx, self.e, self.k.max(self.n))
     }
 
+    /// The backward's GEMM workspace bytes: the dgrad and the wgrad (n, m, k).
+    fn bwd_gemm_bytes(&self, ctx: &Context, p: &RecipeParams) -> Result<usize> {
+        p.gemm_bytes(ctx, self.e, &[(self.n, self.m, self.k)])
+    }
+
     /// The projection a [`WeightCache`] for this layer holds.
     pub fn projection(&self) -> Projection {
         Projection {
@@ -1385,7 +1423,7 @@ impl Context {
         s: LinearShape,
     ) -> Result<usize> {
         s.check()?;
-        Ok(s.fwd_parts(p.gemm_bytes(self, s.e)?)?.bytes)
+        Ok(s.fwd_parts(p.gemm_bytes(self, s.e, &[])?)?.bytes)
     }
 
     /// Bytes of the workspace of [`Context::grouped_linear_backward`].
@@ -1396,7 +1434,7 @@ impl Context {
     ) -> Result<usize> {
         s.check()?;
         Ok(
-            s.bwd_parts(s.zeroed_bytes(self)?, p.gemm_bytes(self, s.e)?)?
+            s.bwd_parts(s.zeroed_bytes(self)?, s.bwd_gemm_bytes(self, p)?)?
                 .bytes,
         )
     }
@@ -1417,7 +1455,7 @@ impl Context {
     ) -> Result<u64> {
         s.check()?;
         refuse_pad(p, LINEAR_PAD)?;
-        let gb = p.gemm_bytes(self, s.e)?;
+        let gb = p.gemm_bytes(self, s.e, &[])?;
         let wp = s.fwd_parts(gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
         let (m, k, n, e) = (s.m, s.k, s.n, s.e);
@@ -1458,7 +1496,7 @@ impl Context {
     ) -> Result<()> {
         s.check()?;
         refuse_pad(p, LINEAR_PAD)?;
-        let (zb, gb) = (s.zeroed_bytes(self)?, p.gemm_bytes(self, s.e)?);
+        let (zb, gb) = (s.zeroed_bytes(self)?, s.bwd_gemm_bytes(self, p)?);
         let wp = s.bwd_parts(zb, gb)?;
         let w = cache.use_for(self, p, &[s.projection()])?;
         cache.check_generation(generation)?;

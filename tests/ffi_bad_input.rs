@@ -634,6 +634,57 @@ fn grouped_gemm_workspace() {
         HIPFP8_STATUS_NULL_POINTER
     );
     assert_eq!(bytes, 99, "written on failure");
+
+    // The 2D x 2D size query (the staging area: it reads the descriptor's shape): 0 on the
+    // CPU, as the Rust query; descriptor, enums and out-parameter checked, nothing written on
+    // failure.
+    let d = hipfp8_grouped_gemm_2d2d_desc {
+        size: size_of::<hipfp8_grouped_gemm_2d2d_desc>(),
+        a_format: 0,
+        b_format: 0,
+        backend: 0,
+        n: 136,
+        mt: 512,
+        k: 264,
+    };
+    let mut bytes = 99usize;
+    let st = hipfp8_grouped_gemm_2d2d_workspace_size(ctx.0, &d, 4, &mut bytes);
+    assert_eq!((st, bytes), (HIPFP8_STATUS_SUCCESS, 0));
+    let op = hipfp8::GroupedOp::TwoD2D {
+        n: d.n,
+        mt: d.mt,
+        k: d.k,
+    };
+    let p = hipfp8::GemmParams::new(hipfp8::Fp8Format::E4M3Fn, hipfp8::Fp8Format::E4M3Fn);
+    assert_eq!(
+        hipfp8::Context::cpu()
+            .grouped_gemm_op_workspace_size(&p, op, 4)
+            .unwrap(),
+        0
+    );
+    let mut bytes = 99usize;
+    let q = |d: &hipfp8_grouped_gemm_2d2d_desc, b: *mut usize| {
+        hipfp8_grouped_gemm_2d2d_workspace_size(ctx.0, d, 4, b)
+    };
+    assert_eq!(
+        hipfp8_grouped_gemm_2d2d_workspace_size(null(), &d, 4, &mut bytes),
+        HIPFP8_STATUS_INVALID_HANDLE
+    );
+    assert_eq!(
+        hipfp8_grouped_gemm_2d2d_workspace_size(ctx.0, null(), 4, &mut bytes),
+        HIPFP8_STATUS_NULL_POINTER
+    );
+    let bad_size = hipfp8_grouped_gemm_2d2d_desc { size: 8, ..d };
+    assert_eq!(q(&bad_size, &mut bytes), HIPFP8_STATUS_INVALID_DESCRIPTOR);
+    let bad_format = hipfp8_grouped_gemm_2d2d_desc { b_format: 9, ..d };
+    assert_eq!(q(&bad_format, &mut bytes), HIPFP8_STATUS_INVALID_ENUM);
+    assert!(last_error().contains("format = 9"));
+    let bad_backend = hipfp8_grouped_gemm_2d2d_desc { backend: 3, ..d };
+    assert_eq!(q(&bad_backend, &mut bytes), HIPFP8_STATUS_INVALID_ENUM);
+    assert!(last_error().contains("backend = 3"));
+    assert_eq!(q(&d, null_mut()), HIPFP8_STATUS_NULL_POINTER);
+    assert!(last_error().contains("hipfp8_grouped_gemm_2d2d_workspace_size"));
+    assert_eq!(bytes, 99, "written on failure");
 }
 
 thread_local! {

@@ -600,3 +600,113 @@ fn every_cast_op_on_device_pointers_matches_cpu() {
     );
     assert!(!ran.is_empty(), "no op ran on the GPU");
 }
+
+/// `hipfp8_grouped_gemm_2d2d_workspace_size` (the shape-aware query: with the 2D x 2D staging
+/// area) on a GPU context, on offsets with an empty group, starts off a 16-token boundary and
+/// tokens past the last group: it equals the Rust `grouped_gemm_op_workspace_size`; a caller
+/// workspace of that size gives the bits of a NULL (cached) one for AUTO and REFERENCE; one
+/// byte less is OUTPUT_TOO_SMALL with the output untouched (the implementation never depends
+/// on the workspace).
+#[test]
+fn grouped_gemm_2d2d_workspace_through_c_abi() {
+    let name = "grouped_gemm_2d2d_workspace_through_c_abi";
+    let Some(rust) = gpu_for_tests(name) else {
+        return;
+    };
+    let gpu = CCtx::create(hipfp8_backend::HIPFP8_BACKEND_GPU);
+    let (n, mt, k) = (136usize, 512usize, 264usize);
+    let offs = [100i32, 100, 333, 497];
+    let g = offs.len();
+    // Finite codes of every FP8 flavour (no 0x7F/0xFF, no 0x80), scales near 1.
+    let code = |i: usize| ((i.wrapping_mul(2654435761) >> 7) % 0x70) as u8 | ((i & 1) << 7) as u8;
+    let a: Vec<u8> = (0..n * mt).map(code).collect();
+    let b: Vec<u8> = (0..k * mt).map(|i| code(i + 7)).collect();
+    let sa: Vec<f32> = (0..g * n).map(|i| 1.0 + (i % 5) as f32 / 8.0).collect();
+    let sb: Vec<f32> = (0..g * k).map(|i| 0.5 + (i % 3) as f32 / 4.0).collect();
+    let (ad, bd) = (
+        DeviceBuffer::from_host(&rust, &a).unwrap(),
+        DeviceBuffer::from_host(&rust, &b).unwrap(),
+    );
+    let offs_d = DeviceBuffer::from_host(&rust, &offs).unwrap();
+    let (sad, sbd) = (
+        DeviceBuffer::from_host(&rust, &sa).unwrap(),
+        DeviceBuffer::from_host(&rust, &sb).unwrap(),
+    );
+    let stream = Stream::new(&rust).unwrap();
+    for (backend, gb) in [
+        (
+            hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_AUTO,
+            GemmBackend::Auto,
+        ),
+        (
+            hipfp8_gemm_backend::HIPFP8_GEMM_BACKEND_REFERENCE,
+            GemmBackend::Reference,
+        ),
+    ] {
+        let d = hipfp8_grouped_gemm_2d2d_desc {
+            size: size_of::<hipfp8_grouped_gemm_2d2d_desc>(),
+            a_format: hipfp8_format::HIPFP8_FORMAT_AUTO as u32,
+            b_format: hipfp8_format::HIPFP8_FORMAT_AUTO as u32,
+            backend: backend as u32,
+            n,
+            mt,
+            k,
+        };
+        let mut bytes = 0usize;
+        let st = hipfp8_grouped_gemm_2d2d_workspace_size(gpu.0, &d, g, &mut bytes);
+        assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{}", last_error());
+        let fmt = rust.native_format();
+        let p = GemmParams::new(fmt, fmt).with_backend(gb);
+        let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
+        assert_eq!(
+            bytes,
+            rust.grouped_gemm_op_workspace_size(&p, op, g).unwrap(),
+            "{backend:?}: the C and Rust size queries"
+        );
+        let mut ws = DeviceBuffer::<u8>::zeroed(&rust, bytes.max(1)).unwrap();
+        let call = |wp: *mut std::ffi::c_void, wl: usize| {
+            let mut od =
+                DeviceBuffer::<u16>::from_host(&rust, &vec![POISON_BF16; g * n * k]).unwrap();
+            let st = hipfp8_grouped_gemm_2d2d(
+                gpu.0,
+                &d,
+                ad.as_ptr(),
+                ad.len(),
+                bd.as_ptr(),
+                bd.len(),
+                offs_d.as_ptr(),
+                offs_d.len(),
+                sad.as_ptr(),
+                sad.len(),
+                sbd.as_ptr(),
+                sbd.len(),
+                od.as_mut_ptr(),
+                od.len(),
+                wp,
+                wl,
+                stream.raw().cast(),
+            );
+            stream.synchronize().unwrap();
+            (st, od.to_vec().unwrap())
+        };
+        let (st, cached) = call(null_mut(), 0);
+        assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{backend:?}: {}", last_error());
+        let wp = ws.as_mut_ptr().cast();
+        let (st, own) = call(wp, bytes);
+        assert_eq!(st, HIPFP8_STATUS_SUCCESS, "{backend:?}: {}", last_error());
+        assert!(
+            cached == own,
+            "{backend:?}: the cached and the caller's ({bytes} B) workspace give different bits"
+        );
+        if bytes > 0 {
+            let (st, out) = call(wp, bytes - 1);
+            assert_eq!(st, HIPFP8_STATUS_OUTPUT_TOO_SMALL, "{backend:?}");
+            assert!(last_error().contains("workspace"), "{}", last_error());
+            assert!(
+                out.iter().all(|&v| v == POISON_BF16),
+                "{backend:?}: a refused call wrote its output"
+            );
+        }
+        println!("{name}: {backend:?}: {bytes} B, cached == caller's bit for bit");
+    }
+}

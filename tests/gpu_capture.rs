@@ -16,8 +16,8 @@
 
 use hipfp8::device::{DeviceBuffer, Stream, gpu_for_tests};
 use hipfp8::{
-    CastParams, Context, Dst, Fp8Format, GemmParams, HpSrc, Loc, MxParams, MxRounding, Scaling,
-    Src, StreamRef, Workspace, bf16,
+    CastParams, Context, Dst, Fp8Format, GemmParams, GroupedOp, HpSrc, Loc, MxParams, MxRounding,
+    Scaling, Src, StreamRef, Workspace, bf16,
 };
 
 /// Device buffers addressed by index, viewed with any element type (test code: the views'
@@ -277,7 +277,14 @@ fn moe_fwd_bwd_captured_on_a_fresh_stream() {
     .max()
     .unwrap();
     let cast_ws = DeviceBuffer::<u8>::zeroed(&ctx, ws_bytes).unwrap();
-    let gemm_bytes = ctx.grouped_gemm_workspace_size(&gp, E).unwrap().max(1);
+    // The 2D x 3D GEMMs' bytes and the 2D x 2D one's with its staging area (a smaller caller
+    // workspace is refused: the implementation never depends on the workspace).
+    let wgrad = GroupedOp::TwoD2D { n: N, mt: M, k: K };
+    let gemm_bytes = ctx
+        .grouped_gemm_workspace_size(&gp, E)
+        .unwrap()
+        .max(ctx.grouped_gemm_op_workspace_size(&gp, wgrad, E).unwrap())
+        .max(1);
     let gemm_ws = DeviceBuffer::<u8>::zeroed(&ctx, gemm_bytes).unwrap();
     sync_legacy();
     // SAFETY: device buffers of this context, alive until the end of the test, zeroed, used

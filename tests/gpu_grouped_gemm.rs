@@ -413,8 +413,18 @@ fn library_backend_vs_f64() {
     for (i, c) in lib_2d2d().iter().enumerate() {
         run_2d2d(&ctx, &stream, &p, c, 200 + i as u64);
     }
-    // A caller-owned workspace gives the same results.
-    let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap();
+    // A caller-owned workspace gives the same results: the 2D x 3D size and the 2D x 2D
+    // case's (with its staging area).
+    let c2 = &lib_2d2d()[0];
+    let op2 = hipfp8::GroupedOp::TwoD2D {
+        n: c2.n,
+        mt: c2.mt,
+        k: c2.k,
+    };
+    let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap().max(
+        ctx.grouped_gemm_op_workspace_size(&p, op2, c2.offs.len())
+            .unwrap(),
+    );
     assert!(bytes > 0);
     let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
     // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
@@ -607,6 +617,25 @@ fn gemm_2d2d_bits(
     sa: &[f32],
     sb: &[f32],
 ) -> Vec<u16> {
+    let (r, out) = try_gemm_2d2d_bits(ctx, stream, p, (n, mt, k), a, b, offs, sa, sb);
+    r.unwrap();
+    out
+}
+
+/// [`gemm_2d2d_bits`] that returns the call's result beside the output (sentinels where
+/// nothing was written).
+#[allow(clippy::too_many_arguments)]
+fn try_gemm_2d2d_bits(
+    ctx: &Context,
+    stream: &Stream,
+    p: &GemmParams,
+    (n, mt, k): (usize, usize, usize),
+    a: &[u8],
+    b: &[u8],
+    offs: &[i32],
+    sa: &[f32],
+    sb: &[f32],
+) -> (hipfp8::Result<()>, Vec<u16>) {
     let g = offs.len();
     let da = DeviceBuffer::from_host(ctx, a).unwrap();
     let db = DeviceBuffer::from_host(ctx, b).unwrap();
@@ -615,7 +644,7 @@ fn gemm_2d2d_bits(
     let dsb = DeviceBuffer::from_host(ctx, sb).unwrap();
     let mut dout =
         DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); g * n * k]).unwrap();
-    ctx.grouped_gemm_2d2d(
+    let r = ctx.grouped_gemm_2d2d(
         p,
         n,
         mt,
@@ -627,10 +656,12 @@ fn gemm_2d2d_bits(
         dsb.src(),
         dout.dst(),
         stream.handle(),
-    )
-    .unwrap();
+    );
     stream.synchronize().unwrap();
-    dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect()
+    (
+        r,
+        dout.to_vec().unwrap().iter().map(|x| x.to_bits()).collect(),
+    )
 }
 
 /// Unpadded routing in one library call: CUTLASS computes the groups that start on a
@@ -704,6 +735,20 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         &sa,
         &sb,
     );
+    // Staging off (GemmParams::unstaged_2d2d): the split is what this test checks
+    // (`staged_unaligned_groups_equal_padded` checks the staged path); its workspace is the
+    // groups-only size, and its op size says so.
+    let unstaged = GemmParams::new(fmt, fmt).without_staging();
+    let bytes = ctx.grouped_gemm_workspace_size(&unstaged, g).unwrap();
+    let op = hipfp8::GroupedOp::TwoD2D { n, mt, k };
+    assert_eq!(
+        ctx.grouped_gemm_op_workspace_size(&unstaged, op, g)
+            .unwrap(),
+        bytes
+    );
+    let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
+    // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
+    let ws = unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) };
     for kind in CUTLASS_KINDS
         .iter()
         .filter(|c| c.pairs.contains(&(fmt, fmt)))
@@ -713,9 +758,12 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
             raster_n: false,
             swizzle_log2: 0,
         };
-        let p = GemmParams::new(fmt, fmt)
+        let p = unstaged
             .with_backend(GemmBackend::Library)
-            .with_cutlass(c);
+            .with_cutlass(c)
+            .with_workspace(ws);
+        let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+        assert!(plan.split_2d2d && !plan.staged_2d2d, "{}", plan.describe());
         let un = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
         let pd = gemm_2d2d_bits(&ctx, &stream, &p, (n, mtp, k), &ap, &bp, &offs_p, &sa, &sb);
         for (gi, owned) in cutlass_owns.iter().enumerate() {
@@ -746,6 +794,299 @@ fn unaligned_groups_split_between_cutlass_and_reference() {
         println!(
             "{}: aligned groups == padded, the others == reference, bit for bit",
             kind.name
+        );
+    }
+}
+
+/// Any group start (issue 16): 2D x 2D groups that start anywhere run on the library path;
+/// groups on a 16-token boundary are read in place and only the others from their staged
+/// copies (the plan says "staged"). Three offset sets: a mix of aligned groups (length a
+/// multiple of 16 and not, longer and shorter than CK's 256-token minimum) and unaligned
+/// ones; unpadded skewed sizes (every start residue mod 16, empty and 1-token groups, tokens
+/// past the last group); all groups aligned (the torchao / `pad_wgrad` case). Each: the
+/// output equals, bit for bit, the library's unstaged run on the explicitly padded operands
+/// (`reference::moe::pad_cols`), and the f64 reference within the tolerance; a caller
+/// workspace of `grouped_gemm_op_workspace_size` bytes gives the same bits, and the staged a
+/// area in it (pre-filled with a sentinel) holds copies of exactly the groups the library
+/// can't read in place, at their padded positions: aligned groups are not copied. One byte
+/// less workspace is refused (nothing written); the plan does not change with it.
+#[test]
+fn staged_unaligned_groups_equal_padded() {
+    let name = "staged_unaligned_groups_equal_padded";
+    let Some(ctx) = gpu_for_tests(name) else {
+        return;
+    };
+    let fmt = ctx.native_format();
+    if hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_none() {
+        skip_test(name, "no grouped-GEMM library here");
+        return;
+    }
+    let stream = Stream::new(&ctx).unwrap();
+    // Starts on the boundary: 0 (1504 tokens), 1504 (704), 2208 (333: CUTLASS reads it in
+    // place, CK stages its length); off it: 2541 (1), 2542 (290); on it again from 2832 (16,
+    // 0, 16, 272 = CK's shortest in place, 48, then 5: a ragged group in place for CUTLASS);
+    // off it from 3189 (300, 11, 0, 7).
+    let mixed = vec![
+        1504usize, 704, 333, 1, 290, 16, 0, 16, 272, 48, 5, 300, 11, 0, 7,
+    ];
+    let mut zipf = vec![1500usize, 700, 333, 0, 1, 290, 77, 0];
+    zipf.extend(1..=17);
+    let aligned = vec![1504usize, 704, 336, 0, 288, 16, 48, 272];
+    for (case, sizes, seed) in [
+        ("mixed", mixed, 1700u64),
+        ("zipf", zipf, 1600),
+        ("aligned", aligned, 1800),
+    ] {
+        staged_equals_padded(&ctx, &stream, fmt, &format!("{name}/{case}"), &sizes, seed);
+    }
+}
+
+fn staged_equals_padded(
+    ctx: &Context,
+    stream: &Stream,
+    fmt: Fp8Format,
+    name: &str,
+    sizes: &[usize],
+    seed: u64,
+) {
+    use hipfp8::GroupedOp;
+    let (n, k) = (192, 136);
+    let g = sizes.len();
+    let mt = sizes.iter().sum::<usize>().div_ceil(16) * 16 + 16;
+    let mut offs = Vec::new();
+    let mut end = 0;
+    for s in sizes {
+        end += s;
+        offs.push(end as i32);
+    }
+    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    let op = GroupedOp::TwoD2D { n, mt, k };
+    let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+    println!("{name}: {}", plan.describe());
+    assert!(
+        plan.staged_2d2d && plan.describe().contains("staged"),
+        "{}",
+        plan.describe()
+    );
+    // Against the f64 reference.
+    run_2d2d(
+        ctx,
+        stream,
+        &p,
+        &Case2d2d {
+            n,
+            mt,
+            k,
+            offs: offs.clone(),
+        },
+        seed,
+    );
+
+    let mut rng = Rng(seed + 1);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let staged = gemm_2d2d_bits(ctx, stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    // The padded layout, built on the host, through the library unstaged (staging off, a
+    // workspace of the groups-only size): every group starts on the boundary, so all are
+    // read in place.
+    let m_cap = (mt + 15 * g).div_ceil(16) * 16;
+    let (mut ap, mut bp, mut offs_p) = (vec![0u8; n * m_cap], vec![0u8; k * m_cap], vec![0; g]);
+    hipfp8::reference::moe::pad_cols((n, mt), &offs, &a, m_cap, &mut ap, &mut offs_p);
+    hipfp8::reference::moe::pad_cols((k, mt), &offs, &b, m_cap, &mut bp, &mut offs_p);
+    let small = ctx.grouped_gemm_workspace_size(&p, g).unwrap();
+    let full = ctx.grouped_gemm_op_workspace_size(&p, op, g).unwrap();
+    assert!(
+        full > small,
+        "staging needs more workspace ({full} vs {small})"
+    );
+    const FILL: u8 = 0xA5;
+    let mut buf = DeviceBuffer::from_host(ctx, &vec![FILL; full]).unwrap();
+    let ptr = buf.as_mut_ptr();
+    // SAFETY: a live device buffer of `full` >= each size bytes, used by nothing else while
+    // these calls borrow it (each call completes before the next: gemm_2d2d_bits syncs).
+    let ws = |len: usize| unsafe { GemmWorkspace::from_raw(ptr.cast(), len) };
+    let unstaged = p.without_staging().with_workspace(ws(small));
+    let pplan = ctx
+        .grouped_gemm_plan(&unstaged, GroupedOp::TwoD2D { n, mt: m_cap, k }, g, None)
+        .unwrap();
+    assert!(!pplan.staged_2d2d, "{}", pplan.describe());
+    let padded = gemm_2d2d_bits(
+        ctx,
+        stream,
+        &unstaged,
+        (n, m_cap, k),
+        &ap,
+        &bp,
+        &offs_p,
+        &sa,
+        &sb,
+    );
+    let diff = staged.iter().zip(&padded).filter(|(x, y)| x != y).count();
+    assert_eq!(
+        diff,
+        0,
+        "{name}: staged vs padded: {diff} of {} elements differ",
+        staged.len()
+    );
+    // A caller workspace of the op size stages, with the same bits.
+    buf.copy_from_host(&vec![FILL; full]).unwrap();
+    let own = p.with_workspace(ws(full));
+    assert!(
+        ctx.grouped_gemm_plan(&own, op, g, None)
+            .unwrap()
+            .staged_2d2d
+    );
+    let again = gemm_2d2d_bits(ctx, stream, &own, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    assert_eq!(
+        again, staged,
+        "{name}: a caller workspace gives the same bits"
+    );
+    // The staged a area (src/grouped_gemm/gpu.rs StageLayout: it starts at the library's
+    // part rounded up to 256 bytes; rows of mt_pad = round_up(mt + 15 g, 16) bytes) holds
+    // the copied groups at their padded positions and the sentinel everywhere else.
+    let wsv = buf.to_vec().unwrap();
+    let a0 = small.div_ceil(256) * 256;
+    let mt_pad = m_cap;
+    let ck = matches!(plan.imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
+    let (mut lo, mut ps, mut copied) = (0usize, 0usize, 0usize);
+    for (gi, &len) in sizes.iter().enumerate() {
+        let plen = len.div_ceil(16) * 16;
+        let in_place = if ck {
+            lo % 16 == 0 && len % 16 == 0 && len > 256
+        } else {
+            lo % 16 == 0
+        };
+        let copy = len > 0 && !in_place && (!ck || plen > 256);
+        copied += copy as usize;
+        for r in [0, n / 2, n - 1] {
+            for c in 0..plen {
+                let got = wsv[a0 + r * mt_pad + ps + c];
+                let want = match (copy, c < len) {
+                    (false, _) => FILL,
+                    (true, true) => a[r * mt + lo + c],
+                    (true, false) => 0,
+                };
+                assert_eq!(
+                    got, want,
+                    "{name}: group {gi} row {r} col {c} (copied {copy})"
+                );
+            }
+        }
+        lo += len;
+        ps += plen;
+    }
+    if sizes.iter().all(|l| l % 16 == 0) {
+        assert_eq!(copied, 0, "{name}: an aligned call copies nothing");
+    } else {
+        assert!(copied > 0, "{name}: some group is copied");
+    }
+    // One byte less: the same plan (it never reads the workspace), and the call refuses
+    // before queueing anything (out and workspace keep their fills).
+    let short = p.with_workspace(ws(full - 1));
+    assert_eq!(ctx.grouped_gemm_plan(&short, op, g, None).unwrap(), plan);
+    buf.copy_from_host(&vec![FILL; full]).unwrap();
+    let refused = try_gemm_2d2d_bits(ctx, stream, &short, (n, mt, k), &a, &b, &offs, &sa, &sb);
+    match refused {
+        (Err(hipfp8::Error::OutputTooSmall { needed, got, .. }), out) => {
+            assert_eq!((needed, got), (full, full - 1));
+            assert!(
+                out.iter().all(|&x| x == bf16::from_f32(SENTINEL).to_bits()),
+                "{name}: a refused call wrote its output"
+            );
+        }
+        (r, _) => panic!("{name}: a workspace one byte short: {r:?}, not OutputTooSmall"),
+    }
+    assert!(
+        buf.to_vec().unwrap().iter().all(|&x| x == FILL),
+        "{name}: a refused call wrote its workspace"
+    );
+    drop(buf);
+    println!(
+        "{name}: staged == padded bit for bit ({} elements), {copied} of {g} groups copied",
+        staged.len()
+    );
+}
+
+/// The workspace never picks the implementation (session 23: a caller workspace without room
+/// for the staging area ran the reference kernel where the cached one ran the library, one
+/// bf16 ulp apart): on the offsets that showed it (an empty group, starts off a 16-token
+/// boundary, tokens past the last group), for Auto, Library and staging off, the plan is the
+/// same with no workspace, with one of `grouped_gemm_op_workspace_size` bytes and with a
+/// 1-byte one; the call gives the same bits with the cached workspace and with the caller's;
+/// the op size is at least the shape-less one (more when staged).
+#[test]
+fn workspace_never_changes_the_implementation() {
+    use hipfp8::GroupedOp;
+    let name = "workspace_never_changes_the_implementation";
+    let Some(ctx) = gpu_for_tests(name) else {
+        return;
+    };
+    let stream = Stream::new(&ctx).unwrap();
+    let fmt = ctx.native_format();
+    let (n, mt, k) = (136, 512, 264);
+    let offs = vec![100, 100, 333, 497];
+    let g = offs.len();
+    let op = GroupedOp::TwoD2D { n, mt, k };
+    let mut rng = Rng(2300);
+    let a = codes(&mut rng, n * mt, fmt);
+    let b = codes(&mut rng, k * mt, fmt);
+    let sa = scales(&mut rng, g * n);
+    let sb = scales(&mut rng, g * k);
+    let base = GemmParams::new(fmt, fmt);
+    let library = hipfp8::grouped_gemm_gpu::library_impl(&ctx, fmt, fmt).is_some();
+    let mut variants = vec![("auto", base), ("unstaged", base.without_staging())];
+    if library {
+        variants.push(("library", base.with_backend(GemmBackend::Library)));
+    }
+    for (what, p) in variants {
+        let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
+        let bytes = ctx.grouped_gemm_op_workspace_size(&p, op, g).unwrap();
+        let shapeless = ctx.grouped_gemm_workspace_size(&p, g).unwrap();
+        assert!(bytes >= shapeless, "{what}: {bytes} < {shapeless}");
+        assert_eq!(
+            plan.staged_2d2d,
+            bytes > shapeless,
+            "{what}: {}",
+            plan.describe()
+        );
+        let mut buf = DeviceBuffer::<u8>::zeroed(&ctx, bytes.max(1)).unwrap();
+        let ptr = buf.as_mut_ptr();
+        // SAFETY: a live device buffer of at least `len` bytes, used by nothing else while
+        // these calls borrow it (gemm_2d2d_bits syncs after each call).
+        let ws = |len: usize| p.with_workspace(unsafe { GemmWorkspace::from_raw(ptr.cast(), len) });
+        for len in [bytes, 1] {
+            assert_eq!(
+                ctx.grouped_gemm_plan(&ws(len), op, g, None).unwrap(),
+                plan,
+                "{what}: the plan with a {len}-byte workspace"
+            );
+        }
+        let cached = gemm_2d2d_bits(&ctx, &stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);
+        let own = gemm_2d2d_bits(
+            &ctx,
+            &stream,
+            &ws(bytes),
+            (n, mt, k),
+            &a,
+            &b,
+            &offs,
+            &sa,
+            &sb,
+        );
+        let diff = cached.iter().zip(&own).filter(|(x, y)| x != y).count();
+        assert_eq!(
+            diff,
+            0,
+            "{what} ({}): cached vs caller workspace",
+            plan.describe()
+        );
+        drop(buf);
+        println!(
+            "{name}/{what}: {} with any workspace, {bytes} B (shape-less {shapeless} B), \
+             cached == caller's bit for bit",
+            plan.describe()
         );
     }
 }

@@ -31,6 +31,7 @@ struct Group {
   int64_t sa_off, sb_off;         // element offsets into scale_a, scale_b
   int64_t lda, ldb, ldo;
   int32_t vendor_ok;              // 1: give it to CK/CUTLASS; 0: the reference kernel does it
+  int32_t staged;                 // 1: a_off / b_off index the staged copies (ld = mt_pad)
 };
 
 // Clamped [lo, hi) of group g (walks offs[0..=g]; groups number in the tens).
@@ -63,6 +64,7 @@ HIPFP8_HD inline Group group_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int6
   r.ldb = K;
   r.ldo = N;
   r.vendor_ok = 1;
+  r.staged = 0;
   return r;
 }
 
@@ -89,6 +91,85 @@ HIPFP8_HD inline Group group_2d2d(int g, int64_t lo, int64_t hi, int64_t N, int6
   r.ldo = K;
   r.vendor_ok =
       (r.red > 0 && r.red >= min_len && lo % align_start == 0 && r.red % align_len == 0) ? 1 : 0;
+  r.staged = 0;
+  return r;
+}
+
+// ---- 2D x 2D groups off a 16-token boundary: staged copies (docs/OPS.md "Any group start") --
+//
+// The staged layout keeps the padded position of EVERY group (the layout of `pad_wgrad`):
+// group g's staged copy starts at ps_g = sum_{h<g} round_up(len_h, 16) of a staging area of
+// mt_pad >= Mt + 15 * groups columns, but only the groups `stage_2d2d` selects are copied
+// (hip/grouped_gemm/stage.hip); every other group is read in place or by the reference kernel.
+// The staging kernel and the argument builders both decide per group with `stage_2d2d`, from
+// the same clamped offsets, so a builder points at a staged copy exactly when it was written.
+
+// Token alignment of a group start a library reads in place (and of every staged start).
+constexpr int64_t kStageAlign = 16;
+
+HIPFP8_HD inline int64_t padded_len(int64_t len) {
+  return (len + kStageAlign - 1) / kStageAlign * kStageAlign;
+}
+
+// Clamped [lo, hi) of group g, as clamped_range, and its padded start
+// ps = sum_{h<g} round_up(len_h, 16) over the clamped lengths (one walk).
+HIPFP8_HD inline void clamped_padded_range(const int32_t* offs, int g, int64_t extent,
+                                           int64_t* lo, int64_t* hi, int64_t* ps) {
+  int64_t a = 0, b = 0, p = 0;
+  for (int h = 0; h <= g; ++h) {
+    p += padded_len(b - a);
+    a = b;
+    int64_t o = (int64_t)offs[h];
+    o = o < a ? a : o;
+    b = o > extent ? extent : o;
+  }
+  *lo = a;
+  *hi = b;
+  *ps = p;
+}
+
+// Whether the library reads 2D x 2D group [lo, hi) from its staged copy: the group is not
+// empty, a library can't take it in place (start off a 16-token boundary, or a length the
+// library's loads can't take: `align_len`) and can take its padded copy (padded length a
+// multiple of align_len, at least `min_len`). align_len, min_len as for group_2d2d with
+// align_start = 16: CUTLASS (1, 1), CK (16, its pipeline minimum). Groups it rejects cost the
+// staging kernel nothing but the offsets.
+HIPFP8_HD inline bool stage_2d2d(int64_t lo, int64_t hi, int64_t align_len, int64_t min_len) {
+  const int64_t len = hi - lo;
+  if (len <= 0) return false;
+  const bool in_place = len >= min_len && lo % kStageAlign == 0 && len % align_len == 0;
+  const int64_t p = padded_len(len);
+  return !in_place && p >= min_len && p % align_len == 0;
+}
+
+// The 2D x 2D library launchers' check of their staging arguments (host side): none (both
+// pointers null), or both 16-byte aligned with mt_pad % 16 == 0 and
+// Mt + 15 * groups <= mt_pad <= INT32_MAX (room for every group's padded position).
+inline bool staging_args_ok(const void* staged_a, const void* staged_b, int64_t Mt,
+                            int64_t mt_pad, int groups) {
+  if (staged_a == nullptr && staged_b == nullptr) return true;
+  const bool aligned = ((uintptr_t)staged_a & 15) == 0 && ((uintptr_t)staged_b & 15) == 0;
+  return staged_a != nullptr && staged_b != nullptr && aligned && mt_pad % 16 == 0 &&
+         groups >= 0 && Mt >= 0 && Mt + 15 * (int64_t)groups <= mt_pad && mt_pad <= INT32_MAX;
+}
+
+// group_2d2d with staging: a group `stage_2d2d` selects reads its staged copy (offsets
+// ps into staged_a (N, mt_pad) / staged_b (K, mt_pad), reduction length round_up(len, 16): the
+// padded layout's group, whose tail is zeros), every other group is group_2d2d's
+// (align_start = 16): in place, or the reference kernel's. `ps` from clamped_padded_range.
+HIPFP8_HD inline Group group_2d2d_staged(int g, int64_t lo, int64_t hi, int64_t ps, int64_t N,
+                                         int64_t Mt, int64_t K, int64_t mt_pad,
+                                         int64_t align_len, int64_t min_len = 1) {
+  Group r = group_2d2d(g, lo, hi, N, Mt, K, kStageAlign, align_len, min_len);
+  if (stage_2d2d(lo, hi, align_len, min_len)) {
+    r.red = padded_len(hi - lo);
+    r.a_off = ps;
+    r.b_off = ps;
+    r.lda = mt_pad;
+    r.ldb = mt_pad;
+    r.vendor_ok = 1;
+    r.staged = 1;
+  }
   return r;
 }
 
@@ -109,12 +190,14 @@ struct CkArg {
 };
 
 // CK argument of a group; a group the vendor kernel must not take gets M = 0, which CK's
-// tile loop skips (no tiles).
+// tile loop skips (no tiles). A staged group reads staged_a / staged_b (group_2d2d_staged).
 HIPFP8_HD inline CkArg ck_arg(const Group& gr, const uint8_t* a, const uint8_t* b,
-                              const float* sa, const float* sb, uint16_t* out) {
+                              const float* sa, const float* sb, uint16_t* out,
+                              const uint8_t* staged_a = nullptr,
+                              const uint8_t* staged_b = nullptr) {
   CkArg r;
-  r.p_a = a + gr.a_off;
-  r.p_b = b + gr.b_off;
+  r.p_a = (gr.staged ? staged_a : a) + gr.a_off;
+  r.p_b = (gr.staged ? staged_b : b) + gr.b_off;
   r.p_ds[0] = sb + gr.sb_off;
   r.p_ds[1] = sa + gr.sa_off;
   r.p_e = out + gr.out_off;

@@ -159,6 +159,8 @@ class _Lib:
             ("hipfp8_context_arch", c_uint32, [c_void_p, c_void_p, c_size_t, POINTER(c_size_t)]),
             ("hipfp8_grouped_gemm_workspace_size", c_uint32,
              [c_void_p, c_uint32, c_uint32, c_uint32, c_size_t, POINTER(c_size_t)]),
+            ("hipfp8_grouped_gemm_2d2d_workspace_size", c_uint32,
+             [c_void_p, POINTER(Gemm2d2d), c_size_t, POINTER(c_size_t)]),
             # the experts recipe (include/hipfp8.h: "The experts block")
             ("hipfp8_moe_experts_weight_cache_create", c_uint32,
              [c_void_p, POINTER(Experts), POINTER(c_void_p)]),
@@ -293,6 +295,7 @@ class Context:
         return v
 
     def workspace_size(self, a_format, b_format, groups):
+        """Workspace bytes of a 2D x 3D grouped GEMM (hipfp8_grouped_gemm_workspace_size)."""
         key = (a_format, b_format, groups)
         v = self._ws.get(key)
         if v is None:
@@ -300,6 +303,24 @@ class Context:
             check(lib().dll.hipfp8_grouped_gemm_workspace_size(
                 self.handle, a_format, b_format, GEMM_BACKEND_AUTO, groups, ctypes.byref(n)),
                 "hipfp8_grouped_gemm_workspace_size")
+            v = self._ws[key] = n.value
+        return v
+
+    def workspace_size_2d2d(self, desc, groups):
+        """Workspace bytes of a 2D x 2D grouped GEMM (`Gemm2d2d` descriptor): with the staging
+        area that lets groups start anywhere (hipfp8_grouped_gemm_2d2d_workspace_size; a
+        smaller workspace is refused). Cached by the descriptor's contents; the query reads
+        HIPFP8_GG_STAGE, so a process that changes it after a call gets a loud refusal, not
+        another implementation."""
+        key = (desc.a_format, desc.b_format, desc.backend, desc.n, desc.mt, desc.k, groups)
+        v = self._ws.get(key)
+        if v is None:
+            n = c_size_t()
+            check(lib().dll.hipfp8_grouped_gemm_2d2d_workspace_size(
+                self.handle, ctypes.byref(desc), groups, ctypes.byref(n)),
+                "hipfp8_grouped_gemm_2d2d_workspace_size")
+            if len(self._ws) > 4096:
+                self._ws.clear()
             v = self._ws[key] = n.value
         return v
 

@@ -7,8 +7,10 @@
 //! when it supports the call, else the portable reference kernel (`backend` picks). The
 //! libraries need a device workspace for their per-group arguments (built on the device from
 //! the offsets: nothing is read back, nothing synchronises): pass your own, sized by
-//! `hipfp8_grouped_gemm_workspace_size` (needed for graph capture), or NULL/0 to use a
-//! cached per-device buffer.
+//! `hipfp8_grouped_gemm_workspace_size` (2D x 3D) or `hipfp8_grouped_gemm_2d2d_workspace_size`
+//! (2D x 2D: with the staging area; needed for graph capture), or NULL/0 to use a cached
+//! per-stream buffer. Which implementation runs never depends on the workspace: one too small
+//! is refused.
 
 use std::ffi::{c_char, c_void};
 
@@ -302,9 +304,11 @@ fn workspace_query(
 
 c_fns! {
     (a_format: u32, b_format: u32, backend: u32, num_groups: usize, bytes: *mut usize) {
-        /// Device bytes of workspace a grouped GEMM with `num_groups` groups needs on this context
-        /// with these formats and backend (either layout); 0 when the reference kernel or the CPU
+        /// Device bytes of workspace `hipfp8_grouped_gemm_2d3d` with `num_groups` groups needs on
+        /// this context with these formats and backend; 0 when the reference kernel or the CPU
         /// runs. Pass at least that many bytes as `workspace`, or NULL to use the cached buffer.
+        /// It knows no shape: a `hipfp8_grouped_gemm_2d2d` workspace is sized by
+        /// `hipfp8_grouped_gemm_2d2d_workspace_size` (it adds the staging area).
         fn hipfp8_grouped_gemm_workspace_size = workspace_query(
             a_format, b_format, backend, num_groups, bytes,
             crate::Context::grouped_gemm_workspace_size
@@ -315,6 +319,37 @@ c_fns! {
             a_format, b_format, backend, num_groups, bytes,
             crate::Context::grouped_gemm_blockwise_workspace_size
         );
+    }
+}
+
+/// The size query of a grouped GEMM descriptor (its formats, backend and shape).
+fn op_workspace_query<D: GemmDesc>(
+    func: &'static str,
+    ctx: *const hipfp8_context,
+    desc: *const D,
+    num_groups: usize,
+    bytes: *mut usize,
+) -> hipfp8_status {
+    op_entry(func, ctx, desc, |c, d, _| {
+        let p = d.params()?;
+        let out = args::out_param("bytes", bytes)?;
+        out.write(c.grouped_gemm_op_workspace_size(&p, d.op(), num_groups)?);
+        Ok(())
+    })
+}
+
+c_fns! {
+    (num_groups: usize, bytes: *mut usize) {
+        /// Device bytes of workspace `hipfp8_grouped_gemm_2d2d` with this descriptor (formats,
+        /// backend, n, mt, k; its pointers are not read) and `num_groups` groups needs on this
+        /// context: the library's per-group arguments plus, when the library takes the call
+        /// and staging is on (HIPFP8_GG_STAGE), the staging area that lets groups start
+        /// anywhere (about (n + k) * round_up(mt + 15 * num_groups, 16) bytes; docs/OPS.md
+        /// "Any group start"); 0 when the reference kernel or the CPU runs. A caller workspace
+        /// smaller than this is refused (OUTPUT_TOO_SMALL, nothing written): the implementation
+        /// never depends on the workspace, so a call gives the same bits with it as with NULL.
+        fn hipfp8_grouped_gemm_2d2d_workspace_size(desc: hipfp8_grouped_gemm_2d2d_desc) =
+            op_workspace_query(num_groups, bytes);
     }
 }
 
@@ -329,8 +364,12 @@ c_exports! {
     /// out (num_groups, n, k) bf16 row-major: for group g (columns `[offs[g-1], offs[g])` of a,
     /// rows of b), `out[g] = a_g @ b_g` with `scale_a[g*n + row]` and `scale_b[g*k + col]`;
     /// empty groups give zeros. a: n*mt bytes; b: mt*k bytes; offs: num_groups END offsets along
-    /// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace
-    /// as for `hipfp8_grouped_gemm_2d3d`.
+    /// mt; scale_a: num_groups*n; scale_b: num_groups*k; out: num_groups*n*k bf16; workspace:
+    /// NULL and 0, or device memory (256-byte aligned) of at least
+    /// `hipfp8_grouped_gemm_2d2d_workspace_size` bytes (a smaller one is OUTPUT_TOO_SMALL),
+    /// unused by other work until this GEMM ran. Groups may start anywhere: on the library
+    /// path one kernel copies the groups off a 16-token boundary to 16-token starts in the
+    /// workspace first (docs/OPS.md "Any group start"), bit for bit the padded layout's result.
     fn hipfp8_grouped_gemm_2d2d(hipfp8_grouped_gemm_2d2d_desc) = gemm_call(grouped_gemm::GROUPED_GEMM_2D2D),
     /// Blockwise-scaled (DeepSeek-V3 recipe) 2D x 3D grouped GEMM, f32 accumulation with the
     /// scales applied per K block of 128: for row i of group g (rows `[offs[g-1], offs[g])`),

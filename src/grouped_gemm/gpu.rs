@@ -5,13 +5,16 @@
 //! Implementations ([`GemmImpl`]):
 //! * CUTLASS (NVIDIA sm_90, `hip/grouped_gemm/cutlass/sm90.hip`): E4M3FN x E4M3FN,
 //!   E4M3FN x E5M2 and E5M2 x E4M3FN; K % 16, N % 8 (2D x 3D), Mt % 16, K % 8 (2D x 2D),
-//!   16-byte aligned operands; in 2D x 2D a group starting off a 16-token boundary (or
-//!   empty) goes to the reference kernel on the device. Instance and scheduler
-//!   settings per shape: `crate::grouped_gemm::rule`.
+//!   16-byte aligned operands; in 2D x 2D a group starting off a 16-token boundary is read
+//!   from its staged copy (below), or without staging goes to the reference kernel on the
+//!   device, as an empty group always does. Instance and scheduler settings per shape:
+//!   `crate::grouped_gemm::rule`.
 //! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
 //!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus
-//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary, of a length not
-//!   a multiple of 16 or of 256 tokens or fewer goes to the reference kernel on the device.
+//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary or of a length
+//!   not a multiple of 16 is read from its staged copy (without staging: the reference
+//!   kernel), and one of 256 tokens or fewer (padded) goes to the reference kernel on the
+//!   device.
 //!   Compile-checked and its host-side decisions checked on the host
 //!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
@@ -34,13 +37,19 @@
 //! choice (benchmarks).
 //!
 //! Offsets stay on the device: the libraries' per-group arguments are built by a small kernel
-//! from them, and in 2D x 2D a group a library cannot take (empty; with CK also one starting
-//! off a 16-byte boundary) is routed to the reference kernel on the device too. Nothing here reads device
-//! memory back or synchronises the stream.
+//! from them, and in 2D x 2D a group a library cannot take (empty; with CK also one of 256
+//! tokens or fewer) is routed to the reference kernel on the device too. Staging (2D x 2D,
+//! docs/OPS.md "Any group start"): a group a library can't read in place (off a 16-token
+//! boundary; with CK also of a length not a multiple of 16) is copied to its padded position
+//! in the workspace by `hipfp8_gg_stage_2d2d` first, and the argument kernel points the
+//! library at that copy; aligned groups are read in place and cost the staging kernel only
+//! the offsets. Nothing here reads device memory back or synchronises the stream.
 //!
 //! Workspace: the libraries need device memory for the per-group argument arrays (and CUTLASS
-//! for its TMA descriptors). Callers may pass their own (`*_with_workspace`, sized by
-//! [`Context::grouped_gemm_workspace_size`]). Otherwise the stream's cached buffer of the
+//! for its TMA descriptors; a staged 2D x 2D call also for the staging area). Callers may
+//! pass their own (`GemmParams::workspace`, sized by [`Context::grouped_gemm_op_workspace_size`];
+//! one too small is refused, so the implementation never depends on the workspace: the
+//! caller's and the cached one give the same bits). Otherwise the stream's cached buffer of the
 //! context is used (src/workspace.rs: one per stream, so reuse is ordered by the stream itself,
 //! no events, no host synchronisation except when it grows; graph capture works once warm).
 
@@ -106,6 +115,7 @@ impl GroupedOp {
 const ROWWISE: GroupedOp = GroupedOp::TwoD3D { m: 0, n: 0, k: 0 };
 
 /// Device pointers of one call (validated by the caller).
+#[derive(Clone, Copy)]
 pub(crate) struct GroupedArgs {
     pub a: *const u8,
     pub b: *const u8,
@@ -240,6 +250,11 @@ pub struct GemmPlan {
     /// The token boundary of `split_2d2d`: 16 (128 for the blockwise-scaled 2D x 2D, whose
     /// library reads whole 128-token scale blocks).
     pub split_boundary: usize,
+    /// A library runs a 2D x 2D call with staging (docs/OPS.md "Any group start"): groups
+    /// on a 16-token boundary are read in place, and one kernel copies each group off it
+    /// (with CK also one of a length not a multiple of 16) to its padded position in the
+    /// workspace, where the library reads it; decided per group on the device.
+    pub staged_2d2d: bool,
 }
 
 impl GemmPlan {
@@ -251,13 +266,21 @@ impl GemmPlan {
             (None, Some(f)) => format!("{} ({f})", self.imp.name()),
             (None, None) => self.imp.name().to_string(),
         };
-        if self.split_2d2d {
-            format!(
+        let ck = matches!(self.imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
+        match (self.staged_2d2d, self.split_2d2d) {
+            (true, true) if ck => format!(
+                "{line}; groups off a 16-token boundary or of a length not a multiple of 16 \
+                 staged + reference for groups of 256 tokens or fewer"
+            ),
+            (true, true) => format!(
+                "{line}; groups off a 16-token boundary staged + reference for empty groups"
+            ),
+            (true, false) => format!("{line}; groups off a 16-token boundary staged"),
+            (false, true) => format!(
                 "{line} + reference for groups off a {}-token boundary",
                 self.split_boundary
-            )
-        } else {
-            line
+            ),
+            (false, false) => line,
         }
     }
 }
@@ -325,7 +348,9 @@ impl Context {
     /// these parameters and `groups` groups, and why when it is the reference kernel.
     /// `ptrs` (a, b, out) are checked for 16-byte alignment; None assumes aligned. A call
     /// runs exactly its plan (AUTO falls back only where the plan says so); with
-    /// [`GemmBackend::Library`] a plan that falls back is an error here.
+    /// [`GemmBackend::Library`] a plan that falls back is an error here. `p.workspace` is not
+    /// read: the same call plans (and computes) the same with any workspace; one too small
+    /// for the plan is refused by the call.
     pub fn grouped_gemm_plan(
         &self,
         p: &GemmParams,
@@ -333,6 +358,11 @@ impl Context {
         groups: usize,
         ptrs: Option<[*const c_void; 3]>,
     ) -> Result<GemmPlan> {
+        // Nothing below can see the workspace.
+        let p = &GemmParams {
+            workspace: None,
+            ..*p
+        };
         if self.backend() == BackendKind::Cpu {
             return Ok(GemmPlan {
                 imp: GemmImpl::Cpu,
@@ -340,6 +370,7 @@ impl Context {
                 fallback: None,
                 split_2d2d: false,
                 split_boundary: 16,
+                staged_2d2d: false,
             });
         }
         let backend = match p.backend {
@@ -366,15 +397,23 @@ impl Context {
                         let cutlass = (imp == GemmImpl::CutlassSm90 && !bw)
                             .then(|| cutlass_choice(p, op, groups, fa, fb))
                             .transpose()?;
+                        let staged = self.stage_layout(p, imp, op, groups)?.is_some();
+                        // Staged, CUTLASS takes every non-empty group, in place or from its
+                        // staged copy (empty ones get their zeros from the reference kernel);
+                        // CK still leaves groups of <= 256 tokens to it (its pipeline's
+                        // minimum).
+                        let ck = matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
                         return Ok(GemmPlan {
                             imp,
                             cutlass,
                             fallback: None,
-                            split_2d2d: matches!(
-                                op,
-                                GroupedOp::TwoD2D { .. } | GroupedOp::Blockwise2D2D { .. }
-                            ),
+                            split_2d2d: match op {
+                                GroupedOp::TwoD2D { .. } => !staged || ck,
+                                GroupedOp::Blockwise2D2D { .. } => true,
+                                _ => false,
+                            },
                             split_boundary: op.split_boundary(),
+                            staged_2d2d: staged,
                         });
                     }
                 },
@@ -392,6 +431,7 @@ impl Context {
             fallback: Some(fallback),
             split_2d2d: false,
             split_boundary: 16,
+            staged_2d2d: false,
         })
     }
 }
@@ -504,9 +544,130 @@ fn query_workspace_bytes(imp: GemmImpl, bw: bool, groups: usize) -> Result<usize
     usize::try_from(bytes).map_err(|_| Error::SizeOverflow("workspace size".into()))
 }
 
+/// The workspace of a staged 2D x 2D call (docs/OPS.md "Any group start"): the library's
+/// part, then staged a (n, mt_pad), staged b (k, mt_pad), the padded END offsets and the group
+/// tables' scratch (`groups` int32 each), each part 256-byte aligned from the workspace's
+/// start. `mt_pad = round_up(mt + 15 groups, 16)` bounds the padded layout of any offsets:
+/// the padded length of a group exceeds its length by at most 15 tokens (0 when empty), so
+/// the padded END of the last group is at most mt + 15 groups (clamped offsets cover at most
+/// mt tokens), rounded up to whole 16-byte chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StageLayout {
+    pub lib: usize,
+    pub mt_pad: usize,
+    pub a: usize,
+    pub b: usize,
+    pub offs: usize,
+    pub scratch: usize,
+    /// Bytes of the whole workspace.
+    pub total: usize,
+}
+
+impl StageLayout {
+    /// None when a size overflows or mt_pad exceeds i32::MAX (the kernels' and the
+    /// libraries' extents).
+    pub(crate) fn new(lib: usize, n: usize, mt: usize, k: usize, groups: usize) -> Option<Self> {
+        let up = |x: usize, m: usize| x.checked_add(m - 1).map(|v| v / m * m);
+        let mt_pad = up(mt.checked_add(groups.checked_mul(15)?)?, 16)?;
+        if mt_pad > i32::MAX as usize {
+            return None;
+        }
+        let a = up(lib, 256)?;
+        let b = up(a.checked_add(n.checked_mul(mt_pad)?)?, 256)?;
+        let offs = up(b.checked_add(k.checked_mul(mt_pad)?)?, 256)?;
+        let scratch = up(offs.checked_add(groups.checked_mul(4)?)?, 256)?;
+        let total = scratch.checked_add(groups.checked_mul(4)?)?;
+        Some(StageLayout {
+            lib,
+            mt_pad,
+            a,
+            b,
+            offs,
+            scratch,
+            total,
+        })
+    }
+}
+
+/// `HIPFP8_GG_STAGE` = `auto` (stage every 2D x 2D call a library takes) | `off` (never:
+/// groups off a 16-token boundary run on the reference kernel).
+fn stage_knob() -> Result<bool> {
+    match host_var("HIPFP8_GG_STAGE") {
+        None => Ok(true),
+        Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(true),
+            "off" => Ok(false),
+            other => Err(Error::InvalidEnum(format!(
+                "HIPFP8_GG_STAGE={other:?} (auto or off)"
+            ))),
+        },
+    }
+}
+
+impl Context {
+    /// The staging workspace of a 2D x 2D call that `imp` takes, when it is staged: the
+    /// knob and `p` allow it, this build has the staging kernel and the sizes fit. Otherwise None:
+    /// groups off a 16-token boundary go to the reference kernel on the device. Decided by
+    /// the call's inputs only, never by the workspace: a call with the caller's workspace
+    /// runs the implementation it runs with the cached one (bit for bit the same result), and
+    /// a caller workspace smaller than [`Context::grouped_gemm_op_workspace_size`] is refused.
+    fn stage_layout(
+        &self,
+        p: &GemmParams,
+        imp: GemmImpl,
+        op: GroupedOp,
+        groups: usize,
+    ) -> Result<Option<StageLayout>> {
+        let GroupedOp::TwoD2D { n, mt, k } = op else {
+            return Ok(None);
+        };
+        if p.unstaged_2d2d || !stage_knob()? || !has_launcher("hipfp8_gg_stage_2d2d") {
+            return Ok(None);
+        }
+        let lib = {
+            let _dev = self.activate()?;
+            workspace_bytes(self, imp, false, groups)?
+        };
+        Ok(StageLayout::new(lib, n, mt, k, groups))
+    }
+
+    /// Device bytes `op` with `groups` groups needs as workspace under `p` on this context:
+    /// [`Context::grouped_gemm_workspace_size`] (or the blockwise one), plus for a 2D x 2D
+    /// call that a library takes the staging area (about `(n + k) * round_up(mt + 15 groups,
+    /// 16)` bytes; docs/OPS.md "Any group start"): the worst case, every group copied (the
+    /// host cannot see the offsets; only groups off a 16-token boundary are written). A
+    /// caller workspace (`GemmParams::workspace`) of a 2D x 2D call must hold this many bytes:
+    /// a smaller one is refused ([`Error::OutputTooSmall`], nothing queued), never a reason to
+    /// run another implementation. Exact for every op; for 2D x 3D and the blockwise-scaled
+    /// GEMMs it equals [`Context::grouped_gemm_workspace_size`] / the blockwise one.
+    pub fn grouped_gemm_op_workspace_size(
+        &self,
+        p: &GemmParams,
+        op: GroupedOp,
+        groups: usize,
+    ) -> Result<usize> {
+        if op.blockwise() {
+            return self.grouped_gemm_blockwise_workspace_size(p, groups);
+        }
+        let base = self.grouped_gemm_workspace_size(p, groups)?;
+        // The plan does not depend on the workspace: the one the call will run.
+        let plan = self.grouped_gemm_plan(p, op, groups, None);
+        match plan {
+            Ok(plan) if plan.staged_2d2d => Ok(self
+                .stage_layout(p, plan.imp, op, groups)?
+                .map_or(base, |l| l.total)),
+            // A plan that fails (e.g. LIBRARY on a call it can't take) fails in the call too.
+            _ => Ok(base),
+        }
+    }
+}
+
 impl Context {
     /// Device bytes a grouped GEMM with `groups` groups needs as workspace under `p` on this
-    /// context (0 for the reference kernel and for the CPU backend).
+    /// context (0 for the reference kernel and for the CPU backend): the size of a 2D x 3D
+    /// call's workspace. It knows no shape, so it has no room for the staging area a 2D x 2D
+    /// call a library takes needs (docs/OPS.md "Any group start"): size a 2D x 2D call's
+    /// workspace with [`Context::grouped_gemm_op_workspace_size`] (a smaller one is refused).
     pub fn grouped_gemm_workspace_size(&self, p: &GemmParams, groups: usize) -> Result<usize> {
         if self.backend() == BackendKind::Cpu || p.backend == GemmBackend::Reference {
             return Ok(0);
@@ -587,31 +748,44 @@ pub(crate) fn run(
         return check_status("grouped GEMM reference kernel", st).map(|_| plan);
     }
     let cfg = plan.cutlass.map_or(0, |c| c.config());
+    let lib = workspace_bytes(ctx, imp, op.blockwise(), args.groups)?;
+    let stage = match (plan.staged_2d2d, op) {
+        (true, GroupedOp::TwoD2D { n, mt, k }) => Some(
+            StageLayout::new(lib, n, mt, k, args.groups)
+                .ok_or_else(|| Error::SizeOverflow("the 2D x 2D staging area".into()))?,
+        ),
+        _ => None,
+    };
+    let need = stage.map_or(lib, |l| l.total);
+    // The library alone, or the staging kernel and then the library on its output.
+    let go = |ws: *mut u8, len: usize| match stage {
+        None => launch_library(imp, op, args, groups, Staged::NONE, ws, len, cfg, stream),
+        Some(l) => launch_staged(imp, op, &l, args, groups, ws, cfg, stream),
+    };
     let st = match p.workspace {
         Some(ws) => {
-            let need = workspace_bytes(ctx, imp, op.blockwise(), args.groups)?;
             if ws.len() < need {
+                // Refused before anything is queued; never a reason to run unstaged (the
+                // result would depend on the workspace).
                 return Err(Error::OutputTooSmall {
-                    what: "workspace",
+                    what: if stage.is_some() {
+                        "workspace (bytes; a staged 2D x 2D call: grouped_gemm_op_workspace_size / \
+                         hipfp8_grouped_gemm_2d2d_workspace_size)"
+                    } else {
+                        "workspace (bytes)"
+                    },
                     needed: need,
                     got: ws.len(),
                 });
             }
             ctx.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
-            launch_library(
-                imp,
-                op,
-                args,
-                groups,
-                ws.as_ptr() as *mut u8,
-                ws.len(),
-                cfg,
-                stream,
-            )
+            go(ws.as_ptr() as *mut u8, ws.len())
         }
-        None => with_cached_workspace(ctx, imp, op, args.groups, stream, |ptr, len| {
-            launch_library(imp, op, args, groups, ptr, len, cfg, stream)
-        })?,
+        None => ctx
+            .workspace
+            .with(ctx, Kind::Plain, need.max(1), stream, |ptr, len| {
+                Ok(go(ptr as *mut u8, len))
+            })?,
     };
     if st == sys::KSTATUS_UNSUPPORTED {
         // Never a silent fallback: the plan said the library takes this call.
@@ -642,28 +816,31 @@ fn backend_from_env() -> Result<Option<GemmBackend>> {
     }
 }
 
-/// Hand `stream`'s plain workspace of the context (grown to the size `imp` needs, see
-/// src/workspace.rs: per stream, no events, capture-safe once warm) to `f`.
-fn with_cached_workspace(
-    ctx: &Context,
-    imp: GemmImpl,
-    op: GroupedOp,
-    groups: usize,
-    stream: StreamRef,
-    f: impl FnOnce(*mut u8, usize) -> i32,
-) -> Result<i32> {
-    let need = workspace_bytes(ctx, imp, op.blockwise(), groups)?.max(1);
-    ctx.workspace
-        .with(ctx, Kind::Plain, need, stream, |p, len| {
-            Ok(f(p as *mut u8, len))
-        })
+/// The staged copies a 2D x 2D library launcher reads the groups off a 16-token boundary from
+/// (`hipfp8_gg_stage_2d2d`'s output): staged a, staged b, their row length mt_pad.
+#[derive(Clone, Copy)]
+struct Staged {
+    a: *const u8,
+    b: *const u8,
+    mt_pad: i64,
 }
 
+impl Staged {
+    /// Staging off: the launchers route such groups to the reference kernel.
+    const NONE: Staged = Staged {
+        a: std::ptr::null(),
+        b: std::ptr::null(),
+        mt_pad: 0,
+    };
+}
+
+#[allow(clippy::too_many_arguments)]
 fn launch_library(
     imp: GemmImpl,
     op: GroupedOp,
     a: &GroupedArgs,
     groups: i32,
+    staged: Staged,
     ws: *mut u8,
     ws_len: usize,
     cfg: i32,
@@ -677,12 +854,20 @@ fn launch_library(
         stream.0,
     );
     // The library launchers' arguments: operands, formats, offsets, scales, out, the op's
-    // three extents, the workspace, then (CUTLASS) the config and the stream.
+    // three extents, (2D x 2D) the staged copies, the workspace, then (CUTLASS) the config
+    // and the stream.
+    let st = (staged.a, staged.b, staged.mt_pad);
     macro_rules! library {
         ($f:path, $x:expr, $y:expr, $z:expr $(, $cfg:expr)?) => {
             $f(
                 a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, $x as i64, $y as i64, $z as i64,
                 ws, wsl, $($cfg,)? s,
+            )
+        };
+        (2d2d $f:path, $x:expr, $y:expr, $z:expr $(, $cfg:expr)?) => {
+            $f(
+                a.a, fa, a.b, fb, a.offs, groups, a.sa, a.sb, out, $x as i64, $y as i64, $z as i64,
+                st.0, st.1, st.2, ws, wsl, $($cfg,)? s,
             )
         };
     }
@@ -695,7 +880,7 @@ fn launch_library(
                 library!(sys::hipfp8_gg_cutlass_2d3d, m, n, k, cfg)
             }
             (GemmImpl::CutlassSm90, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_cutlass_2d2d, n, mt, k, cfg)
+                library!(2d2d sys::hipfp8_gg_cutlass_2d2d, n, mt, k, cfg)
             }
             (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_cutlass_bw_2d3d, m, n, k)
@@ -712,17 +897,95 @@ fn launch_library(
                 library!(sys::hipfp8_gg_ck_gfx942_2d3d, m, n, k)
             }
             (GemmImpl::CkGfx942, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_ck_gfx942_2d2d, n, mt, k)
+                library!(2d2d sys::hipfp8_gg_ck_gfx942_2d2d, n, mt, k)
             }
             (GemmImpl::CkGfx950, GroupedOp::TwoD3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_ck_gfx950_2d3d, m, n, k)
             }
             (GemmImpl::CkGfx950, GroupedOp::TwoD2D { n, mt, k }) => {
-                library!(sys::hipfp8_gg_ck_gfx950_2d2d, n, mt, k)
+                library!(2d2d sys::hipfp8_gg_ck_gfx950_2d2d, n, mt, k)
             }
             (GemmImpl::Reference | GemmImpl::Cpu, _) => launch_reference(op, a, groups, stream),
         }
     }
+}
+
+/// The per-group staging rule of a library's 2D x 2D launcher (group_args.h `stage_2d2d`:
+/// `align_len`, `min_len`): CUTLASS reads any length from a 16-token start (TMA zero-fills),
+/// CK needs lengths that are multiples of its 16-wide vector loads and longer than 256 tokens
+/// (ck_grouped_gemm_impl.h kVecK, kMinRed). The staging kernel must be given the values the
+/// launcher's argument builder uses, or a group would be read from a copy never written.
+fn stage_rule(imp: GemmImpl) -> (i32, i64) {
+    match imp {
+        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => (16, 257),
+        _ => (1, 1),
+    }
+}
+
+/// A staged 2D x 2D call (docs/OPS.md "Any group start"): the staging kernel copies each
+/// group a library can't read in place (off a 16-token boundary; with CK also a length not a
+/// multiple of 16) to its padded position in the workspace parts of `l`, then the library
+/// runs on the caller's operands and offsets, reading those groups from their copies
+/// (decided per group on the device, by the same rule: [`stage_rule`]). Its result is the
+/// library's on the padded layout, bit for bit: a staged group is that layout's group (same
+/// bytes, zero tail, same k-tiles: tiles are multiples of 16 tokens, and the library
+/// zero-fills past a group's end anyway), and a group read in place starts on a 16-token
+/// boundary, so each k-tile holds the same bytes as the padded layout's.
+#[allow(clippy::too_many_arguments)]
+fn launch_staged(
+    imp: GemmImpl,
+    op: GroupedOp,
+    l: &StageLayout,
+    a: &GroupedArgs,
+    groups: i32,
+    ws: *mut u8,
+    cfg: i32,
+    stream: StreamRef,
+) -> i32 {
+    let GroupedOp::TwoD2D { n, mt, k } = op else {
+        return sys::KSTATUS_UNSUPPORTED; // only 2D x 2D is staged
+    };
+    let part = |off: usize| ws.wrapping_add(off);
+    let (sa, sb, po, scratch) = (
+        part(l.a),
+        part(l.b),
+        part(l.offs) as *mut i32,
+        part(l.scratch) as *mut i32,
+    );
+    let (align_len, min_len) = stage_rule(imp);
+    // SAFETY: the caller validated every view (a, b, offs device memory of this context for
+    // the op's extents) and `ws` holds `l.total` device bytes unused by other queued work
+    // (`run` checked the length), so each part lies inside it; the launcher only queues work
+    // on the stream.
+    let st = unsafe {
+        sys::hipfp8_gg_stage_2d2d(
+            a.a,
+            a.b,
+            a.offs,
+            groups,
+            n as i64,
+            mt as i64,
+            k as i64,
+            sa,
+            sb,
+            l.mt_pad as i64,
+            po,
+            scratch,
+            align_len,
+            min_len,
+            0,
+            stream.0,
+        )
+    };
+    if st != 0 {
+        return st;
+    }
+    let staged = Staged {
+        a: sa,
+        b: sb,
+        mt_pad: l.mt_pad as i64,
+    };
+    launch_library(imp, op, a, groups, staged, ws, l.lib, cfg, stream)
 }
 
 fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamRef) -> i32 {
@@ -759,6 +1022,89 @@ fn launch_reference(op: GroupedOp, a: &GroupedArgs, groups: i32, stream: StreamR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The staging area holds the padded layout of ANY offsets: the padded END of the last
+    /// group (sum of round_up(len, 16) over the clamped lengths) never passes mt_pad, checked
+    /// against a brute-force maximum over adversarial splits; parts are 256-byte aligned,
+    /// disjoint and in bounds; sizes that overflow i32 / usize give None.
+    #[test]
+    fn stage_layout_bounds_every_padded_layout() {
+        for (mt, groups) in [(0usize, 1usize), (16, 1), (32, 3), (1000, 7), (32768, 32)] {
+            let l = StageLayout::new(1000, 7, mt, 5, groups).unwrap();
+            assert_eq!(l.mt_pad % 16, 0);
+            assert!(l.mt_pad >= mt + 15 * groups && l.mt_pad < mt + 15 * groups + 16);
+            // Worst case: every group of length 1 (mod 16) as far as tokens allow.
+            let worst: usize = (0..groups)
+                .map(|g| {
+                    let len = if g + 1 == groups {
+                        mt.saturating_sub(groups - 1)
+                    } else {
+                        1
+                    };
+                    len.min(mt).div_ceil(16) * 16
+                })
+                .sum();
+            assert!(worst <= l.mt_pad, "mt {mt} groups {groups}");
+            let parts = [
+                (l.a, 7 * l.mt_pad),
+                (l.b, 5 * l.mt_pad),
+                (l.offs, 4 * groups),
+            ];
+            let mut end = l.lib;
+            for (off, len) in parts {
+                assert!(off % 256 == 0 && off >= end, "{l:?}");
+                end = off + len;
+            }
+            assert!(l.scratch >= end && l.scratch % 256 == 0 && l.total == l.scratch + 4 * groups);
+        }
+        assert!(StageLayout::new(0, 1, i32::MAX as usize - 15, 1, 2).is_none());
+        assert!(StageLayout::new(0, usize::MAX / 2, 1 << 20, 1, 2).is_none());
+    }
+
+    #[test]
+    fn plan_text_says_staged() {
+        let plan = |imp, staged, split| GemmPlan {
+            imp,
+            cutlass: None,
+            fallback: None,
+            split_2d2d: split,
+            split_boundary: 16,
+            staged_2d2d: staged,
+        };
+        let (ck, cut) = (GemmImpl::CkGfx942, GemmImpl::CutlassSm90);
+        assert_eq!(
+            plan(cut, true, false).describe(),
+            "cutlass-sm90; groups off a 16-token boundary staged"
+        );
+        assert_eq!(
+            plan(ck, true, true).describe(),
+            "ck-gfx942; groups off a 16-token boundary or of a length not a multiple of 16 \
+             staged + reference for groups of 256 tokens or fewer"
+        );
+        assert!(
+            plan(cut, false, true)
+                .describe()
+                .ends_with("+ reference for groups off a 16-token boundary")
+        );
+        assert_eq!(plan(ck, false, false).describe(), "ck-gfx942");
+    }
+
+    /// The staging rule handed to the staging kernel is the one the launchers' argument
+    /// builders use (ck_grouped_gemm_impl.h kVecK = 16, kMinRed = 257; CUTLASS 1, 1), and
+    /// CK's minimum is the one the plan states (groups of 256 tokens or fewer: reference).
+    #[test]
+    fn stage_rule_matches_the_launchers() {
+        assert_eq!(stage_rule(GemmImpl::CutlassSm90), (1, 1));
+        for ck in [GemmImpl::CkGfx942, GemmImpl::CkGfx950] {
+            assert_eq!(stage_rule(ck), (16, 257));
+        }
+        let src = include_str!("../../hip/grouped_gemm/ck/ck_grouped_gemm_impl.h");
+        assert!(src.contains("constexpr int64_t kMinRed = 2 * 128 + 1;"));
+        assert!(src.contains("constexpr int64_t kVecK = 16;"));
+        assert!(src.contains("group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, kVecK, kMinRed)"));
+        let cut = include_str!("../../hip/grouped_gemm/cutlass/sm90_common.h");
+        assert!(cut.contains("group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, 1, 1)"));
+    }
 
     fn d3(m: usize, n: usize, k: usize) -> GroupedOp {
         GroupedOp::TwoD3D { m, n, k }

@@ -200,7 +200,10 @@ op_methods! {
     /// 2D x 2D grouped GEMM with jagged K (wgrad): `a` (N,Mt) FP8 row-major, `b` (Mt,K) FP8
     /// column-major (`b[k*Mt + m]`), END offsets `offs[G]` along Mt. For group g:
     /// `out[g*N*K + i*K + j] = bf16(sum_{m in g} a[i,m] b[m,j] * scale_a[g*N + i] *
-    /// scale_b[g*K + j])`; an empty group's block is zeros.
+    /// scale_b[g*K + j])`; an empty group's block is zeros. Groups may start anywhere: on a
+    /// library the groups off a 16-token boundary are staged first (docs/OPS.md "Any group
+    /// start"); a caller workspace (`p.workspace`) must hold
+    /// [`Context::grouped_gemm_op_workspace_size`] bytes (refused otherwise).
     fn grouped_gemm_2d2d(p: &GemmParams, n: usize, mt: usize, k: usize;
         a: Src<'_, u8>, b: Src<'_, u8>, offs: Src<'_, i32>, scale_a: Src<'_, f32>, scale_b: Src<'_,
         f32>, out: Dst<'_, bf16>) = GROUPED_GEMM_2D2D (n, mt, k);

@@ -13,11 +13,18 @@ pub struct GemmParams {
     pub b_format: FormatChoice,
     /// GPU only: vendor library (CK / CUTLASS) or the portable reference kernel.
     pub backend: GemmBackend,
-    /// GPU only: caller-owned device workspace (None: a cached per-device buffer).
+    /// GPU only: caller-owned device workspace (None: the stream's cached buffer), at least
+    /// `Context::grouped_gemm_op_workspace_size` bytes (smaller: refused).
     pub workspace: Option<GemmWorkspace>,
     /// CUTLASS only: this instance and scheduler setting instead of the rule's
     /// (`crate::grouped_gemm::rule`; tests and benchmarks). Must be compiled for the pair.
     pub cutlass: Option<CutlassChoice>,
+    /// 2D x 2D on a library only: never stage (docs/OPS.md "Any group start"): groups off a
+    /// 16-token boundary run on the reference kernel inside the call, as with
+    /// `HIPFP8_GG_STAGE=off`, and the workspace needs no staging area. For callers whose
+    /// offsets are 16-aligned anyway (the staged and unstaged runs then give the same bits)
+    /// and for tests.
+    pub unstaged_2d2d: bool,
 }
 
 impl GemmParams {
@@ -38,6 +45,14 @@ impl GemmParams {
     pub fn with_cutlass(self, choice: CutlassChoice) -> Self {
         GemmParams {
             cutlass: Some(choice),
+            ..self
+        }
+    }
+
+    /// The same parameters with 2D x 2D staging off ([`GemmParams::unstaged_2d2d`]).
+    pub fn without_staging(self) -> Self {
+        GemmParams {
+            unstaged_2d2d: true,
             ..self
         }
     }
@@ -89,5 +104,5 @@ impl GemmImpl {
 }
 
 /// A caller-owned device workspace for the vendor libraries (size from
-/// [`crate::Context::grouped_gemm_workspace_size`]): the crate's one workspace type.
+/// [`crate::Context::grouped_gemm_op_workspace_size`]): the crate's one workspace type.
 pub type GemmWorkspace = crate::workspace::Workspace;

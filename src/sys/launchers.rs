@@ -267,7 +267,8 @@ foreign! {
     "hipfp8_gg_ck_gfx942_2d2d" => pub fn hipfp8_gg_ck_gfx942_2d2d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64,
-        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+        staged_a: *const u8, staged_b: *const u8, mt_pad: i64, workspace: *mut c_void,
+        workspace_bytes: u64, stream: hipStream_t) -> c_int;
     "hipfp8_gg_ck_gfx950_workspace_size" => pub fn hipfp8_gg_ck_gfx950_workspace_size(
         groups: c_int, bytes: *mut u64) -> c_int;
     "hipfp8_gg_ck_gfx950_2d3d" => pub fn hipfp8_gg_ck_gfx950_2d3d(
@@ -277,7 +278,8 @@ foreign! {
     "hipfp8_gg_ck_gfx950_2d2d" => pub fn hipfp8_gg_ck_gfx950_2d2d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64,
-        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+        staged_a: *const u8, staged_b: *const u8, mt_pad: i64, workspace: *mut c_void,
+        workspace_bytes: u64, stream: hipStream_t) -> c_int;
     "hipfp8_gg_cutlass_workspace_size" => pub fn hipfp8_gg_cutlass_workspace_size(
         groups: c_int, bytes: *mut u64) -> c_int;
     "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(
@@ -291,7 +293,8 @@ foreign! {
     "hipfp8_gg_cutlass_2d2d" => pub fn hipfp8_gg_cutlass_2d2d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64,
-        workspace: *mut c_void, workspace_bytes: u64, config: c_int, stream: hipStream_t) -> c_int;
+        staged_a: *const u8, staged_b: *const u8, mt_pad: i64, workspace: *mut c_void,
+        workspace_bytes: u64, config: c_int, stream: hipStream_t) -> c_int;
     "hipfp8_gg_ref_2d3d" => pub fn hipfp8_gg_ref_2d3d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64, skip: *const i32,
@@ -300,6 +303,10 @@ foreign! {
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64, skip: *const i32,
         max_blocks: c_int, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_stage_2d2d" => pub fn hipfp8_gg_stage_2d2d(
+        a: *const u8, b: *const u8, offs: *const i32, groups: c_int, N: i64, Mt: i64, K: i64,
+        staged_a: *mut u8, staged_b: *mut u8, mt_pad: i64, padded_offs: *mut i32, scratch: *mut i32,
+        align_len: c_int, min_len: i64, max_blocks: c_int, stream: hipStream_t) -> c_int;
     "hipfp8_gg_ref_bw_2d3d" => pub fn hipfp8_gg_ref_bw_2d3d(
         a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
         sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64, max_blocks: c_int,

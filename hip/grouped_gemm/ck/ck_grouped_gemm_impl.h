@@ -138,15 +138,25 @@ static __global__ void build_2d3d(hipfp8_gg::CkArg* args, const uint8_t* a, cons
   args[g] = hipfp8_gg::ck_arg(hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
+// With staging (staged_a non-null) a group CK can't read in place but can read padded
+// (group_args.h stage_2d2d with align_len kVecK, min_len kMinRed: the values gpu.rs gives
+// hipfp8_gg_stage_2d2d for CK) reads the staged copy; the rest as without staging.
 static __global__ void build_2d2d(hipfp8_gg::CkArg* args, int32_t* ck_owns, const uint8_t* a,
                            const uint8_t* b, const int32_t* offs, int groups, const float* sa,
-                           const float* sb, uint16_t* out, int64_t N, int64_t Mt, int64_t K) {
+                           const float* sb, uint16_t* out, int64_t N, int64_t Mt, int64_t K,
+                           const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  int64_t lo, hi;
-  hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  const hipfp8_gg::Group gr = hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, kVecK, kVecK, kMinRed);
-  args[g] = hipfp8_gg::ck_arg(gr, a, b, sa, sb, out);
+  int64_t lo, hi, ps;
+  hipfp8_gg::Group gr;
+  if (staged_a == nullptr) {
+    hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
+    gr = hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, kVecK, kVecK, kMinRed);
+  } else {
+    hipfp8_gg::clamped_padded_range(offs, g, Mt, &lo, &hi, &ps);
+    gr = hipfp8_gg::group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, kVecK, kMinRed);
+  }
+  args[g] = hipfp8_gg::ck_arg(gr, a, b, sa, sb, out, staged_a, staged_b);
   ck_owns[g] = gr.vendor_ok;
 }
 
@@ -247,11 +257,14 @@ template <class FA, class FB>
 int grouped_2d2d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int fmt_a, const uint8_t* b,
                  int fmt_b,
                  const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
-                 int64_t N, int64_t Mt, int64_t K, void* ws, size_t ws_bytes,
+                 int64_t N, int64_t Mt, int64_t K, const uint8_t* staged_a,
+                 const uint8_t* staged_b, int64_t mt_pad, void* ws, size_t ws_bytes,
                  hipStream_t stream) noexcept {
   if (fmt_a != fmt_a_expected || fmt_b != fmt_b_expected) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0 || N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (groups == 0 || N == 0 || K == 0) return 0;
+  if (!hipfp8_gg::staging_args_ok(staged_a, staged_b, Mt, mt_pad, groups))
+    return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (ws == nullptr || ws_bytes < workspace_bytes(groups) || !aligned16(ws))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!launcher_accepts_2d2d(N, Mt, K) || !aligned16(a) || !aligned16(b) || !aligned16(out))
@@ -261,18 +274,20 @@ int grouped_2d2d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int f
     auto* owns = reinterpret_cast<int32_t*>(static_cast<char*>(ws) +
                                             round_up((size_t)groups * sizeof(KernelArg)));
     build_2d2d<<<(groups + 127) / 128, 128, 0, stream>>>(args, owns, a, b, offs, groups, sa,
-                                                          sb, (uint16_t*)out, N, Mt, K);
+                                                          sb, (uint16_t*)out, N, Mt, K,
+                                                          staged_a, staged_b, mt_pad);
     hipError_t e = hipGetLastError();
     if (e != hipSuccess) return (int)e;
-    // Placeholder reduction length for the host check (the groups' own live on the device).
+    // Placeholder reduction length for the host check (the groups' own live on the device;
+    // staged groups' stride mt_pad too: a multiple of 16 like Mt, what the check asks of it).
     int st = run_op<FA, FB>(groups, K, kHostRed2d2d, Mt, Mt, K, ws, stream);
     if (st != 0) return st;
     int dev = 0, cus = 0;
     if (hipGetDevice(&dev) != hipSuccess ||
         hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
       cus = 0;
-    // Empty, misaligned, odd-length or short groups (decided on the device): the reference kernel,
-    // skipping the groups CK owns.
+    // Empty, short, or (without staging) misaligned and odd-length groups (decided on the
+    // device): the reference kernel on the caller's operands, skipping the groups CK owns.
     return hipfp8_gg_ref_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K, owns,
                               2 * cus, stream);
   } catch (...) {

@@ -32,9 +32,11 @@ HIPFP8_EXTERN int hipfp8_gg_ck_gfx942_2d3d(const uint8_t* a, int fmt_a, const ui
 HIPFP8_EXTERN int hipfp8_gg_ck_gfx942_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                            int fmt_b, const int32_t* offs, int groups,
                                            const float* sa, const float* sb, void* out,
-                                           int64_t N, int64_t Mt, int64_t K, void* workspace,
+                                           int64_t N, int64_t Mt, int64_t K,
+                                           const uint8_t* staged_a, const uint8_t* staged_b,
+                                           int64_t mt_pad, void* workspace,
                                            uint64_t workspace_bytes, hipStream_t stream) noexcept {
   return hipfp8_gg_ck::grouped_2d2d<F8, F8>(HIPFP8_FMT_E4M3FNUZ, HIPFP8_FMT_E4M3FNUZ, a, fmt_a, b, fmt_b, offs, groups,
-                                        sa, sb, out, N, Mt, K, workspace, workspace_bytes,
-                                        stream);
+                                        sa, sb, out, N, Mt, K, staged_a, staged_b, mt_pad,
+                                        workspace, workspace_bytes, stream);
 }

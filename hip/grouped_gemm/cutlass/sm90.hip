@@ -160,7 +160,8 @@ static int check_common(int fmt_a, int fmt_b, int groups, const void* ws) {
 // one keeps the per-call host work to one CUTLASS size query), run.
 static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
                     int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
-                    void* out, int64_t d0, int64_t d1, int64_t d2, void* ws, uint64_t ws_bytes,
+                    void* out, int64_t d0, int64_t d1, int64_t d2, const uint8_t* staged_a,
+                    const uint8_t* staged_b, int64_t mt_pad, void* ws, uint64_t ws_bytes,
                     hipStream_t stream) {
   int kind = config & 0xff;
   if (kind == 0)
@@ -172,8 +173,9 @@ static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, c
   size_t off[11];
   if (ws_bytes < (uint64_t)layout(groups, inst->workspace(groups, sms), off))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
-  RunArgs q{two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2, ws,
-            sms, (config >> 8) & 3, 1 << ((config >> 12) & 3), stream};
+  RunArgs q{two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2,
+            staged_a, staged_b, mt_pad, ws, sms, (config >> 8) & 3, 1 << ((config >> 12) & 3),
+            stream};
   return inst->run(q);
 }
 
@@ -195,17 +197,21 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   return dispatch(config, false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M, N, K,
-                  workspace, workspace_bytes, stream);
+                  nullptr, nullptr, 0, workspace, workspace_bytes, stream);
 }
 
 // 2D x 2D (OPS.md grouped_gemm_2d2d). `config` as for 2D x 3D. Requires Mt % 16 == 0,
-// K % 8 == 0, 16-byte aligned a, b, out; groups not starting on a 16-element boundary and
-// empty groups are written by the reference kernel on the same stream (decided on the device).
+// K % 8 == 0, 16-byte aligned a, b, out. Groups starting on a 16-element boundary are read in
+// place; the others from staged_a / staged_b (N, mt_pad) / (K, mt_pad), the copies
+// hipfp8_gg_stage_2d2d wrote with align_len 1, min_len 1 (mt_pad % 16 == 0,
+// Mt + 15 * groups <= mt_pad <= INT32_MAX, 16-byte aligned), or with both null by the
+// reference kernel on the same stream, as are empty groups (decided on the device).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b,
                                          int fmt_b, const int32_t* offs, int groups,
                                          const float* sa, const float* sb, void* out, int64_t N,
-                                         int64_t Mt, int64_t K, void* workspace,
-                                         uint64_t workspace_bytes, int config,
+                                         int64_t Mt, int64_t K, const uint8_t* staged_a,
+                                         const uint8_t* staged_b, int64_t mt_pad,
+                                         void* workspace, uint64_t workspace_bytes, int config,
                                          hipStream_t stream) noexcept {
   if (N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
@@ -215,6 +221,8 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
   if (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (!hipfp8_gg::staging_args_ok(staged_a, staged_b, Mt, mt_pad, groups))
+    return HIPFP8_KSTATUS_INVALID_SHAPE;
   return dispatch(config, true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K,
-                  workspace, workspace_bytes, stream);
+                  staged_a, staged_b, mt_pad, workspace, workspace_bytes, stream);
 }

@@ -174,6 +174,10 @@ struct RunArgs {
   const float* sb;
   void* out;
   int64_t d0, d1, d2;
+  // 2D x 2D staging (group_args.h group_2d2d_staged): null = off.
+  const uint8_t* staged_a;
+  const uint8_t* staged_b;
+  int64_t mt_pad;
   void* workspace;
   int sms;
   int raster;   // 0: along M (CUTLASS's default for groups), 1: along N
@@ -188,10 +192,12 @@ namespace {  // kernels: one private copy per translation unit
 
 __device__ inline void write_group(const Arrays& r, int g, const hipfp8_gg::Group& gr,
                                    const uint8_t* a, const uint8_t* b, const float* sa,
-                                   const float* sb, hipfp8_bf16* out) {
+                                   const float* sb, hipfp8_bf16* out,
+                                   const uint8_t* staged_a = nullptr,
+                                   const uint8_t* staged_b = nullptr) {
   r.shapes[g] = Shape3{gr.vendor_ok ? (int)gr.rows : 0, (int)gr.cols, (int)gr.red};
-  r.pa[g] = a + gr.a_off;
-  r.pb[g] = b + gr.b_off;
+  r.pa[g] = (gr.staged ? staged_a : a) + gr.a_off;
+  r.pb[g] = (gr.staged ? staged_b : b) + gr.b_off;
   r.pd[g] = reinterpret_cast<ElementD*>(out + gr.out_off);
   r.psa[g] = sa + gr.sa_off;
   r.psb[g] = sb + gr.sb_off;
@@ -211,17 +217,27 @@ __global__ void build_2d3d(Arrays r, const uint8_t* a, const uint8_t* b, const i
   write_group(r, g, hipfp8_gg::group_2d3d(g, lo, hi, N, K), a, b, sa, sb, out);
 }
 
-// CUTLASS takes a group whose start is a multiple of 16 elements (TMA needs a 16-byte aligned
-// base address; its zero fill covers any length). The others, and empty groups (K = 0:
-// CUTLASS would leave the block unwritten), go to the reference kernel, which writes them.
+// CUTLASS reads a group whose start is a multiple of 16 elements in place (TMA needs a
+// 16-byte aligned base address; its zero fill covers any length). With staging (staged_a
+// non-null) it reads a non-empty group off the boundary from the copy hipfp8_gg_stage_2d2d
+// wrote (align_len 1, min_len 1: its rule for this launcher); without, such groups, and
+// always empty groups (K = 0: CUTLASS would leave the block unwritten), go to the reference
+// kernel, which writes them.
 __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const int32_t* offs,
                            int groups, const float* sa, const float* sb, hipfp8_bf16* out,
-                           int64_t N, int64_t Mt, int64_t K) {
+                           int64_t N, int64_t Mt, int64_t K, const uint8_t* staged_a,
+                           const uint8_t* staged_b, int64_t mt_pad) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  int64_t lo, hi;
-  hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
-  write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
+  int64_t lo, hi, ps;
+  if (staged_a == nullptr) {
+    hipfp8_gg::clamped_range(offs, g, Mt, &lo, &hi);
+    write_group(r, g, hipfp8_gg::group_2d2d(g, lo, hi, N, Mt, K, 16, 1), a, b, sa, sb, out);
+    return;
+  }
+  hipfp8_gg::clamped_padded_range(offs, g, Mt, &lo, &hi, &ps);
+  write_group(r, g, hipfp8_gg::group_2d2d_staged(g, lo, hi, ps, N, Mt, K, mt_pad, 1, 1), a, b,
+              sa, sb, out, staged_a, staged_b);
 }
 
 }  // namespace
@@ -295,7 +311,8 @@ int run_op(const RunArgs& q) {
   hipfp8_bf16* out = static_cast<hipfp8_bf16*>(q.out);
   if (q.two_d_two_d)  // (N, Mt, K)
     build_2d2d<<<blocks, 128, 0, q.stream>>>(r, q.a, q.b, q.offs, q.groups, q.sa, q.sb, out,
-                                             q.d0, q.d1, q.d2);
+                                             q.d0, q.d1, q.d2, q.staged_a, q.staged_b,
+                                             q.mt_pad);
   else  // (M, N, K)
     build_2d3d<<<blocks, 128, 0, q.stream>>>(r, q.a, q.b, q.offs, q.groups, q.sa, q.sb, out,
                                              q.d0, q.d1, q.d2);
@@ -303,8 +320,8 @@ int run_op(const RunArgs& q) {
   if (e != cudaSuccess) return (int)e;
   const int st = run_cutlass<C>(r, q);
   if (st != 0 || !q.two_d_two_d) return st;
-  // Groups CUTLASS did not take (decided on the device): the reference kernel, skipping the
-  // others. Its grid is two blocks per SM; with nothing to do each block only walks the
+  // Groups CUTLASS did not take (decided on the device): the reference kernel on the caller's
+  // operands, skipping the others (staged groups included). Its grid is two blocks per SM; with nothing to do each block only walks the
   // offsets.
   return hipfp8_gg_ref_2d2d(q.a, q.fmt_a, q.b, q.fmt_b, q.offs, q.groups, q.sa, q.sb, q.out,
                             q.d0, q.d1, q.d2, r.cutlass_owns, 2 * q.sms, q.stream);

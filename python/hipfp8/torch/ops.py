@@ -571,7 +571,11 @@ def _workspace(desc, ins):
         if ws is None:
             ws = _no_workspace[device] = torch.empty(0, dtype=torch.uint8, device=device)
         return (ws,)
-    n = _ctx(device).workspace_size(desc.a_format, desc.b_format, ins[2].shape[0])  # offs: G
+    g = ins[2].shape[0]  # offs: G
+    if isinstance(desc, L.Gemm2d2d):  # with the staging area (docs/OPS.md "Any group start")
+        n = _ctx(device).workspace_size_2d2d(desc, g)
+    else:
+        n = _ctx(device).workspace_size(desc.a_format, desc.b_format, g)
     return (torch.empty(n, dtype=torch.uint8, device=device),)
 
 
