@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn registry_lists_the_kernel_and_host_knobs() {
         let r = registry();
-        assert_eq!(r.len(), 17, "{r:#?}");
+        assert_eq!(r.len(), 16, "{r:#?}");
         let ct = r.iter().find(|k| k.name == "HIPFP8_CT_LDS").unwrap();
         assert_eq!(
             (ct.side, ct.id.as_str(), ct.default.as_str()),
