@@ -57,6 +57,10 @@ using MixedGridwise = ck::GridwiseGemmMultipleD_xdl_cshuffle<
     1, 1, S<1, 8, 1, 32>, 1,                          // CShuffle, CDE cluster, CDE vector
     ck::LoopScheduler::Default, ck::PipelineVersion::v1, FB>;
 
+// K1 of each target's TU (tests/emu/ck_host_check.cpp checks the same instances).
+constexpr ck::index_t kMixedK1Gfx942 = 16;
+constexpr ck::index_t kMixedK1Gfx950 = 32;
+
 constexpr ck::index_t kMixedKPerBlock = 128;
 constexpr int kMixedBlockSize = 256;
 using MixedTileMap = ck::BlockToCTileMap_Grouped_M00_N0_M01Adapt<8, 128, 128>;

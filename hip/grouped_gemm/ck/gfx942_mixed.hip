@@ -17,7 +17,7 @@ using B8 = ck::bf8_fnuz_t;
 constexpr int kE4 = HIPFP8_FMT_E4M3FNUZ;
 constexpr int kE5 = HIPFP8_FMT_E5M2FNUZ;
 // Elements per LDS row along K (ck_grouped_gemm_mixed.h: it picks the MFMA).
-constexpr ck::index_t kK1 = 16;
+constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx942;
 
 // docs/OPS.md grouped_gemm_2d3d with E4M3FNUZ x E5M2FNUZ or E5M2FNUZ x E4M3FNUZ (format ids 2, 3);
 // any other pair is HIPFP8_KSTATUS_UNSUPPORTED.

@@ -19,7 +19,7 @@ using B8 = ck::bf8_ocp_t;
 constexpr int kE4 = HIPFP8_FMT_E4M3FN;
 constexpr int kE5 = HIPFP8_FMT_E5M2;
 // Elements per LDS row along K (ck_grouped_gemm_mixed.h: it picks the MFMA).
-constexpr ck::index_t kK1 = 32;
+constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx950;
 
 // docs/OPS.md grouped_gemm_2d3d with E4M3FN x E5M2 or E5M2 x E4M3FN (format ids 0, 1); any other
 // pair is HIPFP8_KSTATUS_UNSUPPORTED.
