@@ -863,6 +863,39 @@ mod tests {
     }
 
     #[test]
+    fn ck_instances_cover_the_mixed_pairs_in_the_target_flavour() {
+        let launchers = include_str!("../sys/launchers.rs");
+        for (imp, flavour) in [
+            (GemmImpl::CkGfx942, [E4Z, E5Z]),
+            (GemmImpl::CkGfx950, [E4, E5]),
+        ] {
+            let pairs: Vec<_> = ck_instances(imp).iter().flat_map(|i| i.pairs).collect();
+            let [e4, e5] = flavour;
+            // E4M3 x E4M3 and both mixed pairs, once each; no E5M2 x E5M2.
+            assert_eq!(pairs.len(), 3, "{imp:?}");
+            for want in [(e4, e4), (e4, e5), (e5, e4)] {
+                assert_eq!(pairs.iter().filter(|&&&p| p == want).count(), 1, "{want:?}");
+            }
+            for i in ck_instances(imp) {
+                for l in [i.launcher_2d3d, i.launcher_2d2d] {
+                    assert!(launchers.contains(&format!("\"{l}\" =>")), "{l}");
+                    assert!(l.starts_with(&format!("hipfp8_gg_{}_", imp.name().replace('-', "_"))));
+                }
+            }
+        }
+        assert!(ck_instances(GemmImpl::CutlassSm90).is_empty());
+        let plan = GemmPlan {
+            imp: GemmImpl::CkGfx942,
+            cutlass: None,
+            ck: Some(&CK_GFX942[1]),
+            fallback: None,
+            split_2d2d: false,
+            split_boundary: 16,
+        };
+        assert_eq!(plan.describe(), "ck-gfx942 mixed-v1-128x128x128");
+    }
+
+    #[test]
     fn library_rules_match_the_launchers() {
         let (cut, ck) = (GemmImpl::CutlassSm90, GemmImpl::CkGfx942);
         // Every benchmark shape: DeepSeek-V3, gpt-oss (K = 2880), small experts, wgrad.

@@ -64,8 +64,8 @@ constexpr auto kGemmSpec = ck::tensor_operation::device::GemmSpecialization::MNK
 // the instance known to compile for both targets (../../../shared/toolchains example).
 // FA x FB: the operand types (compute types too). Only E4M3 x E4M3 is instantiated: a mixed
 // f8 x bf8 instance of this device op does not compile with CK 7.2 (its v3 pipeline converts the
-// B tile to ComputeTypeA: no bf8 -> f8 type_convert), so E5M2 pairs run the reference kernel
-// on AMD (the plan query says so).
+// B tile to ComputeTypeA: no bf8 -> f8 type_convert), so the mixed pairs have their own kernel
+// (ck_grouped_gemm_mixed.h).
 template <class FA, class FB>
 using DeviceOp = ck::tensor_operation::device::DeviceGroupedGemmMultipleDXdlCShuffleTileLoop<
     Row, Col, ck::Tuple<Row, Col>, Row,           // A, B, Ds, E layouts
