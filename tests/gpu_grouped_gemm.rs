@@ -424,6 +424,79 @@ fn library_backend_vs_f64() {
     drop(ws);
 }
 
+/// CK's mixed pairs (E4M3 x E5M2 and E5M2 x E4M3 in the target's flavour: their own kernel,
+/// hip/grouped_gemm/ck/ck_grouped_gemm_mixed.h) with GemmBackend::Library against f64, on
+/// shapes CK takes (K > 256): skewed, empty and 1-row 2D x 3D groups, the gpt-oss K = 2880, and
+/// 2D x 2D calls with CK-owned groups (16-aligned, a multiple of 16 and > 256 tokens) beside
+/// groups the reference kernel takes inside the call. A skip where CK has no such instance.
+#[test]
+fn ck_mixed_pairs_vs_f64() {
+    let Some(ctx) = gpu_for_tests("ck_mixed_pairs_vs_f64") else {
+        return;
+    };
+    let e4 = ctx.native_format();
+    let e5 = ctx.resolve(hipfp8::FormatChoice::AutoE5M2);
+    let stream = Stream::new(&ctx).unwrap();
+    let mut seed = 1900;
+    for (fa, fb) in [(e4, e5), (e5, e4)] {
+        let imp = hipfp8::grouped_gemm_gpu::library_impl(&ctx, fa, fb);
+        if !matches!(imp, Some(GemmImpl::CkGfx942 | GemmImpl::CkGfx950)) {
+            skip_test(
+                "ck_mixed_pairs_vs_f64",
+                &format!("no CK instance for {fa} x {fb} on {}", ctx.arch()),
+            );
+            return;
+        }
+        let p = GemmParams::new(fa, fb).with_backend(GemmBackend::Library);
+        let op = hipfp8::GroupedOp::TwoD3D {
+            m: 1000,
+            n: 264,
+            k: 512,
+        };
+        let plan = ctx.grouped_gemm_plan(&p, op, 6, None).unwrap();
+        assert!(
+            plan.ck
+                .is_some_and(|i| i.pairs.contains(&(fa, fb)) && i.name.starts_with("mixed")),
+            "{plan:?}"
+        );
+        println!("{fa} x {fb}: {}", plan.describe());
+        for c in [
+            Case2d3d {
+                m: 1000,
+                k: 512,
+                n: 264,
+                offs: vec![0, 1, 300, 300, 301, 990],
+            },
+            Case2d3d {
+                m: 300,
+                k: 2880,
+                n: 136,
+                offs: vec![100, 300],
+            },
+        ] {
+            seed += 1;
+            run_2d3d(&ctx, &stream, &p, &c, seed);
+        }
+        for c in [
+            Case2d2d {
+                n: 136,
+                mt: 1024,
+                k: 264,
+                offs: vec![512, 1024],
+            },
+            Case2d2d {
+                n: 40,
+                mt: 1024,
+                k: 264,
+                offs: vec![16, 16, 544, 1000, 1024],
+            },
+        ] {
+            seed += 1;
+            run_2d2d(&ctx, &stream, &p, &c, seed);
+        }
+    }
+}
+
 /// Auto: the library where it applies, the reference kernel where the shape rules fail (here
 /// K = 45, N = 70), with the same results either way.
 #[test]
