@@ -12,7 +12,9 @@
 # translation unit is unbundled from the host object's .hip_fatbin section; per kernel the
 # AMDGPU metadata gives VGPRs, AGPRs, SGPRs, LDS bytes, scratch bytes, spills; the disassembly
 # gives hardware FP8 conversions (v_cvt_pk_fp8_f32, v_cvt_pk_bf8_f32, v_cvt_sr_*, gfx950's
-# v_cvt_scalef32_*), FP8 MFMAs and 16-byte global loads/stores (global/buffer_*_dwordx4).
+# v_cvt_scalef32_*), FP8 MFMAs (gfx950's f8f6f4 with its operand format fields cbsz (A) and blgp
+# (B) where not E4M3: cbsz:1 / blgp:1 = E5M2) and 16-byte global loads/stores
+# (global/buffer_*_dwordx4).
 # FAILS (exit 1, after writing the report) when any AMD kernel uses scratch: private segment
 # > 0, dynamic stack, VGPR spills, or scratch_* instructions. (SGPR spills, which go to VGPR
 # lanes rather than memory, are listed but do not fail.)
@@ -145,6 +147,7 @@ MFMA_F8 = re.compile(r"\bv_mfma_\w*(?:fp8|bf8|f8f6f4)\w*")
 LOAD16 = re.compile(r"\b(?:global|buffer|flat)_load_(?:dwordx4|b128)\b")
 STORE16 = re.compile(r"\b(?:global|buffer|flat)_store_(?:dwordx4|b128)\b")
 SCRATCH = re.compile(r"\bscratch_(?:load|store)\w*")
+MFMA_FMT = re.compile(r"\b(?:cbsz|blgp):\d+")
 
 def parse_disasm(path):
     funcs, cur = {}, None
@@ -168,6 +171,16 @@ def count(rx, ins):
     for i in ins:
         for m in rx.findall(i):
             names[m] = names.get(m, 0) + 1
+    return names
+
+def count_mfma(ins):
+    """FP8 MFMAs by name plus the operand format fields the disassembly prints (non-zero only)."""
+    names = {}
+    for i in ins:
+        m = MFMA_F8.search(i)
+        if m:
+            key = " ".join([m.group(0)] + MFMA_FMT.findall(i))
+            names[key] = names.get(key, 0) + 1
     return names
 
 def fmt_counts(d):
@@ -208,7 +221,7 @@ for src, target, ks, funcs in parsed:
             lds=k.get(".group_segment_fixed_size", "?"), scratch=scratch, spills=f"{vsp}/{ssp}",
             wg=k.get(".max_flat_workgroup_size", "?"), wave=k.get(".wavefront_size", "?"),
             enc=fmt_counts(count(FP8_ENC, ins)), dec=fmt_counts(count(FP8_DEC, ins)),
-            mfma=fmt_counts(count(MFMA_F8, ins)), ld16=sum(count(LOAD16, ins).values()),
+            mfma=fmt_counts(count_mfma(ins)), ld16=sum(count(LOAD16, ins).values()),
             st16=sum(count(STORE16, ins).values()), n=len(ins),
         )
         problems = []
@@ -289,7 +302,9 @@ w("Columns: VGPR/AGPR/SGPR as allocated; LDS = static shared memory (bytes); scr
 w("segment bytes (must be 0: the check fails otherwise, as it does on VGPR spills, a dynamic stack")
 w("or scratch_* instructions; SGPR spills into VGPR lanes touch no memory and are listed, not")
 w("failed); WG = max flat workgroup size the code was compiled for (1024 unless")
-w("`__launch_bounds__` says otherwise); FP8 enc/dec = hardware conversion instructions;")
+w("`__launch_bounds__` says otherwise); FP8 enc/dec = hardware conversion instructions; FP8 MFMA =")
+w("FP8 matrix instructions (gfx950's f8f6f4 with its operand format fields where not E4M3:")
+w("cbsz = A, blgp = B, 1 = E5M2);")
 w("ld16/st16 = 16-byte global (or buffer) loads/stores; instrs = instructions in the kernel body.")
 w("")
 w("## AMD (gfx942 = MI300X, FNUZ hardware conversion; gfx950 = MI355X, OCP)")

@@ -434,6 +434,101 @@ fn library_backend_vs_f64() {
     drop(ws);
 }
 
+/// CK's mixed pairs (E4M3 x E5M2 and E5M2 x E4M3 in the target's flavour: their own kernel,
+/// hip/grouped_gemm/ck/ck_grouped_gemm_mixed.h) with GemmBackend::Library against f64, on
+/// shapes CK takes (K > 256): skewed, empty and 1-row 2D x 3D groups, the gpt-oss K = 2880, and
+/// 2D x 2D calls with CK-owned groups (read in place, or staged when off a 16-token boundary or
+/// of a length not a multiple of 16; > 256 tokens) beside groups the reference kernel takes
+/// inside the call, and staged groups equal to the padded layout's bit for bit
+/// (`staged_equals_padded`). A skip where CK has no such instance.
+#[test]
+fn ck_mixed_pairs_vs_f64() {
+    let Some(ctx) = gpu_for_tests("ck_mixed_pairs_vs_f64") else {
+        return;
+    };
+    let e4 = ctx.native_format();
+    let e5 = ctx.resolve(hipfp8::FormatChoice::AutoE5M2);
+    let stream = Stream::new(&ctx).unwrap();
+    let mut seed = 1900;
+    for (fa, fb) in [(e4, e5), (e5, e4)] {
+        let imp = hipfp8::grouped_gemm_gpu::library_impl(&ctx, fa, fb);
+        if !matches!(imp, Some(GemmImpl::CkGfx942 | GemmImpl::CkGfx950)) {
+            skip_test(
+                "ck_mixed_pairs_vs_f64",
+                &format!("no CK instance for {fa} x {fb} on {}", ctx.arch()),
+            );
+            return;
+        }
+        let p = GemmParams::new(fa, fb).with_backend(GemmBackend::Library);
+        let op = hipfp8::GroupedOp::TwoD3D {
+            m: 1000,
+            n: 264,
+            k: 512,
+        };
+        let plan = ctx.grouped_gemm_plan(&p, op, 6, None).unwrap();
+        assert!(
+            plan.ck
+                .is_some_and(|i| i.pairs.contains(&(fa, fb)) && i.name.starts_with("mixed")),
+            "{plan:?}"
+        );
+        println!("{fa} x {fb}: {}", plan.describe());
+        for c in [
+            Case2d3d {
+                m: 1000,
+                k: 512,
+                n: 264,
+                offs: vec![0, 1, 300, 300, 301, 990],
+            },
+            Case2d3d {
+                m: 300,
+                k: 2880,
+                n: 136,
+                offs: vec![100, 300],
+            },
+        ] {
+            seed += 1;
+            run_2d3d(&ctx, &stream, &p, &c, seed);
+        }
+        for c in [
+            Case2d2d {
+                n: 136,
+                mt: 1024,
+                k: 264,
+                offs: vec![512, 1024],
+            },
+            Case2d2d {
+                n: 40,
+                mt: 1024,
+                k: 264,
+                offs: vec![16, 16, 544, 1000, 1024],
+            },
+            // Groups off a 16-token boundary: staged onto the mixed kernel (docs/OPS.md "Any
+            // group start"), the 10-token one on the reference kernel.
+            Case2d2d {
+                n: 136,
+                mt: 1024,
+                k: 264,
+                offs: vec![10, 300, 700, 1024],
+            },
+        ] {
+            seed += 1;
+            run_2d2d(&ctx, &stream, &p, &c, seed);
+        }
+        // Staged groups on the mixed kernel equal the padded layout's, bit for bit (the
+        // checks of staged_unaligned_groups_equal_padded).
+        let sizes = [1504usize, 704, 333, 1, 290, 16, 0, 272, 300, 11, 7];
+        seed += 1;
+        staged_equals_padded(
+            &ctx,
+            &stream,
+            (fa, fb),
+            &format!("ck_mixed_pairs_vs_f64/staged {fa} x {fb}"),
+            &sizes,
+            seed,
+        );
+    }
+}
+
 /// Auto: the library where it applies, the reference kernel where the shape rules fail (here
 /// K = 45, N = 70), with the same results either way.
 #[test]
@@ -837,14 +932,21 @@ fn staged_unaligned_groups_equal_padded() {
         ("zipf", zipf, 1600),
         ("aligned", aligned, 1800),
     ] {
-        staged_equals_padded(&ctx, &stream, fmt, &format!("{name}/{case}"), &sizes, seed);
+        staged_equals_padded(
+            &ctx,
+            &stream,
+            (fmt, fmt),
+            &format!("{name}/{case}"),
+            &sizes,
+            seed,
+        );
     }
 }
 
 fn staged_equals_padded(
     ctx: &Context,
     stream: &Stream,
-    fmt: Fp8Format,
+    (fa, fb): (Fp8Format, Fp8Format),
     name: &str,
     sizes: &[usize],
     seed: u64,
@@ -859,7 +961,7 @@ fn staged_equals_padded(
         end += s;
         offs.push(end as i32);
     }
-    let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
+    let p = GemmParams::new(fa, fb).with_backend(GemmBackend::Library);
     let op = GroupedOp::TwoD2D { n, mt, k };
     let plan = ctx.grouped_gemm_plan(&p, op, g, None).unwrap();
     println!("{name}: {}", plan.describe());
@@ -883,8 +985,8 @@ fn staged_equals_padded(
     );
 
     let mut rng = Rng(seed + 1);
-    let a = codes(&mut rng, n * mt, fmt);
-    let b = codes(&mut rng, k * mt, fmt);
+    let a = codes(&mut rng, n * mt, fa);
+    let b = codes(&mut rng, k * mt, fb);
     let sa = scales(&mut rng, g * n);
     let sb = scales(&mut rng, g * k);
     let staged = gemm_2d2d_bits(ctx, stream, &p, (n, mt, k), &a, &b, &offs, &sa, &sb);

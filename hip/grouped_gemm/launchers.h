@@ -33,6 +33,22 @@ HIPFP8_DECL int hipfp8_gg_ck_gfx950_2d2d(const uint8_t* a, int fmt_a, const uint
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
     int64_t K, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad, void* workspace,
     uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+// The mixed pairs E4M3 x E5M2, E5M2 x E4M3 (workspace: hipfp8_gg_ck_gfx942_workspace_size).
+HIPFP8_DECL int hipfp8_gg_ck_gfx942_mixed_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_ck_gfx942_mixed_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
+    int64_t K, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad, void* workspace,
+    uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+// The mixed pairs E4M3 x E5M2, E5M2 x E4M3 (workspace: hipfp8_gg_ck_gfx950_workspace_size).
+HIPFP8_DECL int hipfp8_gg_ck_gfx950_mixed_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_ck_gfx950_mixed_2d2d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
+    int64_t K, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad, void* workspace,
+    uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_available(int* available) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b, int* yes) HIPFP8_NOEXCEPT;

@@ -9,12 +9,15 @@
 //!   from its staged copy (below), or without staging goes to the reference kernel on the
 //!   device, as an empty group always does. Instance and scheduler settings per shape:
 //!   `crate::grouped_gemm::rule`.
-//! * Composable Kernel (`hip/grouped_gemm/ck/gfx942.hip`, `gfx950.hip`): E4M3 in the target's
-//!   native flavour only (FNUZ on gfx942, OCP on gfx950), the shape rules of CUTLASS plus
-//!   K > 256 (2D x 3D); in 2D x 2D a group starting off a 16-token boundary or of a length
-//!   not a multiple of 16 is read from its staged copy (without staging: the reference
-//!   kernel), and one of 256 tokens or fewer (padded) goes to the reference kernel on the
-//!   device.
+//! * Composable Kernel (`hip/grouped_gemm/ck/`): the target's native flavour only (FNUZ on
+//!   gfx942, OCP on gfx950), one instance per pair family ([`CkInstance`]): E4M3 x E4M3
+//!   (`gfx942.hip`, `gfx950.hip`: CK's tile-loop device op) and E4M3 x E5M2 / E5M2 x E4M3
+//!   (`gfx942_mixed.hip`, `gfx950_mixed.hip`: CK's v1 gridwise GEMM with separate A/B compute
+//!   types, whose MFMA takes the two formats); no E5M2 x E5M2. The shape rules of CUTLASS plus
+//!   K > 256 (2D x 3D); in 2D x 2D (every instance the same) a group starting off a 16-token
+//!   boundary or of a length not a multiple of 16 is read from its staged copy (without
+//!   staging: the reference kernel), and one of 256 tokens or fewer (padded) goes to the
+//!   reference kernel on the device.
 //!   Compile-checked and its host-side decisions checked on the host
 //!   (`scripts/ck-host-check.sh`); never run on an AMD GPU.
 //! * The portable reference kernel (`hip/grouped_gemm/reference.hip`): every format pair and
@@ -164,6 +167,73 @@ fn device_library(ctx: &Context, op: GroupedOp) -> std::result::Result<GemmImpl,
     Ok(imp)
 }
 
+/// One Composable Kernel instance of the rowwise-scaled GEMMs (`hip/grouped_gemm/ck/`): the
+/// format pairs its launchers take (any other pair is refused by them) and their names.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CkInstance {
+    /// For plans and logs, e.g. `tile-loop-v3-128x128x128`.
+    pub name: &'static str,
+    pub pairs: &'static [(Fp8Format, Fp8Format)],
+    /// The 2D x 3D and 2D x 2D launchers (`hip/grouped_gemm/launchers.h`).
+    pub launcher_2d3d: &'static str,
+    pub launcher_2d2d: &'static str,
+}
+
+const E4Z: Fp8Format = Fp8Format::E4M3FnUz;
+const E5Z: Fp8Format = Fp8Format::E5M2FnUz;
+const E4: Fp8Format = Fp8Format::E4M3Fn;
+const E5: Fp8Format = Fp8Format::E5M2;
+
+/// CK's gfx942 instances (FNUZ): `gfx942.hip`, `gfx942_mixed.hip`.
+const CK_GFX942: &[CkInstance] = &[
+    CkInstance {
+        name: "tile-loop-v3-128x128x128",
+        pairs: &[(E4Z, E4Z)],
+        launcher_2d3d: "hipfp8_gg_ck_gfx942_2d3d",
+        launcher_2d2d: "hipfp8_gg_ck_gfx942_2d2d",
+    },
+    CkInstance {
+        name: "mixed-v1-128x128x128",
+        pairs: &[(E4Z, E5Z), (E5Z, E4Z)],
+        launcher_2d3d: "hipfp8_gg_ck_gfx942_mixed_2d3d",
+        launcher_2d2d: "hipfp8_gg_ck_gfx942_mixed_2d2d",
+    },
+];
+
+/// CK's gfx950 instances (OCP): `gfx950.hip`, `gfx950_mixed.hip`.
+const CK_GFX950: &[CkInstance] = &[
+    CkInstance {
+        name: "tile-loop-v3-128x128x128",
+        pairs: &[(E4, E4)],
+        launcher_2d3d: "hipfp8_gg_ck_gfx950_2d3d",
+        launcher_2d2d: "hipfp8_gg_ck_gfx950_2d2d",
+    },
+    CkInstance {
+        name: "mixed-v1-128x128x128",
+        pairs: &[(E4, E5), (E5, E4)],
+        launcher_2d3d: "hipfp8_gg_ck_gfx950_mixed_2d3d",
+        launcher_2d2d: "hipfp8_gg_ck_gfx950_mixed_2d2d",
+    },
+];
+
+/// The CK instances of `imp` (none for the other implementations).
+pub fn ck_instances(imp: GemmImpl) -> &'static [CkInstance] {
+    match imp {
+        GemmImpl::CkGfx942 => CK_GFX942,
+        GemmImpl::CkGfx950 => CK_GFX950,
+        GemmImpl::CutlassSm90 | GemmImpl::Reference | GemmImpl::Cpu => &[],
+    }
+}
+
+/// The CK instance of `imp` compiled into this build for `fa x fb` (both its launchers).
+pub fn ck_instance(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> Option<&'static CkInstance> {
+    ck_instances(imp).iter().find(|i| {
+        i.pairs.contains(&(fa, fb))
+            && has_launcher(i.launcher_2d3d)
+            && has_launcher(i.launcher_2d2d)
+    })
+}
+
 /// Whether `imp` has an instance for `fa x fb` (for the blockwise-scaled GEMM: `blockwise`).
 fn library_has_pair(imp: GemmImpl, blockwise: bool, fa: Fp8Format, fb: Fp8Format) -> bool {
     if blockwise {
@@ -171,21 +241,27 @@ fn library_has_pair(imp: GemmImpl, blockwise: bool, fa: Fp8Format, fb: Fp8Format
     }
     match imp {
         GemmImpl::CutlassSm90 => crate::grouped_gemm::rule::cutlass_has_pair(fa, fb),
-        GemmImpl::CkGfx942 => fa == Fp8Format::E4M3FnUz && fb == Fp8Format::E4M3FnUz,
-        GemmImpl::CkGfx950 => fa == Fp8Format::E4M3Fn && fb == Fp8Format::E4M3Fn,
+        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => ck_instance(imp, fa, fb).is_some(),
         GemmImpl::Reference | GemmImpl::Cpu => true,
     }
 }
 
-fn library_pairs(imp: GemmImpl, blockwise: bool) -> &'static str {
+/// The pairs `imp` has (CK: the instances compiled into this build), for messages.
+fn library_pairs(imp: GemmImpl, blockwise: bool) -> String {
     if blockwise {
-        return "E4M3FN x E4M3FN";
+        return "E4M3FN x E4M3FN".into();
     }
     match imp {
-        GemmImpl::CutlassSm90 => "E4M3FN x E4M3FN, E4M3FN x E5M2, E5M2 x E4M3FN",
-        GemmImpl::CkGfx942 => "E4M3FNUZ x E4M3FNUZ",
-        GemmImpl::CkGfx950 => "E4M3FN x E4M3FN",
-        GemmImpl::Reference | GemmImpl::Cpu => "every pair",
+        GemmImpl::CutlassSm90 => "E4M3FN x E4M3FN, E4M3FN x E5M2, E5M2 x E4M3FN".into(),
+        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => {
+            let pairs: Vec<String> = ck_instances(imp)
+                .iter()
+                .filter(|i| has_launcher(i.launcher_2d3d) && has_launcher(i.launcher_2d2d))
+                .flat_map(|i| i.pairs.iter().map(|(a, b)| format!("{a} x {b}")))
+                .collect();
+            pairs.join(", ")
+        }
+        GemmImpl::Reference | GemmImpl::Cpu => "every pair".into(),
     }
 }
 
@@ -241,6 +317,8 @@ pub struct GemmPlan {
     pub imp: GemmImpl,
     /// CUTLASS: the instance and scheduler settings (`crate::grouped_gemm::rule`).
     pub cutlass: Option<crate::grouped_gemm::rule::CutlassChoice>,
+    /// CK: the instance that runs the call.
+    pub ck: Option<&'static CkInstance>,
     /// Why the reference kernel (None when a library or the CPU runs).
     pub fallback: Option<Fallback>,
     /// A library runs a 2D x 2D call: its groups that start off a `split_boundary`-token
@@ -258,13 +336,14 @@ pub struct GemmPlan {
 }
 
 impl GemmPlan {
-    /// One line for logs and benchmark tables, e.g. `cutlass-sm90 coop-128x256-c2x1/raster-m/swz1`
-    /// or `reference (no CUTLASS instance for E5M2 x E5M2 ...)`.
+    /// One line for logs and benchmark tables, e.g. `cutlass-sm90 coop-128x256-c2x1/raster-m/swz1`,
+    /// `ck-gfx942 mixed-v1-128x128x128` or `reference (no CUTLASS instance for E5M2 x E5M2 ...)`.
     pub fn describe(&self) -> String {
-        let line = match (&self.cutlass, &self.fallback) {
-            (Some(c), _) => format!("{} {}", self.imp.name(), c.describe()),
-            (None, Some(f)) => format!("{} ({f})", self.imp.name()),
-            (None, None) => self.imp.name().to_string(),
+        let line = match (&self.cutlass, self.ck, &self.fallback) {
+            (Some(c), _, _) => format!("{} {}", self.imp.name(), c.describe()),
+            (None, Some(i), _) => format!("{} {}", self.imp.name(), i.name),
+            (None, None, Some(f)) => format!("{} ({f})", self.imp.name()),
+            (None, None, None) => self.imp.name().to_string(),
         };
         let ck = matches!(self.imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950);
         match (self.staged_2d2d, self.split_2d2d) {
@@ -367,6 +446,7 @@ impl Context {
             return Ok(GemmPlan {
                 imp: GemmImpl::Cpu,
                 cutlass: None,
+                ck: None,
                 fallback: None,
                 split_2d2d: false,
                 split_boundary: 16,
@@ -406,6 +486,7 @@ impl Context {
                         return Ok(GemmPlan {
                             imp,
                             cutlass,
+                            ck: if bw { None } else { ck_instance(imp, fa, fb) },
                             fallback: None,
                             split_2d2d: match op {
                                 GroupedOp::TwoD2D { .. } => !staged || ck,
@@ -428,6 +509,7 @@ impl Context {
         Ok(GemmPlan {
             imp: GemmImpl::Reference,
             cutlass: None,
+            ck: None,
             fallback: Some(fallback),
             split_2d2d: false,
             split_boundary: 16,
@@ -846,6 +928,8 @@ fn launch_library(
     cfg: i32,
     stream: StreamRef,
 ) -> i32 {
+    // A mixed pair (E4M3 x E5M2 or E5M2 x E4M3): CK runs it on its own instance.
+    let mixed = a.fa != a.fb;
     let (fa, fb) = (a.fa as i32, a.fb as i32);
     let (out, ws, wsl, s) = (
         a.out as *mut c_void,
@@ -893,6 +977,20 @@ fn launch_library(
                 GemmImpl::CkGfx942 | GemmImpl::CkGfx950,
                 GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. },
             ) => sys::KSTATUS_UNSUPPORTED,
+            // The mixed pairs have their own launchers (`ck_instance`); each launcher refuses
+            // the pairs it does not have.
+            (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) if mixed => {
+                library!(sys::hipfp8_gg_ck_gfx942_mixed_2d3d, m, n, k)
+            }
+            (GemmImpl::CkGfx942, GroupedOp::TwoD2D { n, mt, k }) if mixed => {
+                library!(2d2d sys::hipfp8_gg_ck_gfx942_mixed_2d2d, n, mt, k)
+            }
+            (GemmImpl::CkGfx950, GroupedOp::TwoD3D { m, n, k }) if mixed => {
+                library!(sys::hipfp8_gg_ck_gfx950_mixed_2d3d, m, n, k)
+            }
+            (GemmImpl::CkGfx950, GroupedOp::TwoD2D { n, mt, k }) if mixed => {
+                library!(2d2d sys::hipfp8_gg_ck_gfx950_mixed_2d2d, n, mt, k)
+            }
             (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) => {
                 library!(sys::hipfp8_gg_ck_gfx942_2d3d, m, n, k)
             }
@@ -1066,6 +1164,7 @@ mod tests {
         let plan = |imp, staged, split| GemmPlan {
             imp,
             cutlass: None,
+            ck: None,
             fallback: None,
             split_2d2d: split,
             split_boundary: 16,
@@ -1108,6 +1207,51 @@ mod tests {
 
     fn d3(m: usize, n: usize, k: usize) -> GroupedOp {
         GroupedOp::TwoD3D { m, n, k }
+    }
+
+    #[test]
+    fn ck_instances_cover_the_mixed_pairs_in_the_target_flavour() {
+        let launchers = include_str!("../sys/launchers.rs");
+        for (imp, flavour) in [
+            (GemmImpl::CkGfx942, [E4Z, E5Z]),
+            (GemmImpl::CkGfx950, [E4, E5]),
+        ] {
+            let pairs: Vec<_> = ck_instances(imp).iter().flat_map(|i| i.pairs).collect();
+            let [e4, e5] = flavour;
+            // E4M3 x E4M3 and both mixed pairs, once each; no E5M2 x E5M2.
+            assert_eq!(pairs.len(), 3, "{imp:?}");
+            for want in [(e4, e4), (e4, e5), (e5, e4)] {
+                assert_eq!(pairs.iter().filter(|&&&p| p == want).count(), 1, "{want:?}");
+            }
+            for i in ck_instances(imp) {
+                for l in [i.launcher_2d3d, i.launcher_2d2d] {
+                    assert!(launchers.contains(&format!("\"{l}\" =>")), "{l}");
+                    assert!(l.starts_with(&format!("hipfp8_gg_{}_", imp.name().replace('-', "_"))));
+                }
+            }
+        }
+        assert!(ck_instances(GemmImpl::CutlassSm90).is_empty());
+        let plan = GemmPlan {
+            imp: GemmImpl::CkGfx942,
+            cutlass: None,
+            ck: Some(&CK_GFX942[1]),
+            fallback: None,
+            split_2d2d: false,
+            split_boundary: 16,
+            staged_2d2d: false,
+        };
+        assert_eq!(plan.describe(), "ck-gfx942 mixed-v1-128x128x128");
+        // A staged 2D x 2D call on the mixed instance: its name, then what is staged.
+        let staged = GemmPlan {
+            split_2d2d: true,
+            staged_2d2d: true,
+            ..plan
+        };
+        assert_eq!(
+            staged.describe(),
+            "ck-gfx942 mixed-v1-128x128x128; groups off a 16-token boundary or of a length not \
+             a multiple of 16 staged + reference for groups of 256 tokens or fewer"
+        );
     }
 
     #[test]

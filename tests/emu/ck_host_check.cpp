@@ -6,20 +6,28 @@
 // each shape and format pair it evaluates exactly what hip/grouped_gemm/ck's launchers decide
 // on the host before launching: the launcher's shape rules, then the host part of CK's
 // IsSupportedArgument (GridwiseGemm::CheckValidity on the descriptors run_op builds; the device
-// queries of IsSupportedArgument need a GPU and are the one part not run). It prints a table
+// queries of IsSupportedArgument need a GPU and are the one part not run). Every pair CK has:
+// E4M3 x E4M3 (ck_grouped_gemm_impl.h's device op) and the mixed pairs E4M3 x E5M2, E5M2 x E4M3
+// (ck_grouped_gemm_mixed.h: the v1 gridwise GEMM's vector-width checks and CheckValidity, with
+// the K1 of the target's TU). It prints a table
 // and exits 1 when a decision differs from what README.md says (accepted: K % 16 == 0,
 // K > 256 and N % 8 == 0 for 2D x 3D, Mt % 16 == 0 and K % 8 == 0 for 2D x 2D, so every
 // benchmark shape incl. gpt-oss K = 2880).
 #include "grouped_gemm/ck/ck_grouped_gemm_impl.h"
+#include "grouped_gemm/ck/ck_grouped_gemm_mixed.h"
 
 #include <cstdio>
 
 #ifdef HIPFP8_CK_OCP
 using F8 = ck::f8_ocp_t;
+using B8 = ck::bf8_ocp_t;
 static const char* kTarget = "gfx950 (OCP)";
+constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx950;
 #else
 using F8 = ck::f8_fnuz_t;
+using B8 = ck::bf8_fnuz_t;
 static const char* kTarget = "gfx942 (FNUZ)";
+constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx942;
 #endif
 
 struct Shape {
@@ -48,13 +56,13 @@ static const Shape kShapes[] = {
     {"wgrad K = 2884 (not a multiple of 8)", true, 16, 2880, 8192, 2884, false},
 };
 
-template <class FA, class FB>
-static int check_pair(const char* pair) {
+// One instance's host decisions (2D x 3D: groups, M, N, K; 2D x 2D: groups, N, Mt, K).
+using Accepts = bool (*)(int, int64_t, int64_t, int64_t);
+
+static int check_pair(const char* pair, Accepts accepts_2d3d, Accepts accepts_2d2d) {
   int bad = 0;
   for (const Shape& s : kShapes) {
-    const bool got = s.two_d_two_d
-                         ? hipfp8_gg_ck::host_accepts_2d2d<FA, FB>(s.groups, s.d0, s.d1, s.d2)
-                         : hipfp8_gg_ck::host_accepts_2d3d<FA, FB>(s.groups, s.d0, s.d1, s.d2);
+    const bool got = (s.two_d_two_d ? accepts_2d2d : accepts_2d3d)(s.groups, s.d0, s.d1, s.d2);
     std::printf("%-14s %-8s %-56s %-8s %s\n", kTarget, pair, s.what, got ? "accepts" : "refuses",
                 got == s.expect ? "as README says" : "MISMATCH");
     bad += got != s.expect;
@@ -62,8 +70,39 @@ static int check_pair(const char* pair) {
   return bad;
 }
 
+// CK's own host check without the launcher's rules in front (2D x 3D descriptors: groups,
+// N, K): it must refuse a reduction that is not a multiple of its 16-wide vector loads, so the
+// "accepts" rows above are CK's decision, not a check that cannot refuse. (K = 256 is refused
+// by the launcher rule for every pair; the E4M3 x E4M3 v3 pipeline refuses it itself, the
+// mixed instance's v1 pipeline would take it.)
+using Supported = bool (*)(int, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+static int check_ck_alone(const char* pair, Supported supported) {
+  struct Row {
+    int64_t n, k;
+    bool expect;
+  };
+  int bad = 0;
+  for (const Row r : {Row{2880, 2880, true}, Row{2880, 2872, false}}) {
+    const bool got = supported(16, r.n, r.k, r.k, r.k, r.n);
+    std::printf("%-14s %-8s CK alone, N = %lld, K = %-5lld %30s %-8s %s\n", kTarget, pair,
+                (long long)r.n, (long long)r.k, "", got ? "accepts" : "refuses",
+                got == r.expect ? "as expected" : "MISMATCH");
+    bad += got != r.expect;
+  }
+  return bad;
+}
+
 int main() {
-  int bad = check_pair<F8, F8>("e4m3xe4m3");
+  using namespace hipfp8_gg_ck;
+  int bad = check_pair("e4m3xe4m3", host_accepts_2d3d<F8, F8>, host_accepts_2d2d<F8, F8>);
+  bad += check_pair("e4m3xe5m2", host_accepts_2d3d_mixed<F8, B8, kK1>,
+                    host_accepts_2d2d_mixed<F8, B8, kK1>);
+  bad += check_pair("e5m2xe4m3", host_accepts_2d3d_mixed<B8, F8, kK1>,
+                    host_accepts_2d2d_mixed<B8, F8, kK1>);
+  bad += check_ck_alone("e4m3xe4m3", host_supported<F8, F8>);
+  bad += check_ck_alone("e4m3xe5m2", host_supported_mixed<F8, B8, kK1>);
+  bad += check_ck_alone("e5m2xe4m3", host_supported_mixed<B8, F8, kK1>);
   std::printf("%s: %d mismatches\n", kTarget, bad);
   return bad == 0 ? 0 : 1;
 }

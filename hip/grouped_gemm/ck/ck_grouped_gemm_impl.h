@@ -64,8 +64,8 @@ constexpr auto kGemmSpec = ck::tensor_operation::device::GemmSpecialization::MNK
 // the instance known to compile for both targets (../../../shared/toolchains example).
 // FA x FB: the operand types (compute types too). Only E4M3 x E4M3 is instantiated: a mixed
 // f8 x bf8 instance of this device op does not compile with CK 7.2 (its v3 pipeline converts the
-// B tile to ComputeTypeA: no bf8 -> f8 type_convert), so E5M2 pairs run the reference kernel
-// on AMD (the plan query says so).
+// B tile to ComputeTypeA: no bf8 -> f8 type_convert), so the mixed pairs have their own kernel
+// (ck_grouped_gemm_mixed.h).
 template <class FA, class FB>
 using DeviceOp = ck::tensor_operation::device::DeviceGroupedGemmMultipleDXdlCShuffleTileLoop<
     Row, Col, ck::Tuple<Row, Col>, Row,           // A, B, Ds, E layouts
@@ -227,7 +227,8 @@ bool host_accepts_2d2d(int groups, int64_t N, int64_t Mt, int64_t K) {
 }
 
 // `fmt_a_expected` x `fmt_b_expected` is the pair of this instantiation (kernel format ids).
-template <class FA, class FB>
+// RunOp: check supported and launch (run_op's signature; ck_grouped_gemm_mixed.h passes its own).
+template <class FA, class FB, auto RunOp = &run_op<FA, FB>>
 int grouped_2d3d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int fmt_a, const uint8_t* b,
                  int fmt_b,
                  const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
@@ -246,14 +247,14 @@ int grouped_2d3d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int f
                                                           (uint16_t*)out, M, N, K);
     hipError_t e = hipGetLastError();
     if (e != hipSuccess) return (int)e;
-    return run_op<FA, FB>(groups, N, K, K, K, N, ws, stream);
+    return RunOp(groups, N, K, K, K, N, ws, stream);
   } catch (...) {
     return status_from_exception();
   }
 }
 
 // `fmt_a_expected` x `fmt_b_expected` is the pair of this instantiation (kernel format ids).
-template <class FA, class FB>
+template <class FA, class FB, auto RunOp = &run_op<FA, FB>>
 int grouped_2d2d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int fmt_a, const uint8_t* b,
                  int fmt_b,
                  const int32_t* offs, int groups, const float* sa, const float* sb, void* out,
@@ -280,7 +281,7 @@ int grouped_2d2d(int fmt_a_expected, int fmt_b_expected, const uint8_t* a, int f
     if (e != hipSuccess) return (int)e;
     // Placeholder reduction length for the host check (the groups' own live on the device;
     // staged groups' stride mt_pad too: a multiple of 16 like Mt, what the check asks of it).
-    int st = run_op<FA, FB>(groups, K, kHostRed2d2d, Mt, Mt, K, ws, stream);
+    int st = RunOp(groups, K, kHostRed2d2d, Mt, Mt, K, ws, stream);
     if (st != 0) return st;
     int dev = 0, cus = 0;
     if (hipGetDevice(&dev) != hipSuccess ||
