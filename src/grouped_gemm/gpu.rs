@@ -179,6 +179,13 @@ pub struct CkInstance {
     pub launcher_2d2d: &'static str,
 }
 
+impl CkInstance {
+    /// Both launchers are compiled into this build.
+    fn compiled(&self) -> bool {
+        has_launcher(self.launcher_2d3d) && has_launcher(self.launcher_2d2d)
+    }
+}
+
 const E4Z: Fp8Format = Fp8Format::E4M3FnUz;
 const E5Z: Fp8Format = Fp8Format::E5M2FnUz;
 const E4: Fp8Format = Fp8Format::E4M3Fn;
@@ -227,11 +234,9 @@ pub fn ck_instances(imp: GemmImpl) -> &'static [CkInstance] {
 
 /// The CK instance of `imp` compiled into this build for `fa x fb` (both its launchers).
 pub fn ck_instance(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> Option<&'static CkInstance> {
-    ck_instances(imp).iter().find(|i| {
-        i.pairs.contains(&(fa, fb))
-            && has_launcher(i.launcher_2d3d)
-            && has_launcher(i.launcher_2d2d)
-    })
+    ck_instances(imp)
+        .iter()
+        .find(|i| i.pairs.contains(&(fa, fb)) && i.compiled())
 }
 
 /// Whether `imp` has an instance for `fa x fb` (for the blockwise-scaled GEMM: `blockwise`).
@@ -256,7 +261,7 @@ fn library_pairs(imp: GemmImpl, blockwise: bool) -> String {
         GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => {
             let pairs: Vec<String> = ck_instances(imp)
                 .iter()
-                .filter(|i| has_launcher(i.launcher_2d3d) && has_launcher(i.launcher_2d2d))
+                .filter(|i| i.compiled())
                 .flat_map(|i| i.pairs.iter().map(|(a, b)| format!("{a} x {b}")))
                 .collect();
             pairs.join(", ")
