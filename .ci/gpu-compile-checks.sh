@@ -29,7 +29,7 @@ step() {  # step NAME cmd...: run, time, and remember the time
   echo "=== gpu-compile-checks: $name"
   "$@" || rc=$?
   TIMES+=("$(printf '%-44s %4ds%s' "$name" $(( $(date +%s) - s )) "$([ $rc = 0 ] || echo "  FAILED ($rc)")")")
-  if [ $rc != 0 ]; then summary; exit $rc; fi
+  if [ $rc != 0 ]; then summary; echo "free space:"; df -h "$ROOT" "${TMPDIR:-/tmp}" || true; exit $rc; fi
 }
 summary() {
   echo "=== gpu-compile-checks timings (total $(( $(date +%s) - T0 ))s)"

@@ -41,8 +41,26 @@ if [ ! -f "$OBJ_DIR/rocm/manifest.tsv" ]; then
     hip-sid-run cargo check --offline --lib -q)
 fi
 
-WORK=$(mktemp -d /tmp/hipfp8-isa.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hipfp8-isa.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+# The tools' own temporary files (cuobjdump hands each cubin to nvdisasm through one) stay in
+# WORK, and the dumps are kept gzip-compressed (~2.4 GB of text otherwise): the report must
+# not depend on how much room /tmp has while CI builds the torch environment beside it.
+mkdir -p "$WORK/tmp"
+export TMPDIR="$WORK/tmp"
+# dump OUT.gz CMD...: CMD's stdout compressed into OUT.gz; one retry after a failure (a tool
+# that fails twice ends the report with the free space printed, since a full disk is the
+# usual cause of a truncated temporary file).
+dump() {
+  local out=$1 try; shift
+  for try in 1 2; do
+    if "$@" | gzip -1 > "$out"; then return 0; fi
+    echo "isa-report: '$*' failed (try $try); free space:" >&2
+    df -h "$WORK" >&2 || true
+    sleep 5
+  done
+  return 1
+}
 
 # ---- AMD: unbundle, read metadata, disassemble (one pass per object and target)
 mkdir -p "$WORK/amd"
@@ -55,15 +73,18 @@ while IFS=$'\t' read -r src obj targets launchers; do
     continue
   fi
   llvm-objcopy --dump-section=.hip_fatbin="$WORK/amd/$base.fatbin" "$OBJ_DIR/rocm/$obj" "$WORK/amd/$base.stripped.o"
+  rm -f "$WORK/amd/$base.stripped.o"
   IFS=';' read -ra tl <<< "$targets"
   for t in "${tl[@]}"; do
     co="$WORK/amd/$base.$t.co"
     clang-offload-bundler --unbundle --type=o --targets="hipv4-amdgcn-amd-amdhsa--$t" \
       --input="$WORK/amd/$base.fatbin" --output="$co"
     llvm-readelf --notes "$co" > "$co.notes"
-    llvm-objdump -d --mcpu="$t" "$co" > "$co.s"
-    printf '%s\t%s\t%s\t%s\n' "$src" "$t" "$co.notes" "$co.s" >> "$WORK/amd/index.tsv"
+    dump "$co.s.gz" llvm-objdump -d --mcpu="$t" "$co"
+    rm -f "$co"
+    printf '%s\t%s\t%s\t%s\n' "$src" "$t" "$co.notes" "$co.s.gz" >> "$WORK/amd/index.tsv"
   done
+  rm -f "$WORK/amd/$base.fatbin"
 done < "$OBJ_DIR/rocm/manifest.tsv"
 log "AMD code objects disassembled"
 
@@ -76,8 +97,8 @@ if [ -f "$OBJ_DIR/cuda/manifest.tsv" ]; then
       case "$src" in ''|'#'*) continue ;; esac
       base=${obj%.o}
       "$CUOBJDUMP" --dump-resource-usage "$OBJ_DIR/cuda/$obj" > "$WORK/cuda/$base.res"
-      "$CUOBJDUMP" -sass "$OBJ_DIR/cuda/$obj" > "$WORK/cuda/$base.sass"
-      printf '%s\t%s\t%s\t%s\n' "$src" "$targets" "$WORK/cuda/$base.res" "$WORK/cuda/$base.sass" >> "$WORK/cuda/index.tsv"
+      dump "$WORK/cuda/$base.sass.gz" "$CUOBJDUMP" -sass "$OBJ_DIR/cuda/$obj"
+      printf '%s\t%s\t%s\t%s\n' "$src" "$targets" "$WORK/cuda/$base.res" "$WORK/cuda/$base.sass.gz" >> "$WORK/cuda/index.tsv"
     done < "$OBJ_DIR/cuda/manifest.tsv"
     log "NVIDIA objects dumped"
   else
@@ -93,7 +114,7 @@ DIRTY=$(cd "$ROOT" && git status --porcelain -- hip 2>/dev/null | head -c1)
 ALLOW=${ISA_ALLOW:-$ROOT/bench/isa-allow.txt}
 export WORK OUT_MD HIPCC_VERSION NVCC_VERSION COMMIT DIRTY ALLOW
 python3 - <<'PY'
-import os, re, subprocess, sys
+import gzip, os, re, subprocess, sys
 
 work = os.environ["WORK"]
 
@@ -151,7 +172,7 @@ MFMA_FMT = re.compile(r"\b(?:cbsz|blgp):\d+")
 
 def parse_disasm(path):
     funcs, cur = {}, None
-    for line in open(path):
+    for line in gzip.open(path, "rt"):
         m = re.match(r"^[0-9a-f]+ <(.+)>:$", line.strip())
         if m:
             cur = funcs.setdefault(m.group(1), [])
@@ -262,7 +283,7 @@ for src, targets, res, sass in centries:
             usage[cur] = dict(re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line))
             cur = None
     funcs, cur, arch = {}, None, "?"
-    for line in open(sass):
+    for line in gzip.open(sass, "rt"):
         m = re.match(r"^\s*code for (sm_\w+)", line)
         if m:
             arch = m.group(1)
