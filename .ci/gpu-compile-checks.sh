@@ -12,7 +12,7 @@
 # CUTLASS: cold objects (HIPFP8_OBJ_CACHE=0, empty target/ci-*) ~14-15 min (CUDA build 6-8 min
 # incl. two CUTLASS TUs, ROCm build in the sid root ~7 min incl. two CK TUs, ISA report 45 s);
 # warm object cache 4.5-9 min. A fresh machine adds the toolchain installs (~2 min).
-# target/ci-cuda and target/ci-rocm are reused when present.
+# target/ci-cuda and target/ci-rocm are reused when present (unless HIPFP8_CI_FREE_TARGETS=1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -50,6 +50,10 @@ rm -rf "$ROOT/.gpu/ci"/objs*
 cuda() { env HIPFP8_BACKEND=cuda HIPFP8_STRICT=1 HIPFP8_EXPORT_OBJECTS="$OBJS" CARGO_TARGET_DIR="$ROOT/target/ci-cuda" "$@"; }
 step "CUDA sm_90: build crate + all tests" cuda cargo test -q --no-run --all-targets
 step "CUDA sm_90: lib + GPU tests, no GPU here" cuda cargo test -q --lib --test gpu_runtime
+# HIPFP8_CI_FREE_TARGETS=1 (.ci/run sets it): a build folder is deleted once its tests have run
+# (~6-7 GB each; the ISA report reads the exported objects, not these).
+free_target() { if [ "${HIPFP8_CI_FREE_TARGETS:-0}" = 1 ]; then rm -rf "$ROOT/target/$1"; fi; }
+free_target ci-cuda
 
 rocm() {
   env HIPFP8_BACKEND=rocm HIPFP8_STRICT=1 HIPFP8_EXPORT_OBJECTS="$OBJS" CARGO_TARGET_DIR="$ROOT/target/ci-rocm" \
@@ -57,6 +61,7 @@ rocm() {
 }
 step "ROCm gfx942+gfx950 (sid root): build crate + all tests" rocm cargo test -q --offline --no-run --all-targets
 step "ROCm (sid root): lib + GPU tests, no GPU here" rocm cargo test -q --offline --lib --test gpu_runtime
+free_target ci-rocm
 step "CK grouped GEMM: host-side decisions for every benchmark shape" scripts/ck-host-check.sh
 
 step "ISA report + scratch check (bench/isa.md)" scripts/isa-report.sh "$OBJS" "$ROOT/bench/isa.md"
