@@ -15,11 +15,16 @@
 //! GEMM's group arguments and TMA descriptors) hold anything after their first use; they too
 //! start zeroed.
 //!
-//! Growth: a buffer grows (geometrically) when a call needs more. Growing synchronises the
-//! stream (never the device: another thread may be capturing another stream), frees the old
-//! buffer, allocates a new one and zeroes it with an async memset on the stream, so it is
-//! refused while the stream itself is capturing ([`Error::NotSupported`]): run each op once on the stream before capturing (a
-//! warm-up), or bind a caller-provided workspace ([`WorkspaceCache::bind`]).
+//! Growth: a buffer grows (geometrically) when a call needs more: a new one is allocated and
+//! zeroed with an async memset on the stream, and the old one is retired, not freed: it stays
+//! allocated until the context is dropped. Work queued earlier may still use it, and so may a
+//! CUDA/HIP graph captured with it, whose replays keep its address forever; retiring needs
+//! neither a stream synchronisation nor knowing which buffers a capture saw, and costs at
+//! most the sum of a geometric series (under twice the largest buffer per stream and kind).
+//! Binding a caller workspace retires the stream's own buffer the same way. Growth allocates,
+//! so it is refused while the stream itself is capturing ([`Error::NotSupported`]): run each
+//! op once on the stream before capturing (a warm-up), or bind a caller-provided workspace
+//! ([`WorkspaceCache::bind`]).
 //!
 //! Caller-provided workspaces: `Context::bind_stream_workspace` makes caller memory the
 //! zeroed scratch of a stream (sized with `Context::colwise_workspace_size` /
@@ -35,8 +40,7 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::runtime::{DeviceBuffer, GpuHandle, check_status, stream_is_capturing};
-use crate::sys;
+use crate::runtime::{DeviceBuffer, GpuHandle, stream_is_capturing};
 use crate::view::StreamRef;
 
 /// A caller-owned device workspace: for a grouped GEMM (`GemmParams::workspace`, sized by
@@ -83,10 +87,18 @@ struct Slot {
     bound: Option<(usize, usize)>,
 }
 
+#[derive(Default)]
+struct Slots {
+    live: HashMap<(usize, Kind), Slot>,
+    /// Buffers replaced by a larger one or by a bound workspace: kept until the cache drops
+    /// (queued work or a captured graph may still use them; see the module docs).
+    retired: Vec<DeviceBuffer<u8>>,
+}
+
 /// The per-stream scratch buffers of a GPU context (empty until an op needs one).
 #[derive(Default)]
 pub struct WorkspaceCache {
-    slots: Mutex<HashMap<(usize, Kind), Slot>>,
+    slots: Mutex<Slots>,
 }
 
 impl std::fmt::Debug for WorkspaceCache {
@@ -96,9 +108,12 @@ impl std::fmt::Debug for WorkspaceCache {
             .lock()
             .map(|g| {
                 (
-                    g.len(),
-                    g.values()
-                        .map(|s| s.own.as_ref().map_or(0, |b| b.len()))
+                    g.live.len(),
+                    g.live
+                        .values()
+                        .filter_map(|s| s.own.as_ref())
+                        .chain(g.retired.iter())
+                        .map(|b| b.len())
                         .sum::<usize>(),
                 )
             })
@@ -136,7 +151,8 @@ impl WorkspaceCache {
             }
         }
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = g.entry((stream.0 as usize, kind)).or_default();
+        let Slots { live, retired } = &mut *g;
+        let slot = live.entry((stream.0 as usize, kind)).or_default();
         if let Some(b) = slot.bound {
             return caller(b, f);
         }
@@ -149,14 +165,6 @@ impl WorkspaceCache {
                 )));
             }
             let old_len = slot.own.as_ref().map_or(0, |b| b.len());
-            if slot.own.is_some() {
-                // Work queued earlier on this stream may still use the old buffer.
-                // SAFETY: a caller-provided stream handle (StreamRef's contract).
-                check_status("stream synchronize", unsafe {
-                    sys::hipfp8_rt_stream_synchronize(stream.0)
-                })?;
-                slot.own = None;
-            }
             let len = bytes.max(old_len.saturating_mul(2)).max(4096);
             let mut buf = DeviceBuffer::<u8>::alloc(gpu, len)?;
             // Zeroed in stream order, before any kernel queued after it on `stream`: no
@@ -165,7 +173,8 @@ impl WorkspaceCache {
             // TMA descriptor slots of its workspace that it only partly writes, and a
             // defined (zero) start keeps those reads deterministic (compute-sanitizer initcheck).
             buf.fill_bytes_async(0, stream)?;
-            slot.own = Some(buf);
+            // Work queued earlier, or a graph captured with it, may still use the old one.
+            retired.extend(slot.own.replace(buf));
         }
         let buf = slot.own.as_mut().expect("workspace allocated above");
         let len = buf.len();
@@ -174,17 +183,13 @@ impl WorkspaceCache {
 
     /// Make caller memory (`ptr`, `bytes`: device memory of the context's GPU, all zero, kept
     /// alive and used by nothing else until unbound and the stream's work is done) the
-    /// zeroed scratch of `stream`, freeing the buffer the cache owned for it.
+    /// zeroed scratch of `stream`, retiring the buffer the cache owned for it (kept until the
+    /// cache drops: work queued earlier or a captured graph may still use it).
     pub(crate) fn bind(&self, stream: StreamRef, ptr: *mut c_void, bytes: usize) -> Result<()> {
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = g.entry((stream.0 as usize, Kind::Zeroed)).or_default();
-        if slot.own.is_some() {
-            // SAFETY: a caller-provided stream handle.
-            check_status("stream synchronize", unsafe {
-                sys::hipfp8_rt_stream_synchronize(stream.0)
-            })?;
-            slot.own = None;
-        }
+        let Slots { live, retired } = &mut *g;
+        let slot = live.entry((stream.0 as usize, Kind::Zeroed)).or_default();
+        retired.extend(slot.own.take());
         slot.bound = Some((ptr as usize, bytes));
         Ok(())
     }
@@ -210,7 +215,7 @@ impl WorkspaceCache {
     /// Undo [`WorkspaceCache::bind`]: the stream's next call allocates its own again.
     pub(crate) fn unbind(&self, stream: StreamRef) {
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        g.remove(&(stream.0 as usize, Kind::Zeroed));
+        g.live.remove(&(stream.0 as usize, Kind::Zeroed));
     }
 }
 

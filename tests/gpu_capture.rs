@@ -11,6 +11,10 @@
 //!   by one eager pass (the cached per-stream workspace), replayed with new data, compared.
 //! - `two_streams_run_column_casts_concurrently`: column casts and cast_transpose queued on two
 //!   streams at once, each compared with its eager single-stream result.
+//! - `graph_outlives_workspace_growth`: a cast captured with the stream's cached workspace,
+//!   then a larger eager call on the same stream grows that workspace (the old buffer is
+//!   retired, not freed), new allocations are filled with garbage, and the graph's replays
+//!   still equal eager calls.
 //!
 //! GPU tests: they skip (printing why) without a GPU and fail on a wrong result with one.
 
@@ -612,5 +616,94 @@ fn two_streams_run_column_casts_concurrently() {
     }
     println!(
         "HIPFP8_GPU_CHECK two streams: per_group_colwise + cast_transpose concurrent == serial"
+    );
+}
+
+#[test]
+fn graph_outlives_workspace_growth() {
+    let Some(ctx) = gpu_for_tests("graph_outlives_workspace_growth") else {
+        return;
+    };
+    let (m, k) = (64usize, 96usize);
+    let (bm, bk) = (2048usize, 2048usize);
+    let mut bank = Bank::new();
+    let x = bank.add::<bf16>(&ctx, m * k);
+    let big_x = bank.add::<bf16>(&ctx, bm * bk);
+    let big = [
+        bank.add::<u8>(&ctx, bm * bk),
+        bank.add::<u8>(&ctx, bm * bk),
+    ];
+    let (big_s, big_st) = (bank.add::<f32>(&ctx, bm), bank.add::<f32>(&ctx, bk));
+    let first = bank.bufs.len();
+    let (o, ot) = (bank.add::<u8>(&ctx, m * k), bank.add::<u8>(&ctx, m * k));
+    let (s, st) = (bank.add::<f32>(&ctx, m), bank.add::<f32>(&ctx, k));
+    let p = CastParams::new(Fp8Format::E4M3Fn, false);
+    let small = |stream: StreamRef| {
+        ctx.cast_transpose(
+            &p,
+            Scaling::Rowwise,
+            m,
+            k,
+            x.hp(),
+            o.dst(),
+            ot.dst(),
+            s.dst(),
+            st.dst(),
+            stream,
+        )
+        .unwrap();
+    };
+    let cap = Stream::new_non_blocking(&ctx).unwrap();
+    bank.upload(&x, &values(m * k, 1));
+    small(cap.handle()); // warm-up: the stream's cached workspace, sized for the small call
+    cap.synchronize().unwrap();
+    let graph = capture(&ctx, &cap, small);
+    // A larger call on the same stream, outside the capture: its workspace grows.
+    bank.upload(&big_x, &values(bm * bk, 2));
+    ctx.cast_transpose(
+        &p,
+        Scaling::Rowwise,
+        bm,
+        bk,
+        big_x.hp(),
+        big[0].dst(),
+        big[1].dst(),
+        big_s.dst(),
+        big_st.dst(),
+        cap.handle(),
+    )
+    .unwrap();
+    cap.synchronize().unwrap();
+    // Fresh allocations filled with garbage: memory a freed workspace would have handed back.
+    let mut spoilers = Vec::new();
+    for _ in 0..64 {
+        let mut b = DeviceBuffer::<u8>::zeroed(&ctx, 4096).unwrap();
+        b.fill_bytes(0x7F).unwrap();
+        spoilers.push(b);
+    }
+    sync_legacy();
+    let eager = Stream::new_non_blocking(&ctx).unwrap();
+    for (round, seed) in [3u64, 4, 5].into_iter().enumerate() {
+        bank.upload(&x, &values(m * k, seed));
+        bank.fill(first, 0xA5);
+        graph.launch(&cap).unwrap();
+        cap.synchronize().unwrap();
+        let replayed = bank.snapshot(first);
+        bank.fill(first, 0xA5);
+        small(eager.handle());
+        eager.synchronize().unwrap();
+        let direct = bank.snapshot(first);
+        for (i, (a, b)) in replayed.iter().zip(&direct).enumerate() {
+            assert!(
+                a == b,
+                "round {round}: output {i} differs between the replay of a graph captured \
+                 before its stream's workspace grew and an eager call (first byte {:?})",
+                a.iter().zip(b).position(|(x, y)| x != y)
+            );
+        }
+    }
+    drop(spoilers);
+    println!(
+        "HIPFP8_GPU_CHECK graph after workspace growth: 3 replays == eager (rowwise cast_transpose)"
     );
 }
