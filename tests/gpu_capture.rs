@@ -629,10 +629,7 @@ fn graph_outlives_workspace_growth() {
     let mut bank = Bank::new();
     let x = bank.add::<bf16>(&ctx, m * k);
     let big_x = bank.add::<bf16>(&ctx, bm * bk);
-    let big = [
-        bank.add::<u8>(&ctx, bm * bk),
-        bank.add::<u8>(&ctx, bm * bk),
-    ];
+    let big = [bank.add::<u8>(&ctx, bm * bk), bank.add::<u8>(&ctx, bm * bk)];
     let (big_s, big_st) = (bank.add::<f32>(&ctx, bm), bank.add::<f32>(&ctx, bk));
     let first = bank.bufs.len();
     let (o, ot) = (bank.add::<u8>(&ctx, m * k), bank.add::<u8>(&ctx, m * k));
