@@ -407,31 +407,119 @@ fn library_backend_vs_f64() {
     println!("library backend: {}", imp.name());
     let stream = Stream::new(&ctx).unwrap();
     let p = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Library);
-    for (i, c) in lib_2d3d().iter().enumerate() {
-        run_2d3d(&ctx, &stream, &p, c, 100 + i as u64);
+    // The shapes the library takes (its plan succeeds) run and are compared; a shape it
+    // refuses (CK: K <= 256 or K % 16 != 0) must be refused by the call too, with nothing
+    // written. CUTLASS takes every case.
+    let (c3, c2) = (lib_2d3d(), lib_2d2d());
+    let op3 = |c: &Case2d3d| hipfp8::GroupedOp::TwoD3D {
+        m: c.m,
+        n: c.n,
+        k: c.k,
+    };
+    let op2 = |c: &Case2d2d| hipfp8::GroupedOp::TwoD2D {
+        n: c.n,
+        mt: c.mt,
+        k: c.k,
+    };
+    let takes3: Vec<bool> = c3
+        .iter()
+        .map(|c| {
+            ctx.grouped_gemm_plan(&p, op3(c), c.offs.len(), None)
+                .is_ok()
+        })
+        .collect();
+    let takes2: Vec<bool> = c2
+        .iter()
+        .map(|c| {
+            ctx.grouped_gemm_plan(&p, op2(c), c.offs.len(), None)
+                .is_ok()
+        })
+        .collect();
+    if imp == GemmImpl::CutlassSm90 {
+        assert!(
+            takes3.iter().chain(&takes2).all(|&t| t),
+            "CUTLASS refused a case: 2D x 3D {takes3:?}, 2D x 2D {takes2:?}"
+        );
     }
-    for (i, c) in lib_2d2d().iter().enumerate() {
-        run_2d2d(&ctx, &stream, &p, c, 200 + i as u64);
+    for (i, c) in c3.iter().enumerate() {
+        if takes3[i] {
+            run_2d3d(&ctx, &stream, &p, c, 100 + i as u64);
+        } else {
+            refused_2d3d(&ctx, &stream, &p, c);
+        }
     }
+    for (i, c) in c2.iter().enumerate() {
+        if takes2[i] {
+            run_2d2d(&ctx, &stream, &p, c, 200 + i as u64);
+        }
+    }
+    let (Some(i3), Some(i2)) = (
+        takes3.iter().position(|&t| t),
+        takes2.iter().position(|&t| t),
+    ) else {
+        panic!(
+            "{} takes none of the 2D x 3D or none of the 2D x 2D cases: {takes3:?} {takes2:?}",
+            imp.name()
+        );
+    };
+    println!(
+        "library backend {}: 2D x 3D cases taken {takes3:?}, 2D x 2D {takes2:?}",
+        imp.name()
+    );
     // A caller-owned workspace gives the same results: the 2D x 3D size and the 2D x 2D
     // case's (with its staging area).
-    let c2 = &lib_2d2d()[0];
-    let op2 = hipfp8::GroupedOp::TwoD2D {
-        n: c2.n,
-        mt: c2.mt,
-        k: c2.k,
-    };
     let bytes = ctx.grouped_gemm_workspace_size(&p, 6).unwrap().max(
-        ctx.grouped_gemm_op_workspace_size(&p, op2, c2.offs.len())
+        ctx.grouped_gemm_op_workspace_size(&p, op2(&c2[i2]), c2[i2].offs.len())
             .unwrap(),
     );
     assert!(bytes > 0);
     let mut ws = DeviceBuffer::<u8>::zeroed(&ctx, bytes).unwrap();
     // SAFETY: a live device buffer of `bytes` bytes, used by nothing else while it is borrowed.
     let pw = p.with_workspace(unsafe { GemmWorkspace::from_raw(ws.as_mut_ptr().cast(), bytes) });
-    run_2d3d(&ctx, &stream, &pw, &lib_2d3d()[0], 300);
-    run_2d2d(&ctx, &stream, &pw, &lib_2d2d()[0], 301);
+    run_2d3d(&ctx, &stream, &pw, &c3[i3], 300);
+    run_2d2d(&ctx, &stream, &pw, &c2[i2], 301);
     drop(ws);
+}
+
+/// A 2D x 3D call the library's plan refuses, with GemmBackend::Library: an error, and the
+/// output untouched (nothing queued).
+fn refused_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d) {
+    let (m, k, n, e) = (c.m, c.k, c.n, c.offs.len());
+    let da = DeviceBuffer::<u8>::zeroed(ctx, m * k).unwrap();
+    let db = DeviceBuffer::<u8>::zeroed(ctx, e * k * n).unwrap();
+    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
+    let dsa = DeviceBuffer::from_host(ctx, &vec![1f32; m]).unwrap();
+    let dsb = DeviceBuffer::from_host(ctx, &vec![1f32; e * n]).unwrap();
+    let mut dout = DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); m * n]).unwrap();
+    let r = ctx.grouped_gemm_2d3d(
+        p,
+        m,
+        k,
+        n,
+        e,
+        da.src(),
+        db.src(),
+        doffs.src(),
+        dsa.src(),
+        dsb.src(),
+        dout.dst(),
+        stream.handle(),
+    );
+    assert!(
+        r.is_err(),
+        "the library backend ran a 2D x 3D call (m {m}, k {k}, n {n}) its plan refuses"
+    );
+    stream.synchronize().unwrap();
+    let got = dout.to_vec().unwrap();
+    assert!(
+        got.iter()
+            .all(|v| v.to_bits() == bf16::from_f32(SENTINEL).to_bits()),
+        "a refused call wrote its output"
+    );
+    println!(
+        "library backend refuses 2D x 3D k {k} n {n}: {}",
+        r.unwrap_err()
+    );
 }
 
 /// CK's mixed pairs (E4M3 x E5M2 and E5M2 x E4M3 in the target's flavour: their own kernel,
