@@ -553,7 +553,11 @@ fn library_vs_f64(
     let Some((launcher, imp)) = library_of(&ctx).filter(|(_, i)| want.contains(i)) else {
         skip_test(
             name,
-            &format!("not a {want:?} device ({}): {}", ctx.arch(), plan.describe()),
+            &format!(
+                "not a {want:?} device ({}): {}",
+                ctx.arch(),
+                plan.describe()
+            ),
         );
         return false;
     };
@@ -635,7 +639,12 @@ fn ck_blockwise_vs_f64() {
             (300, 1024, 512, &[100, 100, 229, 290]),
             (513, 384, 256, &[1, 200, 200, 384, 513]),
             (200, 7168, 384, &[64, 200]),
-            (10000, 384, 1024, &[1000, 2500, 2500, 6000, 6001, 9000, 9999]),
+            (
+                10000,
+                384,
+                1024,
+                &[1000, 2500, 2500, 6000, 6001, 9000, 9999],
+            ),
         ],
         31,
     );

@@ -1306,7 +1306,11 @@ mod tests {
             let rowwise = pairs(false);
             assert_eq!(rowwise.len(), 3, "{imp:?}");
             for want in [(e4, e4), (e4, e5), (e5, e4)] {
-                assert_eq!(rowwise.iter().filter(|&&&p| p == want).count(), 1, "{want:?}");
+                assert_eq!(
+                    rowwise.iter().filter(|&&&p| p == want).count(),
+                    1,
+                    "{want:?}"
+                );
             }
             // Blockwise: E4M3 x E4M3 only, 2D x 3D only (no 2D x 2D launcher).
             assert_eq!(pairs(true), [&(e4, e4)], "{imp:?}");
