@@ -3,7 +3,8 @@
 # builds tests/emu/ck_host_check.cpp with the sid root's hipcc (host code only; once per
 # target: gfx942 FNUZ, gfx950 OCP) and runs it. It evaluates the launchers' shape rules and
 # the host part of CK's IsSupportedArgument on the descriptors the launchers build, for every
-# pair CK has (E4M3 x E4M3, E4M3 x E5M2, E5M2 x E4M3) and every benchmark shape (DeepSeek-V3,
+# pair CK has (E4M3 x E4M3, E4M3 x E5M2, E5M2 x E4M3; and the blockwise-scaled E4M3 x E4M3 2D x 3D
+# instance) and every benchmark shape (DeepSeek-V3,
 # gpt-oss K = 2880, small experts), and fails when a decision differs from what README.md
 # says. Called by .ci/gpu-compile-checks.sh (~6 s per target).
 set -euo pipefail

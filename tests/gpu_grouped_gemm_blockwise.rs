@@ -1,7 +1,8 @@
 //! The blockwise-scaled grouped GEMMs (DeepSeek-V3 recipe; docs/OPS.md
 //! `grouped_gemm_blockwise_2d3d`, and `_2d2d` in the `wgrad` module): the CPU backend and the C ABI on any machine, and on a GPU
 //! the portable reference kernel (bit for bit == the CPU reference) and the vendor library
-//! (CUTLASS sm_90) against the f64 reference and the portable kernel.
+//! (CUTLASS sm_90; Composable Kernel on gfx942 / gfx950 for 2D x 3D) against the f64 reference
+//! and the portable kernel.
 //!
 //! Without a GPU build or device the GPU tests print `HIPFP8_SKIP ...` and return (with
 //! HIPFP8_REQUIRE_GPU=1 they fail instead). On sm_90 with the CUTLASS instance built, AUTO
@@ -14,6 +15,9 @@
 //!   about 13-14 significant bits (measured 2^-13.3 S per step, tests/gpu_grouped_gemm.rs) and
 //!   the partial sums are promoted to f32 every K block of 128 (4 steps), so at most
 //!   4 x 2^-12 of each block's S.
+//! * Composable Kernel (AMD, 2D x 3D only): held to the same library tolerance (its MFMAs
+//!   accumulate in f32, so the portable kernel's bound is expected to hold too; never run on
+//!   an AMD GPU yet, so the written bound is the library one).
 //!
 //! Plus the global similarity (DeepGEMM's metric) `1 - 2<o, r> / (<o, o> + <r, r>) <= 1e-4`.
 
@@ -513,46 +517,66 @@ fn reference_kernel_matches_cpu_bit_for_bit() {
     println!("reference kernel == CPU reference, bit for bit");
 }
 
-/// AUTO on a device with the blockwise library (CUTLASS sm_90): the plan names it, the
-/// result is within the library tolerance of the f64 reference and of the portable kernel.
-#[test]
-fn library_matches_f64_and_reference_kernel() {
-    let name = "library_matches_f64_and_reference_kernel";
+/// The blockwise 2D x 3D library launcher of `ctx`'s architecture (CUTLASS on sm_90, CK on
+/// gfx942 / gfx950), with the implementation a plan names for it.
+fn library_of(ctx: &Context) -> Option<(&'static str, GemmImpl)> {
+    let arch = ctx.arch();
+    if arch.starts_with("sm_90") {
+        Some(("hipfp8_gg_cutlass_bw_2d3d", GemmImpl::CutlassSm90))
+    } else if arch.starts_with("gfx942") {
+        Some(("hipfp8_gg_ck_gfx942_bw_2d3d", GemmImpl::CkGfx942))
+    } else if arch.starts_with("gfx950") {
+        Some(("hipfp8_gg_ck_gfx950_bw_2d3d", GemmImpl::CkGfx950))
+    } else {
+        None
+    }
+}
+
+/// AUTO with the device's E4M3 on `cases` (m, k, n, END offsets): the plan names `want`, and
+/// the library's result is within the library tolerance of the f64 reference and of the
+/// portable kernel. False (after a skip line) where `want` is not this device's library.
+fn library_vs_f64(
+    name: &str,
+    want: &[GemmImpl],
+    cases: &[(usize, usize, usize, &[i32])],
+    seed: u64,
+) -> bool {
     let Some(ctx) = gpu_for_tests(name) else {
-        return;
+        return false;
     };
     let stream = Stream::new(&ctx).unwrap();
-    let fmt = Fp8Format::E4M3Fn;
-    let cases: [(usize, usize, usize, &[i32]); 3] = [
-        (300, 1024, 512, &[100, 100, 229, 290]),
-        (513, 2048, 256, &[1, 200, 200, 384, 513]),
-        (128, 7168, 384, &[64, 128]),
-    ];
+    let fmt = ctx.native_format();
     let auto = GemmParams::new(fmt, fmt);
-    let op = GroupedOp::Blockwise2D3D {
-        m: 300,
-        n: 512,
-        k: 1024,
-    };
-    let plan = ctx.grouped_gemm_plan(&auto, op, 4, None).unwrap();
-    let built = hipfp8::device::has_launcher("hipfp8_gg_cutlass_bw_2d3d");
-    if plan.imp == GemmImpl::Reference {
-        assert!(
-            !(built && ctx.arch().starts_with("sm_90")),
-            "sm_90 with the CUTLASS blockwise instance built, but the plan is {}",
-            plan.describe()
-        );
+    let (m, k, n, offs) = cases[0];
+    let op = GroupedOp::Blockwise2D3D { m, n, k };
+    let plan = ctx.grouped_gemm_plan(&auto, op, offs.len(), None).unwrap();
+    let Some((launcher, imp)) = library_of(&ctx).filter(|(_, i)| want.contains(i)) else {
         skip_test(
             name,
-            &format!("no blockwise library here: {}", plan.describe()),
+            &format!(
+                "not a {want:?} device ({}): {}",
+                ctx.arch(),
+                plan.describe()
+            ),
         );
-        return;
+        return false;
+    };
+    if plan.imp == GemmImpl::Reference {
+        assert!(
+            !hipfp8::device::has_launcher(launcher),
+            "{} with {launcher} built, but the plan is {}",
+            ctx.arch(),
+            plan.describe()
+        );
+        skip_test(name, &format!("{launcher} not built: {}", plan.describe()));
+        return false;
     }
-    assert_eq!(plan.imp, GemmImpl::CutlassSm90, "{}", plan.describe());
+    assert_eq!(plan.imp, imp, "{}", plan.describe());
+    let who = imp.name();
     for (i, &(m, k, n, offs)) in cases.iter().enumerate() {
-        let p = Problem::from_casts(fmt, m, k, n, offs, 11 + i as u64);
+        let p = Problem::from_casts(fmt, m, k, n, offs, seed + i as u64);
         let lib = run_gpu(&ctx, &stream, &auto.with_backend(GemmBackend::Library), &p);
-        check_f64(&p, &lib, true, &p.what("cutlass"));
+        check_f64(&p, &lib, true, &p.what(who));
         let rk = run_gpu(
             &ctx,
             &stream,
@@ -568,8 +592,8 @@ fn library_matches_f64_and_reference_kernel() {
                     let tol = tolerance(exact, s, k, true) + tolerance(exact, s, k, false);
                     assert!(
                         (x - y).abs() <= tol,
-                        "{}: [{idx}] cutlass {x:e} vs reference kernel {y:e} (tol {tol:e})",
-                        p.what("cutlass")
+                        "{}: [{idx}] {who} {x:e} vs reference kernel {y:e} (tol {tol:e})",
+                        p.what(who)
                     );
                 }
             }
@@ -579,18 +603,70 @@ fn library_matches_f64_and_reference_kernel() {
         "{} within tolerance of f64 and the reference kernel",
         plan.describe()
     );
+    true
+}
+
+/// AUTO on sm_90 with the CUTLASS blockwise instance: the plan names it, the result is within
+/// the library tolerance of the f64 reference and of the portable kernel. (AMD:
+/// `ck_blockwise_vs_f64`.)
+#[test]
+fn library_matches_f64_and_reference_kernel() {
+    library_vs_f64(
+        "library_matches_f64_and_reference_kernel",
+        &[GemmImpl::CutlassSm90],
+        &[
+            (300, 1024, 512, &[100, 100, 229, 290]),
+            (513, 2048, 256, &[1, 200, 200, 384, 513]),
+            (128, 7168, 384, &[64, 128]),
+        ],
+        11,
+    );
+}
+
+/// AUTO on gfx942 (E4M3FNUZ) / gfx950 (E4M3FN) with CK's blockwise 2D x 3D instance
+/// (hip/grouped_gemm/ck/ck_grouped_gemm_blockwise.h): the plan names it, the result is within
+/// the library tolerance of the f64 reference and of the portable kernel. Cases: groups not
+/// multiples of the 128-row tile, empty and one-row groups, rows past the last offset,
+/// K = 384 (the v3 pipeline's minimum) and DeepSeek-V3's K = 7168, and more tiles than the
+/// persistent grid has blocks (10000 x 1024: about 690 tiles against 2 blocks per CU).
+/// Skips with a printed reason on CUDA, without a GPU, or where the instance is not built.
+#[test]
+fn ck_blockwise_vs_f64() {
+    let ran = library_vs_f64(
+        "ck_blockwise_vs_f64",
+        &[GemmImpl::CkGfx942, GemmImpl::CkGfx950],
+        &[
+            (300, 1024, 512, &[100, 100, 229, 290]),
+            (513, 384, 256, &[1, 200, 200, 384, 513]),
+            (200, 7168, 384, &[64, 200]),
+            (
+                10000,
+                384,
+                1024,
+                &[1000, 2500, 2500, 6000, 6001, 9000, 9999],
+            ),
+        ],
+        31,
+    );
+    if ran {
+        println!("ck_blockwise_vs_f64: CK blockwise 2D x 3D verified");
+    }
 }
 
 /// The plan query of a blockwise op: the CPU on a CPU context; on a GPU the reference kernel
-/// when requested; `ok` on the library where the device has one; each of `refused` (params,
-/// op, the `Fallback` code) on the reference kernel, and an error under `GemmBackend::Library`.
-fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32)]) {
-    let fmt = Fp8Format::E4M3Fn;
-    let cpu = Context::cpu().grouped_gemm_plan(&GemmParams::new(fmt, fmt), ok, 2, None);
+/// when requested; `ok` on the library where the device has one; each of `refused` (whether
+/// the pair is the mixed E4M3 x E5M2 rather than E4M3 x E4M3, op, the `Fallback` code) on
+/// the reference kernel, and an error under `GemmBackend::Library`. Formats: the device's
+/// (E4M3FNUZ / E5M2FNUZ on gfx942).
+fn check_plans(name: &str, ok: GroupedOp, refused: &[(bool, GroupedOp, u32)]) {
+    let cpu_fmt = Fp8Format::E4M3Fn;
+    let cpu = Context::cpu().grouped_gemm_plan(&GemmParams::new(cpu_fmt, cpu_fmt), ok, 2, None);
     assert_eq!(cpu.unwrap().imp, GemmImpl::Cpu);
     let Some(ctx) = gpu_for_tests(name) else {
         return;
     };
+    let fmt = ctx.native_format();
+    let e5 = ctx.resolve(hipfp8::FormatChoice::AutoE5M2);
     let req = GemmParams::new(fmt, fmt).with_backend(GemmBackend::Reference);
     let r = ctx.grouped_gemm_plan(&req, ok, 2, None).unwrap();
     assert_eq!(
@@ -599,7 +675,7 @@ fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32
     );
     let auto = GemmParams::new(fmt, fmt);
     let lib = ctx.grouped_gemm_plan(&auto, ok, 2, None).unwrap();
-    println!("E4M3 x E4M3 {ok:?}: {}", lib.describe());
+    println!("{fmt} x {fmt} {ok:?}: {}", lib.describe());
     if lib.imp == GemmImpl::Reference {
         assert!(
             matches!(lib.fallback, Some(Fallback::NoLibrary(_))),
@@ -608,7 +684,12 @@ fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32
         skip_test(&format!("{name} (library part)"), &lib.describe());
         return;
     }
-    for &(p, o, code) in refused {
+    for &(mixed, o, code) in refused {
+        let p = if mixed {
+            GemmParams::new(fmt, e5)
+        } else {
+            auto
+        };
         let plan = ctx.grouped_gemm_plan(&p, o, 2, None).unwrap();
         assert_eq!(plan.imp, GemmImpl::Reference, "{plan:?}");
         assert_eq!(
@@ -627,21 +708,18 @@ fn check_plans(name: &str, ok: GroupedOp, refused: &[(GemmParams, GroupedOp, u32
     );
 }
 
-/// The plan query of the 2D x 3D op: Shape when K or N is not a multiple of 128, FormatPair
-/// for a pair without an instance.
+/// The plan query of the 2D x 3D op: Shape when K or N is not a multiple of 128 (on CK also
+/// K < 384), FormatPair for a pair without an instance.
 #[test]
 fn plan_says_what_runs_and_why() {
-    let fmt = Fp8Format::E4M3Fn;
     let op = |m, n, k| GroupedOp::Blockwise2D3D { m, n, k };
-    let auto = GemmParams::new(fmt, fmt);
-    let pair = GemmParams::new(fmt, Fp8Format::E5M2);
     check_plans(
         "plan_says_what_runs_and_why",
-        op(64, 128, 128),
+        op(64, 128, 384),
         &[
-            (auto, op(64, 128, 200), 4),
-            (auto, op(64, 136, 128), 4),
-            (pair, op(64, 128, 128), 3),
+            (false, op(64, 128, 200), 4),
+            (false, op(64, 136, 384), 4),
+            (true, op(64, 128, 384), 3),
         ],
     );
 }

@@ -68,6 +68,17 @@ HIPFP8_HD inline Group group_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int6
   return r;
 }
 
+// Blockwise-scaled 2D x 3D group g (docs/OPS.md grouped_gemm_blockwise_2d3d): group_2d3d's
+// operands with the scale grids of the group: sa (M, K/128) row-major from row lo, sb
+// (E, N/128, K/128) row-major from expert g (N % 128 == 0 and K % 128 == 0: the vendor
+// launchers' rule; the offsets then index whole rows of each grid).
+HIPFP8_HD inline Group group_bw_2d3d(int g, int64_t lo, int64_t hi, int64_t N, int64_t K) {
+  Group r = group_2d3d(g, lo, hi, N, K);
+  r.sa_off = lo * (K / 128);
+  r.sb_off = (int64_t)g * (N / 128) * (K / 128);
+  return r;
+}
+
 // 2D x 2D group g over the reduction range [lo, hi). A vendor kernel may take the group when
 // the range is not empty (CK and CUTLASS would see K = 0 and skip it, leaving garbage where
 // OPS.md wants zeros), its start is a multiple of `align_start` elements (CK's 16-byte vector

@@ -49,6 +49,18 @@ HIPFP8_DECL int hipfp8_gg_ck_gfx950_mixed_2d2d(const uint8_t* a, int fmt_a, cons
     const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t N, int64_t Mt,
     int64_t K, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad, void* workspace,
     uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+// Blockwise-scaled 2D x 3D (docs/OPS.md grouped_gemm_blockwise_2d3d; scales as for
+// hipfp8_gg_ref_bw_2d3d below) on CK (ck/ck_grouped_gemm_blockwise.h): the target's E4M3 x E4M3
+// only (E4M3FNUZ on gfx942, E4M3FN on gfx950), K % 128 == 0, K >= 384, N % 128 == 0,
+// M * K <= INT32_MAX, 2 * M * N <= INT32_MAX, 16-byte aligned a, b, out.
+HIPFP8_DECL int hipfp8_gg_ck_gfx942_bw_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_ck_gfx942_bw_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_ck_gfx950_bw_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
+HIPFP8_DECL int hipfp8_gg_ck_gfx950_bw_2d3d(const uint8_t* a, int fmt_a, const uint8_t* b, int fmt_b,
+    const int32_t* offs, int groups, const float* sa, const float* sb, void* out, int64_t M, int64_t N,
+    int64_t K, void* workspace, uint64_t workspace_bytes, hipStream_t stream) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_available(int* available) HIPFP8_NOEXCEPT;
 HIPFP8_DECL int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b, int* yes) HIPFP8_NOEXCEPT;

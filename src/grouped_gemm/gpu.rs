@@ -26,8 +26,12 @@
 //!   CUTLASS sm_90 (`hip/grouped_gemm/cutlass/sm90_blockwise.hip`, one instance each: E4M3FN
 //!   x E4M3FN, 16-byte aligned operands; 2D x 3D K % 128 == 0 and N % 128 == 0; 2D x 2D
 //!   Mt % 16 == 0 and K % 8 == 0, and a group starting off a 128-token boundary, or empty,
-//!   runs on the portable kernel inside the same call, decided on the device), else the
-//!   portable kernel (same file as above, bit-identical to the CPU reference); no CK instance.
+//!   runs on the portable kernel inside the same call, decided on the device); Composable
+//!   Kernel for 2D x 3D only (`hip/grouped_gemm/ck/{gfx942,gfx950}_blockwise.hip`, CK's
+//!   ab_scale gridwise GEMM: the target's E4M3 x E4M3, CUTLASS's 2D x 3D rules plus K >= 384,
+//!   M * K and 2 * M * N <= i32::MAX; compile-checked, never run on an AMD GPU; no 2D x 2D
+//!   instance: `ck_grouped_gemm_blockwise.h` says why); else the portable kernel (same file
+//!   as above, bit-identical to the CPU reference).
 //!
 //! No silent slow path: [`Context::grouped_gemm_plan`] says which implementation a call
 //! would use and, when it is the reference kernel, why ([`Fallback`]). The call itself runs
@@ -97,6 +101,8 @@ impl GroupedOp {
     /// The vendor library's launcher of this op on `imp` (the one `has_launcher` checks).
     fn launcher(self, imp: GemmImpl) -> &'static str {
         match (self, imp) {
+            (GroupedOp::Blockwise2D3D { .. }, GemmImpl::CkGfx942) => "hipfp8_gg_ck_gfx942_bw_2d3d",
+            (GroupedOp::Blockwise2D3D { .. }, GemmImpl::CkGfx950) => "hipfp8_gg_ck_gfx950_bw_2d3d",
             (GroupedOp::Blockwise2D3D { .. }, _) => "hipfp8_gg_cutlass_bw_2d3d",
             (GroupedOp::Blockwise2D2D { .. }, _) => "hipfp8_gg_cutlass_bw_2d2d",
             (_, GemmImpl::CkGfx942) => "hipfp8_gg_ck_gfx942_2d3d",
@@ -138,13 +144,23 @@ fn device_library(ctx: &Context, op: GroupedOp) -> std::result::Result<GemmImpl,
     // Compared case-insensitively in place: no lowercased copy per call.
     let arch = base_arch(ctx.arch());
     let is = |a: &str| arch.eq_ignore_ascii_case(a);
+    let ck = is("gfx942") || is("gfx950");
     let imp = match op.blockwise() {
         _ if is("sm_90") => GemmImpl::CutlassSm90,
-        false if is("gfx942") => GemmImpl::CkGfx942,
-        false if is("gfx950") => GemmImpl::CkGfx950,
+        true if ck && matches!(op, GroupedOp::Blockwise2D2D { .. }) => {
+            return Err(format!(
+                "no blockwise-scaled 2D x 2D Composable Kernel instance for {} (CK 7.2's \
+                 ab_scale pipelines scale B per XDL tile, not per column: \
+                 hip/grouped_gemm/ck/ck_grouped_gemm_blockwise.h)",
+                ctx.arch()
+            ));
+        }
+        _ if is("gfx942") => GemmImpl::CkGfx942,
+        _ if is("gfx950") => GemmImpl::CkGfx950,
         true => {
             return Err(format!(
-                "no blockwise-scaled grouped-GEMM library targets {} (CUTLASS: sm_90)",
+                "no blockwise-scaled grouped-GEMM library targets {} (CUTLASS: sm_90; CK: \
+                 gfx942, gfx950, 2D x 3D)",
                 ctx.arch()
             ));
         }
@@ -167,22 +183,27 @@ fn device_library(ctx: &Context, op: GroupedOp) -> std::result::Result<GemmImpl,
     Ok(imp)
 }
 
-/// One Composable Kernel instance of the rowwise-scaled GEMMs (`hip/grouped_gemm/ck/`): the
-/// format pairs its launchers take (any other pair is refused by them) and their names.
+/// One Composable Kernel instance of the grouped GEMMs (`hip/grouped_gemm/ck/`): the format
+/// pairs its launchers take (any other pair is refused by them), whether it is a
+/// blockwise-scaled one, and its launchers' names.
 #[derive(Debug, PartialEq, Eq)]
 pub struct CkInstance {
     /// For plans and logs, e.g. `tile-loop-v3-128x128x128`.
     pub name: &'static str,
     pub pairs: &'static [(Fp8Format, Fp8Format)],
-    /// The 2D x 3D and 2D x 2D launchers (`hip/grouped_gemm/launchers.h`).
+    /// The blockwise-scaled GEMMs' instance ([`GroupedOp::Blockwise2D3D`]) rather than the
+    /// rowwise-scaled ones'.
+    pub blockwise: bool,
+    /// The 2D x 3D and 2D x 2D launchers (`hip/grouped_gemm/launchers.h`); None: no 2D x 2D
+    /// launcher (the blockwise instance: `ck_grouped_gemm_blockwise.h` says why).
     pub launcher_2d3d: &'static str,
-    pub launcher_2d2d: &'static str,
+    pub launcher_2d2d: Option<&'static str>,
 }
 
 impl CkInstance {
-    /// Both launchers are compiled into this build.
+    /// Every launcher it has is compiled into this build.
     fn compiled(&self) -> bool {
-        has_launcher(self.launcher_2d3d) && has_launcher(self.launcher_2d2d)
+        has_launcher(self.launcher_2d3d) && self.launcher_2d2d.is_none_or(has_launcher)
     }
 }
 
@@ -191,39 +212,58 @@ const E5Z: Fp8Format = Fp8Format::E5M2FnUz;
 const E4: Fp8Format = Fp8Format::E4M3Fn;
 const E5: Fp8Format = Fp8Format::E5M2;
 
-/// CK's gfx942 instances (FNUZ): `gfx942.hip`, `gfx942_mixed.hip`.
+/// CK's gfx942 instances (FNUZ): `gfx942.hip`, `gfx942_mixed.hip`, `gfx942_blockwise.hip`.
 const CK_GFX942: &[CkInstance] = &[
     CkInstance {
         name: "tile-loop-v3-128x128x128",
         pairs: &[(E4Z, E4Z)],
+        blockwise: false,
         launcher_2d3d: "hipfp8_gg_ck_gfx942_2d3d",
-        launcher_2d2d: "hipfp8_gg_ck_gfx942_2d2d",
+        launcher_2d2d: Some("hipfp8_gg_ck_gfx942_2d2d"),
     },
     CkInstance {
         name: "mixed-v1-128x128x128",
         pairs: &[(E4Z, E5Z), (E5Z, E4Z)],
+        blockwise: false,
         launcher_2d3d: "hipfp8_gg_ck_gfx942_mixed_2d3d",
-        launcher_2d2d: "hipfp8_gg_ck_gfx942_mixed_2d2d",
+        launcher_2d2d: Some("hipfp8_gg_ck_gfx942_mixed_2d2d"),
+    },
+    CkInstance {
+        name: "ab-scale-v3-128x128x128",
+        pairs: &[(E4Z, E4Z)],
+        blockwise: true,
+        launcher_2d3d: "hipfp8_gg_ck_gfx942_bw_2d3d",
+        launcher_2d2d: None,
     },
 ];
 
-/// CK's gfx950 instances (OCP): `gfx950.hip`, `gfx950_mixed.hip`.
+/// CK's gfx950 instances (OCP): `gfx950.hip`, `gfx950_mixed.hip`, `gfx950_blockwise.hip`.
 const CK_GFX950: &[CkInstance] = &[
     CkInstance {
         name: "tile-loop-v3-128x128x128",
         pairs: &[(E4, E4)],
+        blockwise: false,
         launcher_2d3d: "hipfp8_gg_ck_gfx950_2d3d",
-        launcher_2d2d: "hipfp8_gg_ck_gfx950_2d2d",
+        launcher_2d2d: Some("hipfp8_gg_ck_gfx950_2d2d"),
     },
     CkInstance {
         name: "mixed-v1-128x128x128",
         pairs: &[(E4, E5), (E5, E4)],
+        blockwise: false,
         launcher_2d3d: "hipfp8_gg_ck_gfx950_mixed_2d3d",
-        launcher_2d2d: "hipfp8_gg_ck_gfx950_mixed_2d2d",
+        launcher_2d2d: Some("hipfp8_gg_ck_gfx950_mixed_2d2d"),
+    },
+    CkInstance {
+        name: "ab-scale-v3-128x128x128",
+        pairs: &[(E4, E4)],
+        blockwise: true,
+        launcher_2d3d: "hipfp8_gg_ck_gfx950_bw_2d3d",
+        launcher_2d2d: None,
     },
 ];
 
-/// The CK instances of `imp` (none for the other implementations).
+/// The CK instances of `imp`, rowwise- and blockwise-scaled (none for the other
+/// implementations).
 pub fn ck_instances(imp: GemmImpl) -> &'static [CkInstance] {
     match imp {
         GemmImpl::CkGfx942 => CK_GFX942,
@@ -232,36 +272,38 @@ pub fn ck_instances(imp: GemmImpl) -> &'static [CkInstance] {
     }
 }
 
-/// The CK instance of `imp` compiled into this build for `fa x fb` (both its launchers).
-pub fn ck_instance(imp: GemmImpl, fa: Fp8Format, fb: Fp8Format) -> Option<&'static CkInstance> {
+/// The CK instance of `imp` compiled into this build for `fa x fb` (every launcher it has),
+/// of the blockwise-scaled GEMMs (`blockwise`) or the rowwise-scaled ones.
+pub fn ck_instance(
+    imp: GemmImpl,
+    blockwise: bool,
+    fa: Fp8Format,
+    fb: Fp8Format,
+) -> Option<&'static CkInstance> {
     ck_instances(imp)
         .iter()
-        .find(|i| i.pairs.contains(&(fa, fb)) && i.compiled())
+        .find(|i| i.blockwise == blockwise && i.pairs.contains(&(fa, fb)) && i.compiled())
 }
 
 /// Whether `imp` has an instance for `fa x fb` (for the blockwise-scaled GEMM: `blockwise`).
 fn library_has_pair(imp: GemmImpl, blockwise: bool, fa: Fp8Format, fb: Fp8Format) -> bool {
-    if blockwise {
-        return imp == GemmImpl::CutlassSm90 && (fa, fb) == (Fp8Format::E4M3Fn, Fp8Format::E4M3Fn);
-    }
     match imp {
+        GemmImpl::CutlassSm90 if blockwise => (fa, fb) == (Fp8Format::E4M3Fn, Fp8Format::E4M3Fn),
         GemmImpl::CutlassSm90 => crate::grouped_gemm::rule::cutlass_has_pair(fa, fb),
-        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => ck_instance(imp, fa, fb).is_some(),
+        GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => ck_instance(imp, blockwise, fa, fb).is_some(),
         GemmImpl::Reference | GemmImpl::Cpu => true,
     }
 }
 
 /// The pairs `imp` has (CK: the instances compiled into this build), for messages.
 fn library_pairs(imp: GemmImpl, blockwise: bool) -> String {
-    if blockwise {
-        return "E4M3FN x E4M3FN".into();
-    }
     match imp {
+        GemmImpl::CutlassSm90 if blockwise => "E4M3FN x E4M3FN".into(),
         GemmImpl::CutlassSm90 => "E4M3FN x E4M3FN, E4M3FN x E5M2, E5M2 x E4M3FN".into(),
         GemmImpl::CkGfx942 | GemmImpl::CkGfx950 => {
             let pairs: Vec<String> = ck_instances(imp)
                 .iter()
-                .filter(|i| i.compiled())
+                .filter(|i| i.blockwise == blockwise && i.compiled())
                 .flat_map(|i| i.pairs.iter().map(|(a, b)| format!("{a} x {b}")))
                 .collect();
             pairs.join(", ")
@@ -396,9 +438,33 @@ fn library_refusal(
         }
         // Whole 128-blocks along K and N: every tile of the instance (128 x 128 x 128)
         // then meets one scale of b and one scale per row of a per K block.
-        GroupedOp::Blockwise2D3D { n, k, .. } => (k % 128 != 0 || n % 128 != 0).then(|| {
-            format!("blockwise 2D x 3D needs K % 128 == 0 and N % 128 == 0 (K = {k}, N = {n})")
-        }),
+        GroupedOp::Blockwise2D3D { m, n, k } => {
+            if k % 128 != 0 || n % 128 != 0 {
+                Some(format!(
+                    "blockwise 2D x 3D needs K % 128 == 0 and N % 128 == 0 (K = {k}, N = {n})"
+                ))
+            } else if matches!(imp, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) {
+                // ck_grouped_gemm_blockwise.h launcher_accepts_bw_2d3d: pipeline v3 needs more
+                // than 2 K steps of 128; a group's A (M_g*K bytes) and out (2*M_g*N bytes)
+                // within CK's 32-bit buffer ranges (bounded by the whole M).
+                let max = i32::MAX as usize;
+                if k < 384 {
+                    Some(format!("{} blockwise needs K >= 384 (K = {k})", imp.name()))
+                } else if m.checked_mul(k).is_none_or(|v| v > max)
+                    || m.checked_mul(2 * n).is_none_or(|v| v > max)
+                {
+                    Some(format!(
+                        "{} blockwise needs M * K and 2 * M * N <= i32::MAX (M = {m}, N = {n}, \
+                         K = {k})",
+                        imp.name()
+                    ))
+                } else {
+                    None
+                }
+            } else {
+                None
+            }
+        }
         GroupedOp::TwoD2D { mt, k, .. } => (mt % 16 != 0 || k % 8 != 0)
             .then(|| format!("2D x 2D needs Mt % 16 == 0 and K % 8 == 0 (Mt = {mt}, K = {k})")),
         GroupedOp::Blockwise2D2D { mt, k, .. } => (mt % 16 != 0 || k % 8 != 0).then(|| {
@@ -491,7 +557,7 @@ impl Context {
                         return Ok(GemmPlan {
                             imp,
                             cutlass,
-                            ck: if bw { None } else { ck_instance(imp, fa, fb) },
+                            ck: ck_instance(imp, bw, fa, fb),
                             fallback: None,
                             split_2d2d: match op {
                                 GroupedOp::TwoD2D { .. } => !staged || ck,
@@ -621,7 +687,8 @@ fn query_workspace_bytes(imp: GemmImpl, bw: bool, groups: usize) -> Result<usize
         match imp {
             GemmImpl::Reference | GemmImpl::Cpu => return Ok(0),
             GemmImpl::CutlassSm90 if bw => sys::hipfp8_gg_cutlass_bw_workspace_size(g, &mut bytes),
-            _ if bw => return Ok(0), // no other blockwise library
+            GemmImpl::CkGfx942 if bw => sys::hipfp8_gg_ck_gfx942_bw_workspace_size(g, &mut bytes),
+            GemmImpl::CkGfx950 if bw => sys::hipfp8_gg_ck_gfx950_bw_workspace_size(g, &mut bytes),
             GemmImpl::CutlassSm90 => sys::hipfp8_gg_cutlass_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx942 => sys::hipfp8_gg_ck_gfx942_workspace_size(g, &mut bytes),
             GemmImpl::CkGfx950 => sys::hipfp8_gg_ck_gfx950_workspace_size(g, &mut bytes),
@@ -780,7 +847,8 @@ impl Context {
             return Ok(0);
         }
         let (fa, fb) = (self.resolve(p.a_format), self.resolve(p.b_format));
-        // Both blockwise instances are in one translation unit, with one workspace size.
+        // One workspace size for both blockwise ops (CUTLASS: both instances are in one
+        // translation unit; CK has the 2D x 3D one only, and 2D x 2D needs none there).
         let bw = GroupedOp::Blockwise2D3D { m: 0, n: 0, k: 0 };
         match device_library(self, bw) {
             Ok(imp) if library_has_pair(imp, true, fa, fb) => {
@@ -977,11 +1045,16 @@ fn launch_library(
             (GemmImpl::CutlassSm90, GroupedOp::Blockwise2D2D { n, mt, k }) => {
                 library!(sys::hipfp8_gg_cutlass_bw_2d2d, n, mt, k)
             }
-            // The plan never picks CK for the blockwise-scaled GEMMs (no instance).
-            (
-                GemmImpl::CkGfx942 | GemmImpl::CkGfx950,
-                GroupedOp::Blockwise2D3D { .. } | GroupedOp::Blockwise2D2D { .. },
-            ) => sys::KSTATUS_UNSUPPORTED,
+            (GemmImpl::CkGfx942, GroupedOp::Blockwise2D3D { m, n, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx942_bw_2d3d, m, n, k)
+            }
+            (GemmImpl::CkGfx950, GroupedOp::Blockwise2D3D { m, n, k }) => {
+                library!(sys::hipfp8_gg_ck_gfx950_bw_2d3d, m, n, k)
+            }
+            // The plan never picks CK for the blockwise-scaled 2D x 2D (no instance).
+            (GemmImpl::CkGfx942 | GemmImpl::CkGfx950, GroupedOp::Blockwise2D2D { .. }) => {
+                sys::KSTATUS_UNSUPPORTED
+            }
             // The mixed pairs have their own launchers (`ck_instance`); each launcher refuses
             // the pairs it does not have.
             (GemmImpl::CkGfx942, GroupedOp::TwoD3D { m, n, k }) if mixed => {
@@ -1221,15 +1294,29 @@ mod tests {
             (GemmImpl::CkGfx942, [E4Z, E5Z]),
             (GemmImpl::CkGfx950, [E4, E5]),
         ] {
-            let pairs: Vec<_> = ck_instances(imp).iter().flat_map(|i| i.pairs).collect();
+            let pairs = |bw: bool| -> Vec<_> {
+                ck_instances(imp)
+                    .iter()
+                    .filter(|i| i.blockwise == bw)
+                    .flat_map(|i| i.pairs)
+                    .collect()
+            };
             let [e4, e5] = flavour;
-            // E4M3 x E4M3 and both mixed pairs, once each; no E5M2 x E5M2.
-            assert_eq!(pairs.len(), 3, "{imp:?}");
+            // Rowwise: E4M3 x E4M3 and both mixed pairs, once each; no E5M2 x E5M2.
+            let rowwise = pairs(false);
+            assert_eq!(rowwise.len(), 3, "{imp:?}");
             for want in [(e4, e4), (e4, e5), (e5, e4)] {
-                assert_eq!(pairs.iter().filter(|&&&p| p == want).count(), 1, "{want:?}");
+                assert_eq!(
+                    rowwise.iter().filter(|&&&p| p == want).count(),
+                    1,
+                    "{want:?}"
+                );
             }
+            // Blockwise: E4M3 x E4M3 only, 2D x 3D only (no 2D x 2D launcher).
+            assert_eq!(pairs(true), [&(e4, e4)], "{imp:?}");
             for i in ck_instances(imp) {
-                for l in [i.launcher_2d3d, i.launcher_2d2d] {
+                assert_eq!(i.launcher_2d2d.is_none(), i.blockwise, "{}", i.name);
+                for l in std::iter::once(i.launcher_2d3d).chain(i.launcher_2d2d) {
                     assert!(launchers.contains(&format!("\"{l}\" =>")), "{l}");
                     assert!(l.starts_with(&format!("hipfp8_gg_{}_", imp.name().replace('-', "_"))));
                 }
@@ -1296,6 +1383,27 @@ mod tests {
             k: 64,
         };
         assert!(shape(library_refusal(cut, op2, None)));
+        // Blockwise 2D x 3D: DeepSeek-V3 forward and dgrad on both libraries (the shapes
+        // tests/emu/ck_host_check.cpp runs CK's host check on); gpt-oss (N, K = 2880: not
+        // whole 128-blocks) on neither; K = 256 on CUTLASS only (CK's v3 pipeline needs K >= 384).
+        let bw = |m, n, k| GroupedOp::Blockwise2D3D { m, n, k };
+        for op in [
+            bw(32768, 2048, 7168),
+            bw(32768, 7168, 2048),
+            bw(4096, 2048, 7168),
+        ] {
+            assert_eq!(library_refusal(cut, op, None), None, "{op:?}");
+            assert_eq!(library_refusal(ck, op, None), None, "{op:?}");
+        }
+        assert!(shape(library_refusal(cut, bw(8192, 5760, 2880), None)));
+        assert!(shape(library_refusal(ck, bw(8192, 5760, 2880), None)));
+        assert_eq!(library_refusal(cut, bw(64, 128, 256), None), None);
+        assert!(shape(library_refusal(ck, bw(64, 128, 256), None)));
+        assert_eq!(library_refusal(ck, bw(64, 128, 384), None), None);
+        // CK's 32-bit buffer ranges: M * K (A) and 2 * M * N (out) bytes of the whole call.
+        assert!(shape(library_refusal(ck, bw(1 << 18, 128, 8192), None)));
+        assert!(shape(library_refusal(ck, bw(1 << 17, 8192, 384), None)));
+        assert_eq!(library_refusal(cut, bw(1 << 18, 128, 8192), None), None);
         let p = |a: usize| a as *const c_void;
         let misaligned = library_refusal(cut, d3(64, 64, 64), Some([p(256), p(512), p(520)]));
         assert!(matches!(misaligned, Some(Fallback::Alignment(ref s)) if s.starts_with("out")));

@@ -298,6 +298,18 @@ foreign! {
         sa: *const f32, sb: *const f32, out: *mut c_void, N: i64, Mt: i64, K: i64,
         staged_a: *const u8, staged_b: *const u8, mt_pad: i64, workspace: *mut c_void,
         workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx942_bw_workspace_size" => pub fn hipfp8_gg_ck_gfx942_bw_workspace_size(
+        groups: c_int, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx942_bw_2d3d" => pub fn hipfp8_gg_ck_gfx942_bw_2d3d(
+        a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
+        sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
+    "hipfp8_gg_ck_gfx950_bw_workspace_size" => pub fn hipfp8_gg_ck_gfx950_bw_workspace_size(
+        groups: c_int, bytes: *mut u64) -> c_int;
+    "hipfp8_gg_ck_gfx950_bw_2d3d" => pub fn hipfp8_gg_ck_gfx950_bw_2d3d(
+        a: *const u8, fmt_a: c_int, b: *const u8, fmt_b: c_int, offs: *const i32, groups: c_int,
+        sa: *const f32, sb: *const f32, out: *mut c_void, M: i64, N: i64, K: i64,
+        workspace: *mut c_void, workspace_bytes: u64, stream: hipStream_t) -> c_int;
     "hipfp8_gg_cutlass_workspace_size" => pub fn hipfp8_gg_cutlass_workspace_size(
         groups: c_int, bytes: *mut u64) -> c_int;
     "hipfp8_gg_cutlass_available" => pub fn hipfp8_gg_cutlass_available(

@@ -9,12 +9,16 @@
 // queries of IsSupportedArgument need a GPU and are the one part not run). Every pair CK has:
 // E4M3 x E4M3 (ck_grouped_gemm_impl.h's device op) and the mixed pairs E4M3 x E5M2, E5M2 x E4M3
 // (ck_grouped_gemm_mixed.h: the v1 gridwise GEMM's vector-width checks and CheckValidity, with
-// the K1 of the target's TU). It prints a table
+// the K1 of the target's TU), and the blockwise-scaled 2D x 3D instance
+// (ck_grouped_gemm_blockwise.h: its launcher rules and the ab_scale gridwise GEMM's
+// CheckValidity, with the MFMA tile of the target's TU). It prints a table
 // and exits 1 when a decision differs from what README.md says (accepted: K % 16 == 0,
 // K > 256 and N % 8 == 0 for 2D x 3D, Mt % 16 == 0 and K % 8 == 0 for 2D x 2D, so every
-// benchmark shape incl. gpt-oss K = 2880).
+// benchmark shape incl. gpt-oss K = 2880; blockwise 2D x 3D: K % 128 == 0, K >= 384,
+// N % 128 == 0, so the DeepSeek-V3 shapes but not gpt-oss's 2880).
 #include "grouped_gemm/ck/ck_grouped_gemm_impl.h"
 #include "grouped_gemm/ck/ck_grouped_gemm_mixed.h"
+#include "grouped_gemm/ck/ck_grouped_gemm_blockwise.h"
 
 #include <cstdio>
 
@@ -23,11 +27,13 @@ using F8 = ck::f8_ocp_t;
 using B8 = ck::bf8_ocp_t;
 static const char* kTarget = "gfx950 (OCP)";
 constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx950;
+constexpr ck::index_t kXdl = hipfp8_gg_ck_bw::kXdlGfx950;
 #else
 using F8 = ck::f8_fnuz_t;
 using B8 = ck::bf8_fnuz_t;
 static const char* kTarget = "gfx942 (FNUZ)";
 constexpr ck::index_t kK1 = hipfp8_gg_ck::kMixedK1Gfx942;
+constexpr ck::index_t kXdl = hipfp8_gg_ck_bw::kXdlGfx942;
 #endif
 
 struct Shape {
@@ -93,6 +99,49 @@ static int check_ck_alone(const char* pair, Supported supported) {
   return bad;
 }
 
+// The blockwise-scaled 2D x 3D instance (E4M3 x E4M3 only; there is no 2D x 2D one): the
+// DeepSeek-V3 shapes the recipe is for, and the rules' edges.
+static int check_blockwise() {
+  struct Bw {
+    const char* what;
+    int groups;
+    int64_t m, n, k;
+    bool expect;
+  };
+  static const Bw kBw[] = {
+      {"DeepSeek-V3 gate/up fwd (32768,7168)x(32,7168,2048)", 32, 32768, 2048, 7168, true},
+      {"DeepSeek-V3 dgrad (32768,2048)x(32,2048,7168)", 32, 32768, 7168, 2048, true},
+      {"small experts 128/expert (4096,7168)x(32,7168,2048)", 32, 4096, 2048, 7168, true},
+      {"small experts 512/expert (16384,7168)x(32,7168,2048)", 32, 16384, 2048, 7168, true},
+      {"gpt-oss gate/up fwd (K = 2880: not 128-blocks)", 16, 8192, 5760, 2880, false},
+      {"N = 2880 (not 128-blocks)", 16, 8192, 2880, 7168, false},
+      {"K = 256 (too short for the v3 pipeline)", 32, 4096, 2048, 256, false},
+      {"K = 384", 32, 4096, 2048, 384, true},
+      {"M * K > INT32_MAX (CK's 32-bit buffer range)", 8, 1 << 18, 128, 8192, false},
+  };
+  int bad = 0;
+  for (const Bw& s : kBw) {
+    const bool got = hipfp8_gg_ck_bw::host_accepts_bw_2d3d<F8, kXdl>(s.groups, s.m, s.n, s.k);
+    std::printf("%-14s %-8s %-56s %-8s %s\n", kTarget, "bw-e4m3", s.what,
+                got ? "accepts" : "refuses", got == s.expect ? "as README says" : "MISMATCH");
+    bad += got != s.expect;
+  }
+  // CK's own check without the launcher rules: it refuses the pipeline's too-short K and a K
+  // its 16-wide loads can't read, so the "accepts" rows above are CK's decision too.
+  struct Alone {
+    int64_t n, k;
+    bool expect;
+  };
+  for (const Alone r : {Alone{2048, 7168, true}, Alone{2048, 256, false}, Alone{2048, 2872, false}}) {
+    const bool got = hipfp8_gg_ck_bw::host_supported_bw<F8, kXdl>(r.n, r.k);
+    std::printf("%-14s %-8s CK alone, N = %lld, K = %-5lld %30s %-8s %s\n", kTarget, "bw-e4m3",
+                (long long)r.n, (long long)r.k, "", got ? "accepts" : "refuses",
+                got == r.expect ? "as expected" : "MISMATCH");
+    bad += got != r.expect;
+  }
+  return bad;
+}
+
 int main() {
   using namespace hipfp8_gg_ck;
   int bad = check_pair("e4m3xe4m3", host_accepts_2d3d<F8, F8>, host_accepts_2d2d<F8, F8>);
@@ -103,6 +152,7 @@ int main() {
   bad += check_ck_alone("e4m3xe4m3", host_supported<F8, F8>);
   bad += check_ck_alone("e4m3xe5m2", host_supported_mixed<F8, B8, kK1>);
   bad += check_ck_alone("e5m2xe4m3", host_supported_mixed<B8, F8, kK1>);
+  bad += check_blockwise();
   std::printf("%s: %d mismatches\n", kTarget, bad);
   return bad == 0 ? 0 : 1;
 }

@@ -64,6 +64,16 @@ static void spot_checks() {
     CHECK(gr.vendor_ok == 1);
   }
   {
+    // Blockwise: sa (M, K/128) from row lo, sb (E, N/128, K/128) from expert g; the rest as
+    // group_2d3d (the reference kernel's sa[(lo + i) * kb + q], sb[g * nb * kb + ...]).
+    Group gr = group_bw_2d3d(2, 5, 70, 256, 384);
+    Group plain = group_2d3d(2, 5, 70, 256, 384);
+    CHECK(gr.sa_off == 5 * 3 && gr.sb_off == 2 * 2 * 3);
+    CHECK(gr.rows == plain.rows && gr.cols == plain.cols && gr.red == plain.red);
+    CHECK(gr.a_off == plain.a_off && gr.b_off == plain.b_off && gr.out_off == plain.out_off);
+    CHECK(gr.lda == plain.lda && gr.ldb == plain.ldb && gr.ldo == plain.ldo && gr.vendor_ok == 1);
+  }
+  {
     Group gr = group_2d2d(3, 32, 80, 7, 96, 5, 16, 16);
     CHECK(gr.rows == 7 && gr.cols == 5 && gr.red == 48 && gr.a_off == 32 && gr.b_off == 32);
     CHECK(gr.out_off == 3 * 7 * 5 && gr.sa_off == 21 && gr.sb_off == 15);
