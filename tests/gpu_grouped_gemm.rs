@@ -421,20 +421,9 @@ fn library_backend_vs_f64() {
         mt: c.mt,
         k: c.k,
     };
-    let takes3: Vec<bool> = c3
-        .iter()
-        .map(|c| {
-            ctx.grouped_gemm_plan(&p, op3(c), c.offs.len(), None)
-                .is_ok()
-        })
-        .collect();
-    let takes2: Vec<bool> = c2
-        .iter()
-        .map(|c| {
-            ctx.grouped_gemm_plan(&p, op2(c), c.offs.len(), None)
-                .is_ok()
-        })
-        .collect();
+    let takes = |op, groups| ctx.grouped_gemm_plan(&p, op, groups, None).is_ok();
+    let takes3: Vec<bool> = c3.iter().map(|c| takes(op3(c), c.offs.len())).collect();
+    let takes2: Vec<bool> = c2.iter().map(|c| takes(op2(c), c.offs.len())).collect();
     if imp == GemmImpl::CutlassSm90 {
         assert!(
             takes3.iter().chain(&takes2).all(|&t| t),
