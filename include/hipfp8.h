@@ -1580,8 +1580,9 @@ hipfp8_status hipfp8_grouped_gemm_2d2d_plan(const struct hipfp8_context *ctx,
                                             size_t *len);
 
 /**
- * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its library:
- * CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0).
+ * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d3d` (its
+ * libraries: CUTLASS on sm_90, E4M3FN x E4M3FN, K % 128 == 0 and N % 128 == 0; CK on
+ * gfx942 / gfx950, the target's E4M3 x E4M3, the same rules plus K >= 384).
  */
 hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d_plan(const struct hipfp8_context *ctx,
                                                       const struct hipfp8_grouped_gemm_blockwise_2d3d_desc *desc,
@@ -1598,7 +1599,8 @@ hipfp8_status hipfp8_grouped_gemm_blockwise_2d3d_plan(const struct hipfp8_contex
 /**
  * `hipfp8_grouped_gemm_2d3d_plan` for `hipfp8_grouped_gemm_blockwise_2d2d` (its library:
  * CUTLASS on sm_90, E4M3FN x E4M3FN, mt % 16 == 0 and k % 8 == 0; groups starting off a
- * 128-token boundary, and empty groups, run on the reference kernel inside the call).
+ * 128-token boundary, and empty groups, run on the reference kernel inside the call;
+ * no CK instance: on gfx942 / gfx950 the reference kernel runs, reason NO_LIBRARY).
  */
 hipfp8_status hipfp8_grouped_gemm_blockwise_2d2d_plan(const struct hipfp8_context *ctx,
                                                       const struct hipfp8_grouped_gemm_blockwise_2d2d_desc *desc,
