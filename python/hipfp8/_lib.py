@@ -40,6 +40,9 @@ SCALING_ROWWISE = 1
 MX_ROUNDING_FLOOR = 0
 MX_ROUNDING_RCEIL = 1
 GEMM_BACKEND_AUTO = 0
+#: hipfp8_gemm_impl and hipfp8_gemm_reason, by value (the names the plan query reports).
+GEMM_IMPL_NAMES = ("cpu", "reference", "cutlass-sm90", "ck-gfx942", "ck-gfx950")
+GEMM_REASON_NAMES = (None, "requested", "no-library", "format-pair", "shape", "alignment")
 
 
 class Hipfp8Error(RuntimeError):
@@ -161,6 +164,13 @@ class _Lib:
              [c_void_p, c_uint32, c_uint32, c_uint32, c_size_t, POINTER(c_size_t)]),
             ("hipfp8_grouped_gemm_2d2d_workspace_size", c_uint32,
              [c_void_p, POINTER(Gemm2d2d), c_size_t, POINTER(c_size_t)]),
+            # ctx, desc, a, b, out, num_groups, implementation, reason, buf, buf_len, len
+            ("hipfp8_grouped_gemm_2d3d_plan", c_uint32,
+             [c_void_p, POINTER(Gemm2d3d), c_void_p, c_void_p, c_void_p, c_size_t,
+              POINTER(c_uint32), POINTER(c_uint32), c_void_p, c_size_t, POINTER(c_size_t)]),
+            ("hipfp8_grouped_gemm_2d2d_plan", c_uint32,
+             [c_void_p, POINTER(Gemm2d2d), c_void_p, c_void_p, c_void_p, c_size_t,
+              POINTER(c_uint32), POINTER(c_uint32), c_void_p, c_size_t, POINTER(c_size_t)]),
             # the experts recipe (include/hipfp8.h: "The experts block")
             ("hipfp8_moe_experts_weight_cache_create", c_uint32,
              [c_void_p, POINTER(Experts), POINTER(c_void_p)]),
@@ -305,6 +315,23 @@ class Context:
                 "hipfp8_grouped_gemm_workspace_size")
             v = self._ws[key] = n.value
         return v
+
+    def gemm_plan(self, desc, a_ptr, b_ptr, groups):
+        """What a grouped GEMM with this descriptor (`Gemm2d3d` or `Gemm2d2d`) would run:
+        (implementation, reason, description) from hipfp8_grouped_gemm_{2d3d,2d2d}_plan, the
+        names of GEMM_IMPL_NAMES / GEMM_REASON_NAMES (reason None unless the reference
+        kernel). a_ptr / b_ptr: the operands' addresses (their 16-byte alignment counts); the
+        output is assumed aligned (torch's allocator)."""
+        d = lib().dll
+        f = (d.hipfp8_grouped_gemm_2d2d_plan if isinstance(desc, Gemm2d2d)
+             else d.hipfp8_grouped_gemm_2d3d_plan)
+        imp, why, n = c_uint32(), c_uint32(), c_size_t()
+        buf = ctypes.create_string_buffer(512)
+        check(f(self.handle, ctypes.byref(desc), a_ptr, b_ptr, None, groups, ctypes.byref(imp),
+                ctypes.byref(why), buf, len(buf), ctypes.byref(n)), f.__name__)
+        name = lambda names, v: names[v] if v < len(names) else f"unknown ({v})"  # noqa: E731
+        return (name(GEMM_IMPL_NAMES, imp.value), name(GEMM_REASON_NAMES, why.value),
+                buf.value.decode(errors="replace"))
 
     def workspace_size_2d2d(self, desc, groups):
         """Workspace bytes of a 2D x 2D grouped GEMM (`Gemm2d2d` descriptor): with the staging

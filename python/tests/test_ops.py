@@ -275,6 +275,42 @@ def test_grouped_gemm_2d2d(device):
     assert torch.count_nonzero(out[1]) == 0  # the empty group gives zeros
 
 
+def test_grouped_gemm_plan(device):
+    """The plan query names what the GEMM call runs: the host reference on a CPU context; on
+    a GPU a library or the reference kernel with its reason. Bad arguments fail as the call's."""
+    sizes = [7, 0, 33, 24]
+    e, k, n = len(sizes), 64, 48
+    offs = offs_of(sizes, device)
+    a8, sa = hf.rowwise_2d(rnd(sum(sizes), k, device=device), E4)
+    b8, sb = hf.colwise_3d(rnd(e, n, k, device=device, seed=3).transpose(-2, -1), E4)
+    d8, sd, x8, sx = hf.per_group_colwise_dual(rnd(sum(sizes), n, device=device, seed=4),
+                                               rnd(sum(sizes), k, device=device, seed=5), offs, E4)
+    plans = {
+        "2d3d": hf.grouped_gemm_plan(a8, b8, offs, sa.reciprocal(), sb.reciprocal()),
+        "2d2d": hf.grouped_gemm_plan(d8.t(), x8, offs, sd.reciprocal(), sx.reciprocal()),
+    }
+    for kind, p in plans.items():
+        assert isinstance(p, hf.GemmPlan) and p.description, (kind, p)
+        if device == "cpu":
+            assert (p.implementation, p.reason) == ("cpu", None), (kind, p)
+        else:
+            assert p.implementation in ("reference", "cutlass-sm90", "ck-gfx942", "ck-gfx950"), p
+            assert (p.reason is None) == (p.implementation != "reference"), (kind, p)
+            if torch.cuda.get_device_capability() == (9, 0):
+                assert p.implementation == "cutlass-sm90", (kind, p)
+    if device != "cpu" and torch.cuda.get_device_capability() == (9, 0):
+        # no CUTLASS instance for E5M2 x E5M2: the reference kernel, and the plan says why
+        a5, sa5 = hf.rowwise_2d(rnd(sum(sizes), k, device=device), E5)
+        b5, sb5 = hf.colwise_3d(rnd(e, n, k, device=device, seed=3).transpose(-2, -1), E5)
+        p = hf.grouped_gemm_plan(a5, b5, offs, sa5.reciprocal(), sb5.reciprocal())
+        assert (p.implementation, p.reason) == ("reference", "format-pair"), p
+    # bad input: the call's own checks and messages
+    with pytest.raises(ValueError, match="K dims differ"):
+        hf.grouped_gemm_plan(a8[:, :32].contiguous(), b8, offs, sa, sb)
+    with pytest.raises(ValueError, match="K dims differ"):
+        hf.grouped_gemm_2d3d(a8[:, :32].contiguous(), b8, offs, sa, sb)
+
+
 # ---- fake kernels: shapes, strides, dtypes (torch.library.opcheck) --------------------------
 
 def _opcheck_cases(device):

@@ -12,6 +12,7 @@ exact semantics of every op.
 """
 
 import ctypes
+from collections import namedtuple
 
 import torch
 
@@ -25,7 +26,7 @@ __all__ = [
     "blockwise_1x128", "blockwise_128x128", "rowwise_2d_padded", "cast_transpose",
     "cast_transpose_scaled", "mxfp8_dim0", "mxfp8_dim1", "moe_weights_dual", "moe_act_dual",
     "moe_swiglu_quant", "moe_swiglu_bwd_quant",
-    "grouped_gemm_2d3d", "grouped_gemm_2d2d",
+    "grouped_gemm_2d3d", "grouped_gemm_2d2d", "grouped_gemm_plan", "GemmPlan",
     "moe_dispatch_dual", "moe_combine_bwd_dual", "moe_combine", "moe_combine_bwd_scores",
 ]
 
@@ -895,6 +896,24 @@ def grouped_gemm_2d3d(a, b, offs, scale_a, scale_b):
 def grouped_gemm_2d2d(a, b, offs, scale_a, scale_b):
     """bf16 (G,N,K) = per group a_g (N,Mt_g) @ b_g (Mt_g,K) with dequant scales (G,N), (G,K)."""
     return _grouped_gemm_2d2d(a, b, offs, scale_a, scale_b)
+
+
+#: What a grouped GEMM call runs: `implementation` ("cpu", "reference", "cutlass-sm90",
+#: "ck-gfx942", "ck-gfx950"), `reason` (why the reference kernel: "requested", "no-library",
+#: "format-pair", "shape", "alignment"; None otherwise) and the library's one-line
+#: `description` (instance and schedule, or the refusal in words).
+GemmPlan = namedtuple("GemmPlan", "implementation reason description")
+
+
+def grouped_gemm_plan(a, b, offs, scale_a, scale_b):
+    """The plan of `grouped_gemm_2d3d(a, b, offs, scale_a, scale_b)` (3D b) or
+    `grouped_gemm_2d2d(...)` (2D b), without running it: the same checks as the call (the same
+    errors), then the library's plan query. The call runs exactly this plan; the reference
+    kernel only where the plan says so (and why)."""
+    plan = _g3_plan if b.dim() == 3 else _g2_plan
+    _, desc, ins = plan(a, b, offs, scale_a, scale_b)
+    return GemmPlan(*_ctx(ins[0].device).gemm_plan(desc, a.data_ptr(), b.data_ptr(),
+                                                   offs.shape[0]))
 
 
 def moe_dispatch_dual(x, perm, offs, topk, align=16, m_cap=None, dtype=None, pow2=True,
