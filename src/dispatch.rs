@@ -779,7 +779,8 @@ impl Context {
     pub unsafe fn bind_stream_workspace(&self, stream: StreamRef, ws: Workspace) -> Result<()> {
         require_gpu(self, "a workspace")?;
         self.check_device_pointers(&[("workspace", ws.as_ptr() as *const c_void)])?;
-        self.workspace.bind(stream, ws.as_ptr(), ws.len())
+        self.workspace.bind(stream, ws.as_ptr(), ws.len());
+        Ok(())
     }
 
     /// Drop a binding of [`Context::bind_stream_workspace`]; the stream's next call that needs

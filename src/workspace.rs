@@ -185,13 +185,12 @@ impl WorkspaceCache {
     /// alive and used by nothing else until unbound and the stream's work is done) the
     /// zeroed scratch of `stream`, retiring the buffer the cache owned for it (kept until the
     /// cache drops: work queued earlier or a captured graph may still use it).
-    pub(crate) fn bind(&self, stream: StreamRef, ptr: *mut c_void, bytes: usize) -> Result<()> {
+    pub(crate) fn bind(&self, stream: StreamRef, ptr: *mut c_void, bytes: usize) {
         let mut g = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let Slots { live, retired } = &mut *g;
         let slot = live.entry((stream.0 as usize, Kind::Zeroed)).or_default();
         retired.extend(slot.own.take());
         slot.bound = Some((ptr as usize, bytes));
-        Ok(())
     }
 
     /// Run `f` with caller memory (`ptr`, `bytes`: device memory of the context's GPU, all
