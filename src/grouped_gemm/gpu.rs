@@ -98,16 +98,18 @@ impl GroupedOp {
         )
     }
 
-    /// The vendor library's launcher of this op on `imp` (the one `has_launcher` checks).
-    fn launcher(self, imp: GemmImpl) -> &'static str {
+    /// The vendor library's launcher of this op on `imp` (the one `has_launcher` checks): CK's
+    /// is the 2D x 3D launcher of the first instance of the op's family in [`ck_instances`]
+    /// (the E4M3 x E4M3 one; None: no CK instance of the family).
+    fn launcher(self, imp: GemmImpl) -> Option<&'static str> {
         match (self, imp) {
-            (GroupedOp::Blockwise2D3D { .. }, GemmImpl::CkGfx942) => "hipfp8_gg_ck_gfx942_bw_2d3d",
-            (GroupedOp::Blockwise2D3D { .. }, GemmImpl::CkGfx950) => "hipfp8_gg_ck_gfx950_bw_2d3d",
-            (GroupedOp::Blockwise2D3D { .. }, _) => "hipfp8_gg_cutlass_bw_2d3d",
-            (GroupedOp::Blockwise2D2D { .. }, _) => "hipfp8_gg_cutlass_bw_2d2d",
-            (_, GemmImpl::CkGfx942) => "hipfp8_gg_ck_gfx942_2d3d",
-            (_, GemmImpl::CkGfx950) => "hipfp8_gg_ck_gfx950_2d3d",
-            _ => "hipfp8_gg_cutlass_2d3d",
+            (_, GemmImpl::CkGfx942 | GemmImpl::CkGfx950) => ck_instances(imp)
+                .iter()
+                .find(|i| i.blockwise == self.blockwise())
+                .map(|i| i.launcher_2d3d),
+            (GroupedOp::Blockwise2D3D { .. }, _) => Some("hipfp8_gg_cutlass_bw_2d3d"),
+            (GroupedOp::Blockwise2D2D { .. }, _) => Some("hipfp8_gg_cutlass_bw_2d2d"),
+            _ => Some("hipfp8_gg_cutlass_2d3d"),
         }
     }
 
@@ -171,16 +173,18 @@ fn device_library(ctx: &Context, op: GroupedOp) -> std::result::Result<GemmImpl,
             ));
         }
     };
-    let launcher = op.launcher(imp);
-    if !has_launcher(launcher) {
-        return Err(format!(
-            "this build (backend {}, targets {:?}) has no {} instance ({launcher} not compiled)",
+    match op.launcher(imp) {
+        Some(launcher) if has_launcher(launcher) => Ok(imp),
+        launcher => Err(format!(
+            "this build (backend {}, targets {:?}) has no {} instance ({})",
             built_backend(),
             built_targets(),
-            imp.name()
-        ));
+            imp.name(),
+            launcher.map_or("no launcher for this op".into(), |l| format!(
+                "{l} not compiled"
+            ))
+        )),
     }
-    Ok(imp)
 }
 
 /// One Composable Kernel instance of the grouped GEMMs (`hip/grouped_gemm/ck/`): the format
@@ -1323,6 +1327,18 @@ mod tests {
             }
         }
         assert!(ck_instances(GemmImpl::CutlassSm90).is_empty());
+        // The launcher each family's availability is checked by.
+        let bw = GroupedOp::Blockwise2D3D { m: 0, n: 0, k: 0 };
+        for (op, imp, want) in [
+            (ROWWISE, GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_2d3d"),
+            (ROWWISE, GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_2d3d"),
+            (bw, GemmImpl::CkGfx942, "hipfp8_gg_ck_gfx942_bw_2d3d"),
+            (bw, GemmImpl::CkGfx950, "hipfp8_gg_ck_gfx950_bw_2d3d"),
+            (ROWWISE, GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_2d3d"),
+            (bw, GemmImpl::CutlassSm90, "hipfp8_gg_cutlass_bw_2d3d"),
+        ] {
+            assert_eq!(op.launcher(imp), Some(want), "{op:?} {imp:?}");
+        }
         let plan = GemmPlan {
             imp: GemmImpl::CkGfx942,
             cutlass: None,
