@@ -135,7 +135,19 @@ struct Case2d3d {
     offs: Vec<i32>,
 }
 
-fn run_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: u64) -> f64 {
+/// Case `c`'s operands (random codes and scales from `seed`) and one `grouped_gemm_2d3d` call
+/// on them into a SENTINEL-filled output: the host operands, the call's result and the output
+/// read back after the stream finished.
+struct Call2d3d {
+    a: Vec<u8>,
+    b: Vec<u8>,
+    sa: Vec<f32>,
+    sb: Vec<f32>,
+    result: hipfp8::Result<()>,
+    got: Vec<bf16>,
+}
+
+fn call_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: u64) -> Call2d3d {
     let (fa, fb) = (ctx.resolve(p.a_format), ctx.resolve(p.b_format));
     let (m, k, n, e) = (c.m, c.k, c.n, c.offs.len());
     let mut rng = Rng(seed);
@@ -149,7 +161,7 @@ fn run_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: 
     let dsa = DeviceBuffer::from_host(ctx, &sa).unwrap();
     let dsb = DeviceBuffer::from_host(ctx, &sb).unwrap();
     let mut dout = DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); m * n]).unwrap();
-    ctx.grouped_gemm_2d3d(
+    let result = ctx.grouped_gemm_2d3d(
         p,
         m,
         k,
@@ -162,10 +174,31 @@ fn run_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: 
         dsb.src(),
         dout.dst(),
         stream.handle(),
-    )
-    .unwrap();
+    );
     stream.synchronize().unwrap();
     let got = dout.to_vec().unwrap();
+    Call2d3d {
+        a,
+        b,
+        sa,
+        sb,
+        result,
+        got,
+    }
+}
+
+fn run_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d, seed: u64) -> f64 {
+    let (fa, fb) = (ctx.resolve(p.a_format), ctx.resolve(p.b_format));
+    let (m, k, n) = (c.m, c.k, c.n);
+    let Call2d3d {
+        a,
+        b,
+        sa,
+        sb,
+        result,
+        got,
+    } = call_2d3d(ctx, stream, p, c, seed);
+    result.unwrap();
     let mut refs = vec![None; m * n];
     for (g, (r0, r1)) in ranges(&c.offs, m).into_iter().enumerate() {
         for i in r0..r1 {
@@ -473,33 +506,12 @@ fn library_backend_vs_f64() {
 /// A 2D x 3D call the library's plan refuses, with GemmBackend::Library: an error, and the
 /// output untouched (nothing queued).
 fn refused_2d3d(ctx: &Context, stream: &Stream, p: &GemmParams, c: &Case2d3d) {
-    let (m, k, n, e) = (c.m, c.k, c.n, c.offs.len());
-    let da = DeviceBuffer::<u8>::zeroed(ctx, m * k).unwrap();
-    let db = DeviceBuffer::<u8>::zeroed(ctx, e * k * n).unwrap();
-    let doffs = DeviceBuffer::from_host(ctx, &c.offs).unwrap();
-    let dsa = DeviceBuffer::from_host(ctx, &vec![1f32; m]).unwrap();
-    let dsb = DeviceBuffer::from_host(ctx, &vec![1f32; e * n]).unwrap();
-    let mut dout = DeviceBuffer::from_host(ctx, &vec![bf16::from_f32(SENTINEL); m * n]).unwrap();
-    let r = ctx.grouped_gemm_2d3d(
-        p,
-        m,
-        k,
-        n,
-        e,
-        da.src(),
-        db.src(),
-        doffs.src(),
-        dsa.src(),
-        dsb.src(),
-        dout.dst(),
-        stream.handle(),
-    );
+    let (m, k, n) = (c.m, c.k, c.n);
+    let Call2d3d { result: r, got, .. } = call_2d3d(ctx, stream, p, c, 0);
     assert!(
         r.is_err(),
         "the library backend ran a 2D x 3D call (m {m}, k {k}, n {n}) its plan refuses"
     );
-    stream.synchronize().unwrap();
-    let got = dout.to_vec().unwrap();
     assert!(
         got.iter()
             .all(|v| v.to_bits() == bf16::from_f32(SENTINEL).to_bits()),
