@@ -121,6 +121,19 @@ fn values(n: usize, seed: u64) -> Vec<bf16> {
         .collect()
 }
 
+/// Every output buffer of a graph replay equals the eager calls' (`what` names the case).
+fn assert_replay_eq(replayed: &[Vec<u8>], direct: &[Vec<u8>], what: &str) {
+    assert_eq!(replayed.len(), direct.len(), "{what}");
+    for (i, (a, b)) in replayed.iter().zip(direct).enumerate() {
+        assert!(
+            a == b,
+            "{what}: output {i} differs between the graph replay and the eager calls (first \
+             byte {:?})",
+            a.iter().zip(b).position(|(x, y)| x != y)
+        );
+    }
+}
+
 fn capture(ctx: &Context, stream: &Stream, f: impl FnOnce(StreamRef)) -> hipfp8::Graph {
     let _ = ctx;
     stream.begin_capture().unwrap();
@@ -323,14 +336,11 @@ fn moe_fwd_bwd_captured_on_a_fresh_stream() {
         moe.step(&ctx, &gp, eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(moe.first_out);
-        for (i, (a, b)) in replayed.iter().zip(&direct).enumerate() {
-            assert!(
-                a == b,
-                "round {round} (offsets {offs:?}): output {i} of the MoE step differs between the \
-                 graph replay and the eager calls (first byte {:?})",
-                a.iter().zip(b).position(|(x, y)| x != y)
-            );
-        }
+        assert_replay_eq(
+            &replayed,
+            &direct,
+            &format!("round {round} (offsets {offs:?}), the MoE step"),
+        );
         // The outputs were really written (not left at the fill pattern).
         assert!(replayed.iter().all(|o| o.iter().any(|&v| v != 0xA5)));
     }
@@ -520,14 +530,7 @@ fn every_other_op_captured_after_warmup() {
         step(eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(first);
-        for (i, (a, b)) in replayed.iter().zip(&direct).enumerate() {
-            assert!(
-                a == b,
-                "round {round}: output buffer {i} differs between the graph replay and eager calls \
-                 (first byte {:?})",
-                a.iter().zip(b).position(|(x, y)| x != y)
-            );
-        }
+        assert_replay_eq(&replayed, &direct, &format!("round {round}"));
     }
     println!(
         "HIPFP8_GPU_CHECK every other op: graph == eager for 2 rounds of new data and offsets"
@@ -690,14 +693,11 @@ fn graph_outlives_workspace_growth() {
         small(eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(first);
-        for (i, (a, b)) in replayed.iter().zip(&direct).enumerate() {
-            assert!(
-                a == b,
-                "round {round}: output {i} differs between the replay of a graph captured \
-                 before its stream's workspace grew and an eager call (first byte {:?})",
-                a.iter().zip(b).position(|(x, y)| x != y)
-            );
-        }
+        assert_replay_eq(
+            &replayed,
+            &direct,
+            &format!("round {round}, a graph captured before its stream's workspace grew"),
+        );
     }
     drop(spoilers);
     println!(
