@@ -121,14 +121,13 @@ fn values(n: usize, seed: u64) -> Vec<bf16> {
         .collect()
 }
 
-/// Every output buffer of a graph replay equals the eager calls' (`what` names the case).
-fn assert_replay_eq(replayed: &[Vec<u8>], direct: &[Vec<u8>], what: &str) {
-    assert_eq!(replayed.len(), direct.len(), "{what}");
-    for (i, (a, b)) in replayed.iter().zip(direct).enumerate() {
+/// Every output buffer of `got` equals `want`'s (`what` names the two runs compared).
+fn assert_outputs_eq(got: &[Vec<u8>], want: &[Vec<u8>], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
         assert!(
             a == b,
-            "{what}: output {i} differs between the graph replay and the eager calls (first \
-             byte {:?})",
+            "output {i} differs: {what} (first byte {:?})",
             a.iter().zip(b).position(|(x, y)| x != y)
         );
     }
@@ -336,10 +335,12 @@ fn moe_fwd_bwd_captured_on_a_fresh_stream() {
         moe.step(&ctx, &gp, eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(moe.first_out);
-        assert_replay_eq(
+        assert_outputs_eq(
             &replayed,
             &direct,
-            &format!("round {round} (offsets {offs:?}), the MoE step"),
+            &format!(
+                "round {round} (offsets {offs:?}): the MoE step's graph replay vs eager calls"
+            ),
         );
         // The outputs were really written (not left at the fill pattern).
         assert!(replayed.iter().all(|o| o.iter().any(|&v| v != 0xA5)));
@@ -530,7 +531,11 @@ fn every_other_op_captured_after_warmup() {
         step(eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(first);
-        assert_replay_eq(&replayed, &direct, &format!("round {round}"));
+        assert_outputs_eq(
+            &replayed,
+            &direct,
+            &format!("round {round}: graph replay vs eager calls"),
+        );
     }
     println!(
         "HIPFP8_GPU_CHECK every other op: graph == eager for 2 rounds of new data and offsets"
@@ -609,13 +614,11 @@ fn two_streams_run_column_casts_concurrently() {
         s1.synchronize().unwrap();
         s2.synchronize().unwrap();
         let got = bank.snapshot(first);
-        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert!(
-                a == b,
-                "output {i} differs when two streams run column casts at once (first byte {:?})",
-                a.iter().zip(b).position(|(x, y)| x != y)
-            );
-        }
+        assert_outputs_eq(
+            &got,
+            &want,
+            "two streams running column casts at once vs one",
+        );
     }
     println!(
         "HIPFP8_GPU_CHECK two streams: per_group_colwise + cast_transpose concurrent == serial"
@@ -693,10 +696,13 @@ fn graph_outlives_workspace_growth() {
         small(eager.handle());
         eager.synchronize().unwrap();
         let direct = bank.snapshot(first);
-        assert_replay_eq(
+        assert_outputs_eq(
             &replayed,
             &direct,
-            &format!("round {round}, a graph captured before its stream's workspace grew"),
+            &format!(
+                "round {round}: replay of a graph captured before its stream's workspace grew \
+                 vs an eager call"
+            ),
         );
     }
     drop(spoilers);
