@@ -15,30 +15,36 @@ __device__ inline float mul32(float x, float y) { return hipfp8_mul_rn(x, y); }
 __device__ inline float div32(float x, float y) { return (float)((double)x / (double)y); }
 
 // exp_f32 of src/reference/moe.rs: f32(p(r) * 2^k), k = rint(x log2 e), r = x - k ln 2 (two
-// FMAs), p the degree-12 Taylor polynomial (Horner, FMAs), all in f64.
+// FMAs), p the degree-12 Taylor polynomial (Horner, FMAs), all in f64. Branch-free: the
+// arithmetic runs on x clamped into [-104, 89] and the out-of-range results are selected after,
+// so the exps of a thread's elements form one basic block the compiler interleaves (a Horner
+// chain is 14 dependent f64 FMAs). The f64 constants come from the constant bank: as literals
+// each costs two 32-bit moves per use on NVIDIA.
+static __constant__ double kExpConst[13] = {
+    1.4426950408889634,      // log2 e
+    0.6931471805599453,      // ln 2, high part
+    2.3190468138462996e-17,  // ln 2, low part
+    2.08767569878681e-9,     // 1/12!, then 1/11! .. 1/3! (Horner, highest degree first)
+    2.505210838544172e-8,   2.755731922398589e-7,  2.7557319223985893e-6, 2.48015873015873e-5,
+    0.0001984126984126984,  0.001388888888888889,  0.008333333333333333,  0.041666666666666664,
+    0.16666666666666666};
 __device__ inline float exp_f32(float x) {
-  if (x != x) return x;
-  if (x > 89.0f) return u2f(0x7F800000u);
-  if (x < -104.0f) return 0.0f;
-  const double xd = (double)x;
-  const double kf = rint(xd * 1.4426950408889634);
-  double r = fma(-kf, 0.6931471805599453, xd);
-  r = fma(-kf, 2.3190468138462996e-17, r);
-  double p = 2.08767569878681e-9;
-  p = fma(p, r, 2.505210838544172e-8);
-  p = fma(p, r, 2.755731922398589e-7);
-  p = fma(p, r, 2.7557319223985893e-6);
-  p = fma(p, r, 2.48015873015873e-5);
-  p = fma(p, r, 0.0001984126984126984);
-  p = fma(p, r, 0.001388888888888889);
-  p = fma(p, r, 0.008333333333333333);
-  p = fma(p, r, 0.041666666666666664);
-  p = fma(p, r, 0.16666666666666666);
+  const double xd = (double)fminf(fmaxf(x, -104.0f), 89.0f);
+  const double kf = rint(xd * kExpConst[0]);
+  double r = fma(-kf, kExpConst[1], xd);
+  r = fma(-kf, kExpConst[2], r);
+  double p = kExpConst[3];
+#pragma unroll
+  for (int i = 4; i < 13; ++i) p = fma(p, r, kExpConst[i]);
   p = fma(p, r, 0.5);
   p = fma(p, r, 1.0);
   p = fma(p, r, 1.0);
-  const double two_k = u642d((uint64_t)((int64_t)kf + 1023) << 52);
-  return (float)(p * two_k);
+  // k in [-150, 129]: the biased exponent of 2^k stays in [873, 1152]
+  const double two_k = u642d((uint64_t)(uint32_t)((int)kf + 1023) << 52);
+  float y = (float)(p * two_k);
+  y = x > 89.0f ? u2f(0x7F800000u) : y;
+  y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
 }
 
 // f32 -> bf16 (as the high half of an f32) by the rule: round to nearest even, NaN quieted as

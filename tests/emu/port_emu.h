@@ -25,6 +25,7 @@ inline std::barrier<>* emu_barrier = nullptr;
 #define __host__
 #define __launch_bounds__(x)
 #define __shared__ static
+#define __constant__
 #define HIPFP8_EXTERN extern "C"
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 // Global-memory atomics (device-scope; relaxed is enough: the emulation joins every thread of
