@@ -12,6 +12,7 @@ exact semantics of every op.
 """
 
 import ctypes
+import math
 from collections import namedtuple
 
 import torch
@@ -201,45 +202,103 @@ def _cdiv(a, b):
 # ---- registration --------------------------------------------------------------------------
 
 _empty_strided = torch.empty_strided
+_empty = torch.empty
 _dispatch_stack_len = torch._C._len_torch_dispatch_stack
 _is_compiling = torch.compiler.is_compiling
+
+
+#: Plans a kernel keeps (per op) before it forgets them all: a bound for processes whose
+#: shapes never repeat; training repeats a handful per op.
+_PLANS_MAX = 1024
+
+
+def _memo_key(schema):
+    """(positions of the Tensor arguments, key function) of an op's schema. The key of a call
+    is every tensor argument's (shape, strides, dtype, device) and every other argument: all
+    that a plan reads (`plan` is a pure function of it), so a call whose key a successful plan
+    has seen passes the same checks and gets the same outputs and descriptor. The key
+    function is compiled from the schema (one tuple display, no loop: it runs per call)."""
+    params = schema.split("(", 1)[1].rsplit(") ->", 1)[0].split(", ")
+    if any("=" in p for p in params):
+        raise ValueError(f"hipfp8: _register schemas take every argument ({schema})")
+    is_tensor = [p.split(" ", 1)[0] == "Tensor" for p in params]
+    names = [f"a{i}" for i in range(len(params))]
+    fields = [f"{a}.shape, {a}.stride(), {a}.dtype, {a}.device" if t else a
+              for a, t in zip(names, is_tensor)]
+    key = eval(f"lambda {', '.join(names)}: ({', '.join(fields)},)")  # noqa: S307 (our source)
+    return [i for i, t in enumerate(is_tensor) if t], key
 
 
 def _register(schema, plan, extra=None):
     """Define hipfp8::<name> over the C function hipfp8_<name>.
 
     `plan(*args)` validates the arguments and returns (specs, desc, ins): the output specs
-    [(shape, stride, dtype)], the C descriptor and the input tensors; the C call takes
-    (ptr, numel) of each input, then of each output, then of each tensor `extra(desc, ins)`
-    returns (scratch the op does not return), then the stream. The fake kernel is `plan` plus
-    the allocation of the outputs, so both kernels give the same shapes, strides and dtypes."""
+    [(shape, stride, dtype)], the C descriptor and the input tensors (the Tensor arguments,
+    in order); the C call takes (ptr, numel) of each input, then of each output, then of the
+    workspace if `extra(desc, ins)` is given (its byte count: a scratch tensor the op does not
+    return; None for no workspace: NULL, 0), then the stream. The fake kernel is `plan` plus
+    the allocation of the outputs, so both kernels give the same shapes, strides and dtypes.
+
+    The real kernel keeps each successful plan by the call's memo key (_memo_key) with what
+    the C call needs besides the pointers -- the context handle, the descriptor's address,
+    the element counts -- so a repeated call pays the key, its outputs' allocations, the
+    pointers and the C call; a call whose key is new (or wrong arguments, every time) runs
+    `plan` and its checks."""
     name = schema.split("(", 1)[0]
     _lib.define(schema)
+    t_pos, key = _memo_key(schema)
+    plans = {}
     cfn = None
 
-    def kernel(*args):
+    def prepare(args, k):
+        """The plan of a call, as kept: (device, output specs, the C arguments with None for
+        the pointers, the device index for the stream or None (CPU: NULL), the workspace byte
+        count or None, the descriptor (kept alive: the arguments hold its address))."""
         nonlocal cfn
         specs, desc, ins = plan(*args)
+        if len(ins) != len(t_pos) or any(t is not args[i] for t, i in zip(ins, t_pos)):
+            raise AssertionError(f"hipfp8.{name}: the plan's inputs are not the tensor arguments")
         dev = ins[0].device
         d = _per_device.get(dev)
         if d is None:
             d = _device_entry(dev)
         h, stream_of = d
-        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
-        c = [h, desc]
+        c = [h, ctypes.addressof(desc)]
         for t in ins:
-            c.append(t.data_ptr())
-            c.append(t.numel())
-        for t in outs:
-            c.append(t.data_ptr())
-            c.append(t.numel())
+            c += (None, t.numel())
+        for s, _, _ in specs:
+            c += (None, math.prod(s))
+        ws = None
         if extra is not None:
-            for t in extra(desc, ins):
-                c.append(t.data_ptr())
-                c.append(t.numel())
-        c.append(None if stream_of is None else stream_of(dev.index))
+            ws = extra(desc, ins)
+            c += (None, ws or 0)
+            if not ws:  # NULL, 0
+                ws = None
+                c[-2] = 0
+        c.append(0 if stream_of is None else None)
         if cfn is None:
             cfn = L.lib().ops[name]
+        if len(plans) >= _PLANS_MAX:
+            plans.clear()
+        e = plans[k] = (dev, specs, c, None if stream_of is None else dev.index, ws, desc)
+        return e
+
+    def kernel(*args):
+        k = key(*args)
+        e = plans.get(k)
+        if e is None:
+            e = prepare(args, k)
+        dev, specs, c, stream_index, ws, _ = e
+        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
+        ptrs = [args[i].data_ptr() for i in t_pos]
+        ptrs += [t.data_ptr() for t in outs]
+        if ws is not None:  # from torch's caching allocator: stream-ordered, capture-safe
+            w = _empty(ws, dtype=torch.uint8, device=dev)
+            ptrs.append(w.data_ptr())
+        c = c.copy()
+        c[2:2 + 2 * len(ptrs):2] = ptrs
+        if stream_index is not None:
+            c[-1] = _raw_stream(stream_index)
         st = cfn(*c)
         if st:
             raise L.lib().error(st, f"hipfp8.{name}")
@@ -560,24 +619,16 @@ _mxfp8_dim1 = _register("mxfp8_dim1(Tensor x, ScalarType dtype, bool rceil) -> (
 
 
 # grouped GEMMs ------------------------------------------------------------------------------
-_no_workspace = {}
-
-
 def _workspace(desc, ins):
-    """The GEMM's workspace: from torch's caching allocator (stream-ordered, graph-capture
-    safe; 512-byte aligned). None on the CPU: a cached empty tensor (NULL, 0)."""
+    """The GEMM's workspace bytes (the kernel allocates them from torch's caching allocator per
+    call: stream-ordered, graph-capture safe; 512-byte aligned). None on the CPU (NULL, 0)."""
     device = ins[0].device
     if device.type != "cuda":
-        ws = _no_workspace.get(device)
-        if ws is None:
-            ws = _no_workspace[device] = torch.empty(0, dtype=torch.uint8, device=device)
-        return (ws,)
+        return None
     g = ins[2].shape[0]  # offs: G
     if isinstance(desc, L.Gemm2d2d):  # with the staging area (docs/OPS.md "Any group start")
-        n = _ctx(device).workspace_size_2d2d(desc, g)
-    else:
-        n = _ctx(device).workspace_size(desc.a_format, desc.b_format, g)
-    return (torch.empty(n, dtype=torch.uint8, device=device),)
+        return _ctx(device).workspace_size_2d2d(desc, g)
+    return _ctx(device).workspace_size(desc.a_format, desc.b_format, g)
 
 
 def _gemm_args(op, a, b, offs, scale_a, scale_b, a_dims):
