@@ -211,22 +211,51 @@ _is_compiling = torch.compiler.is_compiling
 #: shapes never repeat; training repeats a handful per op.
 _PLANS_MAX = 1024
 
+# The real kernel of an op, as Python source compiled per op by _register (one function with
+# the op's arity, outputs and workspace spelled out: no loops, lists or *args on the per-call
+# path, a third of that path's Python time). A call's memo key is every tensor argument's
+# (shape, strides, dtype, device) and every other argument: all that a plan reads (`plan` is
+# a pure function of it), so a call whose key a successful plan has seen passes the same
+# checks and gets the same output specs and descriptor. `prepare` runs the plan of a new key.
+_KERNEL_SRC = """
+def kernel({args}):
+    k = ({key},)
+    e = plans.get(k)
+    if e is None:
+        e = prepare(({args},), k)
+    dev, h, desc, stream_index, ws, {entry}, _ = e
+{allocs}
+{workspace}
+    st = cfn(h, desc, {ptrs}{ws_args}, 0 if stream_index is None else raw_stream(stream_index))
+    if st:
+        raise error(st)
+    return {outs}
+"""
 
-def _memo_key(schema):
-    """(positions of the Tensor arguments, key function) of an op's schema. The key of a call
-    is every tensor argument's (shape, strides, dtype, device) and every other argument: all
-    that a plan reads (`plan` is a pure function of it), so a call whose key a successful plan
-    has seen passes the same checks and gets the same outputs and descriptor. The key
-    function is compiled from the schema (one tuple display, no loop: it runs per call)."""
+
+def _kernel_source(schema, n_outs, workspace):
+    """The kernel's source (_KERNEL_SRC) and the positions of the Tensor arguments."""
     params = schema.split("(", 1)[1].rsplit(") ->", 1)[0].split(", ")
     if any("=" in p for p in params):
         raise ValueError(f"hipfp8: _register schemas take every argument ({schema})")
-    is_tensor = [p.split(" ", 1)[0] == "Tensor" for p in params]
-    names = [f"a{i}" for i in range(len(params))]
-    fields = [f"{a}.shape, {a}.stride(), {a}.dtype, {a}.device" if t else a
-              for a, t in zip(names, is_tensor)]
-    key = eval(f"lambda {', '.join(names)}: ({', '.join(fields)},)")  # noqa: S307 (our source)
-    return [i for i, t in enumerate(is_tensor) if t], key
+    t_pos = [i for i, p in enumerate(params) if p.split(" ", 1)[0] == "Tensor"]
+    args = [f"a{i}" for i in range(len(params))]
+    key = [f"{a}.shape, {a}.stride(), {a}.dtype, {a}.device" if i in t_pos else a
+           for i, a in enumerate(args)]
+    ins, outs = [args[i] for i in t_pos], [f"o{j}" for j in range(n_outs)]
+    entry = ([f"n_{a}" for a in ins] + [f"n_{o}" for o in outs]
+             + [f"{v}_{o}" for o in outs for v in ("shape", "stride", "dtype")])
+    src = _KERNEL_SRC.format(
+        args=", ".join(args), key=", ".join(key), entry=", ".join(entry),
+        allocs="\n".join(f"    {o} = empty_strided(shape_{o}, stride_{o}, dtype=dtype_{o}, "
+                         f"device=dev)" for o in outs),
+        workspace=("    w = empty(ws, dtype=uint8, device=dev) if ws else None\n"
+                   "    # (kept until the call returns: the C call reads its pointer)"
+                   if workspace else ""),
+        ptrs=", ".join(f"{t}.data_ptr(), n_{t}" for t in ins + outs),
+        ws_args=", 0 if w is None else w.data_ptr(), ws" if workspace else "",
+        outs=", ".join(outs))
+    return src, t_pos
 
 
 def _register(schema, plan, extra=None):
@@ -235,74 +264,56 @@ def _register(schema, plan, extra=None):
     `plan(*args)` validates the arguments and returns (specs, desc, ins): the output specs
     [(shape, stride, dtype)], the C descriptor and the input tensors (the Tensor arguments,
     in order); the C call takes (ptr, numel) of each input, then of each output, then of the
-    workspace if `extra(desc, ins)` is given (its byte count: a scratch tensor the op does not
-    return; None for no workspace: NULL, 0), then the stream. The fake kernel is `plan` plus
-    the allocation of the outputs, so both kernels give the same shapes, strides and dtypes.
+    workspace if `extra(desc, ins)` is given (its byte count, allocated per call from torch's
+    caching allocator: stream-ordered, graph-capture safe; None for no workspace: NULL, 0),
+    then the stream. The fake kernel is `plan` plus the allocation of the outputs, so both
+    kernels give the same shapes, strides and dtypes.
 
-    The real kernel keeps each successful plan by the call's memo key (_memo_key) with what
+    The real kernel (_KERNEL_SRC) keeps each successful plan by the call's memo key with what
     the C call needs besides the pointers -- the context handle, the descriptor's address,
     the element counts -- so a repeated call pays the key, its outputs' allocations, the
     pointers and the C call; a call whose key is new (or wrong arguments, every time) runs
     `plan` and its checks."""
     name = schema.split("(", 1)[0]
     _lib.define(schema)
-    t_pos, key = _memo_key(schema)
+    rets = schema.rsplit("->", 1)[1].strip()
+    n_outs = rets.count("Tensor")
+    src, t_pos = _kernel_source(schema, n_outs, extra is not None)
     plans = {}
-    cfn = None
 
     def prepare(args, k):
-        """The plan of a call, as kept: (device, output specs, the C arguments with None for
-        the pointers, the device index for the stream or None (CPU: NULL), the workspace byte
-        count or None, the descriptor (kept alive: the arguments hold its address))."""
-        nonlocal cfn
+        """The plan of a call, as kept: (device, context handle, descriptor address, device
+        index for the stream or None (CPU: NULL), workspace bytes (0: NULL), element count of
+        each input and output, (shape, strides, dtype) of each output, the descriptor (kept
+        alive: the entry holds its address))."""
         specs, desc, ins = plan(*args)
-        if len(ins) != len(t_pos) or any(t is not args[i] for t, i in zip(ins, t_pos)):
-            raise AssertionError(f"hipfp8.{name}: the plan's inputs are not the tensor arguments")
+        if len(ins) != len(t_pos) or any(t is not args[i] for t, i in zip(ins, t_pos)) \
+                or len(specs) != n_outs:
+            raise AssertionError(f"hipfp8.{name}: the plan does not match the schema")
         dev = ins[0].device
         d = _per_device.get(dev)
         if d is None:
             d = _device_entry(dev)
         h, stream_of = d
-        c = [h, ctypes.addressof(desc)]
-        for t in ins:
-            c += (None, t.numel())
-        for s, _, _ in specs:
-            c += (None, math.prod(s))
-        ws = None
-        if extra is not None:
-            ws = extra(desc, ins)
-            c += (None, ws or 0)
-            if not ws:  # NULL, 0
-                ws = None
-                c[-2] = 0
-        c.append(0 if stream_of is None else None)
-        if cfn is None:
-            cfn = L.lib().ops[name]
+        ws = (extra(desc, ins) or 0) if extra is not None else 0
+        if ns["cfn"] is None:
+            ns["cfn"] = L.lib().ops[name]
         if len(plans) >= _PLANS_MAX:
             plans.clear()
-        e = plans[k] = (dev, specs, c, None if stream_of is None else dev.index, ws, desc)
+        e = plans[k] = ((dev, h, ctypes.addressof(desc), None if stream_of is None else dev.index,
+                         ws) + tuple(t.numel() for t in ins)
+                        + tuple(math.prod(s) for s, _, _ in specs)
+                        + tuple(v for spec in specs for v in spec) + (desc,))
         return e
 
-    def kernel(*args):
-        k = key(*args)
-        e = plans.get(k)
-        if e is None:
-            e = prepare(args, k)
-        dev, specs, c, stream_index, ws, _ = e
-        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
-        ptrs = [args[i].data_ptr() for i in t_pos]
-        ptrs += [t.data_ptr() for t in outs]
-        if ws is not None:  # from torch's caching allocator: stream-ordered, capture-safe
-            w = _empty(ws, dtype=torch.uint8, device=dev)
-            ptrs.append(w.data_ptr())
-        c = c.copy()
-        c[2:2 + 2 * len(ptrs):2] = ptrs
-        if stream_index is not None:
-            c[-1] = _raw_stream(stream_index)
-        st = cfn(*c)
-        if st:
-            raise L.lib().error(st, f"hipfp8.{name}")
-        return outs[0] if len(outs) == 1 else tuple(outs)
+    def error(st):
+        return L.lib().error(st, f"hipfp8.{name}")
+
+    ns = {"plans": plans, "prepare": prepare, "cfn": None, "error": error,
+          "raw_stream": _raw_stream, "empty_strided": _empty_strided, "empty": _empty,
+          "uint8": torch.uint8}
+    exec(compile(src, f"<hipfp8 kernel {name}>", "exec"), ns)  # noqa: S102 (our source)
+    kernel = ns["kernel"]
 
     def fake(*args):
         specs, _, ins = plan(*args)
