@@ -217,24 +217,39 @@ _PLANS_MAX = 1024
 # (shape, strides, dtype, device) and every other argument: all that a plan reads (`plan` is
 # a pure function of it), so a call whose key a successful plan has seen passes the same
 # checks and gets the same output specs and descriptor. `prepare` runs the plan of a new key.
+# The same body, behind a guard, is the op's Python entry (`call`): eager calls on plain
+# tensors (torch.Tensor, or nn.Parameter: neither __torch_function__ nor __torch_dispatch__)
+# skip the dispatcher's round trip into Python (a third of the host cost of a call); anything
+# else -- torch.compile tracing, fake tensors, tensor subclasses, dispatch modes -- goes
+# through torch.ops.hipfp8.<name>. (Dynamo evaluates the compiling test first; it cannot
+# trace the others.)
 _KERNEL_SRC = """
 def kernel({args}):
+{body}
+
+def call({args}):
+    if is_compiling() or (type(a0) is not Tensor and type(a0) is not Parameter) \\
+            or dispatch_stack_len():
+        return op({args})
+{body}
+"""
+_KERNEL_BODY = """\
     k = ({key},)
     e = plans.get(k)
     if e is None:
         e = prepare(({args},), k)
     dev, h, desc, stream_index, ws, {entry}, _ = e
 {allocs}
-{workspace}
+{workspace}\
     st = cfn(h, desc, {ptrs}{ws_args}, 0 if stream_index is None else raw_stream(stream_index))
     if st:
         raise error(st)
-    return {outs}
-"""
+    return {outs}"""
 
 
 def _kernel_source(schema, n_outs, workspace):
-    """The kernel's source (_KERNEL_SRC) and the positions of the Tensor arguments."""
+    """The source of the op's kernel and entry (_KERNEL_SRC) and the positions of the Tensor
+    arguments."""
     params = schema.split("(", 1)[1].rsplit(") ->", 1)[0].split(", ")
     if any("=" in p for p in params):
         raise ValueError(f"hipfp8: _register schemas take every argument ({schema})")
@@ -245,17 +260,17 @@ def _kernel_source(schema, n_outs, workspace):
     ins, outs = [args[i] for i in t_pos], [f"o{j}" for j in range(n_outs)]
     entry = ([f"n_{a}" for a in ins] + [f"n_{o}" for o in outs]
              + [f"{v}_{o}" for o in outs for v in ("shape", "stride", "dtype")])
-    src = _KERNEL_SRC.format(
+    body = _KERNEL_BODY.format(
         args=", ".join(args), key=", ".join(key), entry=", ".join(entry),
         allocs="\n".join(f"    {o} = empty_strided(shape_{o}, stride_{o}, dtype=dtype_{o}, "
                          f"device=dev)" for o in outs),
-        workspace=("    w = empty(ws, dtype=uint8, device=dev) if ws else None\n"
-                   "    # (kept until the call returns: the C call reads its pointer)"
+        workspace=("    # w: kept until the call returns (the C call reads its pointer)\n"
+                   "    w = empty(ws, dtype=uint8, device=dev) if ws else None\n"
                    if workspace else ""),
         ptrs=", ".join(f"{t}.data_ptr(), n_{t}" for t in ins + outs),
         ws_args=", 0 if w is None else w.data_ptr(), ws" if workspace else "",
         outs=", ".join(outs))
-    return src, t_pos
+    return _KERNEL_SRC.format(args=", ".join(args), body=body), t_pos
 
 
 def _register(schema, plan, extra=None):
@@ -311,9 +326,11 @@ def _register(schema, plan, extra=None):
 
     ns = {"plans": plans, "prepare": prepare, "cfn": None, "error": error,
           "raw_stream": _raw_stream, "empty_strided": _empty_strided, "empty": _empty,
-          "uint8": torch.uint8}
+          "uint8": torch.uint8, "is_compiling": _is_compiling, "Tensor": torch.Tensor,
+          "Parameter": torch.nn.Parameter,
+          "dispatch_stack_len": _dispatch_stack_len, "op": None}
     exec(compile(src, f"<hipfp8 kernel {name}>", "exec"), ns)  # noqa: S102 (our source)
-    kernel = ns["kernel"]
+    kernel, call = ns["kernel"], ns["call"]
 
     def fake(*args):
         specs, _, ins = plan(*args)
@@ -324,18 +341,8 @@ def _register(schema, plan, extra=None):
     _lib.impl(name, kernel, "CPU")
     _lib.impl(name, kernel, "CUDA")
     torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
-    op = getattr(torch.ops.hipfp8, name).default
-
-    def call(*args):
-        # Eager calls on plain tensors skip the dispatcher's round trip into Python (a third
-        # of the host cost of a call); anything else -- torch.compile tracing, fake tensors,
-        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>. (Dynamo
-        # evaluates the compiling test first; it cannot trace the others.)
-        if not _is_compiling() and type(args[0]) is torch.Tensor and not _dispatch_stack_len():
-            return kernel(*args)
-        return op(*args)
-
-    call.__name__ = name
+    op = ns["op"] = getattr(torch.ops.hipfp8, name).default
+    call.__name__ = call.__qualname__ = name
     call.op = op
     return call
 
