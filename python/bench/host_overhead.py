@@ -22,7 +22,9 @@ floor rows show. `--stub` (CPU) loads a stub libhipfp8.so instead (built here wi
 op returns success at once, writing nothing): the op rows are then exactly the package's own
 host path -- Python, torch's allocations and dispatcher, ctypes -- with no library work.
 Each row: wall time (median and min) and the thread's CPU time (min) over `--reps` batches of
-`--n` calls, per call.
+`--n` calls, per call. The package timed is the one `import hipfp8` finds (an installed wheel
+before this checkout's python/: set PYTHONPATH=python to time the checkout); the run prints
+it and records it as meta.package.
 Writes the rows as JSON and a Markdown table beside it.
 """
 
@@ -393,7 +395,8 @@ def write(a, dev, res, skipped, t_start, final=False):
     meta = {"device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
             "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
             "python": platform.python_version(), "library": L.lib().path,
-            "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
+            "hipfp8": getattr(hipfp8, "__version__", "?"),
+            "package": os.path.dirname(hipfp8.__file__), "cpu_count": os.cpu_count(),
             "stub_library": a.stub, "skipped": skipped,
             "timing": f"per call: wall time median and min, and the calling thread's CPU time "
                       f"(min), over {a.reps} batches"}
@@ -437,6 +440,7 @@ def main():
         if a.device != "cpu":
             ap.error("--stub is for --device cpu")
         os.environ["HIPFP8_LIB"] = build_stub(tempfile.mkdtemp(prefix="hipfp8-stub-"))
+    print(f"timing the package at {os.path.dirname(hipfp8.__file__)}", flush=True)
     dev = torch.device(a.device)
     if dev.type == "cuda":
         dev = torch.device("cuda", torch.cuda.current_device())
