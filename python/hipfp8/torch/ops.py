@@ -207,7 +207,7 @@ _dispatch_stack_len = torch._C._len_torch_dispatch_stack
 _is_compiling = torch.compiler.is_compiling
 
 
-#: Plans a kernel keeps (per op) before it forgets them all: a bound for processes whose
+#: Plans a kernel keeps (per op; past it, the oldest goes first): a bound for processes whose
 #: shapes never repeat; training repeats a handful per op.
 _PLANS_MAX = 1024
 
@@ -302,23 +302,30 @@ def _register(schema, plan, extra=None):
         each input and output, (shape, strides, dtype) of each output, the descriptor (kept
         alive: the entry holds its address))."""
         specs, desc, ins = plan(*args)
-        if len(ins) != len(t_pos) or any(t is not args[i] for t, i in zip(ins, t_pos)) \
-                or len(specs) != n_outs:
+        if len(ins) != len(t_pos) or len(specs) != n_outs:
             raise AssertionError(f"hipfp8.{name}: the plan does not match the schema")
         dev = ins[0].device
         d = _per_device.get(dev)
         if d is None:
             d = _device_entry(dev)
         h, stream_of = d
-        ws = (extra(desc, ins) or 0) if extra is not None else 0
         if ns["cfn"] is None:
             ns["cfn"] = L.lib().ops[name]
-        if len(plans) >= _PLANS_MAX:
-            plans.clear()
-        e = plans[k] = ((dev, h, ctypes.addressof(desc), None if stream_of is None else dev.index,
-                         ws) + tuple(t.numel() for t in ins)
-                        + tuple(math.prod(s) for s, _, _ in specs)
-                        + tuple(v for spec in specs for v in spec) + (desc,))
+        e = [dev, h, ctypes.addressof(desc), None if stream_of is None else dev.index,
+             (extra(desc, ins) or 0) if extra is not None else 0]
+        for i, t in zip(t_pos, ins):
+            if t is not args[i]:
+                raise AssertionError(f"hipfp8.{name}: the plan's inputs are not the tensor "
+                                     "arguments")
+            e.append(t.numel())
+        for s, _, _ in specs:
+            e.append(math.prod(s))
+        for spec in specs:
+            e += spec
+        e.append(desc)
+        if len(plans) >= _PLANS_MAX:  # the oldest goes (dicts keep insertion order)
+            del plans[next(iter(plans))]
+        e = plans[k] = tuple(e)
         return e
 
     def error(st):
