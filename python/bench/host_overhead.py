@@ -22,7 +22,9 @@ floor rows show. `--stub` (CPU) loads a stub libhipfp8.so instead (built here wi
 op returns success at once, writing nothing): the op rows are then exactly the package's own
 host path -- Python, torch's allocations and dispatcher, ctypes -- with no library work.
 Each row: wall time (median and min) and the thread's CPU time (min) over `--reps` batches of
-`--n` calls, per call.
+`--n` calls, per call. The package timed is the one `import hipfp8` finds (an installed wheel
+before this checkout's python/: set PYTHONPATH=python to time the checkout); the run prints
+it and records it as meta.package.
 Writes the rows as JSON and a Markdown table beside it.
 """
 
@@ -158,17 +160,17 @@ def raw_c_calls(dev, x, a8, b8, offs, isa, isb):
         return r
 
     d_row = L.Cast2d(ctypes.sizeof(L.Cast2d), L.DTYPE_BF16, L.FORMAT_E4M3FN, 1, m, k)
-    args_row = [ctx.handle, d_row] + buf(x, q, s) + [stream]
+    args_row = [ctx.handle, ctypes.addressof(d_row)] + buf(x, q, s) + [stream]
     d_ct = L.CastTranspose(ctypes.sizeof(L.CastTranspose), L.DTYPE_BF16, L.FORMAT_E4M3FN, 0,
                            L.SCALING_TENSORWISE, m, k)
-    args_ct = [ctx.handle, d_ct] + buf(x, q, qt, st, st2) + [stream]
+    args_ct = [ctx.handle, ctypes.addressof(d_ct)] + buf(x, q, qt, st, st2) + [stream]
     e, _, n = b8.shape
     out = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     nws = ctx.workspace_size(L.FORMAT_E4M3FN, L.FORMAT_E4M3FN, e) if dev.type == "cuda" else 0
     ws = torch.empty(nws, dtype=torch.uint8, device=dev)
     d_g = L.Gemm2d3d(ctypes.sizeof(L.Gemm2d3d), L.FORMAT_E4M3FN, L.FORMAT_E4M3FN,
                      L.GEMM_BACKEND_AUTO, m, k, n, e)
-    args_g = ([ctx.handle, d_g] + buf(a8, b8, offs, isa, isb, out)
+    args_g = ([ctx.handle, ctypes.addressof(d_g)] + buf(a8, b8, offs, isa, isb, out)
               + [ws.data_ptr() if nws else None, nws, stream])
     f_row, f_ct, f_g = lib.ops["rowwise_2d"], lib.ops["cast_transpose"], lib.ops["grouped_gemm_2d3d"]
 
@@ -185,22 +187,24 @@ def raw_c_calls(dev, x, a8, b8, offs, isa, isb):
     # cast_transpose still writes the empty tensor's scales). These rows are the library's
     # own host path: handle lookup, descriptor, views, checks, dispatch.
     d_row0 = L.Cast2d(ctypes.sizeof(L.Cast2d), L.DTYPE_BF16, L.FORMAT_E4M3FN, 1, 0, k)
-    args_row0 = [ctx.handle, d_row0, x.data_ptr(), 0, q.data_ptr(), 0, s.data_ptr(), 0, stream]
+    args_row0 = [ctx.handle, ctypes.addressof(d_row0), x.data_ptr(), 0, q.data_ptr(), 0,
+                 s.data_ptr(), 0, stream]
     d_ct0 = L.CastTranspose(ctypes.sizeof(L.CastTranspose), L.DTYPE_BF16, L.FORMAT_E4M3FN, 0,
                             L.SCALING_TENSORWISE, 0, k)
-    args_ct0 = ([ctx.handle, d_ct0, x.data_ptr(), 0, q.data_ptr(), 0, qt.data_ptr(), 0]
-                + buf(st, st2) + [stream])
+    args_ct0 = ([ctx.handle, ctypes.addressof(d_ct0), x.data_ptr(), 0, q.data_ptr(), 0,
+                 qt.data_ptr(), 0] + buf(st, st2) + [stream])
     offs0 = torch.zeros(e, dtype=torch.int32, device=dev)
     d_g0 = L.Gemm2d3d(ctypes.sizeof(L.Gemm2d3d), L.FORMAT_E4M3FN, L.FORMAT_E4M3FN,
                       L.GEMM_BACKEND_AUTO, 0, k, n, e)
-    args_g0 = ([ctx.handle, d_g0, a8.data_ptr(), 0] + buf(b8, offs0)
+    args_g0 = ([ctx.handle, ctypes.addressof(d_g0), a8.data_ptr(), 0] + buf(b8, offs0)
                + [isa.data_ptr(), 0] + buf(isb) + [out.data_ptr(), 0]
                + [ws.data_ptr() if nws else None, nws, stream])
     for f, a, w in ((f_row, args_row0, "rowwise_2d m=0"), (f_ct, args_ct0, "cast_transpose m=0"),
                     (f_g, args_g0, "grouped_gemm_2d3d m=0")):
         check(f, a, w)
-    # the lambdas hold the output tensors: the prepared pointers must stay allocated
-    keep = (q, qt, s, st, st2, out, ws, offs0)
+    # the lambdas hold the output tensors and the descriptors: the prepared pointers and
+    # descriptor addresses must stay valid
+    keep = (q, qt, s, st, st2, out, ws, offs0, d_row, d_ct, d_g, d_row0, d_ct0, d_g0)
     return {
         "C call: hipfp8_rowwise_2d, m = 0 (library host path)": lambda k=keep: f_row(*args_row0),
         "C call: hipfp8_cast_transpose, m = 0 (library host path)":
@@ -391,7 +395,8 @@ def write(a, dev, res, skipped, t_start, final=False):
     meta = {"device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
             "backend": "CPU" if dev.type == "cpu" else "GPU", "torch": torch.__version__,
             "python": platform.python_version(), "library": L.lib().path,
-            "hipfp8": getattr(hipfp8, "__version__", "?"), "cpu_count": os.cpu_count(),
+            "hipfp8": getattr(hipfp8, "__version__", "?"),
+            "package": os.path.dirname(hipfp8.__file__), "cpu_count": os.cpu_count(),
             "stub_library": a.stub, "skipped": skipped,
             "timing": f"per call: wall time median and min, and the calling thread's CPU time "
                       f"(min), over {a.reps} batches"}
@@ -435,6 +440,7 @@ def main():
         if a.device != "cpu":
             ap.error("--stub is for --device cpu")
         os.environ["HIPFP8_LIB"] = build_stub(tempfile.mkdtemp(prefix="hipfp8-stub-"))
+    print(f"timing the package at {os.path.dirname(hipfp8.__file__)}", flush=True)
     dev = torch.device(a.device)
     if dev.type == "cuda":
         dev = torch.device("cuda", torch.cuda.current_device())

@@ -1,7 +1,8 @@
 """The C ABI of libhipfp8 through ctypes: the library, its descriptors, contexts, errors.
 
 No torch here: this module is the whole binding (include/hipfp8.h), and `hipfp8.torch` builds
-the torch ops on top of it. Function objects get their argtypes once; contexts are created
+the torch ops on top of it. Function objects get their argtypes once (the ops': every argument
+as c_void_p, the descriptor by its address; see _Lib); contexts are created
 once per device and kept for the life of the process (destroying one while torch still has
 work queued on its stream would be legal, but nothing is gained by it).
 """
@@ -205,11 +206,19 @@ class _Lib:
         ]:
             f = getattr(d, name)
             f.restype, f.argtypes = res, args
+        # The ops' function objects take every argument as c_void_p -- the context, the
+        # descriptor's address (ctypes.addressof), each buffer's pointer and element count,
+        # the stream -- because ctypes converts a Python int to c_void_p in about half the
+        # time of c_size_t or a POINTER(struct) (per call: the host cost of every torch op).
+        # A size_t and a pointer have one width and one argument class in every supported ABI
+        # (checked below), so the C side reads the same values.
+        if ctypes.sizeof(c_size_t) != ctypes.sizeof(c_void_p):
+            raise ImportError("hipfp8: size_t and pointers differ in width on this platform")
         self.ops = {}
-        for name, (desc, bufs) in _OPS.items():
+        for name, (_, bufs) in _OPS.items():
             f = getattr(d, "hipfp8_" + name)
             f.restype = c_uint32
-            f.argtypes = [c_void_p, POINTER(desc)] + bufs + [c_void_p]
+            f.argtypes = [c_void_p] * (len(bufs) + 3)
             self.ops[name] = f
         self.abi_version = d.hipfp8_abi_version()
         self.version = d.hipfp8_version()

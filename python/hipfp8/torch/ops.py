@@ -12,6 +12,7 @@ exact semantics of every op.
 """
 
 import ctypes
+import math
 from collections import namedtuple
 
 import torch
@@ -201,49 +202,142 @@ def _cdiv(a, b):
 # ---- registration --------------------------------------------------------------------------
 
 _empty_strided = torch.empty_strided
+_empty = torch.empty
 _dispatch_stack_len = torch._C._len_torch_dispatch_stack
 _is_compiling = torch.compiler.is_compiling
+
+
+#: Plans a kernel keeps (per op; past it, the oldest goes first): a bound for processes whose
+#: shapes never repeat; training repeats a handful per op.
+_PLANS_MAX = 1024
+
+# The real kernel of an op, as Python source compiled per op by _register (one function with
+# the op's arity, outputs and workspace spelled out: no loops, lists or *args on the per-call
+# path, a third of that path's Python time). A call's memo key is every tensor argument's
+# (shape, strides, dtype, device) and every other argument: all that a plan reads (`plan` is
+# a pure function of it), so a call whose key a successful plan has seen passes the same
+# checks and gets the same output specs and descriptor. `prepare` runs the plan of a new key.
+# The same body, behind a guard, is the op's Python entry (`call`): eager calls on plain
+# tensors (torch.Tensor, or nn.Parameter: neither __torch_function__ nor __torch_dispatch__)
+# skip the dispatcher's round trip into Python (a third of the host cost of a call); anything
+# else -- torch.compile tracing, fake tensors, tensor subclasses, dispatch modes -- goes
+# through torch.ops.hipfp8.<name>. (Dynamo evaluates the compiling test first; it cannot
+# trace the others.)
+_KERNEL_SRC = """
+def kernel({args}):
+{body}
+
+def call({args}):
+    if is_compiling() or (type(a0) is not Tensor and type(a0) is not Parameter) \\
+            or dispatch_stack_len():
+        return op({args})
+{body}
+"""
+_KERNEL_BODY = """\
+    k = ({key},)
+    e = plans.get(k)
+    if e is None:
+        e = prepare(({args},), k)
+    dev, h, desc, stream_index, ws, {entry}, _ = e
+{allocs}
+{workspace}\
+    st = cfn(h, desc, {ptrs}{ws_args}, 0 if stream_index is None else raw_stream(stream_index))
+    if st:
+        raise error(st)
+    return {outs}"""
+
+
+def _kernel_source(schema, n_outs, workspace):
+    """The source of the op's kernel and entry (_KERNEL_SRC) and the positions of the Tensor
+    arguments."""
+    params = schema.split("(", 1)[1].rsplit(") ->", 1)[0].split(", ")
+    if any("=" in p for p in params):
+        raise ValueError(f"hipfp8: _register schemas take every argument ({schema})")
+    t_pos = [i for i, p in enumerate(params) if p.split(" ", 1)[0] == "Tensor"]
+    args = [f"a{i}" for i in range(len(params))]
+    key = [f"{a}.shape, {a}.stride(), {a}.dtype, {a}.device" if i in t_pos else a
+           for i, a in enumerate(args)]
+    ins, outs = [args[i] for i in t_pos], [f"o{j}" for j in range(n_outs)]
+    entry = ([f"n_{a}" for a in ins] + [f"n_{o}" for o in outs]
+             + [f"{v}_{o}" for o in outs for v in ("shape", "stride", "dtype")])
+    body = _KERNEL_BODY.format(
+        args=", ".join(args), key=", ".join(key), entry=", ".join(entry),
+        allocs="\n".join(f"    {o} = empty_strided(shape_{o}, stride_{o}, dtype=dtype_{o}, "
+                         f"device=dev)" for o in outs),
+        workspace=("    # w: kept until the call returns (the C call reads its pointer)\n"
+                   "    w = empty(ws, dtype=uint8, device=dev) if ws else None\n"
+                   if workspace else ""),
+        ptrs=", ".join(f"{t}.data_ptr(), n_{t}" for t in ins + outs),
+        ws_args=", 0 if w is None else w.data_ptr(), ws" if workspace else "",
+        outs=", ".join(outs))
+    return _KERNEL_SRC.format(args=", ".join(args), body=body), t_pos
 
 
 def _register(schema, plan, extra=None):
     """Define hipfp8::<name> over the C function hipfp8_<name>.
 
     `plan(*args)` validates the arguments and returns (specs, desc, ins): the output specs
-    [(shape, stride, dtype)], the C descriptor and the input tensors; the C call takes
-    (ptr, numel) of each input, then of each output, then of each tensor `extra(desc, ins)`
-    returns (scratch the op does not return), then the stream. The fake kernel is `plan` plus
-    the allocation of the outputs, so both kernels give the same shapes, strides and dtypes."""
+    [(shape, stride, dtype)], the C descriptor and the input tensors (the Tensor arguments,
+    in order); the C call takes (ptr, numel) of each input, then of each output, then of the
+    workspace if `extra(desc, ins)` is given (its byte count, allocated per call from torch's
+    caching allocator: stream-ordered, graph-capture safe; None for no workspace: NULL, 0),
+    then the stream. The fake kernel is `plan` plus the allocation of the outputs, so both
+    kernels give the same shapes, strides and dtypes.
+
+    The real kernel (_KERNEL_SRC) keeps each successful plan by the call's memo key with what
+    the C call needs besides the pointers -- the context handle, the descriptor's address,
+    the element counts -- so a repeated call pays the key, its outputs' allocations, the
+    pointers and the C call; a call whose key is new (or wrong arguments, every time) runs
+    `plan` and its checks."""
     name = schema.split("(", 1)[0]
     _lib.define(schema)
-    cfn = None
+    rets = schema.rsplit("->", 1)[1].strip()
+    n_outs = rets.count("Tensor")
+    src, t_pos = _kernel_source(schema, n_outs, extra is not None)
+    plans = {}
 
-    def kernel(*args):
-        nonlocal cfn
+    def prepare(args, k):
+        """The plan of a call, as kept: (device, context handle, descriptor address, device
+        index for the stream or None (CPU: NULL), workspace bytes (0: NULL), element count of
+        each input and output, (shape, strides, dtype) of each output, the descriptor (kept
+        alive: the entry holds its address))."""
         specs, desc, ins = plan(*args)
+        if len(ins) != len(t_pos) or len(specs) != n_outs:
+            raise AssertionError(f"hipfp8.{name}: the plan does not match the schema")
         dev = ins[0].device
         d = _per_device.get(dev)
         if d is None:
             d = _device_entry(dev)
         h, stream_of = d
-        outs = [_empty_strided(s, st, dtype=dt, device=dev) for s, st, dt in specs]
-        c = [h, desc]
-        for t in ins:
-            c.append(t.data_ptr())
-            c.append(t.numel())
-        for t in outs:
-            c.append(t.data_ptr())
-            c.append(t.numel())
-        if extra is not None:
-            for t in extra(desc, ins):
-                c.append(t.data_ptr())
-                c.append(t.numel())
-        c.append(None if stream_of is None else stream_of(dev.index))
-        if cfn is None:
-            cfn = L.lib().ops[name]
-        st = cfn(*c)
-        if st:
-            raise L.lib().error(st, f"hipfp8.{name}")
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        if ns["cfn"] is None:
+            ns["cfn"] = L.lib().ops[name]
+        e = [dev, h, ctypes.addressof(desc), None if stream_of is None else dev.index,
+             (extra(desc, ins) or 0) if extra is not None else 0]
+        for i, t in zip(t_pos, ins):
+            if t is not args[i]:
+                raise AssertionError(f"hipfp8.{name}: the plan's inputs are not the tensor "
+                                     "arguments")
+            e.append(t.numel())
+        for s, _, _ in specs:
+            e.append(math.prod(s))
+        for spec in specs:
+            e += spec
+        e.append(desc)
+        if len(plans) >= _PLANS_MAX:  # the oldest goes (dicts keep insertion order)
+            del plans[next(iter(plans))]
+        e = plans[k] = tuple(e)
+        return e
+
+    def error(st):
+        return L.lib().error(st, f"hipfp8.{name}")
+
+    ns = {"plans": plans, "prepare": prepare, "cfn": None, "error": error,
+          "raw_stream": _raw_stream, "empty_strided": _empty_strided, "empty": _empty,
+          "uint8": torch.uint8, "is_compiling": _is_compiling, "Tensor": torch.Tensor,
+          "Parameter": torch.nn.Parameter,
+          "dispatch_stack_len": _dispatch_stack_len, "op": None}
+    exec(compile(src, f"<hipfp8 kernel {name}>", "exec"), ns)  # noqa: S102 (our source)
+    kernel, call = ns["kernel"], ns["call"]
 
     def fake(*args):
         specs, _, ins = plan(*args)
@@ -254,18 +348,8 @@ def _register(schema, plan, extra=None):
     _lib.impl(name, kernel, "CPU")
     _lib.impl(name, kernel, "CUDA")
     torch.library.register_fake("hipfp8::" + name, fake, lib=_lib)
-    op = getattr(torch.ops.hipfp8, name).default
-
-    def call(*args):
-        # Eager calls on plain tensors skip the dispatcher's round trip into Python (a third
-        # of the host cost of a call); anything else -- torch.compile tracing, fake tensors,
-        # tensor subclasses, dispatch modes -- goes through torch.ops.hipfp8.<name>. (Dynamo
-        # evaluates the compiling test first; it cannot trace the others.)
-        if not _is_compiling() and type(args[0]) is torch.Tensor and not _dispatch_stack_len():
-            return kernel(*args)
-        return op(*args)
-
-    call.__name__ = name
+    op = ns["op"] = getattr(torch.ops.hipfp8, name).default
+    call.__name__ = call.__qualname__ = name
     call.op = op
     return call
 
@@ -560,24 +644,16 @@ _mxfp8_dim1 = _register("mxfp8_dim1(Tensor x, ScalarType dtype, bool rceil) -> (
 
 
 # grouped GEMMs ------------------------------------------------------------------------------
-_no_workspace = {}
-
-
 def _workspace(desc, ins):
-    """The GEMM's workspace: from torch's caching allocator (stream-ordered, graph-capture
-    safe; 512-byte aligned). None on the CPU: a cached empty tensor (NULL, 0)."""
+    """The GEMM's workspace bytes (the kernel allocates them from torch's caching allocator per
+    call: stream-ordered, graph-capture safe; 512-byte aligned). None on the CPU (NULL, 0)."""
     device = ins[0].device
     if device.type != "cuda":
-        ws = _no_workspace.get(device)
-        if ws is None:
-            ws = _no_workspace[device] = torch.empty(0, dtype=torch.uint8, device=device)
-        return (ws,)
+        return None
     g = ins[2].shape[0]  # offs: G
     if isinstance(desc, L.Gemm2d2d):  # with the staging area (docs/OPS.md "Any group start")
-        n = _ctx(device).workspace_size_2d2d(desc, g)
-    else:
-        n = _ctx(device).workspace_size(desc.a_format, desc.b_format, g)
-    return (torch.empty(n, dtype=torch.uint8, device=device),)
+        return _ctx(device).workspace_size_2d2d(desc, g)
+    return _ctx(device).workspace_size(desc.a_format, desc.b_format, g)
 
 
 def _gemm_args(op, a, b, offs, scale_a, scale_b, a_dims):
