@@ -60,6 +60,27 @@ pub fn zipf_sizes(m: usize, e: usize) -> Vec<usize> {
     sizes
 }
 
+/// The slot permutation of a routing with these group sizes: every slot gets an expert (a
+/// fixed pseudo-random assignment with exactly `sizes[e]` slots for expert e), then the slots
+/// in a stable sort by expert (the permutation a router's stable argsort makes).
+fn sorted_routing(sizes: &[usize]) -> Vec<i32> {
+    let mut expert: Vec<u32> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(e, &n)| std::iter::repeat_n(e as u32, n))
+        .collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..expert.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        expert.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    let mut perm: Vec<i32> = (0..expert.len() as i32).collect();
+    perm.sort_by_key(|&s| expert[s as usize]);
+    perm
+}
+
 fn ends(sizes: &[usize]) -> Vec<i32> {
     let mut acc = 0usize;
     sizes
@@ -478,9 +499,13 @@ fn main() {
         const T: usize = MTOK / TOPK;
         let m = T * TOPK;
         let m_cap = m + 15 * E;
-        // a fixed permutation of the slots (7919 is prime, so coprime with m = 2^15)
-        let perm: Vec<i32> = (0..m).map(|i| ((i * 7919) % m) as i32).collect();
-        let dperm = DeviceBuffer::from_host(&b.ctx, &perm).unwrap();
+        // Routing permutations: "balanced" and "zipf" as a router makes them (each slot sent to
+        // an expert, the group sizes of the routing, then a stable sort of the slots by expert:
+        // within a group the slots, so the tokens, ascend, as torchtitan's argsort and
+        // hipfp8.torch.routed give them); "balanced-strided" keeps the balanced groups with the
+        // slots in a fixed strided order (7919 is prime, so coprime with m = 2^15): no two rows
+        // of a group near in tokens, the gathers' worst case for the cache.
+        let strided: Vec<i32> = (0..m).map(|i| ((i * 7919) % m) as i32).collect();
         let w: Vec<f32> = (0..m).map(|i| 0.05 + (i % 17) as f32 * 0.01).collect();
         let dw = DeviceBuffer::from_host(&b.ctx, &w).unwrap();
         let mut slot_row = DeviceBuffer::<i32>::alloc(&b.ctx, m).unwrap();
@@ -501,12 +526,23 @@ fn main() {
             m_cap,
         };
         let shape = format!("({T},{H}) top{TOPK} of {E}");
-        for (name, offs) in routings {
+        let route_cases = [
+            ("balanced", &doffs_bal, false),
+            ("zipf", &doffs_zipf, false),
+            ("balanced-strided", &doffs_bal, true),
+        ];
+        for (name, offs, is_strided) in route_cases {
             let sizes = if name == "zipf" {
                 zipf_sizes(m, E)
             } else {
                 vec![m / E; E]
             };
+            let perm = if is_strided {
+                strided.clone()
+            } else {
+                sorted_routing(&sizes)
+            };
+            let dperm = DeviceBuffer::from_host(&b.ctx, &perm).unwrap();
             let mpad: usize = sizes.iter().map(|v| v.div_ceil(16) * 16).sum();
             for (op, weighted) in [("moe_dispatch_dual", false), ("moe_combine_bwd_dual", true)] {
                 // the combine rows below need the slot rows of a dispatch of this routing
