@@ -118,7 +118,9 @@ int main(int argc, char** argv) {
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     });
   }
-  timed("empty kernel launch <<<1, 256, 0, stream>>>", [&] { empty_kernel<<<1, 256, 0, stream>>>(); }, kQueued);
+  timed(
+      "empty kernel launch <<<1, 256, 0, stream>>>",
+      [&] { empty_kernel<<<1, 256, 0, stream>>>(); }, kQueued);
   timed("cudaLaunchKernelExC, 2x1 cluster", [&] {
     cudaLaunchConfig_t c = {};
     cudaLaunchAttribute at[1];

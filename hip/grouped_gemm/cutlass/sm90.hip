@@ -154,11 +154,11 @@ static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, Device
 // Pick the instance, check the workspace holds what IT needs (callers size it with
 // hipfp8_gg_cutlass_workspace_size, the maximum over all instances; checking only the chosen
 // one keeps the per-call host work to one CUTLASS size query), run.
-static int dispatch(const DeviceFacts& f, int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
-                    int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
-                    void* out, int64_t d0, int64_t d1, int64_t d2, const uint8_t* staged_a,
-                    const uint8_t* staged_b, int64_t mt_pad, void* ws, uint64_t ws_bytes,
-                    hipStream_t stream) {
+static int dispatch(const DeviceFacts& f, int config, bool two_d_two_d, const uint8_t* a,
+                    int fmt_a, const uint8_t* b, int fmt_b, const int32_t* offs, int groups,
+                    const float* sa, const float* sb, void* out, int64_t d0, int64_t d1,
+                    int64_t d2, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad,
+                    void* ws, uint64_t ws_bytes, hipStream_t stream) {
   int kind = config & 0xff;
   if (kind == 0)
     kind = two_d_two_d ? default_kind(true, d0, d2) : default_kind(false, d1, d2);

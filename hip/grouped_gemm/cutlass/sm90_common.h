@@ -268,8 +268,9 @@ inline bool current_device_facts(DeviceFacts* f) {
     return true;
   }
   int major = 0, minor = 0, n = 0;
-  const bool cc = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
-                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess;
+  const bool cc =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess;
   f->sm90 = cc && major == 9 && minor == 0;
   f->sms = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) == cudaSuccess ? n : 0;
   if (cached && cc && f->sms > 0)
@@ -293,11 +294,13 @@ std::atomic<uint64_t>& initialized_devices() {
 // call per device: the same workspace initialisation and parameters on every call.
 template <class Gemm, class Args>
 cutlass::Status initialize_once_per_device(Gemm& gemm, const Args& args, void* ws,
-                                           hipStream_t stream, int device, std::atomic<uint64_t>& done) {
+                                           hipStream_t stream, int device,
+                                           std::atomic<uint64_t>& done) {
   const uint64_t bit = device >= 0 && device < 64 ? (uint64_t)1 << device : 0;
   if (bit == 0 || (done.load(std::memory_order_acquire) & bit) == 0) {
     const cutlass::Status st = gemm.initialize(args, ws, stream);
-    if (st == cutlass::Status::kSuccess && bit != 0) done.fetch_or(bit, std::memory_order_release);
+    if (st == cutlass::Status::kSuccess && bit != 0)
+      done.fetch_or(bit, std::memory_order_release);
     return st;
   }
   const cutlass::Status st = Gemm::GemmKernel::initialize_workspace(args, ws, stream);
