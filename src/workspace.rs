@@ -11,9 +11,9 @@
 //!
 //! Kinds: [`Kind::Zeroed`] buffers are all zero between uses (zeroed once when allocated; the
 //! column casts reset every slot they touched before they finish; cast_transpose clears its
-//! accumulators with an async memset after its cast pass). [`Kind::Plain`] buffers (the
-//! GEMM's group arguments and TMA descriptors) hold anything after their first use; they too
-//! start zeroed.
+//! accumulators with an async memset after its cast pass when it accumulated any, m > 0).
+//! [`Kind::Plain`] buffers (the GEMM's group arguments and TMA descriptors) hold anything
+//! after their first use; they too start zeroed.
 //!
 //! Growth: a buffer grows (geometrically) when a call needs more: a new one is allocated and
 //! zeroed with an async memset on the stream, and the old one is retired, not freed: it stays

@@ -97,7 +97,7 @@ fn tensorwise_gpu_eq_cpu() {
 }
 
 /// Many blocks, repeated on two streams: the workspace must come back zero every time (a stale
-/// amax from a NaN tensor would poison the next call).
+/// amax from a NaN tensor would poison the next call), also after an empty (m = 0) call.
 #[test]
 fn two_phase_workspace_reuse() {
     let Some(ctx) = gpu_for_tests("two_phase_workspace_reuse") else {
@@ -132,6 +132,14 @@ fn two_phase_workspace_reuse() {
         )
         .unwrap();
         for scaling in [Scaling::Rowwise, Scaling::Tensorwise] {
+            // An empty tensor first on the same stream: it writes the empty tensor's scales,
+            // runs no amax pass and queues no memset (the workspace was only read); the call
+            // after it must find the workspace zero.
+            let empty = Tensor::new(&fill, 0, k);
+            let de = DevHp::new(&ctx, &empty, 0);
+            let w = format!("cast_transpose m=0 {scaling:?} rep={rep}");
+            cast_transpose_vs_cpu(&ctx, &p, scaling, 0, k, &empty, &de, 0, Some(stream), &w)
+                .unwrap();
             let w = format!("cast_transpose reuse {scaling:?} rep={rep}");
             cast_transpose_vs_cpu(&ctx, &p, scaling, m, k, &t, &dx, 0, Some(stream), &w).unwrap();
         }

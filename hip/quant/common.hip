@@ -7,10 +7,17 @@
 
 namespace hipfp8 {
 
-int device_sm_count() {
-  static int cache[64];
+// The current device's ordinal as the per-device caches index it (0 when it is unknown or
+// past their kResidentDevs slots).
+static int cache_device() {
   int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kResidentDevs) dev = 0;
+  return dev;
+}
+
+// The multiprocessor count of device `dev` (a cache_device() index), read once per device.
+static int sm_count_of(int dev) {
+  static int cache[kResidentDevs];
   int n = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);
   if (n == 0) {
     if (hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n < 1) n = 1;
@@ -19,9 +26,11 @@ int device_sm_count() {
   return n;
 }
 
+int device_sm_count() { return sm_count_of(cache_device()); }
+
+// One hipGetDevice per call (the occupancy slot and the SM count are both per device).
 int resident_grid(unsigned long long* cache, const void* kernel, int block, size_t smem) {
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= kResidentDevs) dev = 0;
+  const int dev = cache_device();
   const unsigned long long c = __atomic_load_n(&cache[dev], __ATOMIC_RELAXED);  // (smem << 16) | per SM
   int per_sm = 0;
   if (c != 0 && (c >> 16) == smem) {
@@ -34,7 +43,7 @@ int resident_grid(unsigned long long* cache, const void* kernel, int block, size
     if (per_sm > 0xFFFF) per_sm = 0xFFFF;
     __atomic_store_n(&cache[dev], ((unsigned long long)smem << 16) | (unsigned)per_sm, __ATOMIC_RELAXED);
   }
-  return per_sm * device_sm_count();
+  return per_sm * sm_count_of(dev);
 }
 
 int knob(KnobId id) {

@@ -7,7 +7,8 @@
 //                   shared memory (transposed stores are 16-byte column runs), scales
 //                   tensorwise or rowwise (per row of x for out, per column
 //                   for out_t). Phase 1 accumulates amax in the context workspace, phase 2 casts,
-//                   then an async memset hands the workspace back zeroed.
+//                   then an async memset hands the workspace back zeroed (m > 0; with m = 0 no
+//                   phase 1 runs and the workspace was only read).
 //   *_scaled        the same casts with a scale the caller already has (delayed scaling: the
 //                   scale comes from an amax history of earlier steps, as Transformer Engine's
 //                   recipe does): ONE read of x, one kernel, and the amax of x written for the
@@ -516,8 +517,9 @@ static int launch_cast_transpose(const void* x, int64_t m, int64_t k, int rowwis
     launch_ct_cast<In, F, false, false>(xp, m, k, w, rowwise, pow2, out, out_t, scales, scales_t, vst, nullptr, st);
   }
   hipError_t e = hipGetLastError();
-  if (e != hipSuccess) return (int)e;
-  // hand the workspace back zeroed (ordered after the cast on this stream)
+  if (e != hipSuccess || m == 0) return (int)e;
+  // hand the workspace back zeroed (ordered after the cast on this stream); with m == 0 no
+  // amax kernel ran and the cast kernel only reads it: it is still zero, no memset
   e = hipMemsetAsync(w, 0, (size_t)(rowwise ? m + k : 1) * sizeof(uint32_t), st);
   return (int)e;
 }

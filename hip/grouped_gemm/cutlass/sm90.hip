@@ -95,15 +95,8 @@ int default_kind(bool two_d_two_d, int64_t n, int64_t k) {
   return k < n ? 2 : 1;
 }
 
-bool cutlass_runs_here() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  // sm_90a code runs on compute capability 9.0 only.
-  return major == 9 && minor == 0;
-}
+// Whether the current device (its facts into *f) can run sm_90a code: compute capability 9.0.
+bool cutlass_runs_here(DeviceFacts* f) { return current_device_facts(f) && f->sm90; }
 
 bool config_ok(int config) {
   const int kind = config & 0xff, raster = (config >> 8) & 0xf, swz = (config >> 12) & 0xf;
@@ -117,10 +110,11 @@ bool config_ok(int config) {
 // per SM).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) noexcept {
   if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  const int sms = sm_count_of_current_device();
+  DeviceFacts f;
+  const int sms = current_device_facts(&f) ? f.sms : 0;
   if (sms <= 0) return (int)cudaErrorNoDevice;
   size_t off[11], lib = 0;
-  for (const Instance& i : kInstances) lib = std::max(lib, i.workspace(groups, sms));
+  for (const Instance& i : kInstances) lib = std::max(lib, i.workspace(groups, f.device, sms));
   *bytes = (uint64_t)layout(groups, lib, off);
   return 0;
 }
@@ -128,7 +122,8 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_workspace_size(int groups, uint64_t* bytes) 
 // *available = 1 when the current device can run this backend (compute capability 9.0).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_available(int* available) noexcept {
   if (available == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
-  *available = cutlass_runs_here() ? 1 : 0;
+  DeviceFacts f;
+  *available = cutlass_runs_here(&f) ? 1 : 0;
   return 0;
 }
 
@@ -145,11 +140,12 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_has_instance(int kind, int fmt_a, int fmt_b,
   return 0;
 }
 
-static int check_common(int fmt_a, int fmt_b, int groups, const void* ws) {
+// The current device's facts go to *f (for dispatch).
+static int check_common(int fmt_a, int fmt_b, int groups, const void* ws, DeviceFacts* f) {
   if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (find(1, fmt_a, fmt_b) == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  if (!cutlass_runs_here()) return HIPFP8_KSTATUS_UNSUPPORTED;
+  if (!cutlass_runs_here(f)) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (ws == nullptr && groups > 0) return HIPFP8_KSTATUS_NULL_POINTER;
   if (!aligned16(ws)) return HIPFP8_KSTATUS_MISALIGNED;
   return 0;
@@ -158,23 +154,23 @@ static int check_common(int fmt_a, int fmt_b, int groups, const void* ws) {
 // Pick the instance, check the workspace holds what IT needs (callers size it with
 // hipfp8_gg_cutlass_workspace_size, the maximum over all instances; checking only the chosen
 // one keeps the per-call host work to one CUTLASS size query), run.
-static int dispatch(int config, bool two_d_two_d, const uint8_t* a, int fmt_a, const uint8_t* b,
-                    int fmt_b, const int32_t* offs, int groups, const float* sa, const float* sb,
-                    void* out, int64_t d0, int64_t d1, int64_t d2, const uint8_t* staged_a,
-                    const uint8_t* staged_b, int64_t mt_pad, void* ws, uint64_t ws_bytes,
-                    hipStream_t stream) {
+static int dispatch(const DeviceFacts& f, int config, bool two_d_two_d, const uint8_t* a,
+                    int fmt_a, const uint8_t* b, int fmt_b, const int32_t* offs, int groups,
+                    const float* sa, const float* sb, void* out, int64_t d0, int64_t d1,
+                    int64_t d2, const uint8_t* staged_a, const uint8_t* staged_b, int64_t mt_pad,
+                    void* ws, uint64_t ws_bytes, hipStream_t stream) {
   int kind = config & 0xff;
   if (kind == 0)
     kind = two_d_two_d ? default_kind(true, d0, d2) : default_kind(false, d1, d2);
   const Instance* inst = find(kind, fmt_a, fmt_b);
   if (inst == nullptr) return HIPFP8_KSTATUS_UNSUPPORTED;
-  const int sms = sm_count_of_current_device();
+  const int sms = f.sms;
   if (sms <= 0) return (int)cudaErrorNoDevice;
   size_t off[11];
-  if (ws_bytes < (uint64_t)layout(groups, inst->workspace(groups, sms), off))
+  if (ws_bytes < (uint64_t)layout(groups, inst->workspace(groups, f.device, sms), off))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
   RunArgs q{two_d_two_d, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, d0, d1, d2,
-            staged_a, staged_b, mt_pad, ws, sms, (config >> 8) & 3, 1 << ((config >> 12) & 3),
+            staged_a, staged_b, mt_pad, ws, f.device, sms, (config >> 8) & 3, 1 << ((config >> 12) & 3),
             stream};
   return inst->run(q);
 }
@@ -190,13 +186,14 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d3d(const uint8_t* a, int fmt_a, const uint
                                          hipStream_t stream) noexcept {
   if (M < 0 || N < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace);
+  DeviceFacts f;
+  int st = check_common(fmt_a, fmt_b, groups, workspace, &f);
   if (st != 0) return st;
   if (groups == 0 || M == 0 || N == 0) return 0;
   if (K == 0 || K % 16 != 0 || N % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
     return HIPFP8_KSTATUS_UNSUPPORTED;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
-  return dispatch(config, false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M, N, K,
+  return dispatch(f, config, false, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, M, N, K,
                   nullptr, nullptr, 0, workspace, workspace_bytes, stream);
 }
 
@@ -215,7 +212,8 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
                                          hipStream_t stream) noexcept {
   if (N < 0 || Mt < 0 || K < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   if (!config_ok(config)) return HIPFP8_KSTATUS_INVALID_ENUM;
-  int st = check_common(fmt_a, fmt_b, groups, workspace);
+  DeviceFacts f;
+  int st = check_common(fmt_a, fmt_b, groups, workspace, &f);
   if (st != 0) return st;
   if (groups == 0 || N == 0 || K == 0) return 0;
   if (Mt % 16 != 0 || K % 8 != 0 || !aligned16(a) || !aligned16(b) || !aligned16(out))
@@ -223,6 +221,6 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_2d2d(const uint8_t* a, int fmt_a, const uint
   if (N > INT32_MAX || Mt > INT32_MAX || K > INT32_MAX) return HIPFP8_KSTATUS_UNSUPPORTED;
   if (!hipfp8_gg::staging_args_ok(staged_a, staged_b, Mt, mt_pad, groups))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
-  return dispatch(config, true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K,
+  return dispatch(f, config, true, a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K,
                   staged_a, staged_b, mt_pad, workspace, workspace_bytes, stream);
 }

@@ -216,7 +216,8 @@ __global__ void build_2d2d(Arrays<Bw2d2d> r, const uint8_t* a, const uint8_t* b,
 }  // namespace
 
 template <class I>
-inline typename I::Gemm::Arguments make_args(const Arrays<I>& r, int groups, int sm_count) {
+inline typename I::Gemm::Arguments make_args(const Arrays<I>& r, int groups, int device,
+                                             int sm_count) {
   typename I::Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   // No host copy of the shapes: CUTLASS sizes its persistent grid from the SM count.
@@ -227,34 +228,36 @@ inline typename I::Gemm::Arguments make_args(const Arrays<I>& r, int groups, int
   args.epilogue.ptr_D = r.pd;
   args.epilogue.dD = r.std_;
   args.epilogue.thread = {{}, {}};  // Evt = Identity(Acc): {child, node}
-  args.hw_info.device_id = 0;
-  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.device_id = device;
   args.hw_info.sm_count = sm_count;
   return args;
 }
 
 template <class I>
-inline size_t cutlass_bytes(int groups, int sms) {
+inline size_t cutlass_bytes(int groups, int device, int sms) {
   Arrays<I> none{};
-  auto args = make_args<I>(none, groups, sms);
+  auto args = make_args<I>(none, groups, device, sms);
   return I::Gemm::get_workspace_size(args);
 }
 
 // The workspace of either instance: the larger layout.
-inline size_t workspace_bytes(int groups, int sms) {
+inline size_t workspace_bytes(int groups, int device, int sms) {
   size_t off[kArrays];
-  const size_t w3 = layout<Bw2d3d>(groups, cutlass_bytes<Bw2d3d>(groups, sms), off);
-  const size_t w2 = layout<Bw2d2d>(groups, cutlass_bytes<Bw2d2d>(groups, sms), off);
+  const size_t w3 = layout<Bw2d3d>(groups, cutlass_bytes<Bw2d3d>(groups, device, sms), off);
+  const size_t w2 = layout<Bw2d2d>(groups, cutlass_bytes<Bw2d2d>(groups, device, sms), off);
   return w3 > w2 ? w3 : w2;
 }
 
 // Run instance I on the arrays its build kernel wrote.
 template <class I>
-inline int run_gemm(const Arrays<I>& r, int groups, int sms, hipStream_t stream) {
-  auto args = make_args<I>(r, groups, sms);
+inline int run_gemm(const Arrays<I>& r, int groups, const hipfp8_gg_cutlass::DeviceFacts& f,
+                    hipStream_t stream) {
+  auto args = make_args<I>(r, groups, f.device, f.sms);
   typename I::Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
-  if (gemm.initialize(args, r.cutlass_ws, stream) != cutlass::Status::kSuccess)
+  if (hipfp8_gg_cutlass::initialize_once_per_device(
+          gemm, args, r.cutlass_ws, stream, f.device,
+          hipfp8_gg_cutlass::initialized_devices<I>()) != cutlass::Status::kSuccess)
     return HIPFP8_KSTATUS_UNSUPPORTED;
   const cutlass::Status st = gemm.run(stream);
   const cudaError_t e = cudaGetLastError();
@@ -263,24 +266,21 @@ inline int run_gemm(const Arrays<I>& r, int groups, int sms, hipStream_t stream)
 }
 
 // The checks both launchers share, in this order: formats, device, nothing to do (returns 1),
-// workspace pointer, the launcher's whole-call shape rule (`shape_ok`), workspace size.
+// workspace pointer, the launcher's whole-call shape rule (`shape_ok`), workspace size. The
+// current device's facts (ordinal, SM count) go to *f.
 inline int common_checks(int fmt_a, int fmt_b, int groups, bool empty, bool shape_ok,
-                         void* workspace, uint64_t workspace_bytes_given, int* sms) {
+                         void* workspace, uint64_t workspace_bytes_given,
+                         hipfp8_gg_cutlass::DeviceFacts* f) {
   if (fmt_a < 0 || fmt_a > 3 || fmt_b < 0 || fmt_b > 3) return HIPFP8_KSTATUS_INVALID_ENUM;
   if (fmt_a != HIPFP8_FMT_E4M3FN || fmt_b != HIPFP8_FMT_E4M3FN) return HIPFP8_KSTATUS_UNSUPPORTED;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-      major != 9 || minor != 0)
+  if (!hipfp8_gg_cutlass::current_device_facts(f) || !f->sm90)
     return HIPFP8_KSTATUS_UNSUPPORTED;  // sm_90a code runs on compute capability 9.0 only
   if (groups == 0 || empty) return 1;
   if (workspace == nullptr) return HIPFP8_KSTATUS_NULL_POINTER;
   if (!hipfp8_gg_cutlass::aligned16(workspace)) return HIPFP8_KSTATUS_MISALIGNED;
   if (!shape_ok) return HIPFP8_KSTATUS_UNSUPPORTED;
-  *sms = hipfp8_gg_cutlass::sm_count_of_current_device();
-  if (*sms <= 0) return (int)cudaErrorNoDevice;
-  if (workspace_bytes_given < (uint64_t)workspace_bytes(groups, *sms))
+  if (f->sms <= 0) return (int)cudaErrorNoDevice;
+  if (workspace_bytes_given < (uint64_t)workspace_bytes(groups, f->device, f->sms))
     return HIPFP8_KSTATUS_INVALID_SHAPE;
   return 0;
 }
@@ -292,9 +292,10 @@ using namespace hipfp8_gg_cutlass_bw;
 // the current device (CUTLASS's part depends on the SM count).
 HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_workspace_size(int groups, uint64_t* bytes) noexcept {
   if (groups < 0 || bytes == nullptr) return HIPFP8_KSTATUS_INVALID_SHAPE;
-  const int sms = hipfp8_gg_cutlass::sm_count_of_current_device();
+  hipfp8_gg_cutlass::DeviceFacts f;
+  const int sms = hipfp8_gg_cutlass::current_device_facts(&f) ? f.sms : 0;
   if (sms <= 0) return (int)cudaErrorNoDevice;
-  *bytes = (uint64_t)workspace_bytes(groups, sms);
+  *bytes = (uint64_t)workspace_bytes(groups, f.device, sms);
   return 0;
 }
 
@@ -310,16 +311,16 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d3d(const uint8_t* a, int fmt_a, const u
   const bool shape_ok = K > 0 && K % kBlock == 0 && N % kBlock == 0 && aligned16(a) &&
                         aligned16(b) && aligned16(out) && M <= INT32_MAX && N <= INT32_MAX &&
                         K <= INT32_MAX;
-  int sms = 0;
+  hipfp8_gg_cutlass::DeviceFacts f;
   const int c = common_checks(fmt_a, fmt_b, groups, M == 0 || N == 0, shape_ok, workspace,
-                              workspace_bytes, &sms);
+                              workspace_bytes, &f);
   if (c != 0) return c == 1 ? 0 : c;
   Arrays<Bw2d3d> r = carve<Bw2d3d>(workspace, groups);
   build_2d3d<<<(unsigned)((groups + 127) / 128), 128, 0, stream>>>(
       r, a, b, offs, groups, sa, sb, static_cast<hipfp8_bf16*>(out), M, N, K);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  return run_gemm<Bw2d3d>(r, groups, sms, stream);
+  return run_gemm<Bw2d3d>(r, groups, f, stream);
 }
 
 // Blockwise-scaled 2D x 2D (OPS.md grouped_gemm_blockwise_2d2d); requirements at the top of
@@ -334,17 +335,17 @@ HIPFP8_EXTERN int hipfp8_gg_cutlass_bw_2d2d(const uint8_t* a, int fmt_a, const u
   if (N < 0 || Mt < 0 || K < 0 || groups < 0) return HIPFP8_KSTATUS_INVALID_SHAPE;
   const bool shape_ok = Mt % 16 == 0 && K % 8 == 0 && aligned16(a) && aligned16(b) &&
                         aligned16(out) && N <= INT32_MAX && Mt <= INT32_MAX && K <= INT32_MAX;
-  int sms = 0;
+  hipfp8_gg_cutlass::DeviceFacts f;
   const int c = common_checks(fmt_a, fmt_b, groups, N == 0 || K == 0, shape_ok, workspace,
-                              workspace_bytes, &sms);
+                              workspace_bytes, &f);
   if (c != 0) return c == 1 ? 0 : c;
   Arrays<Bw2d2d> r = carve<Bw2d2d>(workspace, groups);
   build_2d2d<<<(unsigned)((groups + 127) / 128), 128, 0, stream>>>(
       r, a, b, offs, groups, sa, sb, static_cast<hipfp8_bf16*>(out), N, Mt, K);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
-  const int st = run_gemm<Bw2d2d>(r, groups, sms, stream);
+  const int st = run_gemm<Bw2d2d>(r, groups, f, stream);
   if (st != 0) return st;
   return hipfp8_gg_ref_bw_2d2d(a, fmt_a, b, fmt_b, offs, groups, sa, sb, out, N, Mt, K, r.owns,
-                               2 * sms, stream);
+                               2 * f.sms, stream);
 }

@@ -7,6 +7,7 @@
 #include "../../kernel_abi.h"
 #include "../group_args.h"
 
+#include <atomic>
 #include <type_traits>
 #include <cstddef>
 #include <cstdint>
@@ -179,6 +180,7 @@ struct RunArgs {
   const uint8_t* staged_b;
   int64_t mt_pad;
   void* workspace;
+  int device;  // the current device (DeviceFacts)
   int sms;
   int raster;   // 0: along M (CUTLASS's default for groups), 1: along N
   int swizzle;  // max swizzle size 1, 2, 4 or 8
@@ -242,17 +244,73 @@ __global__ void build_2d2d(Arrays r, const uint8_t* a, const uint8_t* b, const i
 
 }  // namespace
 
-inline int sm_count_of_current_device() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-  return n;
+// What the launchers need to know of the current device on every call: its ordinal, its SM
+// count (0: the query failed) and whether it is compute capability 9.0 (sm_90a code runs there
+// only). The attributes are read once per device and process (devices 0..63; a failed query is
+// not remembered, so it is asked again next time): one cudaGetDevice per call instead of
+// 2-4 cudaGetDevice and 3 cudaDeviceGetAttribute.
+struct DeviceFacts {
+  int device = 0;
+  int sms = 0;
+  bool sm90 = false;
+};
+
+// false when cudaGetDevice fails (nothing is known then).
+inline bool current_device_facts(DeviceFacts* f) {
+  static std::atomic<uint32_t> cache[64];  // 0: not read; else (sms << 1) | sm90
+  if (cudaGetDevice(&f->device) != cudaSuccess) return false;
+  const int d = f->device;
+  const bool cached = d >= 0 && d < 64;
+  const uint32_t c = cached ? cache[d].load(std::memory_order_relaxed) : 0u;
+  if (c != 0) {
+    f->sms = (int)(c >> 1);
+    f->sm90 = (c & 1u) != 0;
+    return true;
+  }
+  int major = 0, minor = 0, n = 0;
+  const bool cc =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess;
+  f->sm90 = cc && major == 9 && minor == 0;
+  f->sms = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d) == cudaSuccess ? n : 0;
+  if (cached && cc && f->sms > 0)
+    cache[d].store(((uint32_t)f->sms << 1) | (f->sm90 ? 1u : 0u), std::memory_order_relaxed);
+  return true;
+}
+
+// Whether CUTLASS's initialize() already set instance C's kernel attribute (its dynamic shared
+// memory size) on device `device` in this process: then a call needs only the workspace
+// initialisation and the parameters (GemmUniversalAdapter::initialize minus the
+// cudaFuncSetAttribute it repeats on every call). The attribute belongs to the device's
+// context, which lives as long as the process (a cudaDeviceReset would also free every buffer
+// of the library's contexts). Devices 0..63; others take initialize() every time.
+template <class C>
+std::atomic<uint64_t>& initialized_devices() {
+  static std::atomic<uint64_t> mask{0};
+  return mask;
+}
+
+// CUTLASS's initialize(args, ws, stream) on `gemm`, with the attribute set only on the first
+// call per device: the same workspace initialisation and parameters on every call.
+template <class Gemm, class Args>
+cutlass::Status initialize_once_per_device(Gemm& gemm, const Args& args, void* ws,
+                                           hipStream_t stream, int device,
+                                           std::atomic<uint64_t>& done) {
+  const uint64_t bit = device >= 0 && device < 64 ? (uint64_t)1 << device : 0;
+  if (bit == 0 || (done.load(std::memory_order_acquire) & bit) == 0) {
+    const cutlass::Status st = gemm.initialize(args, ws, stream);
+    if (st == cutlass::Status::kSuccess && bit != 0)
+      done.fetch_or(bit, std::memory_order_release);
+    return st;
+  }
+  const cutlass::Status st = Gemm::GemmKernel::initialize_workspace(args, ws, stream);
+  if (st != cutlass::Status::kSuccess) return st;
+  return gemm.update(args, ws);
 }
 
 template <class C>
-typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count, int raster,
-                                      int swizzle) {
+typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int device, int sm_count,
+                                      int raster, int swizzle) {
   using EA = typename C::ElementA;
   using EB = typename C::ElementB;
   typename C::Gemm::Arguments args;
@@ -268,8 +326,7 @@ typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count,
   auto& t = args.epilogue.thread;
   // Evt = MulB(MulA(Acc, ScaleA), ScaleB): arguments are {children..., node}.
   t = {{{}, {r.psa, ElementScale(0), {}}, {}}, {r.psb, ElementScale(0), {}}, {}};
-  args.hw_info.device_id = 0;
-  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.device_id = device;
   args.hw_info.sm_count = sm_count;
   using Raster = decltype(args.scheduler.raster_order);
   args.scheduler.raster_order = raster == 1 ? Raster::AlongN : Raster::AlongM;
@@ -278,9 +335,9 @@ typename C::Gemm::Arguments make_args(const Arrays& r, int groups, int sm_count,
 }
 
 template <class C>
-size_t cutlass_workspace_bytes(int groups, int sm_count) {
+size_t cutlass_workspace_bytes(int groups, int device, int sm_count) {
   Arrays none{};
-  auto args = make_args<C>(none, groups, sm_count, 0, 1);
+  auto args = make_args<C>(none, groups, device, sm_count, 0, 1);
   return C::Gemm::get_workspace_size(args);
 }
 
@@ -291,10 +348,11 @@ int run_cutlass(const Arrays& r, const RunArgs& q) {
                     std::is_same_v<typename C::StrideD, StrideD>,
                 "grouped strides");
   using Gemm = typename C::Gemm;
-  auto args = make_args<C>(r, q.groups, q.sms, q.raster, q.swizzle);
+  auto args = make_args<C>(r, q.groups, q.device, q.sms, q.raster, q.swizzle);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return HIPFP8_KSTATUS_UNSUPPORTED;
-  if (gemm.initialize(args, r.cutlass_ws, q.stream) != cutlass::Status::kSuccess)
+  if (initialize_once_per_device(gemm, args, r.cutlass_ws, q.stream, q.device,
+                                 initialized_devices<C>()) != cutlass::Status::kSuccess)
     return HIPFP8_KSTATUS_UNSUPPORTED;
   const cutlass::Status st = gemm.run(q.stream);
   const cudaError_t e = cudaGetLastError();
@@ -330,7 +388,7 @@ int run_op(const RunArgs& q) {
 // An instance: its run and workspace functions, defined in its own translation unit by
 // HIPFP8_GG_CUTLASS_INSTANCE and listed in sm90.hip's table.
 using RunFn = int (*)(const RunArgs&);
-using WorkspaceFn = size_t (*)(int groups, int sms);
+using WorkspaceFn = size_t (*)(int groups, int device, int sms);
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -339,14 +397,14 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 #define HIPFP8_GG_CUTLASS_DECLARE(NAME)                    \
   namespace hipfp8_gg_cutlass {                            \
   int NAME##_run(const RunArgs& q);                        \
-  size_t NAME##_workspace(int groups, int sms);            \
+  size_t NAME##_workspace(int groups, int device, int sms); \
   }
 
 #define HIPFP8_GG_CUTLASS_INSTANCE(NAME, ...)                                     \
   HIPFP8_GG_CUTLASS_DECLARE(NAME)                                                 \
   namespace hipfp8_gg_cutlass {                                                   \
   int NAME##_run(const RunArgs& q) { return run_op<__VA_ARGS__>(q); }             \
-  size_t NAME##_workspace(int groups, int sms) {                                  \
-    return cutlass_workspace_bytes<__VA_ARGS__>(groups, sms);                     \
+  size_t NAME##_workspace(int groups, int device, int sms) {                      \
+    return cutlass_workspace_bytes<__VA_ARGS__>(groups, device, sms);             \
   }                                                                               \
   }
