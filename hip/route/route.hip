@@ -327,11 +327,14 @@ __global__ void __launch_bounds__(kBlock) cols_kernel(RouteSrc<In, W> src, int64
     }
     __syncthreads();
   };
-  for (int64_t g = blockIdx.y; g <= src.G; g += gridDim.y) {
+  // blockIdx.x = group, blockIdx.y = column tile: the blocks that run together are one column
+  // tile of every group, so the topk reads of a token's 128-byte run meet in L2 (one tile of
+  // all tokens is t * 128 bytes), whatever the routing order.
+  for (int64_t g = blockIdx.x; g <= src.G; g += gridDim.x) {
     const bool group = g < src.G;
     const int64_t gs = g ? src.pad[g - 1] : 0;
     const int64_t ge = group ? src.pad[g] : m_cap;
-    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    for (int64_t t = blockIdx.y; t < ntiles; t += gridDim.y) {
       __syncthreads();  // the previous tile's readers of the shared tables are done
       const int64_t c0 = t * COLS;
       const int64_t i = c0 / EPV + q;  // this thread's vector of a tile row
@@ -560,9 +563,8 @@ int dispatch_vec(const RouteSrc<In, W>& src, int32_t* slot_row, uint8_t* out, fl
   }
   constexpr int64_t cols = kColLanes * In::EPV;
   const int64_t tiles = (k + cols - 1) / cols;
-  if (tiles > 0x7FFFFFFF) return kLaunchUnsupported;
-  const int64_t gy = G + 1 < 65535 ? G + 1 : 65535;
-  const dim3 grid((unsigned)tiles, (unsigned)gy);
+  const int64_t gx = G + 1 < (1 << 20) ? G + 1 : (1 << 20);
+  const dim3 grid((unsigned)gx, (unsigned)(tiles < 65535 ? tiles : 65535));
   if (route_col_passes() == 1) {
     cols_kernel<In, F, W, VEC, 1><<<grid, kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
   } else {

@@ -49,7 +49,7 @@ void dispatch_vec(const Args& a, const RouteSrc<In, W>& src, std::vector<int32_t
   std::vector<uint8_t> out_col1 = out_col;
   std::vector<float> sc_col1 = sc_col;
   const unsigned tiles = (unsigned)((k + kColLanes * In::EPV - 1) / (kColLanes * In::EPV));
-  const dim3 grid(tiles < a.gx ? tiles : a.gx, a.gy);
+  const dim3 grid(a.gy, tiles < a.gx ? tiles : a.gx);  // x: groups, y: column tiles (as the launcher)
   emu_launch_waves(grid, kBlock, [&] {
     cols_kernel<In, F, W, VEC, 4>(src, mc, out_col.data(), sc_col.data(), a.pow2, a.dequant);
   });
