@@ -563,8 +563,7 @@ int dispatch_vec(const RouteSrc<In, W>& src, int32_t* slot_row, uint8_t* out, fl
   }
   constexpr int64_t cols = kColLanes * In::EPV;
   const int64_t tiles = (k + cols - 1) / cols;
-  const int64_t gx = G + 1 < (1 << 20) ? G + 1 : (1 << 20);
-  const dim3 grid((unsigned)gx, (unsigned)(tiles < 65535 ? tiles : 65535));
+  const dim3 grid(grid_of(G + 1), (unsigned)(tiles < 65535 ? tiles : 65535));
   if (route_col_passes() == 1) {
     cols_kernel<In, F, W, VEC, 1><<<grid, kBlock, 0, st>>>(src, m_cap, out_col, scales_col, pow2, dequant);
   } else {

@@ -537,12 +537,14 @@ fn main() {
             } else {
                 vec![m / E; E]
             };
+            let sorted;
             let perm = if is_strided {
-                strided.clone()
+                &strided
             } else {
-                sorted_routing(&sizes)
+                sorted = sorted_routing(&sizes);
+                &sorted
             };
-            let dperm = DeviceBuffer::from_host(&b.ctx, &perm).unwrap();
+            let dperm = DeviceBuffer::from_host(&b.ctx, perm).unwrap();
             let mpad: usize = sizes.iter().map(|v| v.div_ceil(16) * 16).sum();
             for (op, weighted) in [("moe_dispatch_dual", false), ("moe_combine_bwd_dual", true)] {
                 // the combine rows below need the slot rows of a dispatch of this routing
